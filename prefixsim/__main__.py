@@ -1,0 +1,5 @@
+"""`python -m prefixsim` runs the CLI."""
+
+from prefixsim.cli import main
+
+main()

@@ -1,0 +1,84 @@
+"""A resident page of the prefix cache: one node of the radix tree.
+
+A page is the unit of storage and matching (cache-spec R1). The tree owns every field;
+eviction policies read them to compute a victim key and never write them.
+"""
+
+from __future__ import annotations
+
+INFINITY = float("inf")
+
+
+class Page:
+    """One resident page (tree node) and the statistics policies may read.
+
+    Fields:
+      page_id        chained id of the prefix ending with this page
+      parent         the page before it in the prefix (None for a first page)
+      num_tokens     tokens this page holds (charged against capacity)
+      depth          0 for a first page
+      num_children   resident children (0 = a leaf)
+      lock_count     running requests whose locked path includes this page (R8)
+      created_s      simulated time of insertion
+      last_access_s  simulated time of the last hit or insert
+      recency        logical order of the last access (the replay position of the request)
+      deadline_s     TTL deadline (inf without TTL); never earlier than any child's (R12)
+      num_hits       matches that reused this page (R5)
+      priority       highest priority of a request that touched it (R16)
+      version        bumped whenever a queued victim entry of this page goes stale
+    """
+
+    __slots__ = (
+        "page_id",
+        "parent",
+        "num_tokens",
+        "depth",
+        "num_children",
+        "lock_count",
+        "created_s",
+        "last_access_s",
+        "recency",
+        "deadline_s",
+        "num_hits",
+        "priority",
+        "version",
+        "resident",
+    )
+
+    def __init__(
+        self, page_id: int, parent: Page | None, num_tokens: int, now: float, recency: int
+    ) -> None:
+        self.page_id = page_id
+        self.parent = parent
+        self.num_tokens = num_tokens
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.num_children = 0
+        self.lock_count = 0
+        self.created_s = now
+        self.last_access_s = now
+        self.recency = recency
+        self.deadline_s = INFINITY
+        self.num_hits = 0
+        self.priority = 0
+        self.version = 0
+        self.resident = True
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.num_children == 0
+
+    def path(self) -> list[Page]:
+        """Pages from the first page of the prefix down to this one."""
+        pages: list[Page] = []
+        node: Page | None = self
+        while node is not None:
+            pages.append(node)
+            node = node.parent
+        pages.reverse()
+        return pages
+
+    def __repr__(self) -> str:
+        return (
+            f"Page(id={self.page_id}, tokens={self.num_tokens}, depth={self.depth}, "
+            f"children={self.num_children}, locks={self.lock_count}, recency={self.recency})"
+        )

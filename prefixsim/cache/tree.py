@@ -1,0 +1,349 @@
+"""The radix tree of cached prefixes: match, insert, lock, evict and expire pages.
+
+Pages are keyed by chained page id (an id names its whole prefix), so a lookup is one dict
+probe per page and a request's work is O(its pages). The tree owns structure, locks, TTL
+deadlines and token accounting; the eviction policy only orders victims.
+
+Victims are unlocked leaves (cache-spec R9), kept in a heap ordered by
+(policy key, recency, -depth, page id) with lazy invalidation: an entry is valid while its
+page's `version` is unchanged and the page is still an unlocked resident leaf. TTL expiry uses
+a second heap over the same leaves by deadline; since a parent's deadline is never earlier than
+a child's (R12), the earliest deadline of the tree is always at a leaf.
+
+Locks follow SGLang: locking a page counts a lock on it and every ancestor, so locked pages
+and their prefixes are never evicted or expired. Namespaces, tiers and block mode are not here.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prefixsim.cache.page import INFINITY, Page
+from prefixsim.cache.policy import EvictionPolicy, StatelessPolicy
+from prefixsim.cache.ttl import TTLRule
+
+
+class ChainConflict(ValueError):
+    """A page id already names a resident page under a different parent (ids not chained)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MatchResult:
+    """The longest resident, alive prefix of a page-id chain, first page first."""
+
+    pages: list[Page]
+
+    @property
+    def last(self) -> Page | None:
+        return self.pages[-1] if self.pages else None
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.pages)
+
+
+@dataclass(slots=True)
+class CacheCounters:
+    """Cumulative counts of what the cache did (tokens as charged against capacity)."""
+
+    evicted_pages: int = 0
+    evicted_tokens: int = 0
+    expired_pages: int = 0
+    expired_tokens: int = 0
+    inserted_pages: int = 0
+    inserted_tokens: int = 0
+    peak_tokens: int = 0
+
+
+def _is_current(entry: tuple, page: Page) -> bool:
+    """Whether a heap entry still describes `page` as an unlocked resident leaf."""
+    return (
+        entry[-2] == page.version
+        and page.resident
+        and page.num_children == 0
+        and page.lock_count == 0
+    )
+
+
+class RadixCache:
+    """A capacity-bounded (in tokens) prefix cache over chained page ids."""
+
+    def __init__(
+        self,
+        capacity_tokens: int | None,
+        policy: EvictionPolicy,
+        ttl: TTLRule | None = None,
+    ) -> None:
+        if capacity_tokens is not None and capacity_tokens < 0:
+            raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
+        self.capacity_tokens = capacity_tokens
+        self.policy = policy
+        self.ttl = ttl
+        self.counters = CacheCounters()
+        self.resident_tokens = 0
+        self.locked_tokens = 0
+        self._pages: dict[int, Page] = {}
+        self._victims: list[tuple] = []
+        self._deadlines: list[tuple] = []
+        cls = type(policy)
+        self._hook_access = cls.on_access is not StatelessPolicy.on_access
+        self._hook_insert = cls.on_insert is not StatelessPolicy.on_insert
+        self._hook_evict = cls.on_evict is not StatelessPolicy.on_evict
+
+    # ----------------------------------------------------------------- accounting
+    @property
+    def num_pages(self) -> int:
+        return len(self._pages)
+
+    @property
+    def free_tokens(self) -> float:
+        """Unused capacity (inf when unbounded)."""
+        if self.capacity_tokens is None:
+            return INFINITY
+        return self.capacity_tokens - self.resident_tokens
+
+    @property
+    def evictable_tokens(self) -> int:
+        """Tokens that eviction could free: every unlocked resident page (R10)."""
+        return self.resident_tokens - self.locked_tokens
+
+    def get(self, page_id: int) -> Page | None:
+        """The resident page with this id, if any."""
+        return self._pages.get(page_id)
+
+    def pages(self) -> list[Page]:
+        """All resident pages (no particular order)."""
+        return list(self._pages.values())
+
+    # --------------------------------------------------------------------- lookup
+    def match(self, page_ids: Sequence[int], now: float) -> MatchResult:
+        """Longest run of resident, alive pages from the first of `page_ids` (R3).
+
+        Expired pages are dropped first, so a dead page is never matched. Nothing is refreshed.
+        """
+        if self.ttl is not None:
+            self.expire(now)
+        pages: list[Page] = []
+        get = self._pages.get
+        parent = None
+        for page_id in page_ids:
+            page = get(page_id)
+            if page is None or page.parent is not parent:
+                break
+            pages.append(page)
+            parent = page
+        return MatchResult(pages)
+
+    def touch(
+        self, pages: Sequence[Page], now: float, recency: int, ttl_s: float | None = None
+    ) -> None:
+        """Refresh a matched path as a hit (R5): last access, recency, hit count, TTL."""
+        if not pages:
+            return
+        deadline = self._deadline(now, ttl_s) if self._sliding() else None
+        for page in pages:
+            page.last_access_s = now
+            page.recency = recency
+            page.num_hits += 1
+            if deadline is not None and deadline > page.deadline_s:
+                page.deadline_s = deadline
+        if self._hook_access:
+            for page in pages:
+                self.policy.on_access(page)
+        tip = pages[-1]
+        if tip.num_children == 0 and tip.lock_count == 0:
+            self._queue(tip)
+
+    # --------------------------------------------------------------------- insert
+    def insert(
+        self,
+        parent: Page | None,
+        page_ids: Sequence[int],
+        page_tokens: Sequence[int],
+        now: float,
+        recency: int,
+        ttl_s: float | None = None,
+    ) -> list[Page]:
+        """Add a chain of pages below `parent`, in order, as many as fit without evicting.
+
+        A page already resident under the same parent is reused (R7: the first insert wins).
+        Returns the pages now holding the chain (reused or new), first page first.
+        """
+        placed: list[Page] = []
+        capacity = self.capacity_tokens
+        deadline = self._deadline(now, ttl_s) if self.ttl is not None else INFINITY
+        pages = self._pages
+        hook = self._hook_insert
+        for page_id, tokens in zip(page_ids, page_tokens, strict=True):
+            page = pages.get(page_id)
+            if page is not None:
+                if page.parent is not parent:
+                    raise ChainConflict(
+                        f"page id {page_id} is already cached after a different prefix"
+                    )
+                placed.append(page)
+                parent = page
+                continue
+            if capacity is not None and self.resident_tokens + tokens > capacity:
+                break
+            page = Page(page_id, parent, tokens, now, recency)
+            page.deadline_s = deadline
+            pages[page_id] = page
+            if parent is not None:
+                parent.num_children += 1
+            self.resident_tokens += tokens
+            self.counters.inserted_pages += 1
+            self.counters.inserted_tokens += tokens
+            if hook:
+                self.policy.on_insert(page)
+            placed.append(page)
+            parent = page
+        if not placed:
+            return placed
+        if self.resident_tokens > self.counters.peak_tokens:
+            self.counters.peak_tokens = self.resident_tokens
+        if deadline != INFINITY:
+            self._raise_deadlines(placed[0].parent, deadline)
+        tip = placed[-1]
+        if tip.num_children == 0 and tip.lock_count == 0:
+            self._queue(tip)
+        return placed
+
+    # ---------------------------------------------------------------------- locks
+    def lock(self, page: Page) -> None:
+        """Lock `page` and its whole prefix for a running request (R8)."""
+        node: Page | None = page
+        while node is not None:
+            if node.lock_count == 0:
+                self.locked_tokens += node.num_tokens
+            node.lock_count += 1
+            node = node.parent
+
+    def unlock(self, page: Page, now: float) -> None:
+        """Release a lock taken by `lock(page)`; expired pages it held are freed (R12)."""
+        node: Page | None = page
+        while node is not None:
+            if node.lock_count <= 0:
+                raise ValueError(f"unlock of an unlocked page: {node!r}")
+            node.lock_count -= 1
+            if node.lock_count == 0:
+                self.locked_tokens -= node.num_tokens
+                if node.num_children == 0 and node.resident:
+                    self._queue(node)
+            node = node.parent
+        if self.ttl is not None:
+            self.expire(now)
+
+    # -------------------------------------------------------------- evict, expire
+    def evict(self, num_tokens: int, protect: Page | None = None) -> bool:
+        """Evict leaves one page at a time until `num_tokens` are free (R10).
+
+        `protect` (with its prefix) is never evicted. Returns whether the space is free;
+        when it cannot be, everything evictable has been evicted and nothing more.
+        """
+        if self.capacity_tokens is None:
+            return True
+        need = num_tokens - (self.capacity_tokens - self.resident_tokens)
+        if need <= 0:
+            return True
+        heap = self._victims
+        skipped = None
+        while need > 0 and heap:
+            entry = heapq.heappop(heap)
+            page = entry[-1]
+            if not _is_current(entry, page):
+                continue
+            if page is protect:
+                skipped = entry
+                continue
+            need -= page.num_tokens
+            self._remove(page)
+            self.counters.evicted_pages += 1
+            self.counters.evicted_tokens += page.num_tokens
+        if skipped is not None:
+            heapq.heappush(heap, skipped)
+        return need <= 0
+
+    def expire(self, now: float) -> int:
+        """Free every unlocked page whose deadline is before `now`; returns pages freed."""
+        heap = self._deadlines
+        freed = 0
+        while heap and heap[0][0] < now:
+            entry = heapq.heappop(heap)
+            page = entry[-1]
+            if not _is_current(entry, page):
+                continue
+            self._remove(page)
+            self.counters.expired_pages += 1
+            self.counters.expired_tokens += page.num_tokens
+            freed += 1
+        return freed
+
+    # ------------------------------------------------------------------- internal
+    def _sliding(self) -> bool:
+        return self.ttl is not None and self.ttl.refreshes_on_access
+
+    def _deadline(self, now: float, ttl_s: float | None) -> float:
+        assert self.ttl is not None
+        return now + (self.ttl.ttl_s if ttl_s is None else ttl_s)
+
+    def _raise_deadlines(self, page: Page | None, deadline: float) -> None:
+        """Keep every ancestor alive at least as long as a new descendant (R12, C11)."""
+        while page is not None and page.deadline_s < deadline:
+            page.deadline_s = deadline
+            page = page.parent
+
+    def _queue(self, page: Page) -> None:
+        """(Re)enter an unlocked resident leaf into the victim and deadline heaps."""
+        page.version += 1
+        tie = (page.recency, -page.depth, page.page_id, page.version, page)
+        heapq.heappush(self._victims, (self.policy.key(page), *tie))
+        if self.ttl is not None:
+            heapq.heappush(self._deadlines, (page.deadline_s, *tie))
+        if len(self._victims) > 2 * len(self._pages) + 1024:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale heap entries (lazy invalidation leaves them behind)."""
+
+        for heap in (self._victims, self._deadlines):
+            heap[:] = [entry for entry in heap if _is_current(entry, entry[-1])]
+            heapq.heapify(heap)
+
+    def _remove(self, page: Page) -> None:
+        page.resident = False
+        del self._pages[page.page_id]
+        self.resident_tokens -= page.num_tokens
+        parent = page.parent
+        if parent is not None:
+            parent.num_children -= 1
+            if parent.num_children == 0 and parent.lock_count == 0:
+                self._queue(parent)
+        if self._hook_evict:
+            self.policy.on_evict(page)
+
+    # ----------------------------------------------------------------- invariants
+    def check_invariants(self) -> None:
+        """Raise AssertionError if accounting, structure or TTL ordering is inconsistent."""
+        pages = self._pages
+        children: dict[int, int] = {pid: 0 for pid in pages}
+        total = locked = 0
+        for pid, page in pages.items():
+            assert page.resident and page.page_id == pid
+            total += page.num_tokens
+            if page.lock_count > 0:
+                locked += page.num_tokens
+            parent = page.parent
+            if parent is not None:
+                assert parent.resident and pages.get(parent.page_id) is parent, "orphan page"
+                children[parent.page_id] += 1
+                assert parent.lock_count >= page.lock_count, "lock not on the whole prefix"
+                assert parent.deadline_s >= page.deadline_s, "parent expires before child"
+        for pid, count in children.items():
+            assert pages[pid].num_children == count, f"child count of {pid}"
+        assert total == self.resident_tokens, "resident tokens"
+        assert locked == self.locked_tokens, "locked tokens"
+        if self.capacity_tokens is not None:
+            assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"

@@ -1,0 +1,13 @@
+"""The command line. Importing a subcommand module registers it on `app`."""
+
+from prefixsim.cli import run as _run  # noqa: F401
+from prefixsim.cli import trace as _trace  # noqa: F401
+from prefixsim.cli.app import app
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="prefixsim")
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,121 @@
+"""The `prefixsim` command group and what every subcommand shares.
+
+The cli package is the only code that chooses paths and writes files. Each subcommand lives
+in its own module of this package and registers itself on `app`; `InputError` becomes one
+line on stderr and exit code 2; results are written into a temporary folder and moved into
+place only when complete.
+"""
+
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from prefixsim import __version__
+from prefixsim.config import RunConfig, config_to_yaml
+from prefixsim.errors import InputError
+from prefixsim.simulate import RunResult
+
+RESULTS_ROOT = Path("results")
+
+
+def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Report `InputError` as `prefixsim: error: ...` and exit 2, without a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            click.echo(f"prefixsim: error: {exc}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+# ------------------------------------------------------------------- results folder
+def default_output_dir(config: RunConfig) -> Path:
+    """`results/<timestamp>-<label>/` with label = trace name and policy."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    trace = config.trace.path.stem if config.trace.path else "run"
+    mode = "cache-only" if config.cache_only else "timed"
+    return RESULTS_ROOT / f"{stamp}-{trace}-{config.cache.policy}-{mode}"
+
+
+def write_results(out_dir: Path, config: RunConfig, result: RunResult) -> None:
+    """Write summary.json, requests.parquet, timeseries.parquet and config.yaml atomically.
+
+    Files are written into a sibling temporary folder first; a new folder is renamed into
+    place in one step, an existing one gets each file replaced atomically.
+    """
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        (staging / "summary.json").write_text(
+            json.dumps(result.summary, indent=2, default=str) + "\n", encoding="utf-8"
+        )
+        result.requests.to_parquet(staging / "requests.parquet", index=False)
+        if not result.timeseries.empty:
+            result.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
+        (staging / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")
+        if out_dir.exists():
+            for item in staging.iterdir():
+                os.replace(item, out_dir / item.name)
+            staging.rmdir()
+        else:
+            os.rename(staging, out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------- printing
+def format_value(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:,.2f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "-" if value is None else str(value)
+
+
+def print_summary(summary: dict[str, object], out_dir: Path) -> None:
+    """A vLLM-style result block on stdout."""
+    title = " prefixsim result ({}) ".format(summary.get("mode", ""))
+    click.echo(f"{title:=^60}")
+    keys = [
+        "completed", "failed", "total_input_tokens", "total_output_tokens",
+        "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
+        "cache_query_tokens", "cache_hit_tokens", "cache_token_hit_rate",
+        "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
+        "wall_time_s",
+    ]
+    for key in keys:
+        if key in summary:
+            click.echo(f"{key + ':':<44}{format_value(summary[key]):>16}")
+    click.echo("=" * 60)
+    click.echo(f"results: {out_dir}")
+
+
+# ---------------------------------------------------------------------------- CLI
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="prefixsim")
+def app() -> None:
+    """prefixsim: simulate what prefix (KV) caching does for LLM serving traffic.
+
+    Replay a request trace through a radix-tree prefix cache and read hit rates, evictions
+    and expirations (and, in timed mode, TTFT/TPOT/throughput). Start with
+    `prefixsim run --help` or `prefixsim trace inspect --help`.
+    """
+
+

@@ -1,0 +1,132 @@
+"""The run configuration: frozen, validated sections, from YAML and CLI overrides.
+
+Each component gets only its own section. Keys are the user-facing names
+(`trace.path`, `cache.capacity_tokens`, ...); unknown keys and bad values raise `InputError`
+naming the dotted key. Plug-in names are checked against their registries here, at the edge.
+This module does not build plug-ins or read traces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from prefixsim.cache import POLICIES, TTLMode
+from prefixsim.errors import InputError
+from prefixsim.trace import READERS
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TraceConfig(Section):
+    """Which trace to replay and how to cut its prompts into pages."""
+
+    path: Path | None = Field(None, description="trace file to replay")
+    format: str | None = Field(None, description="trace format; auto-detected when null")
+    block_size: int | None = Field(
+        None, ge=1, description="tokens per hash id (page); the format's default when null"
+    )
+    max_requests: int | None = Field(None, ge=1, description="replay only the first N requests")
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        return value if value is None else READERS.check(value)
+
+
+class CacheConfig(Section):
+    """The prefix cache: eviction policy, capacity in tokens, TTL rule."""
+
+    policy: str = Field("lru", description="eviction policy (registry name)")
+    capacity_tokens: int | None = Field(
+        None, ge=0, description="tokens the cache can hold; null = unbounded"
+    )
+    ttl_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="seconds an unused page stays; null = no TTL"
+    )
+    ttl_mode: TTLMode = Field(TTLMode.SLIDING, description="sliding (refresh on hit) or fixed")
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        return POLICIES.check(value)
+
+
+class RunConfig(Section):
+    """Everything one run needs; written as config.yaml beside the results."""
+
+    trace: TraceConfig = TraceConfig()
+    cache: CacheConfig = CacheConfig()
+    cache_only: bool = Field(False, description="replay the cache alone, without timing")
+    seed: int = Field(0, description="seed of the run's random generator")
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for key in parents:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise InputError("expected a mapping", field=".".join(parents))
+        node = child
+    node[leaf] = value
+
+
+def _dotted_location(error: dict) -> str:
+    return ".".join(str(part) for part in error["loc"])
+
+
+def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
+    """Validate a nested mapping into a RunConfig; errors name the dotted key."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _dotted_location(first)
+        if first["type"] == "extra_forbidden":
+            message = "unknown key"
+        else:
+            message = first["msg"].removeprefix("Value error, ")
+            if first["type"] != "value_error" and not isinstance(first.get("input"), dict):
+                message += f" (got {first['input']!r})"
+        raise InputError(message, file=source, field=key) from None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML run config into a plain mapping (validated later)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such file", file=str(path))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", file=str(path),
+                         line=line) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping of config sections", file=str(path))
+    return data
+
+
+def load_config(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> RunConfig:
+    """The effective config: the YAML file (if any) with dotted-key `overrides` on top."""
+    data = read_config_file(path) if path is not None else {}
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(data, dotted, value)
+    return build_config(data, source=None if path is None else str(path))
+
+
+def config_to_yaml(config: RunConfig) -> str:
+    """The effective config as YAML (paths as strings, enums as values)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,84 @@
+"""Cache-only replay: cache-spec Part A, exactly, with no timing model.
+
+Requests are processed one at a time in arrival order; for each, at `now` = its arrival:
+match the longest alive resident prefix (hits capped at L - 1), refresh the matched path,
+evict least-valuable leaves while the new pages do not fit (the matched path protected),
+then insert the remaining pages in order, as many as fit. Scheduling, batching and time
+costs belong to the timed engine, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
+from prefixsim.engine.records import CacheOnlyRecord
+from prefixsim.errors import InputError
+from prefixsim.trace import Request
+
+ProgressCallback = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheOnlyResult:
+    """Per-request records and the cache's counters after the replay."""
+
+    records: list[CacheOnlyRecord]
+    counters: CacheCounters
+
+
+def hit_tokens(request: Request, num_matched_pages: int) -> int:
+    """Tokens of the first `num_matched_pages` pages, capped at L - 1 (Part A rule 1)."""
+    if num_matched_pages == 0:
+        return 0
+    if num_matched_pages >= request.num_pages:
+        tokens = request.input_tokens
+    else:
+        tokens = num_matched_pages * request.page_size_tokens
+    return min(tokens, request.input_tokens - 1)
+
+
+def replay_cache_only(
+    requests: Sequence[Request],
+    cache: RadixCache,
+    on_progress: ProgressCallback | None = None,
+    progress_every: int = 2000,
+) -> CacheOnlyResult:
+    """Replay `requests` (already in arrival order) through `cache`."""
+    records: list[CacheOnlyRecord] = []
+    append = records.append
+    for position, request in enumerate(requests):
+        now = request.arrival_s
+        page_ids = request.page_ids
+        match = cache.match(page_ids, now)
+        matched = match.pages
+        num_matched = len(matched)
+        cache.touch(matched, now, position)
+        if num_matched < len(page_ids):
+            tip = matched[-1] if matched else None
+            new_tokens = request.page_tokens()[num_matched:]
+            cache.evict(sum(new_tokens), protect=tip)
+            try:
+                cache.insert(tip, page_ids[num_matched:], new_tokens, now, position)
+            except ChainConflict as exc:
+                raise InputError(
+                    f"request {request.request_id}: {exc} (hash ids are not chained)",
+                    field="hash_ids",
+                ) from None
+        append(
+            CacheOnlyRecord(
+                request_id=request.request_id,
+                session_id=request.session_id,
+                status="completed",
+                arrival_s=now,
+                input_tokens=request.input_tokens,
+                output_tokens=request.output_tokens,
+                cached_tokens=hit_tokens(request, num_matched),
+            )
+        )
+        if on_progress is not None and (position + 1) % progress_every == 0:
+            on_progress(progress_every)
+    if on_progress is not None:
+        on_progress(len(requests) % progress_every)
+    return CacheOnlyResult(records=records, counters=cache.counters)

@@ -1,0 +1,73 @@
+"""Records -> pandas DataFrames -> flat summary scalars (pure functions, no I/O).
+
+Summary keys follow vLLM's benchmark names where they exist (`completed`, `failed`,
+`total_input_tokens`, ...); cache keys are prefixed `cache_`. Plotting lives in report.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+
+from prefixsim.cache import CacheCounters
+
+
+def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
+    """One row per record; columns are the record's field names, in declaration order."""
+    names = [f.name for f in fields(record_type)]
+    columns = {name: [getattr(r, name) for r in records] for name in names}
+    return pd.DataFrame(columns, columns=names)
+
+
+def cache_summary(
+    requests: pd.DataFrame, counters: CacheCounters, capacity_tokens: int | None
+) -> dict[str, float | int | None]:
+    """Hit rates and cache activity of a replay (cache-spec Part A figures)."""
+    query = int(requests["input_tokens"].sum())
+    hits = int(requests["cached_tokens"].sum())
+    num = len(requests)
+    return {
+        "cache_query_tokens": query,
+        "cache_hit_tokens": hits,
+        "cache_token_hit_rate": hits / query if query else 0.0,
+        "cache_request_hit_rate": float((requests["cached_tokens"] > 0).mean()) if num else 0.0,
+        "cache_evictions": counters.evicted_pages,
+        "cache_evicted_tokens": counters.evicted_tokens,
+        "cache_expirations": counters.expired_pages,
+        "cache_expired_tokens": counters.expired_tokens,
+        "cache_inserted_tokens": counters.inserted_tokens,
+        "cache_peak_tokens": counters.peak_tokens,
+        "cache_capacity_tokens": capacity_tokens,
+    }
+
+
+def request_summary(requests: pd.DataFrame) -> dict[str, float | int]:
+    """Counts and token totals over requests (vLLM names)."""
+    status = requests["status"]
+    return {
+        "completed": int((status == "completed").sum()),
+        "failed": int((status != "completed").sum()),
+        "total_input_tokens": int(requests["input_tokens"].sum()),
+        "total_output_tokens": int(requests["output_tokens"].sum()),
+    }
+
+
+def distribution(values: Sequence[float] | np.ndarray, name: str) -> dict[str, float]:
+    """mean/median/std/p50/p90/p95/p99 of `values` as `{stat}_{name}` keys."""
+    array = np.asarray(values, dtype=float)
+    if array.size == 0:
+        return {f"{stat}_{name}": float("nan") for stat in
+                ("mean", "median", "std", "p50", "p90", "p95", "p99")}
+    p50, p90, p95, p99 = np.percentile(array, [50, 90, 95, 99])
+    return {
+        f"mean_{name}": float(array.mean()),
+        f"median_{name}": float(np.median(array)),
+        f"std_{name}": float(array.std()),
+        f"p50_{name}": float(p50),
+        f"p90_{name}": float(p90),
+        f"p95_{name}": float(p95),
+        f"p99_{name}": float(p99),
+    }

@@ -1,0 +1,89 @@
+"""One run from a RunConfig to DataFrames and a summary (the public `simulate`).
+
+Resolves plug-in names through their registries, loads the trace, runs the engine and
+summarises. It writes nothing: choosing paths and writing files is the CLI's job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from prefixsim import __version__
+from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.config import CacheConfig, RunConfig, TraceConfig
+from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
+from prefixsim.errors import InputError
+from prefixsim.metrics import cache_summary, records_frame, request_summary
+from prefixsim.trace import DEFAULT_BLOCK_SIZES, Request, detect_format, load_trace
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced: per-request rows, timeseries (may be empty), summary scalars."""
+
+    requests: pd.DataFrame
+    summary: dict[str, object]
+    timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def build_cache(config: CacheConfig) -> RadixCache:
+    """A fresh cache for the `cache` section (policy resolved through the registry)."""
+    ttl = None if config.ttl_s is None else TTLRule(config.ttl_s, config.ttl_mode)
+    return RadixCache(config.capacity_tokens, POLICIES.build(config.policy), ttl)
+
+
+def load_requests(config: TraceConfig) -> list[Request]:
+    """The trace named by the `trace` section, in arrival order."""
+    if config.path is None:
+        raise InputError("no trace given (pass --trace PATH or set trace.path)",
+                         field="trace.path")
+    return load_trace(config.path, config.format, config.block_size, config.max_requests)
+
+
+def resolve_trace_defaults(config: RunConfig) -> RunConfig:
+    """The config with the trace format detected and the format's block size filled in,
+    so the effective config written beside the results says what was actually used."""
+    trace = config.trace
+    if trace.path is None:
+        raise InputError("no trace given (pass --trace PATH or set trace.path)",
+                         field="trace.path")
+    fmt = trace.format or detect_format(trace.path)
+    block_size = trace.block_size or DEFAULT_BLOCK_SIZES.get(fmt)
+    return config.model_copy(
+        update={"trace": trace.model_copy(update={"format": fmt, "block_size": block_size})}
+    )
+
+
+def simulate(
+    config: RunConfig,
+    requests: Sequence[Request] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> RunResult:
+    """Run `config` (on `requests` if given, else on its trace) and summarise."""
+    started = time.perf_counter()
+    if requests is None:
+        requests = load_requests(config.trace)
+    if not config.cache_only:
+        raise InputError("the timed simulation is not available yet; pass --cache-only",
+                         field="cache_only")
+    cache = build_cache(config.cache)
+    result = replay_cache_only(requests, cache, on_progress=on_progress)
+    frame = records_frame(result.records, CacheOnlyRecord)
+    summary: dict[str, object] = {"mode": "cache_only"}
+    summary.update(request_summary(frame))
+    summary.update(cache_summary(frame, result.counters, config.cache.capacity_tokens))
+    summary.update(
+        {
+            "cache_policy": config.cache.policy,
+            "cache_ttl_s": config.cache.ttl_s,
+            "num_requests": len(requests),
+            "seed": config.seed,
+            "prefixsim_version": __version__,
+            "wall_time_s": time.perf_counter() - started,
+        }
+    )
+    return RunResult(requests=frame, summary=summary)

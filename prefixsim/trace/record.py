@@ -1,0 +1,39 @@
+"""The immutable request record every trace reader produces.
+
+A request is an arrival time, its prompt as a chain of page ids, and its output length.
+Page ids are *chained*: an id names the whole prefix up to and including its page, so equal
+ids mean equal prefixes. This module does not read files or know about any format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of a trace.
+
+    `page_ids[i]` names the prefix ending with page i; every page holds `page_size_tokens`
+    tokens except the last, which holds the remainder (`input_tokens - P*(n-1)`).
+    """
+
+    request_id: int
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+    page_ids: tuple[int, ...]
+    page_size_tokens: int
+    session_id: str | None = None
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.page_ids)
+
+    def page_tokens(self) -> list[int]:
+        """Token count of each page: P for all but the last, the remainder for the last."""
+        n = len(self.page_ids)
+        if n == 0:
+            return []
+        size = self.page_size_tokens
+        return [size] * (n - 1) + [self.input_tokens - size * (n - 1)]
