@@ -172,6 +172,7 @@ class RadixCache:
         Returns the pages now holding the chain (reused or new), first page first.
         """
         placed: list[Page] = []
+        first_new: Page | None = None
         capacity = self.capacity_tokens
         deadline = self._deadline(now, ttl_s) if self.ttl is not None else INFINITY
         pages = self._pages
@@ -190,6 +191,8 @@ class RadixCache:
                 break
             page = Page(page_id, parent, tokens, now, recency)
             page.deadline_s = deadline
+            if first_new is None:
+                first_new = page
             pages[page_id] = page
             if parent is not None:
                 parent.num_children += 1
@@ -204,8 +207,9 @@ class RadixCache:
             return placed
         if self.resident_tokens > self.counters.peak_tokens:
             self.counters.peak_tokens = self.resident_tokens
-        if deadline != INFINITY:
-            self._raise_deadlines(placed[0].parent, deadline)
+        if first_new is not None and deadline != INFINITY:
+            # Reused pages before the first new one are ancestors too (R12, C11).
+            self._raise_deadlines(first_new.parent, deadline)
         tip = placed[-1]
         if tip.num_children == 0 and tip.lock_count == 0:
             self._queue(tip)
