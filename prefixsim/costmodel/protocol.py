@@ -68,3 +68,5 @@ class CostModel(Protocol):
 
 
 COST_MODELS: Registry[CostModel] = Registry("cost model")
+"""Factories are called as `COST_MODELS.build(name, model=ModelSpec, gpu=GPUSpec, tp=int,
+**params)`, params being the `cost_model.params` mapping of the run config."""
