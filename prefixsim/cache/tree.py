@@ -84,6 +84,7 @@ class RadixCache:
         self.counters = CacheCounters()
         self.resident_tokens = 0
         self.locked_tokens = 0
+        self.reserved_tokens = 0
         self._pages: dict[int, Page] = {}
         self._victims: list[tuple] = []
         self._deadlines: list[tuple] = []
@@ -102,7 +103,7 @@ class RadixCache:
         """Unused capacity (inf when unbounded)."""
         if self.capacity_tokens is None:
             return INFINITY
-        return self.capacity_tokens - self.resident_tokens
+        return self.capacity_tokens - self.resident_tokens - self.reserved_tokens
 
     @property
     def evictable_tokens(self) -> int:
@@ -187,7 +188,9 @@ class RadixCache:
                 placed.append(page)
                 parent = page
                 continue
-            if capacity is not None and self.resident_tokens + tokens > capacity:
+            if capacity is not None and (
+                self.resident_tokens + self.reserved_tokens + tokens > capacity
+            ):
                 break
             page = Page(page_id, parent, tokens, now, recency)
             page.deadline_s = deadline
@@ -214,6 +217,26 @@ class RadixCache:
         if tip.num_children == 0 and tip.lock_count == 0:
             self._queue(tip)
         return placed
+
+    # --------------------------------------------------------------- reservation
+    def reserve(self, num_tokens: int) -> None:
+        """Charge `num_tokens` of private (not cached) KV against capacity (R13).
+
+        The timed engine keeps running requests' uncached KV here, so free tokens and
+        eviction see the whole pool: free + evictable + locked + reserved == capacity.
+        The caller must have made the space free first (`evict`). Unused by Part A (0).
+        """
+        if num_tokens < 0:
+            raise ValueError(f"cannot reserve {num_tokens} tokens")
+        if self.capacity_tokens is not None and num_tokens > self.free_tokens:
+            raise ValueError(f"reserving {num_tokens} tokens, only {self.free_tokens} free")
+        self.reserved_tokens += num_tokens
+
+    def release(self, num_tokens: int) -> None:
+        """Return `num_tokens` of a `reserve` (a request's private KV freed or cached)."""
+        if not 0 <= num_tokens <= self.reserved_tokens:
+            raise ValueError(f"releasing {num_tokens} of {self.reserved_tokens} reserved")
+        self.reserved_tokens -= num_tokens
 
     # ---------------------------------------------------------------------- locks
     def lock(self, page: Page) -> None:
@@ -249,7 +272,7 @@ class RadixCache:
         """
         if self.capacity_tokens is None:
             return True
-        need = num_tokens - (self.capacity_tokens - self.resident_tokens)
+        need = num_tokens - (self.capacity_tokens - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
         heap = self._victims
@@ -350,4 +373,6 @@ class RadixCache:
         assert total == self.resident_tokens, "resident tokens"
         assert locked == self.locked_tokens, "locked tokens"
         if self.capacity_tokens is not None:
-            assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+            assert self.reserved_tokens >= 0, "negative reservation"
+            assert self.resident_tokens + self.reserved_tokens <= self.capacity_tokens, (
+                "capacity exceeded")
