@@ -1,0 +1,110 @@
+"""`prefixsim report` and `prefixsim plot`: figures and report.html from a results folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.errors import InputError
+from prefixsim.report import build_report, load_report_data, png_bytes, xy_figure
+
+
+def _write_atomic(path: Path, content: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(content)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+@app.command()
+@click.argument("results_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--quiet", is_flag=True, help="Print nothing but errors.")
+@fail_cleanly
+def report(results_dir: str, quiet: bool) -> None:
+    """Write DIR/report.html (self-contained) and DIR/plots/*.png for a run or sweep folder.
+
+    Plots that need data the runs lack (latencies of cache-only runs, tiers, cost) are
+    skipped; the report lists them with the reason.
+    """
+    folder = Path(results_dir)
+    built = build_report(load_report_data(folder))
+    for name, png in built.pngs.items():
+        _write_atomic(folder / "plots" / f"{name}.png", png)
+    _write_atomic(folder / "report.html", built.html.encode("utf-8"))
+    if quiet:
+        return
+    click.echo(f"{len(built.pngs)} plots: {', '.join(built.pngs) or '-'}")
+    for name, reason in built.skipped.items():
+        click.echo(f"skipped {name}: {reason}")
+    click.echo(f"report: {folder / 'report.html'}")
+
+
+def _filters(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected COLUMN=VALUE, got {item!r}", field="--filter-by")
+        pairs.append((key, value))
+    return pairs
+
+
+@app.command()
+@click.argument("results_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--var-x", required=True, help="Column on the x axis (e.g. cache_capacity_tokens).")
+@click.option("--var-y", required=True, help="Column on the y axis (e.g. cache_token_hit_rate).")
+@click.option("--curve-by", multiple=True, help="Column(s) whose values make separate curves.")
+@click.option("--col-by", help="Column whose values make side-by-side panels.")
+@click.option("--filter-by", multiple=True, metavar="COLUMN=VALUE",
+              help="Keep only rows where COLUMN equals VALUE (repeatable; 'none' = missing).")
+@click.option("--scale-x", type=click.Choice(["linear", "log", "symlog"]), default="linear",
+              show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="PNG to write; default DIR/plots/<var-y>-vs-<var-x>.png.")
+@fail_cleanly
+def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
+         col_by: str | None, filter_by: tuple[str, ...], scale_x: str,
+         output: str | None) -> None:
+    """A custom line plot over the runs of a sweep folder (columns of sweep.parquet).
+
+    \b
+    Example:
+      prefixsim plot results/demo-sweep --var-x cache_capacity_tokens \\
+          --var-y cache_token_hit_rate --curve-by cache_ttl_s --scale-x log
+    """
+    folder = Path(results_dir)
+    table = load_report_data(folder).ok
+    for option, column in [("--var-x", var_x), ("--var-y", var_y), ("--col-by", col_by),
+                           *[("--curve-by", c) for c in curve_by],
+                           *[("--filter-by", k) for k, _ in _filters(filter_by)]]:
+        if column is not None and column not in table.columns:
+            raise InputError(f"no column {column!r} (columns: {', '.join(table.columns)})",
+                             field=option)
+    for key, value in _filters(filter_by):
+        shown = table[key].map(lambda v: "none" if v is None or v != v else str(v))
+        numeric = table[key].map(lambda v: _number(v))
+        table = table[(shown == value) | (numeric == _number(value))]
+    if table.empty:
+        raise InputError("no runs left after the filters", field="--filter-by")
+    figure = xy_figure(table, var_x, var_y, curve_by=list(curve_by), col_by=col_by,
+                       scale_x=scale_x)
+    target = Path(output) if output else folder / "plots" / f"{var_y}-vs-{var_x}.png"
+    _write_atomic(target, png_bytes(figure))
+    click.echo(f"plot: {target}")
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number

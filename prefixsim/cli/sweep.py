@@ -1,0 +1,71 @@
+"""`prefixsim sweep`: run every point of a sweep spec and write the sweep folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly
+from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, run_sweep
+
+
+@app.command()
+@click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "output", type=click.Path(file_okay=False),
+              help="Sweep folder; default results/sweep-<spec name>/.")
+@click.option("--executor", type=click.Choice(EXECUTORS.names()), default="local",
+              show_default=True,
+              help="local: worker processes here (joblib); dask / ray: a cluster "
+                   "(pip install 'prefixsim[dask]' or 'prefixsim[ray]').")
+@click.option("--address", help="Scheduler address of a running Dask or Ray cluster; "
+                                "without it a local cluster of -j workers is started.")
+@click.option("-j", "--jobs", "n_jobs", type=click.IntRange(min=1),
+              help="Worker processes (default: the CPUs available).")
+@click.option("--resume", is_flag=True,
+              help="Continue a sweep in -o: run only the points not finished there.")
+@click.option("--no-requests", is_flag=True,
+              help="Do not keep requests.parquet per run (smaller folders; no ECDF plots).")
+@click.option("--quiet", is_flag=True, help="No progress bar or closing summary.")
+@fail_cleanly
+def sweep(spec_path: str, output: str | None, executor: str, address: str | None,
+          n_jobs: int | None, resume: bool, no_requests: bool, quiet: bool) -> None:
+    """Run a sweep: SPEC.yaml has base: (a run config), grid: (dotted key -> list of values,
+    all combinations) and optional runs: (explicit points).
+
+    Writes runs/<run_id>/ per run as it finishes and sweep.parquet with one row per run
+    (swept keys with dots as underscores, status, error and every summary scalar). A failing
+    run is recorded and the sweep goes on; an interrupted sweep continues with --resume.
+
+    \b
+    Example (the bundled demo, then its report):
+      prefixsim sweep traces/sweeps/demo.yaml -o results/demo-sweep
+      prefixsim report results/demo-sweep
+    """
+    spec = load_spec(spec_path)
+    out_dir = Path(output) if output else RESULTS_ROOT / f"sweep-{spec.name}"
+    bar = tqdm(total=0, unit="run", disable=quiet or None, desc="sweep", leave=not quiet)
+    counts = {"done": 0, "failed": 0}
+
+    def started(total: int) -> None:
+        bar.reset(total=total)
+
+    def finished(outcome: RunOutcome) -> None:
+        counts["done" if outcome.status == OK else "failed"] += 1
+        bar.set_postfix(counts, refresh=False)
+        bar.update()
+
+    try:
+        result = run_sweep(spec, out_dir, executor=executor, n_jobs=n_jobs, address=address,
+                           resume=resume, keep_requests=not no_requests, source=spec_path,
+                           on_start=started, on_outcome=finished)
+    finally:
+        bar.close()
+    if quiet:
+        return
+    click.echo(f"{len(result.points)} runs: {len(result.executed) - len(result.failed)} ran, "
+               f"{len(result.failed)} failed, {len(result.skipped)} already finished")
+    for run_id, error in result.failed.items():
+        click.echo(f"failed {run_id}: {error}", err=True)
+    click.echo(f"results: {result.table_path}")

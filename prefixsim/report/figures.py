@@ -1,0 +1,150 @@
+"""Figure building blocks: axis labels with units, curve grouping, the generic x-y plot.
+
+`xy_figure` is the one line-plot routine behind the sweep plots and `prefixsim plot`: rows
+of a table, one curve per combination of `curve_by` columns, one panel per `col_by` value.
+Rows whose x is missing (an unbounded capacity, no TTL) can be drawn as dashed horizontal
+bounds of the curve with the same other values. Matplotlib runs on the Agg backend.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+KNOWN_LABELS = {
+    "cache_capacity_tokens": "cache capacity (tokens)",
+    "cache_ttl_s": "TTL (s)",
+    "cache_token_hit_rate": "token hit rate (share of prompt tokens)",
+    "cache_request_hit_rate": "request hit rate (share of requests)",
+    "cache_policy": "eviction policy",
+}
+UNIT_SUFFIXES = (("_tokens", "tokens"), ("_ms", "ms"), ("_s", "s"), ("_usd", "USD"),
+                 ("_bytes", "bytes"), ("_pages", "pages"), ("_rate", "share"),
+                 ("_throughput", "per s"))
+
+
+class PlotSkipped(Exception):
+    """A plot cannot be drawn from this data; the message says why."""
+
+
+def axis_label(column: str) -> str:
+    """A readable axis label with the unit taken from the column's suffix."""
+    if column in KNOWN_LABELS:
+        return KNOWN_LABELS[column]
+    text = column.replace("_", " ")
+    for suffix, unit in UNIT_SUFFIXES:
+        if column.endswith(suffix):
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    if column.startswith("num_") or column.endswith(("evictions", "expirations")):
+        return f"{text} (count)"
+    return text
+
+
+def show_value(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "none"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
+               height: float = 4.5) -> tuple[Figure, list]:
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols if ncols > 1 else width,
+                                                    height * nrows), squeeze=False)
+    return fig, [ax for row in axes for ax in row]
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG; closes it."""
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def require(table: pd.DataFrame, columns: Sequence[str], why: str = "") -> None:
+    missing = [c for c in columns if c not in table.columns or table[c].isna().all()]
+    if missing:
+        raise PlotSkipped(f"no {', '.join(missing)} in the results{why}")
+
+
+def varying(table: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """Those of `columns` with more than one distinct value (missing counts as a value)."""
+    return [c for c in columns if c in table and table[c].astype(str).nunique(dropna=False) > 1]
+
+
+def _key(row: pd.Series, columns: Sequence[str]) -> tuple[str, ...]:
+    return tuple(show_value(row[c]) for c in columns)
+
+
+def curve_label(columns: Sequence[str], key: tuple[str, ...]) -> str:
+    return ", ".join(f"{c}={v}" for c, v in zip(columns, key, strict=True)) or "all runs"
+
+
+def xy_figure(
+    table: pd.DataFrame, x: str, y: str, *, curve_by: Sequence[str] = (),
+    col_by: str | None = None, scale_x: str = "linear", title: str | None = None,
+    bounds_label: str | None = None, min_points: int = 1, dashed: Sequence[str] = (),
+) -> Figure:
+    """One curve per `curve_by` combination (sorted by x), one panel per `col_by` value.
+
+    Rows with a missing x become dashed horizontal lines labelled `bounds_label` when it is
+    given (else they are dropped). Curves with fewer than `min_points` points are dropped;
+    curves whose label contains one of `dashed` are drawn dashed.
+    """
+    require(table, [x, y])
+    panels = [(None, table)] if col_by is None else [
+        (show_value(v), part) for v, part in table.groupby(col_by, dropna=False, sort=True)]
+    fig, axes = new_figure(ncols=len(panels))
+    drawn = 0
+    for ax, (panel, part) in zip(axes, panels, strict=True):
+        points = part[part[x].notna()]
+        missing_x = part[part[x].isna()]
+        colours = {}
+        for key, curve in _groups(points, curve_by):
+            if len(curve) < min_points:
+                continue
+            curve = curve.sort_values(x)
+            label = curve_label(curve_by, key)
+            style = "--" if any(d in label for d in dashed) else "-"
+            (line,) = ax.plot(curve[x], curve[y], marker="o", linestyle=style, label=label)
+            colours[key] = line.get_color()
+            drawn += 1
+        if bounds_label is not None:
+            for _, row in missing_x.iterrows():
+                key = _key(row, curve_by)
+                if key in colours and pd.notna(row[y]):
+                    ax.axhline(row[y], linestyle="--", color=colours[key], linewidth=1.2,
+                               label=f"{bounds_label} ({curve_label(curve_by, key)})")
+        ax.set_xscale(scale_x)
+        ax.set_xlabel(axis_label(x))
+        ax.set_ylabel(axis_label(y))
+        heading = title or f"{axis_label(y)} vs {axis_label(x)}"
+        ax.set_title(heading if panel is None else f"{heading}\n{col_by}={panel}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    if drawn == 0:
+        plt.close(fig)
+        raise PlotSkipped(f"no curve with {min_points} or more runs at distinct {x}")
+    return fig
+
+
+def _groups(table: pd.DataFrame, columns: Sequence[str]):
+    if not columns:
+        yield (), table
+        return
+    keys = table.apply(lambda row: _key(row, columns), axis=1) if len(table) else []
+    for key in dict.fromkeys(keys):
+        yield key, table[[k == key for k in keys]]

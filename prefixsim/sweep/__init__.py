@@ -1,0 +1,44 @@
+"""Sweeps: many runs from one spec (grid of dotted keys), on local processes, Dask or Ray.
+
+`load_spec` reads a spec, `plan` expands it into validated points with derived run ids and
+seeds, `run_sweep` executes the missing ones and writes the sweep folder (see store.py).
+"""
+
+from prefixsim.sweep.executors import EXECUTORS, Executor, default_jobs
+from prefixsim.sweep.runner import SweepResult, plan, run_sweep
+from prefixsim.sweep.spec import (
+    SweepPoint,
+    SweepSpec,
+    column_name,
+    derive_seed,
+    expand,
+    load_spec,
+    parse_spec,
+    swept_keys,
+)
+from prefixsim.sweep.store import read_sweep_meta, sweep_table
+from prefixsim.sweep.worker import FAILED, OK, RunOutcome, requests_for, run_point
+
+__all__ = [
+    "EXECUTORS",
+    "FAILED",
+    "OK",
+    "Executor",
+    "RunOutcome",
+    "SweepPoint",
+    "SweepResult",
+    "SweepSpec",
+    "column_name",
+    "default_jobs",
+    "derive_seed",
+    "expand",
+    "load_spec",
+    "parse_spec",
+    "plan",
+    "read_sweep_meta",
+    "requests_for",
+    "run_point",
+    "run_sweep",
+    "sweep_table",
+    "swept_keys",
+]

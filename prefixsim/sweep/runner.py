@@ -1,0 +1,116 @@
+"""Run a sweep: expand the spec, skip finished points on resume, execute, store, tabulate.
+
+Outcomes are stored by the driver as they arrive (in completion order), while the run ids,
+seeds and the row order of `sweep.parquet` come from the plan, so results do not depend on
+the executor or on which run finished first.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefixsim.config import config_to_yaml
+from prefixsim.errors import InputError
+from prefixsim.sweep.executors import EXECUTORS
+from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
+from prefixsim.sweep.store import (
+    clean_staging,
+    finished_ids,
+    read_sweep_meta,
+    sweep_table,
+    write_parquet_atomic,
+    write_run,
+    write_sweep_meta,
+)
+from prefixsim.sweep.worker import FAILED, OK, RunOutcome, run_point
+
+OutcomeCallback = Callable[[RunOutcome], None]
+
+
+@dataclass
+class SweepResult:
+    """What a sweep call did: the plan, what it ran now, what it skipped as finished."""
+
+    points: list[SweepPoint]
+    executed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    table_path: Path | None = None
+
+
+def plan(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
+    """The validated points of `spec` (raises InputError before anything runs)."""
+    return expand(spec, source)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: Path,
+    executor: str = "local",
+    n_jobs: int | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    keep_requests: bool = True,
+    source: str | None = None,
+    on_start: Callable[[int], None] | None = None,
+    on_outcome: OutcomeCallback | None = None,
+) -> SweepResult:
+    """Run the points of `spec` not yet finished in `out_dir`; write sweep.parquet.
+
+    Without `resume`, `out_dir` must not hold a sweep already. `on_start(n)` is told how many
+    runs will execute; `on_outcome` sees each outcome after it is stored.
+    """
+    points = plan(spec, source)
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS.names())})",
+                         field="--executor")
+    runner = EXECUTORS.build(executor, n_jobs=n_jobs, address=address)
+    if not resume and read_sweep_meta(out_dir) is not None:
+        raise InputError("already holds a sweep; pass --resume to finish it or choose another "
+                         "-o folder", file=str(out_dir))
+    keys = swept_keys(spec)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    clean_staging(out_dir)
+    write_sweep_meta(out_dir, spec.name, keys, points, spec_to_yaml(spec))
+    done = finished_ids(out_dir, points) if resume else set()
+    todo = [p for p in points if p.run_id not in done]
+    result = SweepResult(points=points, skipped=[p.run_id for p in points if p.run_id in done])
+    if on_start is not None:
+        on_start(len(todo))
+    fn = functools.partial(run_point, keep_requests=keep_requests)
+    seen: set[int] = set()
+    try:
+        for index, outcome in runner.map_unordered(fn, todo):
+            seen.add(index)
+            if isinstance(outcome, BaseException):
+                outcome = _lost(todo[index], outcome)
+            _store(out_dir, outcome, result, on_outcome)
+    except (KeyboardInterrupt, InputError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the pool broke: the rest are failed runs
+        for index, point in enumerate(todo):
+            if index not in seen:
+                _store(out_dir, _lost(point, exc), result, on_outcome)
+    finally:
+        result.table_path = out_dir / "sweep.parquet"
+        write_parquet_atomic(result.table_path, sweep_table(out_dir, points, keys))
+    return result
+
+
+def _lost(point: SweepPoint, exc: BaseException) -> RunOutcome:
+    message = " ".join(f"worker lost: {type(exc).__name__}: {exc}".split())
+    return RunOutcome(run_id=point.run_id, params=point.params, status=FAILED, error=message,
+                      config_yaml=config_to_yaml(point.config))
+
+
+def _store(out_dir: Path, outcome: RunOutcome, result: SweepResult,
+           on_outcome: OutcomeCallback | None) -> None:
+    write_run(out_dir, outcome)
+    result.executed.append(outcome.run_id)
+    if outcome.status != OK:
+        result.failed[outcome.run_id] = outcome.error or "failed"
+    if on_outcome is not None:
+        on_outcome(outcome)

@@ -1,0 +1,167 @@
+"""Sweep specs: a base run config, a grid of dotted keys and explicit points -> run points.
+
+A spec is a YAML mapping with `base:` (a run config as `prefixsim run --config` takes it),
+`grid:` (dotted key -> list of values; their Cartesian product) and optional `runs:` (a list
+of dotted-key mappings, each one more point on top of `base`), plus an optional `name:`.
+Every point is validated here, so a bad key or value fails before anything runs.
+
+Run ids and seeds derive only from the parameters (never from order, time or executor): the
+seed from the base seed and the point's parameters (unless the point sets `seed` itself),
+the run id from a readable slug of the values and a hash of the whole validated config.
+This module reads the spec file and nothing else; it neither runs nor writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prefixsim.config import RunConfig, build_config, read_config_file
+from prefixsim.errors import InputError
+
+SPEC_KEYS = ("name", "base", "grid", "runs")
+SLUG_MAX_CHARS = 60
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of a sweep: its id, the swept parameters (dotted key -> value), its config."""
+
+    run_id: str
+    params: dict[str, Any]
+    config: RunConfig
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed (not yet expanded) sweep spec."""
+
+    name: str
+    base: dict[str, Any]
+    grid: dict[str, list[Any]]
+    runs: list[dict[str, Any]]
+
+
+def column_name(dotted: str) -> str:
+    """The sweep.parquet column of a dotted key: `cache.policy` -> `cache_policy`."""
+    return dotted.replace(".", "_")
+
+
+def parse_spec(data: Any, source: str | None = None, name: str = "sweep") -> SweepSpec:
+    """Check the shape of a spec mapping (values are validated later, per point)."""
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping with base:, grid: and runs:", file=source)
+    for key in data:
+        if key not in SPEC_KEYS:
+            raise InputError(f"unknown key (valid: {', '.join(SPEC_KEYS)})", file=source,
+                             field=str(key))
+    base = data.get("base") or {}
+    grid = data.get("grid") or {}
+    runs = data.get("runs") or []
+    if not isinstance(base, dict):
+        raise InputError("expected a run config mapping", file=source, field="base")
+    if not isinstance(grid, dict):
+        raise InputError("expected a mapping of dotted keys to lists", file=source, field="grid")
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise InputError("expected a non-empty list of values", file=source,
+                             field=f"grid.{key}")
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        raise InputError("expected a list of mappings of dotted keys", file=source, field="runs")
+    if not grid and not runs:
+        raise InputError("nothing to run: give grid: or runs:", file=source)
+    return SweepSpec(name=str(data.get("name") or name), base=base,
+                     grid={str(k): v for k, v in grid.items()},
+                     runs=[{str(k): v for k, v in run.items()} for run in runs])
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and shape-check a sweep spec file."""
+    path = Path(path)
+    return parse_spec(read_config_file(path), source=str(path), name=path.stem)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(_canonical(value).encode("utf-8")).hexdigest()
+
+
+def derive_seed(base_seed: int, params: dict[str, Any]) -> int:
+    """A 31-bit seed from the base seed and the point's parameters (order-independent)."""
+    return int(_digest({"base_seed": base_seed, "params": params})[:8], 16) & 0x7FFFFFFF
+
+
+def _slug(params: dict[str, Any]) -> str:
+    text = "_".join("none" if v is None else str(v) for v in params.values())
+    text = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-.")
+    return text[:SLUG_MAX_CHARS] or "run"
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | None) -> None:
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for depth, key in enumerate(parents):
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise InputError("expected a mapping", file=source,
+                             field=".".join(parents[:depth + 1]))
+        node = child
+    node[leaf] = copy.deepcopy(value)
+
+
+def make_point(base: dict[str, Any], params: dict[str, Any],
+               source: str | None = None) -> SweepPoint:
+    """Validate base + params into a point with its derived seed and run id."""
+    data = copy.deepcopy(base)
+    for dotted, value in params.items():
+        _set_dotted(data, dotted, value, source)
+    if "seed" not in params:
+        data["seed"] = derive_seed(int(data.get("seed", 0)), params)
+    try:
+        config = build_config(data, source=source)
+    except InputError as exc:
+        where = ", ".join(f"{k}={v}" for k, v in params.items())
+        raise InputError(f"{exc.message} (in the point {where})", file=exc.file,
+                         line=exc.line, field=exc.field) from None
+    run_id = f"{_slug(params)}-{_digest(config.model_dump(mode='json'))[:8]}"
+    return SweepPoint(run_id=run_id, params=dict(params), config=config)
+
+
+def expand(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
+    """The grid's Cartesian product (last key varies fastest), then the explicit runs.
+
+    Points with equal configs (hence equal run ids) appear once.
+    """
+    keys = list(spec.grid)
+    combos = [dict(zip(keys, values, strict=True))
+              for values in itertools.product(*(spec.grid[k] for k in keys))] if keys else []
+    points: dict[str, SweepPoint] = {}
+    for params in [*combos, *spec.runs]:
+        point = make_point(spec.base, params, source)
+        points.setdefault(point.run_id, point)
+    return list(points.values())
+
+
+def swept_keys(spec: SweepSpec) -> list[str]:
+    """Every dotted key any point sets, in first-seen order."""
+    keys = list(spec.grid)
+    for run in spec.runs:
+        keys += [k for k in run if k not in keys]
+    return keys
+
+
+def spec_to_yaml(spec: SweepSpec) -> str:
+    """The spec as YAML (written beside the sweep's results)."""
+    data = {"name": spec.name, "base": spec.base, "grid": spec.grid, "runs": spec.runs}
+    return yaml.safe_dump(data, sort_keys=False)

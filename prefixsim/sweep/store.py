@@ -1,0 +1,172 @@
+"""A sweep's folder on disk: one folder per finished run, `sweep.parquet`, `sweep.json`.
+
+```
+DIR/spec.yaml            the spec as given
+DIR/sweep.json           name, swept keys and run ids in plan order (what the report reads)
+DIR/sweep.parquet        one row per run: run_id, status, error, swept keys, summary scalars
+DIR/runs/<run_id>/       run.json (status, error, params), summary.json, config.yaml,
+                         requests.parquet, timeseries.parquet (when not empty)
+```
+
+Every write is atomic: a run folder is built under a temporary name and renamed into place,
+files are written beside their target and `os.replace`d. A run folder therefore exists only
+when complete, so killing a sweep loses no finished run and `--resume` reruns exactly the
+points whose folder is missing or says `failed`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from prefixsim.sweep.spec import SweepPoint, column_name
+from prefixsim.sweep.worker import OK, RunOutcome
+
+RUNS = "runs"
+STAGING_PREFIX = ".tmp-"
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temporary sibling and one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+def write_parquet_atomic(path: Path, frame: pd.DataFrame) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=path.parent)
+    os.close(handle)
+    try:
+        frame.to_parquet(temp, index=False)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+def run_dir(out_dir: Path, run_id: str) -> Path:
+    return out_dir / RUNS / run_id
+
+
+def clean_staging(out_dir: Path) -> None:
+    """Remove half-written run folders left by a killed sweep."""
+    runs = out_dir / RUNS
+    if runs.is_dir():
+        for item in runs.glob(f"{STAGING_PREFIX}*"):
+            shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink()
+
+
+def write_run(out_dir: Path, outcome: RunOutcome) -> Path:
+    """Store one outcome as `runs/<run_id>/`, replacing an older folder of that id."""
+    target = run_dir(out_dir, outcome.run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{outcome.run_id}.",
+                                    dir=target.parent))
+    try:
+        if outcome.status == OK:
+            (staging / "summary.json").write_text(
+                json.dumps(outcome.summary, indent=2, default=str) + "\n", encoding="utf-8")
+            if not outcome.requests.empty:
+                outcome.requests.to_parquet(staging / "requests.parquet", index=False)
+            if not outcome.timeseries.empty:
+                outcome.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
+        (staging / "config.yaml").write_text(outcome.config_yaml, encoding="utf-8")
+        meta = {"run_id": outcome.run_id, "status": outcome.status, "error": outcome.error,
+                "params": outcome.params, "wall_time_s": outcome.wall_time_s}
+        (staging / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n",
+                                          encoding="utf-8")
+        if target.exists():
+            old = target.with_name(f"{STAGING_PREFIX}old.{outcome.run_id}")
+            os.rename(target, old)
+            os.rename(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def read_run_meta(path: Path) -> dict[str, Any] | None:
+    """A run folder's run.json, or None when the folder is absent or unreadable."""
+    try:
+        return json.loads((path / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def finished_ids(out_dir: Path, points: Sequence[SweepPoint]) -> set[str]:
+    """Run ids of `points` whose folder holds a successful run."""
+    done = set()
+    for point in points:
+        meta = read_run_meta(run_dir(out_dir, point.run_id))
+        if meta is not None and meta.get("status") == OK:
+            done.add(point.run_id)
+    return done
+
+
+def _is_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mixed-type object columns (e.g. numbers and names) become strings."""
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            kinds = {type(v) for v in frame[column] if v is not None and v == v}
+            if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
+                frame[column] = [None if v is None else str(v) for v in frame[column]]
+    return frame
+
+
+def sweep_table(out_dir: Path, points: Sequence[SweepPoint], keys: Sequence[str]) -> pd.DataFrame:
+    """One row per point that has a folder, in plan order: ids, status, swept keys, scalars."""
+    rows = []
+    for point in points:
+        path = run_dir(out_dir, point.run_id)
+        meta = read_run_meta(path)
+        if meta is None:
+            continue
+        row: dict[str, object] = {"run_id": point.run_id, "status": meta.get("status"),
+                                  "error": meta.get("error")}
+        for key in keys:
+            value = point.params.get(key)
+            row[column_name(key)] = value if _is_scalar(value) else json.dumps(value)
+        if meta.get("status") == OK:
+            summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+            for key, value in summary.items():
+                if key not in row and _is_scalar(value):
+                    row[key] = value
+        rows.append(row)
+    return _parquet_safe(pd.DataFrame(rows))
+
+
+def write_sweep_meta(out_dir: Path, name: str, keys: Sequence[str],
+                     points: Sequence[SweepPoint], spec_yaml: str) -> None:
+    meta = {"name": name, "swept_keys": list(keys),
+            "swept_columns": [column_name(k) for k in keys],
+            "run_ids": [p.run_id for p in points]}
+    write_text_atomic(out_dir / "spec.yaml", spec_yaml)
+    write_text_atomic(out_dir / "sweep.json", json.dumps(meta, indent=2) + "\n")
+
+
+def read_sweep_meta(out_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((out_dir / "sweep.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,78 @@
+"""One sweep point, run inside a worker process: config in, a picklable outcome out.
+
+The worker never raises: a failing run comes back as an outcome with `status="failed"` and a
+one-line `error`, so the sweep goes on. Traces are loaded once per worker process and reused
+by every run with the same (resolved) trace section and the same file on disk. The worker
+writes nothing; the driver stores outcomes (store.py), so remote workers need no shared disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from prefixsim.config import TraceConfig, config_to_yaml
+from prefixsim.errors import InputError
+from prefixsim.simulate import load_requests, resolve_trace_defaults, simulate
+from prefixsim.sweep.spec import SweepPoint
+from prefixsim.trace import Request
+
+OK = "ok"
+FAILED = "failed"
+
+
+@dataclass
+class RunOutcome:
+    """What one point produced (DataFrames empty when the run failed or kept none)."""
+
+    run_id: str
+    params: dict[str, Any]
+    status: str
+    error: str | None = None
+    summary: dict[str, object] = field(default_factory=dict)
+    config_yaml: str = ""
+    requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
+    wall_time_s: float = 0.0
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_requests(trace: TraceConfig, stamp: tuple[int, int]) -> tuple[Request, ...]:
+    """The trace's requests; `stamp` (mtime, size) makes an edited file load afresh."""
+    return tuple(load_requests(trace))
+
+
+def requests_for(trace: TraceConfig) -> tuple[Request, ...]:
+    """Requests of a resolved trace section, loaded at most once per process and file."""
+    if trace.path is None:
+        raise InputError("no trace given", field="trace.path")
+    try:
+        info = os.stat(trace.path)
+    except OSError:
+        return tuple(load_requests(trace))  # raises the reader's "no such file" InputError
+    return _cached_requests(trace, (info.st_mtime_ns, info.st_size))
+
+
+def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
+    """Run one point; failures become outcomes, never exceptions."""
+    started = time.perf_counter()
+    try:
+        config = resolve_trace_defaults(point.config)
+        result = simulate(config, requests_for(config.trace))
+    except Exception as exc:  # noqa: BLE001 - a failing run must not stop the sweep
+        error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+        return RunOutcome(run_id=point.run_id, params=point.params, status=FAILED,
+                          error=" ".join(error.split()),
+                          config_yaml=config_to_yaml(point.config),
+                          wall_time_s=time.perf_counter() - started)
+    return RunOutcome(
+        run_id=point.run_id, params=point.params, status=OK, summary=dict(result.summary),
+        config_yaml=config_to_yaml(config),
+        requests=result.requests if keep_requests else pd.DataFrame(),
+        timeseries=result.timeseries, wall_time_s=time.perf_counter() - started,
+    )
