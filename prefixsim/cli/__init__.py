@@ -1,8 +1,8 @@
 """The command line. Importing a subcommand module registers it on `app`."""
 
+from prefixsim.cli import report as _report  # noqa: F401
 from prefixsim.cli import run as _run  # noqa: F401
 from prefixsim.cli import sweep as _sweep  # noqa: F401
-from prefixsim.cli import report as _report  # noqa: F401
 from prefixsim.cli import trace as _trace  # noqa: F401
 from prefixsim.cli.app import app
 
