@@ -50,6 +50,24 @@ class CacheConfig(Section):
         None, ge=0, allow_inf_nan=False, description="seconds an unused page stays; null = no TTL"
     )
     ttl_mode: TTLMode = Field(TTLMode.SLIDING, description="sliding (refresh on hit) or fixed")
+    host_capacity_tokens: int | None = Field(
+        None, ge=0, description="host DRAM tier below HBM, in tokens; null = no host tier"
+    )
+    host_bandwidth_gb_s: float = Field(
+        50.0, gt=0, allow_inf_nan=False, description="HBM<->host link, GB/s per direction"
+    )
+    disk_capacity_tokens: int | None = Field(
+        None, ge=0, description="disk tier below host DRAM, in tokens; null = no disk tier"
+    )
+    disk_bandwidth_gb_s: float = Field(
+        5.0, gt=0, allow_inf_nan=False, description="disk->HBM load bandwidth, GB/s"
+    )
+    bounds: bool = Field(
+        False, description="also replay belady (offline optimum) at the same capacity"
+    )
+    pricing: str | None = Field(
+        None, description="price the run: anthropic, anthropic-haiku, openai or a YAML file"
+    )
 
     @field_validator("policy")
     @classmethod

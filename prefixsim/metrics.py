@@ -33,6 +33,7 @@ def cache_summary(
         "cache_query_tokens": query,
         "cache_hit_tokens": hits,
         "cache_token_hit_rate": hits / query if query else 0.0,
+        **tier_hits(requests),
         "cache_request_hit_rate": float((requests["cached_tokens"] > 0).mean()) if num else 0.0,
         "cache_evictions": counters.evicted_pages,
         "cache_evicted_tokens": counters.evicted_tokens,
@@ -41,6 +42,18 @@ def cache_summary(
         "cache_inserted_tokens": counters.inserted_tokens,
         "cache_peak_tokens": counters.peak_tokens,
         "cache_capacity_tokens": capacity_tokens,
+    }
+
+
+def tier_hits(requests: pd.DataFrame) -> dict[str, int]:
+    """Hit tokens by the tier they were found in (R15); all HBM without lower tiers."""
+    hits = int(requests["cached_tokens"].sum())
+    host = int(requests["cached_tokens_host"].sum()) if "cached_tokens_host" in requests else 0
+    disk = int(requests["cached_tokens_disk"].sum()) if "cached_tokens_disk" in requests else 0
+    return {
+        "cache_hit_tokens_hbm": hits - host - disk,
+        "cache_hit_tokens_host": host,
+        "cache_hit_tokens_disk": disk,
     }
 
 

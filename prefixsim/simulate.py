@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from prefixsim import __version__
-from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.bounds import bounds_summary
+from prefixsim.cache import RadixCache, TTLRule, build_policy
+from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
+from prefixsim.pricing import load_pricing, pricing_summary
 from prefixsim.trace import DEFAULT_BLOCK_SIZES, Request, detect_format, load_trace
 
 
@@ -30,10 +33,24 @@ class RunResult:
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def build_cache(config: CacheConfig) -> RadixCache:
-    """A fresh cache for the `cache` section (policy resolved through the registry)."""
+def build_cache(config: CacheConfig, requests: Sequence[Request] | None = None) -> RadixCache:
+    """A fresh cache for the `cache` section (policy resolved through the registry; an
+    offline policy such as belady needs `requests`, the trace in replay order)."""
     ttl = None if config.ttl_s is None else TTLRule(config.ttl_s, config.ttl_mode)
-    return RadixCache(config.capacity_tokens, POLICIES.build(config.policy), ttl)
+    return RadixCache(config.capacity_tokens, build_policy(config.policy, requests), ttl)
+
+
+def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
+    """Host DRAM and disk tiers under `cache` (R15), or None when neither is configured."""
+    specs = [
+        TierSpec(name, capacity, bandwidth_gb_s * 1e9)
+        for name, capacity, bandwidth_gb_s in (
+            ("host", config.host_capacity_tokens, config.host_bandwidth_gb_s),
+            ("disk", config.disk_capacity_tokens, config.disk_bandwidth_gb_s),
+        )
+        if capacity is not None
+    ]
+    return TierStack(cache, specs) if specs else None
 
 
 def load_requests(config: TraceConfig) -> list[Request]:
@@ -70,12 +87,18 @@ def simulate(
     if not config.cache_only:
         raise InputError("the timed simulation is not available yet; pass --cache-only",
                          field="cache_only")
-    cache = build_cache(config.cache)
-    result = replay_cache_only(requests, cache, on_progress=on_progress)
+    pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
+    cache = build_cache(config.cache, requests)
+    tiers = build_tiers(cache, config.cache)
+    result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers)
     frame = records_frame(result.records, CacheOnlyRecord)
     summary: dict[str, object] = {"mode": "cache_only"}
     summary.update(request_summary(frame))
     summary.update(cache_summary(frame, result.counters, config.cache.capacity_tokens))
+    hbm_rate = summary["cache_hit_tokens_hbm"] / max(summary["cache_query_tokens"], 1)
+    summary.update(bounds_summary(requests, config.cache, hbm_rate))
+    if pricing is not None:
+        summary.update(pricing_summary(frame, pricing, config.cache.ttl_s))
     summary.update(
         {
             "cache_policy": config.cache.policy,

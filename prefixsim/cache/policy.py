@@ -8,10 +8,12 @@ structure, locks, TTL and accounting. Stateful policies use the hooks; none may 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from prefixsim.cache.page import Page
 from prefixsim.registry import Registry
+from prefixsim.trace import Request
 
 
 class EvictionPolicy(Protocol):
@@ -48,3 +50,20 @@ class StatelessPolicy:
 
 
 POLICIES: Registry[EvictionPolicy] = Registry("eviction policy")
+
+
+def build_policy(name: str, requests: Sequence[Request] | None = None) -> EvictionPolicy:
+    """Build policy `name`; an offline one (it has `prepare(requests)`, e.g. belady) is
+    given the whole trace in replay order first, so it must be passed `requests`.
+
+    Optional extras a policy may define, found by the tree with getattr:
+      prepare(requests)   offline policies: learn the future from the trace
+      reconsider(page)    second chance: True re-queues a popped victim under its new key
+    """
+    policy = POLICIES.build(name)
+    prepare = getattr(policy, "prepare", None)
+    if prepare is not None:
+        if requests is None:
+            raise ValueError(f"eviction policy {name!r} is offline: it needs the trace")
+        prepare(requests)
+    return policy

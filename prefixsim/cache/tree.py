@@ -17,7 +17,7 @@ and their prefixes are never evicted or expired. Namespaces, tiers and block mod
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.cache.page import INFINITY, Page
@@ -92,6 +92,12 @@ class RadixCache:
         self._hook_access = cls.on_access is not StatelessPolicy.on_access
         self._hook_insert = cls.on_insert is not StatelessPolicy.on_insert
         self._hook_evict = cls.on_evict is not StatelessPolicy.on_evict
+        # Optional second chance (S3-FIFO, CLOCK): a popped victim for which the policy's
+        # `reconsider(page)` returns True is re-queued under its new key instead of evicted.
+        self._reconsider: Callable[[Page], bool] | None = getattr(policy, "reconsider", None)
+        # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
+        # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
+        self.on_demote: Callable[[Page], None] | None = None
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -138,9 +144,15 @@ class RadixCache:
         return MatchResult(pages)
 
     def touch(
-        self, pages: Sequence[Page], now: float, recency: int, ttl_s: float | None = None
+        self,
+        pages: Sequence[Page],
+        now: float,
+        recency: int,
+        ttl_s: float | None = None,
+        priority: int = 0,
     ) -> None:
-        """Refresh a matched path as a hit (R5): last access, recency, hit count, TTL."""
+        """Refresh a matched path as a hit (R5): last access, recency, hit count, TTL;
+        a page's priority rises to the request's `priority` (R16)."""
         if not pages:
             return
         deadline = self._deadline(now, ttl_s) if self._sliding() else None
@@ -148,6 +160,8 @@ class RadixCache:
             page.last_access_s = now
             page.recency = recency
             page.num_hits += 1
+            if priority > page.priority:
+                page.priority = priority
             if deadline is not None and deadline > page.deadline_s:
                 page.deadline_s = deadline
         if self._hook_access:
@@ -166,6 +180,7 @@ class RadixCache:
         now: float,
         recency: int,
         ttl_s: float | None = None,
+        priority: int = 0,
     ) -> list[Page]:
         """Add a chain of pages below `parent`, in order, as many as fit without evicting.
 
@@ -194,6 +209,7 @@ class RadixCache:
                 break
             page = Page(page_id, parent, tokens, now, recency)
             page.deadline_s = deadline
+            page.priority = priority
             if first_new is None:
                 first_new = page
             pages[page_id] = page
@@ -285,10 +301,15 @@ class RadixCache:
             if page is protect:
                 skipped = entry
                 continue
+            if self._reconsider is not None and self._reconsider(page):
+                self._queue(page)
+                continue
             need -= page.num_tokens
             self._remove(page)
             self.counters.evicted_pages += 1
             self.counters.evicted_tokens += page.num_tokens
+            if self.on_demote is not None:
+                self.on_demote(page)
         if skipped is not None:
             heapq.heappush(heap, skipped)
         return need <= 0

@@ -98,6 +98,8 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
         "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
         "cache_query_tokens", "cache_hit_tokens", "cache_token_hit_rate",
         "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
+        "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_unbounded_token_hit_rate",
+        "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
         "wall_time_s",
     ]
     for key in keys:

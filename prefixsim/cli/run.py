@@ -34,6 +34,18 @@ from prefixsim.trace import READERS
               help="Seconds an unused page stays cached (cache.ttl_s); no TTL by default.")
 @click.option("--ttl-mode", type=click.Choice(["sliding", "fixed"]),
               help="sliding: a hit refreshes the TTL (default); fixed: from creation.")
+@click.option("--host-cache-tokens", type=int,
+              help="Host DRAM tier below HBM, in tokens (cache.host_capacity_tokens).")
+@click.option("--host-bandwidth", "host_bandwidth_gb_s", type=float,
+              help="HBM<->host link in GB/s per direction (cache.host_bandwidth_gb_s; 50).")
+@click.option("--disk-cache-tokens", type=int,
+              help="Disk tier below host DRAM, in tokens (cache.disk_capacity_tokens).")
+@click.option("--disk-bandwidth", "disk_bandwidth_gb_s", type=float,
+              help="Disk load bandwidth in GB/s (cache.disk_bandwidth_gb_s; 5).")
+@click.option("--bounds", is_flag=True, default=None,
+              help="Also report belady's hit rate at the same capacity (cache.bounds).")
+@click.option("--pricing",
+              help="Price the run (cache.pricing): anthropic, anthropic-haiku, openai, FILE.yaml.")
 @click.option("--seed", type=int, help="Random seed (seed).")
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Results folder (written into directly); default results/<time>-<label>/.")
@@ -42,7 +54,10 @@ from prefixsim.trace import READERS
 def run(config_path: str | None, trace_path: str | None, trace_format: str | None,
         block_size: int | None, max_requests: int | None, cache_only: bool | None,
         policy: str | None, cache_tokens: int | None, ttl_s: float | None,
-        ttl_mode: str | None, seed: int | None, output: str | None, quiet: bool) -> None:
+        ttl_mode: str | None, host_cache_tokens: int | None,
+        host_bandwidth_gb_s: float | None, disk_cache_tokens: int | None,
+        disk_bandwidth_gb_s: float | None, bounds: bool | None, pricing: str | None,
+        seed: int | None, output: str | None, quiet: bool) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
 
     \b
@@ -55,6 +70,11 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "trace.block_size": block_size, "trace.max_requests": max_requests,
         "cache_only": cache_only, "cache.policy": policy, "cache.capacity_tokens": cache_tokens,
         "cache.ttl_s": ttl_s, "cache.ttl_mode": ttl_mode, "seed": seed,
+        "cache.host_capacity_tokens": host_cache_tokens,
+        "cache.host_bandwidth_gb_s": host_bandwidth_gb_s,
+        "cache.disk_capacity_tokens": disk_cache_tokens,
+        "cache.disk_bandwidth_gb_s": disk_bandwidth_gb_s,
+        "cache.bounds": bounds, "cache.pricing": pricing,
     }
     config = load_config(config_path, overrides)
     config = resolve_trace_defaults(config)

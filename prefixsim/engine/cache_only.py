@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
+from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -44,8 +45,13 @@ def replay_cache_only(
     cache: RadixCache,
     on_progress: ProgressCallback | None = None,
     progress_every: int = 2000,
+    tiers: TierStack | None = None,
 ) -> CacheOnlyResult:
-    """Replay `requests` (already in arrival order) through `cache`."""
+    """Replay `requests` (already in arrival order) through `cache`.
+
+    With `tiers` (lower tiers under `cache`, R15), the match continues below HBM: pages
+    found there are hits of their tier, loaded back and inserted into HBM like new pages.
+    """
     records: list[CacheOnlyRecord] = []
     append = records.append
     for position, request in enumerate(requests):
@@ -55,6 +61,7 @@ def replay_cache_only(
         matched = match.pages
         num_matched = len(matched)
         cache.touch(matched, now, position)
+        lower = tiers.take_run(page_ids[num_matched:]) if tiers is not None else None
         if num_matched < len(page_ids):
             tip = matched[-1] if matched else None
             new_tokens = request.page_tokens()[num_matched:]
@@ -76,9 +83,33 @@ def replay_cache_only(
                 output_tokens=request.output_tokens,
                 cached_tokens=hit_tokens(request, num_matched),
             )
+            if lower is None or not lower.tiers
+            else _tiered_record(request, num_matched, lower)
         )
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
     if on_progress is not None:
         on_progress(len(requests) % progress_every)
     return CacheOnlyResult(records=records, counters=cache.counters)
+
+
+def _tiered_record(request: Request, num_hbm_pages: int, lower: LowerHit) -> CacheOnlyRecord:
+    """A record whose hits continue below HBM; the L - 1 cap trims the deepest tier."""
+    total = hit_tokens(request, num_hbm_pages + lower.num_pages)
+    remaining = total - hit_tokens(request, num_hbm_pages)
+    by_tier = [0, 0]
+    for tier, tokens in zip(lower.tiers, lower.tokens, strict=True):
+        take = min(tokens, remaining)
+        by_tier[min(tier, 1)] += take
+        remaining -= take
+    return CacheOnlyRecord(
+        request_id=request.request_id,
+        session_id=request.session_id,
+        status="completed",
+        arrival_s=request.arrival_s,
+        input_tokens=request.input_tokens,
+        output_tokens=request.output_tokens,
+        cached_tokens=total,
+        cached_tokens_host=by_tier[0],
+        cached_tokens_disk=by_tier[1],
+    )

@@ -16,3 +16,5 @@ class CacheOnlyRecord:
     input_tokens: int
     output_tokens: int
     cached_tokens: int
+    cached_tokens_host: int = 0  # of cached_tokens, loaded from host DRAM (R15)
+    cached_tokens_disk: int = 0  # of cached_tokens, loaded from disk

@@ -1,0 +1,42 @@
+"""Belady (offline MIN): evict the leaf whose next use in the trace is farthest away.
+
+The upper bound every online policy is read against (`cache_belady_token_hit_rate`). It
+needs the whole trace before the replay: `prepare(requests)` records, for each page id, the
+replay positions of the requests that name it. A page's next use is the first such
+position after its `recency`; pages never used again go first. The key stays valid while
+queued because it only changes when the page is accessed, which re-queues it.
+It assumes recency = replay position (the cache-only replay); with variable page sizes and
+Part A's leaf-only eviction it is the classic heuristic, not a proven optimum.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from prefixsim.cache.page import INFINITY, Page
+from prefixsim.cache.policy import POLICIES, StatelessPolicy
+from prefixsim.trace import Request
+
+
+@POLICIES.register("belady")
+class Belady(StatelessPolicy):
+    """Key = -(position of next use); never used again = -inf (evicted first)."""
+
+    def __init__(self) -> None:
+        self._uses: dict[int, list[int]] | None = None
+
+    def prepare(self, requests: Sequence[Request]) -> None:
+        """Learn every page's future uses from the trace in replay order."""
+        uses: dict[int, list[int]] = {}
+        for position, request in enumerate(requests):
+            for page_id in request.page_ids:
+                uses.setdefault(page_id, []).append(position)
+        self._uses = uses
+
+    def key(self, page: Page) -> float:
+        if self._uses is None:
+            raise RuntimeError("belady is offline: call prepare(requests) before the replay")
+        positions = self._uses.get(page.page_id, ())
+        index = bisect_right(positions, page.recency)
+        return -positions[index] if index < len(positions) else -INFINITY

@@ -1,0 +1,40 @@
+"""GDSF: GreedyDual-Size-Frequency, cost-aware: value = frequency x recompute cost per byte.
+
+The cost of losing a page is the prefill time to recompute its tokens. Per token, prefill
+costs the linear layers (constant) plus attention over the tokens before it (linear in the
+position), so a page deep in a long prompt is dearer per byte than a page at its head.
+Without a cost model the proxy is `1 + position_tokens / ATTENTION_EQUAL_TOKENS`, where
+ATTENTION_EQUAL_TOKENS is the context length at which a token's attention FLOPs equal its
+linear-layer FLOPs: 2 * P / (4 * layers * q_heads * head_dim) ~ 26,700 for Llama-3.1-8B
+(reference.md roofline: P ~ 7.0e9, 32 layers, 32 heads, head dim 128). Pass
+`cost_per_token_s` (position -> seconds per token, e.g. from a cost model) to replace it.
+Positions assume full pages before this one (depth x page tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prefixsim.cache.aging import GreedyDualPolicy
+from prefixsim.cache.page import Page
+from prefixsim.cache.policy import POLICIES
+
+ATTENTION_EQUAL_TOKENS = 26_700.0
+
+
+def proxy_cost_per_token(position_tokens: float) -> float:
+    """Relative prefill cost of one token at `position_tokens` (1.0 at the head)."""
+    return 1.0 + position_tokens / ATTENTION_EQUAL_TOKENS
+
+
+@POLICIES.register("gdsf")
+class GDSF(GreedyDualPolicy):
+    """Key = L + (hits + 1) * cost / bytes; cost/bytes = recompute cost per token."""
+
+    def __init__(self, cost_per_token_s: Callable[[float], float] | None = None) -> None:
+        super().__init__()
+        self.cost_per_token = cost_per_token_s or proxy_cost_per_token
+
+    def value(self, page: Page) -> float:
+        position = page.depth * page.num_tokens
+        return (page.num_hits + 1) * self.cost_per_token(position)

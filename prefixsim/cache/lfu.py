@@ -1,0 +1,16 @@
+"""LFU with dynamic aging (LFU-DA): fewest hits first, aged by the GreedyDual clock."""
+
+from __future__ import annotations
+
+from prefixsim.cache.aging import GreedyDualPolicy
+from prefixsim.cache.page import Page
+from prefixsim.cache.policy import POLICIES
+
+
+@POLICIES.register("lfu")
+class LFU(GreedyDualPolicy):
+    """Key = L + (hits + 1): frequency counts, but a page hit long ago is overtaken by
+    pages hit since (L rises to the key of each leaver), so old popularity fades."""
+
+    def value(self, page: Page) -> float:
+        return float(page.num_hits + 1)

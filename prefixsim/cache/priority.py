@@ -1,0 +1,18 @@
+"""Priority: lowest request priority class first, LRU within a class (cache-spec R16).
+
+A page's priority is the highest priority of any request that touched it (the tree keeps
+it); the tree's tie order (older access first) makes each class LRU inside.
+"""
+
+from __future__ import annotations
+
+from prefixsim.cache.page import Page
+from prefixsim.cache.policy import POLICIES, StatelessPolicy
+
+
+@POLICIES.register("priority")
+class Priority(StatelessPolicy):
+    """Key = page priority (higher stays); ties by recency."""
+
+    def key(self, page: Page) -> float:
+        return float(page.priority)

@@ -1,0 +1,131 @@
+"""Lower memory tiers below HBM: host DRAM and disk (cache-spec R15), write-back.
+
+HBM is the radix tree; each lower tier is a flat, LRU, token-bounded store of pages keyed by
+chained page id (a flat store needs no parent resident in the same tier, since a chain may
+continue from HBM into host memory). Pages evicted from HBM demote to the first lower
+tier; pages a full tier pushes out demote to the next; the last tier drops them. Expired
+pages do not demote. A request's match continues below HBM page by page: each following
+page found in a lower tier is a hit of that tier and is *taken* out of it (exclusive
+tiers: the loaded copy lives in HBM again, which demotes it on its next eviction).
+
+Load time = bytes / link bandwidth per tier (`load_time_s`), the same formula as the cost
+model's `transfer_time_s`; the timed engine adds it before prefill continues. Not here:
+copy-in-flight locking, skipping very short runs (R15, C14), per-tier TTL.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prefixsim.cache.page import Page
+from prefixsim.cache.tree import RadixCache
+
+
+@dataclass(frozen=True, slots=True)
+class TierSpec:
+    """One lower tier: its name, capacity in tokens and link bandwidth (bytes/s)."""
+
+    name: str
+    capacity_tokens: int
+    bandwidth_bytes_s: float
+
+    def __post_init__(self) -> None:
+        if self.capacity_tokens < 0:
+            raise ValueError(f"{self.name} capacity must be >= 0, got {self.capacity_tokens}")
+        if not self.bandwidth_bytes_s > 0:
+            raise ValueError(f"{self.name} bandwidth must be > 0, got {self.bandwidth_bytes_s}")
+
+
+class FlatTier:
+    """An LRU store of page id -> tokens with a token capacity."""
+
+    def __init__(self, spec: TierSpec) -> None:
+        self.spec = spec
+        self.resident_tokens = 0
+        self.demoted_tokens = 0
+        self._pages: OrderedDict[int, int] = OrderedDict()
+
+    def __contains__(self, page_id: int) -> bool:
+        return page_id in self._pages
+
+    def put(self, page_id: int, num_tokens: int) -> list[tuple[int, int]]:
+        """Store a page as most recent; returns the (id, tokens) pushed out to make room."""
+        pushed: list[tuple[int, int]] = []
+        if num_tokens > self.spec.capacity_tokens:
+            return [(page_id, num_tokens)]
+        old = self._pages.pop(page_id, None)
+        if old is not None:
+            self.resident_tokens -= old
+        while self.resident_tokens + num_tokens > self.spec.capacity_tokens:
+            victim, tokens = self._pages.popitem(last=False)
+            self.resident_tokens -= tokens
+            pushed.append((victim, tokens))
+        self._pages[page_id] = num_tokens
+        self.resident_tokens += num_tokens
+        self.demoted_tokens += num_tokens
+        return pushed
+
+    def take(self, page_id: int) -> int:
+        """Remove a page (it is being loaded back into HBM); returns its tokens."""
+        tokens = self._pages.pop(page_id)
+        self.resident_tokens -= tokens
+        return tokens
+
+
+@dataclass(frozen=True, slots=True)
+class LowerHit:
+    """Pages of a request found below HBM: tier index (0 = host) per page, in order."""
+
+    tiers: tuple[int, ...]
+    tokens: tuple[int, ...]
+
+    @property
+    def num_pages(self) -> int:
+        return len(self.tiers)
+
+
+class TierStack:
+    """HBM (a RadixCache) above lower tiers; wires demotion into the cache's evictions."""
+
+    def __init__(self, hbm: RadixCache, specs: Sequence[TierSpec]) -> None:
+        self.hbm = hbm
+        self.tiers = [FlatTier(spec) for spec in specs]
+        hbm.on_demote = self._demote
+
+    @property
+    def names(self) -> list[str]:
+        return [tier.spec.name for tier in self.tiers]
+
+    def _demote(self, page: Page) -> None:
+        pending = [(page.page_id, page.num_tokens)]
+        for tier in self.tiers:
+            pushed: list[tuple[int, int]] = []
+            for page_id, tokens in pending:
+                pushed.extend(tier.put(page_id, tokens))
+            pending = pushed
+            if not pending:
+                return
+
+    def take_run(self, page_ids: Sequence[int]) -> LowerHit:
+        """The run of `page_ids` (those after the HBM match) found in lower tiers, in order,
+        taken out of them to be loaded into HBM; stops at the first page found nowhere."""
+        found_tiers: list[int] = []
+        found_tokens: list[int] = []
+        for page_id in page_ids:
+            for index, tier in enumerate(self.tiers):
+                if page_id in tier:
+                    found_tiers.append(index)
+                    found_tokens.append(tier.take(page_id))
+                    break
+            else:
+                break
+        return LowerHit(tuple(found_tiers), tuple(found_tokens))
+
+    def load_time_s(self, hit: LowerHit, kv_bytes_per_token: int) -> float:
+        """Seconds to copy `hit` back to HBM, tier by tier over each tier's link."""
+        total = 0.0
+        for index, tokens in zip(hit.tiers, hit.tokens, strict=True):
+            total += tokens * kv_bytes_per_token / self.tiers[index].spec.bandwidth_bytes_s
+        return total

@@ -1,0 +1,18 @@
+"""Earliest deadline first: evict the page whose TTL runs out soonest (cache-spec R11).
+
+Deadlines come from the cache's TTL rule (per-request TTL classes included); without a TTL
+every deadline is infinite and the tree's tie order makes this LRU.
+"""
+
+from __future__ import annotations
+
+from prefixsim.cache.page import Page
+from prefixsim.cache.policy import POLICIES, StatelessPolicy
+
+
+@POLICIES.register("ttl")
+class EarliestDeadlineFirst(StatelessPolicy):
+    """Key = TTL deadline (simulated seconds); the soonest to expire goes first."""
+
+    def key(self, page: Page) -> float:
+        return page.deadline_s

@@ -1,0 +1,127 @@
+"""Prompt-caching economics: price a run's tokens like a hosted API does (cache-spec R17).
+
+Per request, with L prompt tokens, h cached (hit) tokens and o output tokens:
+  read   = billable cached tokens: 0 below the provider's minimum cacheable prompt, else
+           the hit rounded down to the provider's step above that minimum (OpenAI: 1,024 +
+           k * 128); a prompt shorter than the minimum is neither read nor written.
+  write  = L - read for a cacheable prompt (the prompt is cached up to its end, as with a
+           cache breakpoint at the last block), priced by the run's TTL class: the 1-hour
+           write price when the TTL exceeds 5 minutes, else the 5-minute price.
+  cost   = (L - read - write) * input + write * write_price + read * read_price + o * output.
+The no-cache baseline prices every prompt token as uncached input. Prices are USD per
+million tokens. Not here: batch discounts, long-context tiers, per-model routing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from prefixsim.errors import InputError
+
+FIVE_MINUTES_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """A provider's prompt-caching price list (USD per million tokens) and rules."""
+
+    name: str
+    input_usd_per_mtok: float
+    output_usd_per_mtok: float
+    cache_read_usd_per_mtok: float
+    cache_write_usd_per_mtok: float
+    cache_write_1h_usd_per_mtok: float
+    min_cacheable_tokens: int = 0
+    cache_step_tokens: int = 1
+
+
+# List prices as published by the providers (2025): Anthropic Claude Sonnet 4 and Haiku 3.5
+# (writes 1.25x input for 5 min, 2x for 1 h; reads 0.1x; minimum 1,024 / 2,048 tokens);
+# OpenAI GPT-4.1 (automatic caching from 1,024 tokens in 128-token steps, reads 0.25x,
+# no write surcharge and no 1 h class: the 1 h price equals input).
+PRESETS: dict[str, Pricing] = {
+    "anthropic": Pricing("anthropic", 3.0, 15.0, 0.30, 3.75, 6.0, 1024, 1),
+    "anthropic-haiku": Pricing("anthropic-haiku", 0.80, 4.0, 0.08, 1.0, 1.6, 2048, 1),
+    "openai": Pricing("openai", 2.0, 8.0, 0.50, 2.0, 2.0, 1024, 128),
+}
+
+
+def load_pricing(spec: str) -> Pricing:
+    """A preset name, or a YAML file with the Pricing fields (name optional)."""
+    if spec in PRESETS:
+        return PRESETS[spec]
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(
+            f"unknown pricing {spec!r} (presets: {', '.join(sorted(PRESETS))}, or a YAML file)",
+            field="cache.pricing",
+        )
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping of pricing fields", file=str(path))
+    known = {f.name for f in fields(Pricing)}
+    for key in data:
+        if key not in known:
+            raise InputError("unknown key", file=str(path), field=str(key))
+    data.setdefault("name", path.stem)
+    try:
+        pricing = Pricing(**data)
+    except TypeError as exc:
+        raise InputError(str(exc), file=str(path)) from None
+    for f in fields(Pricing):
+        value = getattr(pricing, f.name)
+        if f.name != "name" and (not isinstance(value, int | float) or value < 0):
+            raise InputError(f"must be a number >= 0, got {value!r}", file=str(path),
+                             field=f.name)
+    if pricing.cache_step_tokens < 1:
+        raise InputError("must be >= 1", file=str(path), field="cache_step_tokens")
+    return pricing
+
+
+def billed_tokens(
+    input_tokens: np.ndarray, cached_tokens: np.ndarray, pricing: Pricing
+) -> tuple[np.ndarray, np.ndarray]:
+    """(read, write) billable tokens per request under the provider's caching rules."""
+    minimum = pricing.min_cacheable_tokens
+    step = pricing.cache_step_tokens
+    cacheable = input_tokens >= max(minimum, 1)
+    over = np.maximum(cached_tokens - minimum, 0)
+    read = np.where(cacheable & (cached_tokens >= minimum), minimum + over // step * step, 0)
+    read = np.minimum(read, cached_tokens)
+    write = np.where(cacheable, input_tokens - read, 0)
+    return read, write
+
+
+def pricing_summary(
+    requests: pd.DataFrame, pricing: Pricing, ttl_s: float | None
+) -> dict[str, object]:
+    """cost_total_usd, cost_no_cache_usd and the billed token counts of a run."""
+    inputs = requests["input_tokens"].to_numpy(dtype=np.int64)
+    cached = requests["cached_tokens"].to_numpy(dtype=np.int64)
+    outputs = requests["output_tokens"].to_numpy(dtype=np.int64)
+    read, write = billed_tokens(inputs, cached, pricing)
+    long_ttl = ttl_s is not None and ttl_s > FIVE_MINUTES_S
+    write_price = pricing.cache_write_1h_usd_per_mtok if long_ttl else (
+        pricing.cache_write_usd_per_mtok)
+    uncached = inputs.sum() - read.sum() - write.sum()
+    output_usd = outputs.sum() * pricing.output_usd_per_mtok
+    total = (uncached * pricing.input_usd_per_mtok + write.sum() * write_price
+             + read.sum() * pricing.cache_read_usd_per_mtok + output_usd) / 1e6
+    no_cache = (inputs.sum() * pricing.input_usd_per_mtok + output_usd) / 1e6
+    return {
+        "cost_pricing": pricing.name,
+        "cost_total_usd": float(total),
+        "cost_no_cache_usd": float(no_cache),
+        "cost_saved_usd": float(no_cache - total),
+        "cost_cache_read_tokens": int(read.sum()),
+        "cost_cache_write_tokens": int(write.sum()),
+        "cost_uncached_input_tokens": int(uncached),
+    }
