@@ -96,14 +96,17 @@ def xy_figure(
     table: pd.DataFrame, x: str, y: str, *, curve_by: Sequence[str] = (),
     col_by: str | None = None, scale_x: str = "linear", title: str | None = None,
     bounds_label: str | None = None, min_points: int = 1, dashed: Sequence[str] = (),
+    match_by: Sequence[str] | None = None,
 ) -> Figure:
     """One curve per `curve_by` combination (sorted by x), one panel per `col_by` value.
 
     Rows with a missing x become dashed horizontal lines labelled `bounds_label` when it is
-    given (else they are dropped). Curves with fewer than `min_points` points are dropped;
+    given (else they are dropped), drawn for the curve that has the same `match_by` values
+    (default: `curve_by`). Curves with fewer than `min_points` points are dropped;
     curves whose label contains one of `dashed` are drawn dashed.
     """
     require(table, [x, y])
+    match_by = list(curve_by if match_by is None else match_by)
     panels = [(None, table)] if col_by is None else [
         (show_value(v), part) for v, part in table.groupby(col_by, dropna=False, sort=True)]
     fig, axes = new_figure(ncols=len(panels))
@@ -119,14 +122,15 @@ def xy_figure(
             label = curve_label(curve_by, key)
             style = "--" if any(d in label for d in dashed) else "-"
             (line,) = ax.plot(curve[x], curve[y], marker="o", linestyle=style, label=label)
-            colours[key] = line.get_color()
+            colours[_key(curve.iloc[0], match_by)] = (line.get_color(), label)
             drawn += 1
         if bounds_label is not None:
             for _, row in missing_x.iterrows():
-                key = _key(row, curve_by)
+                key = _key(row, match_by)
                 if key in colours and pd.notna(row[y]):
-                    ax.axhline(row[y], linestyle="--", color=colours[key], linewidth=1.2,
-                               label=f"{bounds_label} ({curve_label(curve_by, key)})")
+                    colour, label = colours[key]
+                    ax.axhline(row[y], linestyle="--", color=colour, linewidth=1.2,
+                               label=f"{bounds_label} ({label})")
         ax.set_xscale(scale_x)
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))

@@ -41,7 +41,8 @@ def _sweep_axis(data: ReportData, x: str, y: str, title: str, bounds: str | None
     curve_by = varying(table[table[x].notna()], [c for c in data.swept if c != x])
     scale = "log" if (table[x].dropna() > 0).all() else "symlog"
     return xy_figure(table, x, y, curve_by=curve_by, scale_x=scale, title=title,
-                     bounds_label=bounds, min_points=2, dashed=OFFLINE_MARKERS)
+                     bounds_label=bounds, min_points=2, dashed=OFFLINE_MARKERS,
+                     match_by=[c for c in data.swept if c != x and c in table])
 
 
 def hit_rate_vs_capacity(data: ReportData) -> Figure:
