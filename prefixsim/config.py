@@ -16,6 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prefixsim.cache import POLICIES, TTLMode
 from prefixsim.errors import InputError
+from prefixsim.serving_config import (
+    CostModelConfig,
+    EngineConfig,
+    HardwareConfig,
+    ModelConfig,
+    RouterConfig,
+    SchedulerConfig,
+)
 from prefixsim.trace import READERS
 
 
@@ -81,6 +89,12 @@ class RunConfig(Section):
     trace: TraceConfig = TraceConfig()
     cache: CacheConfig = CacheConfig()
     cache_only: bool = Field(False, description="replay the cache alone, without timing")
+    model: ModelConfig = ModelConfig()
+    hardware: HardwareConfig = HardwareConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    router: RouterConfig = RouterConfig()
+    cost_model: CostModelConfig = CostModelConfig()
+    engine: EngineConfig = EngineConfig()
     seed: int = Field(0, description="seed of the run's random generator")
 
 

@@ -21,6 +21,7 @@ from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_onl
 from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
 from prefixsim.pricing import load_pricing, pricing_summary
+from prefixsim.serving import simulate_timed
 from prefixsim.trace import DEFAULT_BLOCK_SIZES, Request, detect_format, load_trace
 
 
@@ -85,8 +86,9 @@ def simulate(
     if requests is None:
         requests = load_requests(config.trace)
     if not config.cache_only:
-        raise InputError("the timed simulation is not available yet; pass --cache-only",
-                         field="cache_only")
+        frame, summary, timeseries = simulate_timed(
+            config, requests, lambda section: build_cache(section, requests), on_progress)
+        return RunResult(requests=frame, summary=summary, timeseries=timeseries)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     cache = build_cache(config.cache, requests)
     tiers = build_tiers(cache, config.cache)

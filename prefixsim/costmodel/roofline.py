@@ -57,6 +57,7 @@ def _sum_max_of_lines(a1: float, b1: float, a2: float, b2: float, num_steps: int
         return line_sum(max(a1, a2), b1, 0, num_steps)
     # the lines cross at j* = (a2 - a1) / (b1 - b2); split the range there.
     cross = (a2 - a1) / (b1 - b2)
+    cross = min(max(cross, -1.0), num_steps + 1.0)  # only its place within [0, num_steps]
     if b1 > b2:  # line 1 rises faster: it is the max for j >= cross
         split = min(num_steps, max(0, math.ceil(cross)))
         return line_sum(a2, b2, 0, split) + line_sum(a1, b1, split, num_steps)

@@ -1,0 +1,128 @@
+"""The mutable state of one request inside the timed engine, and its frozen final record.
+
+`RequestState` is owned by the replica that serves it (the router only reads it through the
+replica's load figures). `ServedRecord` is what the engine emits when the request ends;
+metrics turn the records into `requests.parquet`. Token fields:
+
+  prompt_tokens   tokens to prefill: the input, plus tokens generated before a preemption
+  computed_tokens tokens of the prompt whose KV exists (cached prefix + computed chunks)
+  tree_tokens     prompt tokens held by cache pages on the request's locked path
+  private_tokens  KV tokens charged to the request alone (cache reservation, R13)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefixsim.cache import Page
+from prefixsim.trace import Request
+
+WAITING, RUNNING, COMPLETED, REJECTED = "waiting", "running", "completed", "rejected"
+
+
+class RequestState:
+    """One request's progress through a replica (mutable, engine-internal)."""
+
+    __slots__ = (
+        "request", "replica", "status", "arrival_s", "admitted_s", "first_token_s",
+        "finish_s", "cached_tokens", "recomputed_tokens", "preemptions", "prompt_tokens",
+        "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
+        "generated_tokens", "target_tokens", "admitted_once",
+    )
+
+    def __init__(self, request: Request, arrival_s: float) -> None:
+        self.request = request
+        self.replica = 0
+        self.status = WAITING
+        self.arrival_s = arrival_s
+        self.admitted_s: float | None = None
+        self.first_token_s: float | None = None
+        self.finish_s: float | None = None
+        self.cached_tokens = 0
+        self.recomputed_tokens = 0
+        self.preemptions = 0
+        self.prompt_tokens = request.input_tokens
+        self.computed_tokens = 0
+        self.tree_tokens = 0
+        self.private_tokens = 0
+        self.num_tree_pages = 0
+        self.tip: Page | None = None
+        self.generated_tokens = 0
+        self.target_tokens = max(1, request.output_tokens)
+        self.admitted_once = False
+
+    @property
+    def prefilling(self) -> bool:
+        return self.computed_tokens < self.prompt_tokens
+
+    @property
+    def remaining_prefill_tokens(self) -> int:
+        return self.prompt_tokens - self.computed_tokens
+
+    @property
+    def remaining_decode_tokens(self) -> int:
+        return self.target_tokens - self.generated_tokens
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens a decode step attends to: the prompt and the tokens generated since."""
+        return self.prompt_tokens + self.generated_tokens
+
+    @property
+    def outstanding_tokens(self) -> int:
+        """Work left: prefill tokens still to compute plus tokens still to generate."""
+        return self.remaining_prefill_tokens + self.remaining_decode_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRecord:
+    """What the timed engine observed for one request (a row of requests.parquet)."""
+
+    request_id: int
+    session_id: str | None
+    status: str
+    replica: int
+    arrival_s: float
+    first_token_s: float
+    finish_s: float
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    queue_ms: float
+    ttft_ms: float
+    tpot_ms: float
+    e2el_ms: float
+    preemptions: int
+    recomputed_tokens: int
+
+
+NAN = float("nan")
+
+
+def served_record(state: RequestState) -> ServedRecord:
+    """The final record of a finished (completed or rejected) request."""
+    arrival = state.arrival_s
+    first = NAN if state.first_token_s is None else state.first_token_s
+    finish = NAN if state.finish_s is None else state.finish_s
+    admitted = NAN if state.admitted_s is None else state.admitted_s
+    generated = state.generated_tokens
+    tpot = (finish - first) / (generated - 1) * 1e3 if generated > 1 else NAN
+    request = state.request
+    return ServedRecord(
+        request_id=request.request_id,
+        session_id=request.session_id,
+        status=state.status,
+        replica=state.replica,
+        arrival_s=arrival,
+        first_token_s=first,
+        finish_s=finish,
+        input_tokens=request.input_tokens,
+        cached_tokens=state.cached_tokens,
+        output_tokens=generated,
+        queue_ms=(admitted - arrival) * 1e3,
+        ttft_ms=(first - arrival) * 1e3,
+        tpot_ms=tpot,
+        e2el_ms=(finish - arrival) * 1e3,
+        preemptions=state.preemptions,
+        recomputed_tokens=state.recomputed_tokens,
+    )

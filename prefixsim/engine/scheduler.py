@@ -1,0 +1,70 @@
+"""Continuous batching with chunked prefill: what one engine step of a replica computes.
+
+A pure decision over the replica's running and waiting requests (vLLM V1 order): every
+decoding request gets one token; prefilling requests continue in admission order with chunks
+under the token budget; then waiting requests are admitted first-come first-served while the
+budget, `max_num_seqs` and memory allow (the replica's `admit` callback says whether the KV
+pages fit, cache-spec R10; the first that does not fit blocks the queue). It never yields,
+sleeps or records. Priorities, SLO-aware ordering and disaggregated prefill are not here.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prefixsim.engine.request_state import RequestState
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """One step: the decoding requests and (request, new tokens) prefill chunks."""
+
+    decodes: list[RequestState]
+    chunks: list[tuple[RequestState, int]]
+
+    @property
+    def is_decode_only(self) -> bool:
+        return not self.chunks
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuousBatching:
+    """The vLLM-style step planner with a token budget and a sequence limit."""
+
+    max_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+
+    def __post_init__(self) -> None:
+        if self.max_num_seqs < 1 or self.max_batched_tokens < self.max_num_seqs:
+            raise ValueError("need 1 <= max_num_seqs <= max_batched_tokens")
+
+    def plan(
+        self,
+        running: list[RequestState],
+        waiting: deque[RequestState],
+        admit: Callable[[RequestState], bool],
+    ) -> StepPlan:
+        """Plan the next step; admitted requests move from `waiting` to `running`."""
+        budget = self.max_batched_tokens
+        decodes = [s for s in running if not s.prefilling]
+        budget -= len(decodes)
+        chunks: list[tuple[RequestState, int]] = []
+        for state in running:
+            if budget <= 0:
+                break
+            if state.prefilling:
+                size = min(state.remaining_prefill_tokens, budget)
+                chunks.append((state, size))
+                budget -= size
+        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+            state = waiting[0]
+            if not admit(state):
+                break
+            waiting.popleft()
+            running.append(state)
+            size = min(state.remaining_prefill_tokens, budget)
+            chunks.append((state, size))
+            budget -= size
+        return StepPlan(decodes, chunks)

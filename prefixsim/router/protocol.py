@@ -1,0 +1,70 @@
+"""The router interface: which replica serves an arriving request.
+
+A router is a pure decision: given the request, read-only views of the replicas and `now`,
+return a replica index. It never yields, sleeps or records; it may keep small bookkeeping of
+its own (a round-robin position, a session map, a stale snapshot of each cache). Routers
+register in `ROUTERS`; `ROUTERS.build(name, **params)` makes one per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from prefixsim.registry import Registry
+from prefixsim.trace import Request
+
+
+class ReplicaView(Protocol):
+    """What a router may read about one replica."""
+
+    index: int
+
+    @property
+    def outstanding_tokens(self) -> int:
+        """Prefill tokens still to compute plus tokens still to generate, over every request
+        waiting or running on the replica."""
+        ...
+
+    def cached_page_ids(self) -> set[int] | dict[int, object]:
+        """Page ids resident in the replica's prefix cache now (for snapshots)."""
+        ...
+
+    def cached_prefix_tokens(self, request: Request, now: float) -> int:
+        """Tokens of `request`'s prompt the replica's cache would serve now (L-1 cap)."""
+        ...
+
+
+class Router(Protocol):
+    """Chooses a replica per arriving request."""
+
+    def route(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        """Index (into `replicas`) of the replica that gets `request`."""
+        ...
+
+
+ROUTERS: Registry[Router] = Registry("router")
+
+
+def least_loaded_index(replicas: Sequence[ReplicaView]) -> int:
+    """The replica with the fewest outstanding tokens; ties go to the lowest index."""
+    best, best_load = 0, None
+    for position, replica in enumerate(replicas):
+        load = replica.outstanding_tokens
+        if best_load is None or load < best_load:
+            best, best_load = position, load
+    return best
+
+
+def prefix_tokens_in(request: Request, page_ids: set[int] | dict[int, object]) -> int:
+    """Tokens of `request`'s leading pages found in `page_ids` (chained ids), capped at L-1."""
+    matched = 0
+    for page_id in request.page_ids:
+        if page_id not in page_ids:
+            break
+        matched += 1
+    if matched == 0:
+        return 0
+    if matched >= request.num_pages:
+        return request.input_tokens - 1
+    return min(matched * request.page_size_tokens, request.input_tokens - 1)

@@ -1,0 +1,106 @@
+"""Config sections of the timed simulation: model, hardware, scheduler, router, cost model,
+engine. Frozen and validated like config.py's sections (which nests them in RunConfig);
+registry and preset names are checked here, at load time, listing the valid names.
+Building plug-ins from these sections is serving.py's job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from prefixsim.costmodel import COST_MODELS
+from prefixsim.presets import GPUS, MODELS
+from prefixsim.router import ROUTERS
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+
+
+def _preset(value: str, names: dict, kind: str, presets_file: Path | None) -> str:
+    if presets_file is None and value not in names:
+        raise ValueError(f"unknown {kind} {value!r} (valid: {', '.join(sorted(names))})")
+    return value
+
+
+class ModelConfig(_Section):
+    """Which model a replica serves: a preset name, or a name from `presets_file`."""
+
+    name: str = Field("llama-3.1-8b", description="model preset (presets.MODELS) or custom")
+    presets_file: Path | None = Field(None, description="YAML with custom `models:`/`gpus:`")
+    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache element type")
+    weight_dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight element type")
+
+    @model_validator(mode="after")
+    def _known(self) -> ModelConfig:
+        _preset(self.name, MODELS, "model", self.presets_file)
+        return self
+
+
+class HardwareConfig(_Section):
+    """The GPUs of one replica and how much of their memory the KV pool gets."""
+
+    gpu: str = Field("h100-sxm", description="GPU preset (presets.GPUS) or custom")
+    presets_file: Path | None = Field(None, description="YAML with custom `gpus:`")
+    tp: int = Field(1, ge=1, le=64, description="tensor-parallel GPUs per replica")
+    memory_utilization: float = Field(0.9, gt=0, le=1, description="share of HBM used")
+    activation_reserve_gib: float = Field(2.0, ge=0, allow_inf_nan=False,
+                                          description="HBM per GPU kept for activations, GiB")
+
+    @model_validator(mode="after")
+    def _known(self) -> HardwareConfig:
+        _preset(self.gpu, GPUS, "gpu", self.presets_file)
+        return self
+
+
+class SchedulerConfig(_Section):
+    """Continuous batching with chunked prefill (vLLM V1 names)."""
+
+    max_batched_tokens: int = Field(8192, ge=1, description="token budget of one step")
+    max_num_seqs: int = Field(256, ge=1, description="running requests per replica")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SchedulerConfig:
+        if self.max_num_seqs > self.max_batched_tokens:
+            raise ValueError("max_num_seqs must not exceed max_batched_tokens")
+        return self
+
+
+class RouterConfig(_Section):
+    """Which router spreads requests over replicas (registry name) and its parameters."""
+
+    name: str = Field("prefix_aware", description="router (registry name)")
+    params: dict[str, Any] = Field(default_factory=dict, description="router parameters")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return ROUTERS.check(value)
+
+
+class CostModelConfig(_Section):
+    """Which cost model times the steps (registry name) and its parameters."""
+
+    name: str = Field("roofline", description="cost model (registry name)")
+    params: dict[str, Any] = Field(default_factory=dict, description="cost model parameters")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return COST_MODELS.check(value)
+
+
+class EngineConfig(_Section):
+    """The timed run: replicas, arrival time scale, sampling, SLOs for goodput."""
+
+    replicas: int = Field(1, ge=1, le=4096, description="model replicas behind the router")
+    time_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
+                              description="arrival times are multiplied by this (0.5 = 2x rate)")
+    sample_interval_s: float | None = Field(
+        1.0, gt=0, allow_inf_nan=False, description="timeseries period; null = no timeseries")
+    goodput_ttft_ms: float | None = Field(None, gt=0, description="TTFT SLO of request_goodput")
+    goodput_tpot_ms: float | None = Field(None, gt=0, description="TPOT SLO of request_goodput")
+    check_invariants: bool = Field(False, description="check R13 after every step (slow)")

@@ -1,0 +1,109 @@
+"""Serving figures of a timed run, named as vLLM's benchmarks name them (pure functions).
+
+From the requests frame (one row per ServedRecord) and the engine's per-replica figures:
+`duration`, `request_throughput`, `output_throughput`, `total_token_throughput`,
+`request_goodput`, `{mean,median,std,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`, and
+`replica{i}_*` figures. Latency distributions are over completed requests. ITL comes from
+the engine's step segments (step time, tokens produced), each decode-only run entering with
+its mean step time: exact for mixed steps, within a run's context growth for decode runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+
+from prefixsim.cache import CacheCounters
+from prefixsim.metrics import distribution
+
+STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
+
+
+def weighted_distribution(segments: Sequence[tuple[float, int]], name: str,
+                          scale: float = 1e3) -> dict[str, float]:
+    """`distribution` of values given as (value, count) pairs, values times `scale`."""
+    if not segments:
+        return {f"{stat}_{name}": float("nan") for stat in STATS}
+    values = np.array([v for v, _ in segments], dtype=float) * scale
+    weights = np.array([w for _, w in segments], dtype=float)
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    cumulative = np.cumsum(weights)
+    total = cumulative[-1]
+    mean = float(np.sum(values * weights) / total)
+
+    def pct(q: float) -> float:  # the lower value at rank q (numpy's "inverted_cdf")
+        return float(values[np.searchsorted(cumulative, q / 100 * total, side="left")])
+
+    std = float(np.sqrt(np.sum(weights * (values - mean) ** 2) / total))
+    return {
+        f"mean_{name}": mean, f"median_{name}": pct(50), f"std_{name}": std,
+        f"p50_{name}": pct(50), f"p90_{name}": pct(90), f"p95_{name}": pct(95),
+        f"p99_{name}": pct(99),
+    }
+
+
+def serving_summary(
+    requests: pd.DataFrame,
+    duration_s: float,
+    itl_segments: Sequence[tuple[float, int]],
+    goodput_ttft_ms: float | None = None,
+    goodput_tpot_ms: float | None = None,
+) -> dict[str, float | int]:
+    """Throughputs, goodput and latency distributions (vLLM benchmark keys)."""
+    done = requests[requests["status"] == "completed"]
+    duration = duration_s if duration_s > 0 else float("nan")
+    output = int(done["output_tokens"].sum())
+    total = int(done["input_tokens"].sum()) + output
+    good = np.ones(len(done), dtype=bool)
+    if goodput_ttft_ms is not None:
+        good &= done["ttft_ms"].to_numpy() <= goodput_ttft_ms
+    if goodput_tpot_ms is not None:
+        tpot = done["tpot_ms"].to_numpy()
+        good &= np.isnan(tpot) | (tpot <= goodput_tpot_ms)
+    summary: dict[str, float | int] = {
+        "duration": duration_s,
+        "request_throughput": len(done) / duration,
+        "output_throughput": output / duration,
+        "total_token_throughput": total / duration,
+        "request_goodput": int(good.sum()) / duration,
+        "rejected": int((requests["status"] == "rejected").sum()),
+        "num_preemptions": int(requests["preemptions"].sum()),
+    }
+    for name in ("ttft", "tpot", "e2el"):
+        values = done[f"{name}_ms"].to_numpy(dtype=float)
+        summary.update(distribution(values[~np.isnan(values)], f"{name}_ms"))
+    summary.update(weighted_distribution(itl_segments, "itl_ms"))
+    return summary
+
+
+def replica_summary(requests: pd.DataFrame, figures: Sequence, duration_s: float
+                    ) -> dict[str, float | int]:
+    """Per-replica figures as flat `replica{i}_*` keys."""
+    summary: dict[str, float | int] = {}
+    done = requests[requests["status"] == "completed"]
+    for fig in figures:
+        prefix = f"replica{fig.replica}_"
+        summary[prefix + "completed"] = int((done["replica"] == fig.replica).sum())
+        summary[prefix + "kv_pool_tokens"] = fig.capacity_tokens
+        summary[prefix + "busy_fraction"] = fig.busy_s / duration_s if duration_s else 0.0
+        summary[prefix + "steps"] = fig.num_steps
+        summary[prefix + "preemptions"] = fig.preemptions
+        summary[prefix + "cache_token_hit_rate"] = (
+            fig.hit_tokens / fig.query_tokens if fig.query_tokens else 0.0)
+        summary[prefix + "cache_evictions"] = fig.counters.evicted_pages
+    return summary
+
+
+def total_counters(figures: Sequence) -> CacheCounters:
+    """The replicas' cache counters added up (peak: the largest single replica)."""
+    total = CacheCounters()
+    for fig in figures:
+        for f in fields(CacheCounters):
+            mine, theirs = getattr(total, f.name), getattr(fig.counters, f.name)
+            merged = max(mine, theirs) if f.name.startswith("peak") else mine + theirs
+            setattr(total, f.name, merged)
+    return total
