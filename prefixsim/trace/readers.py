@@ -1,38 +1,108 @@
-"""The registry of trace readers and the one entry point that loads a trace file.
+"""The registry of trace readers, format detection and the one entry point that loads a trace.
 
-A reader is a function `read(path, block_size, max_requests) -> list[Request]` registered
-under its format name. Readers stream the file line by line and keep only request records;
-they raise `InputError` naming the file, line and field of the first bad record.
+A reader is a function `read(path, ctx) -> list[Request]` registered under its format name.
+`ctx` (a `ReadContext`) carries the user's `ReadOptions`, counts skipped bad lines and
+collects labels that must reach the summary (e.g. a synthetic prefix model). Readers stream
+their file line by line and keep only request records; a bad record raises `InputError`
+naming file, line and field, unless `skip_bad_lines` is set, in which case `ctx.bad(...)`
+counts it and the reader moves on. Formats are detected from content, not file names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
 from prefixsim.trace.record import Request
 
-TraceReader = Callable[[Path, int | None, int | None], list[Request]]
+TraceReader = Callable[[Path, "ReadContext"], list[Request]]
 
 READERS: Registry[list[Request]] = Registry("trace format")
 
 # Tokens per page id of each format when the user gives no --block-size (filled by readers).
 DEFAULT_BLOCK_SIZES: dict[str, int] = {}
 
+# Content sniffers: (format, test(first_line_object_or_None, header_text, path)) in order.
+Sniffer = Callable[[object, str, Path], bool]
+SNIFFERS: list[tuple[str, Sniffer]] = []
 
-def detect_format(path: Path) -> str:
-    """Guess the format of `path` from its first non-empty line."""
-    with open_trace(path) as handle:
-        for raw in handle:
-            line = raw.strip()
-            if not line:
-                continue
-            if line.startswith("{") and '"hash_ids"' in line:
-                return "mooncake"
-            break
-    raise InputError("cannot detect the trace format; pass --trace-format", file=str(path))
+PARQUET_MAGIC = b"PAR1"
+
+# How many bytes of a file detection looks at.
+SNIFF_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read a trace. Format-specific knobs are ignored by formats that lack them.
+
+    block_size          tokens per page id in the file (the format's default when None)
+    max_requests        stop after this many requests (in file order)
+    skip_bad_lines      skip and count malformed records instead of failing on the first
+    prefix_model        lengths-only formats (azure, burstgpt, vidur): "none" (no sharing)
+                        or a synthetic model "shared:TOKENS" (every prompt starts with the
+                        same TOKENS-token prefix); synthetic models are labelled in results
+    session_rate_per_s  kv-cache-tester: conversations start as a Poisson process of this
+                        rate (seeded by `seed`); the files carry no absolute time
+    seed                seed of any modelling choice a reader makes
+    """
+
+    block_size: int | None = None
+    max_requests: int | None = None
+    skip_bad_lines: bool = False
+    prefix_model: str = "none"
+    session_rate_per_s: float = 1.0 / 60.0
+    seed: int = 0
+
+
+@dataclass
+class ReadContext:
+    """What a reader gets besides its path: options, the bad-line counter, labels."""
+
+    options: ReadOptions
+    skipped_lines: int = 0
+    first_skipped: InputError | None = None
+    labels: dict[str, object] = field(default_factory=dict)
+
+    def bad(self, error: InputError) -> None:
+        """A malformed record: raise it, or count it when skipping bad lines."""
+        if not self.options.skip_bad_lines:
+            raise error
+        self.skipped_lines += 1
+        if self.first_skipped is None:
+            self.first_skipped = error
+
+    def full(self, count: int) -> bool:
+        """True once `count` requests reach `max_requests`."""
+        limit = self.options.max_requests
+        return limit is not None and count >= limit
+
+    def block_size(self, format_name: str) -> int:
+        return self.options.block_size or DEFAULT_BLOCK_SIZES[format_name]
+
+
+@dataclass(frozen=True)
+class TraceData:
+    """A loaded trace: requests in arrival order plus what reading it found out."""
+
+    requests: list[Request]
+    format: str
+    skipped_lines: int = 0
+    labels: dict[str, object] = field(default_factory=dict)
+
+
+def sniffer(name: str) -> Callable[[Sniffer], Sniffer]:
+    """Register a content test for format `name` (tried in registration order)."""
+
+    def decorate(test: Sniffer) -> Sniffer:
+        SNIFFERS.append((name, test))
+        return test
+
+    return decorate
 
 
 def open_trace(path: Path):
@@ -41,7 +111,114 @@ def open_trace(path: Path):
         raise InputError("no such file", file=str(path))
     if path.is_dir():
         raise InputError("is a directory, expected a trace file", file=str(path))
-    return path.open("r", encoding="utf-8", errors="strict")
+    return path.open("r", encoding="utf-8", errors="strict", newline="")
+
+
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each non-blank line; binary content is an InputError."""
+    with open_trace(path) as handle:
+        try:
+            for line_no, raw in enumerate(handle, start=1):
+                if raw.strip():
+                    yield line_no, raw
+        except UnicodeDecodeError:
+            raise InputError("not a UTF-8 text file", file=str(path)) from None
+
+
+def _head(path: Path) -> tuple[object, str]:
+    """The first non-blank line decoded as JSON (or None) and the file's first bytes."""
+    with path.open("rb") as handle:
+        data = handle.read(SNIFF_BYTES)
+    if b"\x00" in data:
+        raise InputError("binary content; not a trace file", file=str(path))
+    text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        obj = None
+    return obj, text
+
+
+def detect_format(path: str | Path) -> str:
+    """Guess the format of a file or folder from its content."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file or folder", file=str(path))
+    if path.is_dir():
+        return detect_folder(path)
+    with path.open("rb") as handle:
+        if handle.read(4) == PARQUET_MAGIC:
+            return "parquet"
+    obj, text = _head(path)
+    for name, test in SNIFFERS:
+        if test(obj, text, path):
+            return name
+    raise InputError(
+        f"cannot detect the trace format; pass --trace-format ({', '.join(READERS.names())})",
+        file=str(path),
+    )
+
+
+# Folder layouts a reader can take whole: (format, test(folder)).
+FOLDER_SNIFFERS: list[tuple[str, Callable[[Path], bool]]] = []
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The visible regular files of a folder, sorted by name."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def detect_folder(folder: Path) -> str:
+    for name, test in FOLDER_SNIFFERS:
+        if test(folder):
+            return name
+    raise InputError(
+        "this folder is not one trace (a RAGPulse or kv-cache-tester folder); "
+        "give one of its files",
+        file=str(folder),
+    )
+
+
+def read_trace(
+    path: str | Path,
+    format: str | None = None,
+    options: ReadOptions | None = None,
+) -> TraceData:
+    """Read a trace file or folder into requests sorted by arrival (stable on file order).
+
+    Request ids are renumbered 0.. in arrival order.
+    """
+    path = Path(path)
+    options = options or ReadOptions()
+    if options.block_size is not None and options.block_size < 1:
+        raise InputError(f"must be >= 1, got {options.block_size}", field="trace.block_size")
+    name = format or detect_format(path)
+    if name not in READERS:
+        raise InputError(
+            f"unknown trace format {name!r} (valid: {', '.join(READERS.names())})",
+            field="trace.format",
+        )
+    ctx = ReadContext(options)
+    requests = READERS.build(name, path=path, ctx=ctx)
+    if not requests:
+        where = ctx.first_skipped
+        raise InputError(
+            "the trace holds no requests"
+            + (f" ({ctx.skipped_lines} bad lines skipped, first: {where})" if where else ""),
+            file=str(path),
+        )
+    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
+    start = requests[order[0]].arrival_s
+    shift = -start if start < 0 else 0.0
+    ordered = []
+    for new_id, index in enumerate(order):
+        request = requests[index]
+        requests[index] = None  # type: ignore[call-overload]  (free as we go)
+        if request.request_id != new_id or shift:
+            request = replace(request, request_id=new_id, arrival_s=request.arrival_s + shift)
+        ordered.append(request)
+    return TraceData(ordered, name, ctx.skipped_lines, ctx.labels)
 
 
 def load_trace(
@@ -49,14 +226,9 @@ def load_trace(
     format: str | None = None,
     block_size: int | None = None,
     max_requests: int | None = None,
+    skip_bad_lines: bool = False,
 ) -> list[Request]:
-    """Read a trace file into request records sorted by arrival (stable on file order)."""
-    path = Path(path)
-    name = format or detect_format(path)
-    if name not in READERS:
-        raise InputError(
-            f"unknown trace format {name!r} (valid: {', '.join(READERS.names())})",
-            field="trace.format",
-        )
-    requests = READERS.build(name, path=path, block_size=block_size, max_requests=max_requests)
-    return sorted(requests, key=lambda r: r.arrival_s)
+    """Read a trace into request records sorted by arrival (see `read_trace`)."""
+    options = ReadOptions(block_size=block_size, max_requests=max_requests,
+                          skip_bad_lines=skip_bad_lines)
+    return read_trace(path, format, options).requests

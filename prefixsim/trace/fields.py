@@ -1,0 +1,124 @@
+"""Validation of one record's fields, shared by the readers: each failure is an InputError
+naming the field and the `where` (file, line) it was given."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from prefixsim.errors import InputError
+
+# Larger lengths are certainly corrupt (no model has a billion-token context).
+MAX_TOKENS = 1 << 30
+
+
+def decode_json_line(raw: str, where: dict) -> dict:
+    """One JSON object from one line."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        message = getattr(exc, "msg", "too deeply nested")
+        raise InputError(f"not valid JSON ({message})", **where) from None
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", **where)
+    return obj
+
+
+def require(obj: dict, key: str, where: dict) -> object:
+    if key not in obj or obj[key] is None:
+        raise InputError("missing field", field=key, **where)
+    return obj[key]
+
+
+def as_int(value: object, key: str, where: dict, minimum: int = 0,
+           maximum: int = MAX_TOKENS) -> int:
+    """An integer (or an integral float / numeric string) within [minimum, maximum]."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if "." in value or "e" in value.lower() \
+                else int(value.strip())
+        except ValueError:
+            raise InputError(f"expected an integer, got {value!r}", field=key, **where) from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"expected an integer, got {value!r}", field=key, **where)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise InputError(f"expected an integer, got {value!r}", field=key, **where)
+        value = int(value)
+    if value < minimum:
+        raise InputError(f"must be >= {minimum}, got {value}", field=key, **where)
+    if value > maximum:
+        raise InputError(f"must be <= {maximum}, got {value}", field=key, **where)
+    return value
+
+
+def int_field(obj: dict, key: str, where: dict, minimum: int = 0,
+              maximum: int = MAX_TOKENS) -> int:
+    return as_int(require(obj, key, where), key, where, minimum, maximum)
+
+
+def as_time(value: object, key: str, where: dict, allow_string: bool = False) -> float:
+    """A finite, non-negative number (optionally given as a numeric string)."""
+    if allow_string and isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise InputError(f"expected a number, got {value!r}", field=key, **where) from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"expected a number, got {value!r}", field=key, **where)
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"must be a finite number >= 0, got {value}", field=key, **where)
+    return value
+
+
+def id_list(value: object, key: str, where: dict) -> list[int]:
+    """A list of integer ids."""
+    if not isinstance(value, list) or not all(
+        isinstance(h, int) and not isinstance(h, bool) for h in value
+    ):
+        raise InputError("expected a list of integers", field=key, **where)
+    return value
+
+
+def check_page_count(num_ids: int, input_tokens: int, block_size: int, where: dict,
+                     key: str = "hash_ids", exact_blocks: bool = False) -> None:
+    """`num_ids` must be ceil(input/block) (or floor when ids cover only full blocks)."""
+    expected = input_tokens // block_size if exact_blocks else -(-input_tokens // block_size)
+    if num_ids != expected:
+        rule = "floor" if exact_blocks else "ceil"
+        raise InputError(
+            f"has {num_ids} ids but input length {input_tokens} needs "
+            f"{rule}({input_tokens}/{block_size}) = {expected} (is --block-size right?)",
+            field=key, **where,
+        )
+
+
+class ChainCheck:
+    """Checks that chained ids are consistent: an id always follows the same parent id.
+
+    Costs one dict entry per distinct id; `parent_of` maps id -> parent id (None first).
+    """
+
+    def __init__(self) -> None:
+        self.parent_of: dict[int, int | None] = {}
+
+    def check(self, ids: list[int] | tuple[int, ...], where: dict, key: str = "hash_ids") -> None:
+        parent_of = self.parent_of
+        parent = None
+        for position, page_id in enumerate(ids):
+            known = parent_of.get(page_id, _UNSEEN)
+            if known is not _UNSEEN and known != parent:
+                raise InputError(
+                    f"id {page_id} at position {position} follows {parent} here but "
+                    f"{known} earlier (ids are not chained prefix hashes)",
+                    field=key, **where,
+                )
+            parent = page_id
+        parent = None
+        for page_id in ids:
+            parent_of.setdefault(page_id, parent)
+            parent = page_id
+
+
+_UNSEEN = object()

@@ -1,0 +1,56 @@
+"""Synthetic production-like workloads: `generate(preset, num_requests, seed)` -> requests.
+
+Sessions start by the preset's arrival process; each picks a workload (by share of
+requests), shared prefixes (Zipf), documents, and runs its turns with think times.
+Deterministic: the same preset, count, rate and seed give the same requests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prefixsim.trace.generate.arrivals import session_starts
+from prefixsim.trace.generate.model import Corpus, Pager, Row, session_rows
+from prefixsim.trace.generate.preset import PRESETS, Preset, load_preset
+from prefixsim.trace.record import Request
+
+__all__ = ["PRESETS", "Preset", "generate", "load_preset"]
+
+
+def generate(preset: Preset, num_requests: int, seed: int,
+             rate_per_s: float | None = None) -> list[Request]:
+    """`num_requests` requests (the earliest ones) in arrival order, session ids kept."""
+    rng = np.random.default_rng(seed)
+    pager = Pager(preset.page_size_tokens)
+    corpora = [Corpus(i, w, rng) for i, w in enumerate(preset.workloads)]
+    shares = np.array([w.weight for w in preset.workloads])
+    shares = shares / shares.sum()
+    expected = np.array([w.turns.expected() for w in preset.workloads])
+    session_p = shares / expected
+    mean_turns = 1.0 / session_p.sum()
+    session_p = session_p / session_p.sum()
+    rate = rate_per_s if rate_per_s is not None else preset.arrival.rate_per_s
+    starts = session_starts(preset.arrival, rate / mean_turns, rng)
+    rows: list[Row] = []
+    session = 0
+    while len(rows) < num_requests:
+        start_s = next(starts)
+        pick = int(rng.choice(len(corpora), p=session_p)) if len(corpora) > 1 else 0
+        corpus = corpora[pick]
+        workload = corpus.workload
+        spawn: list = []
+        label = f"s{session}"
+        rows += session_rows(corpus, pager, rng, session, label, start_s,
+                             workload.turns.sample(rng), spawn=spawn)
+        session += 1
+        for number, (sub_start, picks) in enumerate(spawn):
+            rows += session_rows(corpus, pager, rng, session, f"{label}/a{number}", sub_start,
+                                 workload.subagents.turns.sample(rng), picks=picks)
+            session += 1
+    rows.sort(key=lambda row: row.arrival_s)
+    del rows[num_requests:]
+    return [
+        Request(index, round(row.arrival_s, 3), row.input_tokens, row.output_tokens,
+                row.page_ids, preset.page_size_tokens, row.session)
+        for index, row in enumerate(rows)
+    ]

@@ -1,0 +1,179 @@
+"""Generator presets: every knob of a synthetic workload, validated, from YAML.
+
+A preset is an arrival process plus one or more workloads (a mix, weighted by share of
+requests). A workload describes sessions: which shared prefixes a prompt starts with
+(`prefix_layers`, each a Zipf-popular set of variants, or per-request unique content),
+retrieved documents (`documents`), messages, answers, think times and turns, and how a
+session's next prompt is built (`history: append` = previous prompt + answer + new message;
+`rebuild` = prefixes + fresh documents + past turns + new message). Errors name the key.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from prefixsim.errors import InputError
+
+PRESET_DIR = Path(__file__).resolve().parents[3] / "traces"
+PRESETS = ("chat", "agent", "rag", "api-mixed")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Dist(Model):
+    """A distribution of a positive quantity, clipped to [min, max]."""
+
+    dist: Literal["fixed", "lognormal", "exponential", "uniform", "choice"]
+    value: float | None = None
+    values: list[float] | None = None
+    weights: list[float] | None = None
+    median: float | None = Field(None, gt=0)
+    sigma: float | None = Field(None, ge=0)
+    mean: float | None = Field(None, gt=0)
+    low: float | None = None
+    high: float | None = None
+    min: float = Field(0.0, ge=0)
+    max: float = math.inf
+
+    @model_validator(mode="after")
+    def _params(self) -> Dist:
+        needs = {"fixed": ("value",), "lognormal": ("median", "sigma"),
+                 "exponential": ("mean",), "uniform": ("low", "high"),
+                 "choice": ("values", "weights")}[self.dist]
+        for name in needs:
+            if getattr(self, name) is None:
+                raise ValueError(f"{self.dist} needs {name!r}")
+        if self.min > self.max:
+            raise ValueError("min is above max")
+        if self.dist == "choice" and (
+            len(self.values) != len(self.weights) or not self.values
+            or min(self.weights) < 0 or sum(self.weights) <= 0
+        ):
+            raise ValueError("choice needs as many non-negative weights as values")
+        return self
+
+    def sample(self, rng: np.random.Generator) -> float:
+        if self.dist == "fixed":
+            value = float(self.value)
+        elif self.dist == "lognormal":
+            value = float(rng.lognormal(math.log(self.median), self.sigma))
+        elif self.dist == "exponential":
+            value = float(rng.exponential(self.mean))
+        elif self.dist == "uniform":
+            value = float(rng.uniform(self.low, self.high))
+        else:
+            weights = np.array(self.weights) / sum(self.weights)
+            value = float(self.values[int(rng.choice(len(self.values), p=weights))])
+        return min(max(value, self.min), self.max)
+
+    def tokens(self, rng: np.random.Generator) -> int:
+        return max(1, int(round(self.sample(rng))))
+
+
+class Arrival(Model):
+    """Session starts: poisson, gamma (burstiness cv) or diurnal (sinusoidal rate)."""
+
+    process: Literal["poisson", "gamma", "diurnal"] = "poisson"
+    rate_per_s: float = Field(1.0, gt=0, description="requests per second (all workloads)")
+    cv: float = Field(1.0, gt=0, description="gamma: coefficient of variation of gaps")
+    amplitude: float = Field(0.5, ge=0, le=1, description="diurnal: relative swing of rate")
+    period_s: float = Field(86400.0, gt=0, description="diurnal: period")
+
+
+class Layer(Model):
+    """One shared prefix segment: `variants` contents, picked with Zipf(`zipf_s`) popularity;
+    `variants: 0` = unique content for every request (e.g. a timestamp line)."""
+
+    variants: int = Field(1, ge=0)
+    zipf_s: float = Field(1.0, ge=0)
+    tokens: Dist
+
+
+class Documents(Model):
+    """Retrieved documents from a shared corpus, in the order retrieved (varying positions)."""
+
+    corpus: int = Field(1000, ge=1)
+    zipf_s: float = Field(1.0, ge=0)
+    tokens: Dist
+    per_request: Dist
+    shuffle: bool = Field(True, description="random order (a document at varying positions)")
+
+
+class Turns(Model):
+    """Requests per session: geometric with this mean (>= 1), capped at max."""
+
+    mean: float = Field(1.0, ge=1)
+    max: int = Field(1, ge=1)
+
+    def expected(self) -> float:
+        p = 1.0 / self.mean
+        return (1 - (1 - p) ** self.max) / p if p < 1 else 1.0
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return min(int(rng.geometric(1.0 / self.mean)), self.max)
+
+
+class Subagents(Model):
+    """After each turn, with `probability`, an agent starts a sub-agent session sharing its
+    prefix layers; it runs `turns` steps of its own."""
+
+    probability: float = Field(0.0, ge=0, le=1)
+    turns: Turns = Turns()
+
+
+class Workload(Model):
+    name: str
+    weight: float = Field(1.0, gt=0, description="share of requests")
+    prefix_layers: list[Layer] = []
+    documents: Documents | None = None
+    first_message: Dist
+    next_message: Dist
+    history: Literal["append", "rebuild"] = "append"
+    turns: Turns = Turns()
+    think_time_s: Dist
+    output_tokens: Dist
+    decode_tokens_per_s: float = Field(50.0, gt=0)
+    max_context_tokens: int = Field(1_000_000, ge=1)
+    subagents: Subagents = Subagents()
+
+
+class Preset(Model):
+    name: str
+    description: str = ""
+    page_size_tokens: int = Field(512, ge=1)
+    arrival: Arrival = Arrival()
+    workloads: list[Workload] = Field(min_length=1)
+
+
+def preset_path(name_or_path: str) -> Path:
+    """A built-in preset name (traces/<name>.yaml) or a YAML path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        return path
+    return PRESET_DIR / f"{name_or_path}.yaml"
+
+
+def load_preset(name_or_path: str) -> Preset:
+    path = preset_path(name_or_path)
+    if not path.is_file():
+        raise InputError(f"no preset {name_or_path!r} (built in: {', '.join(PRESETS)})",
+                         file=str(path), field="preset")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    try:
+        return Preset.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(part) for part in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        raise InputError(message, file=str(path), field=key) from None

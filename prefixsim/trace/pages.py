@@ -1,0 +1,50 @@
+"""Page-size conversion of a chained-id trace.
+
+A coarse page of Q = k*P tokens is a run of k fine pages, and since a chained id names its
+whole prefix, the id of the run's last fine page names the coarse page exactly: coarsening is
+lossless. The last coarse page holds what is left (it ends with the request's last fine
+page). A finer size would need to know where, inside a page, two prompts stop agreeing,
+which the ids do not say, so it is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prefixsim.errors import InputError
+from prefixsim.trace.record import Request
+
+
+def check_page_size(from_tokens: int, to_tokens: int) -> int:
+    """The factor k = to/from, or an InputError saying why the conversion is impossible."""
+    if to_tokens < 1:
+        raise InputError(f"must be >= 1, got {to_tokens}", field="page_size")
+    if to_tokens < from_tokens:
+        raise InputError(
+            f"cannot convert {from_tokens}-token pages to finer {to_tokens}-token pages: the "
+            "ids do not say where inside a page two prompts diverge (only coarser sizes that "
+            f"are multiples of {from_tokens} are exact)", field="page_size")
+    if to_tokens % from_tokens:
+        raise InputError(
+            f"{to_tokens} is not a multiple of the trace's {from_tokens}-token pages, so its "
+            "pages would not be runs of whole pages", field="page_size")
+    return to_tokens // from_tokens
+
+
+def coarsen(request: Request, to_tokens: int) -> Request:
+    """`request` with pages of `to_tokens` tokens (a multiple of its page size)."""
+    factor = check_page_size(request.page_size_tokens, to_tokens)
+    if factor == 1:
+        return request
+    ids = request.page_ids
+    coarse = ids[factor - 1::factor]
+    if len(ids) % factor:
+        coarse += (ids[-1],)
+    return Request(request.request_id, request.arrival_s, request.input_tokens,
+                   request.output_tokens, coarse, to_tokens, request.session_id)
+
+
+def convert_pages(requests: Iterable[Request], to_tokens: int | None) -> Iterator[Request]:
+    """Every request with pages of `to_tokens` (unchanged when None)."""
+    for request in requests:
+        yield request if to_tokens is None else coarsen(request, to_tokens)
