@@ -95,12 +95,16 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
     click.echo(f"{title:=^60}")
     keys = [
         "completed", "failed", "total_input_tokens", "total_output_tokens",
+        "rejected", "num_preemptions", "duration", "request_throughput", "output_throughput",
+        "total_token_throughput", "request_goodput", "mean_ttft_ms", "median_ttft_ms",
+        "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms",
+        "mean_e2el_ms", "p99_e2el_ms",
         "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
         "cache_query_tokens", "cache_hit_tokens", "cache_token_hit_rate",
         "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
         "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_unbounded_token_hit_rate",
         "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
-        "wall_time_s",
+        "wall_time_s", "simulated_s_per_wall_s",
     ]
     for key in keys:
         if key in summary:

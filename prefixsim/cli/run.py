@@ -5,12 +5,14 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from tqdm import tqdm
 
 from prefixsim.cache import POLICIES
 from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
+from prefixsim.cli.serving_options import serving_options, serving_overrides
 from prefixsim.config import load_config
 from prefixsim.simulate import load_requests, resolve_trace_defaults, simulate
 from prefixsim.trace import READERS
@@ -50,6 +52,7 @@ from prefixsim.trace import READERS
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Results folder (written into directly); default results/<time>-<label>/.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary block.")
+@serving_options
 @fail_cleanly
 def run(config_path: str | None, trace_path: str | None, trace_format: str | None,
         block_size: int | None, max_requests: int | None, cache_only: bool | None,
@@ -57,9 +60,16 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         ttl_mode: str | None, host_cache_tokens: int | None,
         host_bandwidth_gb_s: float | None, disk_cache_tokens: int | None,
         disk_bandwidth_gb_s: float | None, bounds: bool | None, pricing: str | None,
-        seed: int | None, output: str | None, quiet: bool) -> None:
+        seed: int | None, output: str | None, quiet: bool, **serving: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
 
+    Timed by default (replicas of a model on GPUs, continuous batching, a router; also
+    writes timeseries.parquet); --cache-only replays the cache alone.
+
+    \b
+    Example (timed, 4 x h100-sxm serving llama-3.1-8b, prefix-aware routing):
+      prefixsim run --trace traces/demo_chat.jsonl --model llama-3.1-8b --gpu h100-sxm \\
+          --replicas 4 --router prefix_aware -o results/timed
     \b
     Example (cache-only, LRU cache of 3M tokens, 5-minute sliding TTL):
       prefixsim run --trace traces/demo_chat.jsonl --cache-only \\
@@ -75,6 +85,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "cache.disk_capacity_tokens": disk_cache_tokens,
         "cache.disk_bandwidth_gb_s": disk_bandwidth_gb_s,
         "cache.bounds": bounds, "cache.pricing": pricing,
+        **serving_overrides(serving),
     }
     config = load_config(config_path, overrides)
     config = resolve_trace_defaults(config)
