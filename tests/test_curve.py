@@ -1,0 +1,119 @@
+"""Capacity curves: the one-pass LRU stack-distance curve equals separate Part A replays."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.cli import app
+from prefixsim.cli.curve import parse_capacities
+from prefixsim.curve import lru_curve, lru_curve_sampled, replay_curve, stack_distances
+from prefixsim.errors import InputError
+from prefixsim.trace import Request
+
+
+def trace(seed: int, num_requests: int, page: int, partial_tails: bool) -> list[Request]:
+    """Sessions over shared roots; with `partial_tails`, each prompt ends in a private
+    partial page (an id used once), so every id still has one token count."""
+    rng = random.Random(seed)
+    next_id = 1000
+    roots = [list(range(i * 3, i * 3 + rng.randint(1, 3))) for i in range(4)]
+    sessions: list[list[int]] = []
+    out = []
+    for i in range(num_requests):
+        if sessions and rng.random() < 0.5:
+            path = rng.choice(sessions)
+        else:
+            path = list(rng.choice(roots))
+            sessions.append(path)
+        grow = rng.randint(0, 3)
+        path.extend(range(next_id, next_id + grow))
+        next_id += grow
+        ids, tokens = list(path), len(path) * page
+        if partial_tails:
+            ids.append(next_id)
+            next_id += 1
+            tokens += rng.randint(1, page - 1)
+        out.append(Request(i, float(i), tokens, 1, tuple(ids), page))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), page=st.sampled_from([1, 3, 4]),
+       partial=st.booleans(), num=st.integers(1, 60))
+def test_one_pass_curve_equals_replays(seed, page, partial, num):
+    requests = trace(seed, num, page, partial and page > 1)
+    total = sum(r.input_tokens for r in requests)
+    capacities = sorted({0, 1, page, 2 * page + 1, total // 7, total // 3, total, total + 5})
+    distances = stack_distances(requests)
+    assert distances.exact
+    curve = [p.hit_tokens for p in lru_curve(requests, capacities)]
+    assert curve == [p.hit_tokens for p in replay_curve(requests, capacities)]
+
+
+def test_known_answer_stack_distances():
+    """P=2. r0 [1,2] (4 tokens), r1 [3] (2), r2 [1,2] (4).
+    At r2: stack top->bottom = 3, 1, 2 (r0's page 1 above its deeper page 2), so
+    D(1) = 2 + 2 = 4 and D(2) = 6. Capacity 5: page 1 hits (2 tokens); 6: both, capped
+    at L-1 = 3. First uses are inf."""
+    reqs = [Request(0, 0, 4, 1, (1, 2), 2), Request(1, 1, 2, 1, (3,), 2),
+            Request(2, 2, 4, 1, (1, 2), 2)]
+    d = stack_distances(reqs).distances
+    assert list(d[:3]) == [float("inf")] * 3 and list(d[3:]) == [4.0, 6.0]
+    assert [p.hit_tokens for p in lru_curve(reqs, [3, 5, 6])] == [0, 2, 3]
+
+
+def test_size_conflict_is_reported_inexact():
+    reqs = [Request(0, 0, 3, 1, (1,), 4), Request(1, 1, 8, 1, (1, 2), 4)]
+    assert not stack_distances(reqs).exact
+
+
+def test_sampled_at_rate_one_is_exact_and_rate_checked():
+    requests = trace(3, 80, 4, False)
+    caps = [10, 50, 200]
+    exact = lru_curve(requests, caps)
+    sampled = lru_curve_sampled(requests, caps, 1.0)
+    # sampled counts each page's own tokens with the L-1 cap on a hit last page
+    for e, s in zip(exact, sampled, strict=True):
+        assert s.query_tokens == e.query_tokens - len(requests)
+        assert abs(s.hit_tokens - e.hit_tokens) <= len(requests)
+    with pytest.raises(ValueError):
+        lru_curve_sampled(requests, caps, 0.0)
+
+
+def test_sampled_estimate_is_close_on_many_ids():
+    requests = trace(11, 3000, 4, False)
+    caps = [200, 2000]
+    exact = [p.token_hit_rate for p in lru_curve(requests, caps)]
+    est = [p.token_hit_rate for p in lru_curve_sampled(requests, caps, 0.5)]
+    assert all(abs(a - b) < 0.1 for a, b in zip(exact, est, strict=True)), (exact, est)
+
+
+def test_parse_capacities():
+    assert parse_capacities("10,1e3, 20") == [10, 20, 1000]
+    assert parse_capacities("1:100:3") == [1, 10, 100]
+    with pytest.raises(InputError):
+        parse_capacities("a,b")
+
+
+def test_curve_cli(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [{"timestamp": i * 100, "input_length": 1024, "output_length": 5,
+             "hash_ids": [0, i % 3 + 1]} for i in range(20)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runner = CliRunner()
+    out = runner.invoke(app, ["curve", "--trace", str(path), "--capacities", "512,1024,4096",
+                              "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["method"] == "stack"
+    lfu = runner.invoke(app, ["curve", "--trace", str(path), "--policy", "lfu",
+                              "--capacities", "512,1024,4096", "--json"])
+    assert lfu.exit_code == 0, lfu.output
+    bad = runner.invoke(app, ["curve", "--trace", str(path), "--capacities", "x"])
+    assert bad.exit_code == 2

@@ -1,0 +1,65 @@
+"""Prompt-caching economics (cache-spec R17): hand-worked bills per provider preset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prefixsim.config import load_config
+from prefixsim.errors import InputError
+from prefixsim.pricing import PRESETS, billed_tokens, load_pricing, pricing_summary
+from prefixsim.simulate import simulate
+from prefixsim.trace import Request
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["input_tokens", "cached_tokens", "output_tokens"])
+
+
+def test_anthropic_known_answer():
+    """L=2000, hit 1500, out 100: read 1500, write 500 at 3.75, output 100 at 15:
+    (500*3.75 + 1500*0.30 + 100*15) / 1e6 = 3825e-6; no cache 2000*3 + 1500 = 7500e-6.
+    A second prompt of 800 tokens is under the 1,024 minimum: all uncached input."""
+    s = pricing_summary(frame([(2000, 1500, 100), (800, 500, 0)]), PRESETS["anthropic"], None)
+    assert s["cost_total_usd"] == pytest.approx((3825 + 800 * 3) / 1e6)
+    assert s["cost_no_cache_usd"] == pytest.approx((7500 + 800 * 3) / 1e6)
+    assert (s["cost_cache_read_tokens"], s["cost_cache_write_tokens"]) == (1500, 500)
+
+
+def test_anthropic_one_hour_writes_cost_double():
+    s = pricing_summary(frame([(2000, 1500, 0)]), PRESETS["anthropic"], 3600.0)
+    assert s["cost_total_usd"] == pytest.approx((500 * 6.0 + 1500 * 0.30) / 1e6)
+
+
+def test_openai_reads_in_128_token_steps_from_1024():
+    """Hit 1500 -> 1024 + 3*128 = 1408 read; 592 at the input price; hit 1000 -> 0."""
+    read, write = billed_tokens(np.array([2000, 2000]), np.array([1500, 1000]),
+                                PRESETS["openai"])
+    assert list(read) == [1408, 0] and list(write) == [592, 2000]
+    s = pricing_summary(frame([(2000, 1500, 100)]), PRESETS["openai"], None)
+    assert s["cost_total_usd"] == pytest.approx((592 * 2 + 1408 * 0.5 + 100 * 8) / 1e6)
+
+
+def test_pricing_file(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("input_usd_per_mtok: 1\noutput_usd_per_mtok: 2\n"
+                    "cache_read_usd_per_mtok: 0.1\ncache_write_usd_per_mtok: 1\n"
+                    "cache_write_1h_usd_per_mtok: 1\n")
+    pricing = load_pricing(str(path))
+    assert pricing.name == "p" and pricing.min_cacheable_tokens == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("input_usd_per_mtok: 1\nsurprise: 2\n")
+    with pytest.raises(InputError, match="surprise"):
+        load_pricing(str(bad))
+    with pytest.raises(InputError, match="presets"):
+        load_pricing("nowhere")
+
+
+def test_caching_costs_less_on_a_reuse_heavy_trace():
+    """A 4,096-token shared prefix with 512 new tokens per request, 50 requests."""
+    trace = [Request(i, float(i), 4096 + 512, 50, (1, 2, 3, 4, 1000 + i), 1024)
+             for i in range(50)]
+    config = load_config(overrides={"cache_only": True, "cache.pricing": "anthropic"})
+    summary = simulate(config, trace).summary
+    assert summary["cost_total_usd"] < 0.5 * summary["cost_no_cache_usd"]
