@@ -4,7 +4,9 @@
 replica (replica.py) and one sampler that records a timeseries row per replica every
 `sample_interval_s`. The router is asked once per arrival. The run ends when every request
 has finished (completed or rejected); it emits frozen `ServedRecord`s, the samples and the
-per-replica figures. Building caches and cost models from a config is simulate.py's job.
+per-replica figures. `max_run_steps` caps decode-only runs (1 = one timeout per step, the
+naive reference the tests compare the fast path against). Building caches and cost models
+from a config is serving.py's job.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def replay_timed(
     check_invariants: bool = False,
     on_progress: ProgressCallback | None = None,
     progress_every: int = 500,
+    max_run_steps: int | None = None,
 ) -> TimedResult:
     """Serve `requests` (in arrival order) on one replica per cache; see module docstring."""
     env = simpy.Environment()
@@ -93,8 +96,8 @@ def replay_timed(
         if len(finished) == total and not all_done.triggered:
             all_done.succeed()
 
-    replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants)
-                for i, cache in enumerate(caches)]
+    replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants,
+                        max_run_steps) for i, cache in enumerate(caches)]
 
     def arrivals():
         for request in requests:
