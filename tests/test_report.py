@@ -57,8 +57,8 @@ def test_report_of_the_demo_sweep(demo_sweep):
 
 
 def test_hit_rate_vs_capacity_shows_the_sweep_values(demo_sweep):
-    """Known answer: the curves are exactly the sweep's rows, sorted by capacity, and the
-    unbounded runs are dashed horizontal lines at their hit rates."""
+    """Known answer: one curve per policy holding exactly the sweep's rows sorted by
+    capacity; the unbounded hit rate (a summary key) is a dashed line above every point."""
     data = load_report_data(demo_sweep)
     fig = dict(PLOTS)["hit_rate_vs_capacity"](data)
     _check_labels(fig)
@@ -66,16 +66,20 @@ def test_hit_rate_vs_capacity_shows_the_sweep_values(demo_sweep):
     assert ax.get_xscale() == "log"
     table = data.ok
     curves = {line.get_label(): line for line in ax.get_lines()}
-    bounded = table[table["cache_ttl_s"].isna() & table["cache_capacity_tokens"].notna()]
-    bounded = bounded.sort_values("cache_capacity_tokens")
-    line = curves["cache_ttl_s=none"]
-    np.testing.assert_allclose(line.get_xdata(), bounded["cache_capacity_tokens"])
-    np.testing.assert_allclose(line.get_ydata(), bounded["cache_token_hit_rate"])
-    unbounded = table[table["cache_ttl_s"].isna() & table["cache_capacity_tokens"].isna()]
-    bound = curves["unbounded (cache_ttl_s=none)"]
-    assert bound.get_linestyle() == "--"
-    assert bound.get_ydata()[0] == pytest.approx(unbounded["cache_token_hit_rate"].iloc[0])
-    assert max(line.get_ydata()) <= bound.get_ydata()[0] + 1e-12
+    bounded = table[table["cache_capacity_tokens"].notna()]
+    assert set(bounded["cache_policy"]) == {"lru", "s3fifo"}
+    for policy, rows in bounded.groupby("cache_policy"):
+        rows = rows.sort_values("cache_capacity_tokens")
+        line = curves[f"cache_policy={policy}"]
+        np.testing.assert_allclose(line.get_xdata(), rows["cache_capacity_tokens"])
+        np.testing.assert_allclose(line.get_ydata(), rows["cache_token_hit_rate"])
+    unbounded = next(line for label, line in curves.items() if label.startswith("unbounded"))
+    assert unbounded.get_linestyle() == "--"
+    top = table["cache_unbounded_token_hit_rate"].iloc[0]
+    np.testing.assert_allclose(unbounded.get_ydata(), top)
+    assert bounded["cache_token_hit_rate"].max() <= top + 1e-12
+    offline = next(line for label, line in curves.items() if label.startswith("offline"))
+    assert offline.get_linestyle() == "--" and len(offline.get_xdata()) == 5
 
 
 def _fake_sweep(root):
@@ -120,6 +124,10 @@ def test_every_plot_draws_when_its_columns_exist(tmp_path):
     fig = dict(PLOTS)["hit_rate_vs_capacity"](data)
     styles = {line.get_label(): line.get_linestyle() for line in fig.axes[0].get_lines()}
     assert styles["cache_policy=belady"] == "--" and styles["cache_policy=lru"] == "-"
+    assert styles["unbounded (cache_policy=lru)"] == "--"  # the run with no capacity
+    bound = next(ln for ln in fig.axes[0].get_lines()
+                 if ln.get_label() == "unbounded (cache_policy=lru)")
+    assert bound.get_ydata()[0] == pytest.approx(0.2 + 0.5)  # row r2: 0.1 * 2 + 0.5
     ecdf = dict(PLOTS)["latency_ecdfs"](data)
     assert [ax.get_title() for ax in ecdf.axes] == ["ECDF of TTFT", "ECDF of TPOT",
                                                    "ECDF of E2EL"]
@@ -142,13 +150,15 @@ def test_report_of_a_single_run_skips_sweep_plots(tmp_path):
 def test_plot_command(demo_sweep, tmp_path):
     target = tmp_path / "custom.png"
     result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
-                    "cache_evictions", "--curve-by", "cache_ttl_s", "--filter-by",
-                    "cache_ttl_s=30", "--scale-x", "log", "-o", target)
+                    "cache_evictions", "--curve-by", "cache_policy", "--filter-by",
+                    "cache_policy=lru", "--scale-x", "log", "-o", target)
     assert result.exit_code == 0, result.output
     assert target.read_bytes().startswith(PNG_SIGNATURE)
     result = invoke("plot", demo_sweep, "--var-x", "nope", "--var-y", "cache_evictions")
     assert result.exit_code == 2 and "--var-x: no column 'nope'" in result.output
     result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
-                    "cache_evictions", "--filter-by", "cache_ttl_s=999")
+                    "cache_evictions", "--filter-by", "cache_policy=nope")
     assert result.exit_code == 2 and "no runs left" in result.output
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y", "error")
+    assert result.exit_code == 2 and "nothing to plot: no error" in result.output  # all empty
     assert invoke("report", tmp_path / "absent").exit_code == 2

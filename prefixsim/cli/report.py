@@ -10,7 +10,7 @@ import click
 
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.errors import InputError
-from prefixsim.report import build_report, load_report_data, png_bytes, xy_figure
+from prefixsim.report import PlotSkipped, build_report, load_report_data, png_bytes, xy_figure
 
 
 def _write_atomic(path: Path, content: bytes) -> None:
@@ -95,8 +95,11 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
         table = table[(shown == value) | (numeric == _number(value))]
     if table.empty:
         raise InputError("no runs left after the filters", field="--filter-by")
-    figure = xy_figure(table, var_x, var_y, curve_by=list(curve_by), col_by=col_by,
-                       scale_x=scale_x)
+    try:
+        figure = xy_figure(table, var_x, var_y, curve_by=list(curve_by), col_by=col_by,
+                           scale_x=scale_x)
+    except PlotSkipped as exc:
+        raise InputError(f"nothing to plot: {exc}") from None
     target = Path(output) if output else folder / "plots" / f"{var_y}-vs-{var_x}.png"
     _write_atomic(target, png_bytes(figure))
     click.echo(f"plot: {target}")

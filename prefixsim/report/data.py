@@ -59,7 +59,12 @@ class ReportData:
         if not self.swept:
             return run_id
         row = self.table[self.table["run_id"] == run_id].iloc[0]
-        return ", ".join(f"{c}={_show(row[c])}" for c in self.swept if c in row)
+        return ", ".join(f"{short_name(c)}={_show(row[c])}" for c in self.swept if c in row)
+
+
+def short_name(column: str) -> str:
+    """`cache_capacity_tokens` -> `capacity`: a column name short enough for a legend."""
+    return column.removeprefix("cache_").removesuffix("_tokens")
 
 
 def _show(value: object) -> str:

@@ -26,6 +26,9 @@ KNOWN_LABELS = {
     "cache_token_hit_rate": "token hit rate (share of prompt tokens)",
     "cache_request_hit_rate": "request hit rate (share of requests)",
     "cache_policy": "eviction policy",
+    "cache_usage": "cache usage (share of capacity)",
+    "evictions": "evictions (pages, cumulative)",
+    "expirations": "expirations (pages, cumulative)",
 }
 UNIT_SUFFIXES = (("_tokens", "tokens"), ("_ms", "ms"), ("_s", "s"), ("_usd", "USD"),
                  ("_bytes", "bytes"), ("_pages", "pages"), ("_rate", "share"),

@@ -47,14 +47,17 @@ def _sweep_axis(data: ReportData, x: str, y: str, title: str, bounds: str | None
 
 def hit_rate_vs_capacity(data: ReportData) -> Figure:
     """Token hit rate per policy against capacity (log x); unbounded runs as dashed lines."""
-    fig = _sweep_axis(data, CAPACITY, HIT_RATE, "Token hit rate vs cache capacity",
-                      bounds="unbounded")
     bound_columns = [c for c in data.ok.columns
                      if re.search(r"(unbounded|offline|belady).*hit_rate$", c)]
+    has_unbounded = any("unbounded" in c for c in bound_columns)
+    fig = _sweep_axis(data, CAPACITY, HIT_RATE, "Token hit rate vs cache capacity",
+                      bounds=None if has_unbounded else "unbounded")
     ax = fig.axes[0]
-    for column in bound_columns:
+    for column, colour in zip(bound_columns, ("black", "grey", "tab:brown"), strict=False):
         rows = data.ok[[CAPACITY, column]].dropna().groupby(CAPACITY)[column].mean()
-        ax.plot(rows.index, rows.values, linestyle="--", color="grey", label=column)
+        label = ("offline bound (Belady) at the same capacity" if "belady" in column
+                 or "offline" in column else "unbounded cache") + f" [{column}]"
+        ax.plot(rows.index, rows.values, linestyle="--", color=colour, label=label)
     if bound_columns:
         ax.legend(fontsize=8)
     return fig
@@ -129,8 +132,17 @@ TIMESERIES_PANELS = (("cache usage", ("used", "usage", "resident", "occupancy"))
                      ("evictions", ("evict",)), ("expirations", ("expir",)))
 
 
+def _per_time(frame: pd.DataFrame, time_col: str, columns: list[str]) -> pd.DataFrame:
+    """One row per sampling time: shares averaged, counts summed over replicas."""
+    if "replica" not in frame or frame["replica"].nunique() <= 1:
+        return frame
+    how = {c: "mean" if ("usage" in c or "rate" in c) else "sum" for c in columns}
+    return frame.groupby(time_col, as_index=False).agg(how)
+
+
 def cache_over_time(data: ReportData) -> Figure:
-    """Cache usage, evictions and expirations over simulated time, per run."""
+    """Cache usage, evictions and expirations over simulated time, per run (replicas
+    combined: usage averaged, counts summed)."""
     frames = data.frames("timeseries", limit=4)
     if not frames:
         raise PlotSkipped("no timeseries.parquet in the runs (cache-only runs record none)")
@@ -146,10 +158,11 @@ def cache_over_time(data: ReportData) -> Figure:
     fig, axes = new_figure(nrows=len(panels), height=3.0)
     for ax, (name, columns) in zip(axes, panels, strict=True):
         for run_id, frame in frames.items():
-            for column in columns:
-                if column in frame:
-                    ax.plot(frame[time_col], frame[column],
-                            label=f"{column} ({data.label(run_id)})")
+            present = [c for c in columns if c in frame]
+            combined = _per_time(frame, time_col, present)
+            for column in present:
+                ax.plot(combined[time_col], combined[column],
+                        label=f"{column} ({data.label(run_id)})")
         ax.set_title(f"{name.capitalize()} over time", fontsize=10)
         ax.set_xlabel(axis_label(time_col))
         ax.set_ylabel(axis_label(columns[0]))

@@ -120,6 +120,14 @@ def finished_ids(out_dir: Path, points: Sequence[SweepPoint]) -> set[str]:
     return done
 
 
+def _dotted(tree: dict[str, Any], key: str) -> object:
+    """The value at a dotted key of a nested mapping (None where absent)."""
+    node: object = tree
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
 def _is_scalar(value: object) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
@@ -135,7 +143,10 @@ def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_table(out_dir: Path, points: Sequence[SweepPoint], keys: Sequence[str]) -> pd.DataFrame:
-    """One row per point that has a folder, in plan order: ids, status, swept keys, scalars."""
+    """One row per point that has a folder, in plan order: ids, status, swept keys, scalars.
+
+    A swept key that a point does not set shows the point's effective value (the base's).
+    """
     rows = []
     for point in points:
         path = run_dir(out_dir, point.run_id)
@@ -144,8 +155,9 @@ def sweep_table(out_dir: Path, points: Sequence[SweepPoint], keys: Sequence[str]
             continue
         row: dict[str, object] = {"run_id": point.run_id, "status": meta.get("status"),
                                   "error": meta.get("error")}
+        effective = point.config.model_dump(mode="json")
         for key in keys:
-            value = point.params.get(key)
+            value = point.params[key] if key in point.params else _dotted(effective, key)
             row[column_name(key)] = value if _is_scalar(value) else json.dumps(value)
         if meta.get("status") == OK:
             summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
