@@ -304,26 +304,28 @@ class Replica:
             self.itl_segments.append((total_s / done, done * num))
 
     def _steps_done_by(self, contexts: tuple[int, ...], steps: int, elapsed_s: float) -> int:
-        """Most steps (0..steps) whose total time fits in `elapsed_s` (binary search)."""
-        lo, hi = 0, steps
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.cost_model.decode_steps_time_s(contexts, mid) <= elapsed_s:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        """Most steps (0..steps) whose total time fits in `elapsed_s`.
+
+        Steps of a run differ only by context growth, so elapsed / mean step is within a
+        step or two of the answer; walk from there (a few cost-model calls, not a search).
+        """
+        time_of = self.cost_model.decode_steps_time_s
+        total_s = time_of(contexts, steps)
+        if elapsed_s >= total_s:
+            return steps
+        done = min(steps, max(0, int(elapsed_s / (total_s / steps))))
+        while done > 0 and time_of(contexts, done) > elapsed_s:
+            done -= 1
+        while done < steps and time_of(contexts, done + 1) <= elapsed_s:
+            done += 1
+        return done
 
     def _steps_by(self, contexts: tuple[int, ...], steps: int, elapsed_s: float) -> int:
-        """Fewest steps (0..steps) whose total time reaches `elapsed_s` (binary search)."""
-        lo, hi = 0, steps
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.cost_model.decode_steps_time_s(contexts, mid) >= elapsed_s:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        """Fewest steps (0..steps) whose total time reaches `elapsed_s`."""
+        done = self._steps_done_by(contexts, steps, elapsed_s)
+        if done < steps and self.cost_model.decode_steps_time_s(contexts, done) < elapsed_s:
+            done += 1
+        return done
 
     # --------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
