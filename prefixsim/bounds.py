@@ -21,7 +21,7 @@ def replay_hit_rate(
 ) -> float:
     """Token hit rate of one cache-only replay with `policy` at `capacity_tokens`."""
     ttl = None if config.ttl_s is None else TTLRule(config.ttl_s, config.ttl_mode)
-    cache = RadixCache(capacity_tokens, build_policy(policy, requests), ttl)
+    cache = RadixCache(capacity_tokens, build_policy(policy, requests), ttl, config.mode)
     records = replay_cache_only(requests, cache).records
     query = sum(r.input_tokens for r in records)
     return sum(r.cached_tokens for r in records) / query if query else 0.0

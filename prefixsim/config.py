@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from prefixsim.cache import POLICIES, TTLMode
+from prefixsim.cache import POLICIES, CacheMode, TTLMode
 from prefixsim.errors import InputError
 from prefixsim.serving_config import (
     CostModelConfig,
@@ -58,6 +58,9 @@ class CacheConfig(Section):
         None, ge=0, allow_inf_nan=False, description="seconds an unused page stays; null = no TTL"
     )
     ttl_mode: TTLMode = Field(TTLMode.SLIDING, description="sliding (refresh on hit) or fixed")
+    mode: CacheMode = Field(
+        CacheMode.RADIX, description="radix: evict leaves only; block: any unlocked page (vLLM)"
+    )
     host_capacity_tokens: int | None = Field(
         None, ge=0, description="host DRAM tier below HBM, in tokens; null = no host tier"
     )

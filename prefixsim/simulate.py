@@ -38,7 +38,9 @@ def build_cache(config: CacheConfig, requests: Sequence[Request] | None = None) 
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order)."""
     ttl = None if config.ttl_s is None else TTLRule(config.ttl_s, config.ttl_mode)
-    return RadixCache(config.capacity_tokens, build_policy(config.policy, requests), ttl)
+    return RadixCache(
+        config.capacity_tokens, build_policy(config.policy, requests), ttl, config.mode
+    )
 
 
 def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:

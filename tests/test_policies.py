@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from prefixsim.cache import POLICIES, RadixCache, TTLRule, build_policy
+from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLRule, build_policy
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
@@ -36,8 +36,8 @@ def random_trace(seed: int, num_requests: int = 120, page: int = 4) -> list[Requ
     return requests
 
 
-def replay(requests, policy, capacity, ttl=None):
-    cache = RadixCache(capacity, build_policy(policy, requests), ttl)
+def replay(requests, policy, capacity, ttl=None, mode=CacheMode.RADIX):
+    cache = RadixCache(capacity, build_policy(policy, requests), ttl, mode)
     result = replay_cache_only(requests, cache)
     return result, cache
 
@@ -45,13 +45,14 @@ def replay(requests, policy, capacity, ttl=None):
 # ----------------------------------------------------------------- contract suite
 @pytest.mark.parametrize("policy", POLICIES.names())
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_contract_capacity_accounting_determinism(policy, seed):
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_contract_capacity_accounting_determinism(policy, seed, mode):
     """Capacity never exceeded (checked after every request), tokens accounted, runs
-    bit-identical, and tree invariants hold, with and without a TTL."""
+    bit-identical, and tree invariants hold, with and without a TTL, in both modes."""
     requests = random_trace(seed)
     for ttl in (None, TTLRule(3.0)):
         # Part A step by step, checking the tree after every request
-        cache = RadixCache(40, build_policy(policy, requests), ttl)
+        cache = RadixCache(40, build_policy(policy, requests), ttl, mode)
         hits = []
         for i, request in enumerate(requests):
             match = cache.match(request.page_ids, request.arrival_s)
@@ -64,8 +65,8 @@ def test_contract_capacity_accounting_determinism(policy, seed):
             hits.append(match.num_pages)
         c = cache.counters
         assert c.inserted_tokens - c.evicted_tokens - c.expired_tokens == cache.resident_tokens
-        first, _ = replay(requests, policy, 40, ttl)
-        second, _ = replay(requests, policy, 40, ttl)
+        first, _ = replay(requests, policy, 40, ttl, mode)
+        second, _ = replay(requests, policy, 40, ttl, mode)
         assert first.records == second.records
         assert first.counters == second.counters
         assert [r.cached_tokens for r in first.records] == [
@@ -74,10 +75,11 @@ def test_contract_capacity_accounting_determinism(policy, seed):
 
 
 @pytest.mark.parametrize("policy", POLICIES.names())
-def test_contract_locked_pages_are_never_evicted(policy):
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_contract_locked_pages_are_never_evicted(policy, mode):
     requests = [Request(i, float(i), 12, 1, (i * 10, i * 10 + 1, i * 10 + 2), 4)
                 for i in range(4)]
-    cache = RadixCache(48, build_policy(policy, requests))
+    cache = RadixCache(48, build_policy(policy, requests), None, mode)
     tips = []
     for i, r in enumerate(requests):
         tips.append(cache.insert(None, r.page_ids, r.page_tokens(), r.arrival_s, i)[-1])
@@ -138,7 +140,7 @@ def victim_order(policy: str) -> str:
     belady: E never again, then farthest next use: D 11, A 10, B 9, C 8.
     """
     ids = {name: i + 1 for i, name in enumerate("ABCDE")}
-    future = [Request(i, 0.0, 1, 1, (ids[n],), 1) for i, n in enumerate("ABCDAACECBAD")]
+    future = [Request(i, float(i), 1, 1, (ids[n],), 1) for i, n in enumerate("ABCDAACECBAD")]
     cache = RadixCache(5, build_policy(policy, future), TTLRule(100.0))
     for name, t, prio, ttl in (("A", 0, 0, 10), ("B", 1, 2, 1000), ("C", 2, 1, 50),
                                ("D", 3, 0, 5)):

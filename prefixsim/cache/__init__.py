@@ -11,12 +11,19 @@ from prefixsim.cache import ttl_first as _ttl_first  # noqa: F401
 from prefixsim.cache import workload_aware as _workload_aware  # noqa: F401
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES, EvictionPolicy, build_policy
-from prefixsim.cache.tree import CacheCounters, ChainConflict, MatchResult, RadixCache
+from prefixsim.cache.tree import (
+    CacheCounters,
+    CacheMode,
+    ChainConflict,
+    MatchResult,
+    RadixCache,
+)
 from prefixsim.cache.ttl import TTLMode, TTLRule
 
 __all__ = [
     "POLICIES",
     "CacheCounters",
+    "CacheMode",
     "ChainConflict",
     "EvictionPolicy",
     "MatchResult",

@@ -2,11 +2,13 @@
 
 The upper bound every online policy is read against (`cache_belady_token_hit_rate`). It
 needs the whole trace before the replay: `prepare(requests)` records, for each page id, the
-replay positions of the requests that name it. A page's next use is the first such
-position after its `recency`; pages never used again go first. The key stays valid while
-queued because it only changes when the page is accessed, which re-queues it.
-It assumes recency = replay position (the cache-only replay); with variable page sizes and
-Part A's leaf-only eviction it is the classic heuristic, not a proven optimum.
+(arrival time, replay position) of the requests that name it. A page's next use is the first
+such use after (its last access time, its recency); pages never used again go first. The key
+stays valid while queued because it only changes when the page is accessed (re-queued).
+In the cache-only replay the last access is exactly (arrival, position); in timed mode the
+engine's recency is an event counter, so at equal times the order is approximate, and a
+request that arrived earlier but is served later is not seen as a future use. With variable
+page sizes and leaf-only eviction it is the classic heuristic, not a proven optimum.
 """
 
 from __future__ import annotations
@@ -24,19 +26,20 @@ class Belady(StatelessPolicy):
     """Key = -(position of next use); never used again = -inf (evicted first)."""
 
     def __init__(self) -> None:
-        self._uses: dict[int, list[int]] | None = None
+        self._uses: dict[int, list[tuple[float, int]]] | None = None
 
     def prepare(self, requests: Sequence[Request]) -> None:
         """Learn every page's future uses from the trace in replay order."""
-        uses: dict[int, list[int]] = {}
+        uses: dict[int, list[tuple[float, int]]] = {}
         for position, request in enumerate(requests):
+            use = (request.arrival_s, position)
             for page_id in request.page_ids:
-                uses.setdefault(page_id, []).append(position)
+                uses.setdefault(page_id, []).append(use)
         self._uses = uses
 
     def key(self, page: Page) -> float:
         if self._uses is None:
             raise RuntimeError("belady is offline: call prepare(requests) before the replay")
-        positions = self._uses.get(page.page_id, ())
-        index = bisect_right(positions, page.recency)
-        return -positions[index] if index < len(positions) else -INFINITY
+        uses = self._uses.get(page.page_id, ())
+        index = bisect_right(uses, (page.last_access_s, page.recency))
+        return -uses[index][1] if index < len(uses) else -INFINITY

@@ -11,7 +11,13 @@ a second heap over the same leaves by deadline; since a parent's deadline is nev
 a child's (R12), the earliest deadline of the tree is always at a leaf.
 
 Locks follow SGLang: locking a page counts a lock on it and every ancestor, so locked pages
-and their prefixes are never evicted or expired. Namespaces, tiers and block mode are not here.
+and their prefixes are never evicted or expired.
+
+Block mode (R3, vLLM): every unlocked page is a victim, not only leaves; a page whose parent
+was evicted stays resident and charged but unreachable (an orphan: `match` stops at the
+missing parent) until the parent is inserted again, when `insert` re-adopts it. The matched
+path passed to `evict(protect=...)` is protected whole. Lower tiers hang off `on_demote`
+(cache/tiers.py); namespaces are not here.
 """
 
 from __future__ import annotations
@@ -19,10 +25,18 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, StatelessPolicy
 from prefixsim.cache.ttl import TTLRule
+
+
+class CacheMode(StrEnum):
+    """Which pages may be evicted: leaves only (radix, SGLang) or any unlocked page (block)."""
+
+    RADIX = "radix"
+    BLOCK = "block"
 
 
 class ChainConflict(ValueError):
@@ -67,6 +81,11 @@ def _is_current(entry: tuple, page: Page) -> bool:
     )
 
 
+def _is_current_block(entry: tuple, page: Page) -> bool:
+    """Block mode: whether a heap entry still describes `page` as unlocked and resident."""
+    return entry[-2] == page.version and page.resident and page.lock_count == 0
+
+
 class RadixCache:
     """A capacity-bounded (in tokens) prefix cache over chained page ids."""
 
@@ -75,12 +94,16 @@ class RadixCache:
         capacity_tokens: int | None,
         policy: EvictionPolicy,
         ttl: TTLRule | None = None,
+        mode: CacheMode = CacheMode.RADIX,
     ) -> None:
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
         self.capacity_tokens = capacity_tokens
         self.policy = policy
         self.ttl = ttl
+        self.mode = CacheMode(mode)
+        self.block = self.mode is CacheMode.BLOCK
+        self._current = _is_current_block if self.block else _is_current
         self.counters = CacheCounters()
         self.resident_tokens = 0
         self.locked_tokens = 0
@@ -167,6 +190,11 @@ class RadixCache:
         if self._hook_access:
             for page in pages:
                 self.policy.on_access(page)
+        if self.block:
+            for page in pages:
+                if page.lock_count == 0:
+                    self._queue(page)
+            return
         tip = pages[-1]
         if tip.num_children == 0 and tip.lock_count == 0:
             self._queue(tip)
@@ -197,9 +225,10 @@ class RadixCache:
             page = pages.get(page_id)
             if page is not None:
                 if page.parent is not parent:
-                    raise ChainConflict(
-                        f"page id {page_id} is already cached after a different prefix"
-                    )
+                    if not self._adopt(page, parent):
+                        raise ChainConflict(
+                            f"page id {page_id} is already cached after a different prefix"
+                        )
                 placed.append(page)
                 parent = page
                 continue
@@ -229,10 +258,28 @@ class RadixCache:
         if first_new is not None and deadline != INFINITY:
             # Reused pages before the first new one are ancestors too (R12, C11).
             self._raise_deadlines(first_new.parent, deadline)
+        if self.block:
+            for page in placed:
+                if page.lock_count == 0:
+                    self._queue(page)
+            return placed
         tip = placed[-1]
         if tip.num_children == 0 and tip.lock_count == 0:
             self._queue(tip)
         return placed
+
+    def _adopt(self, orphan: Page, parent: Page | None) -> bool:
+        """Block mode: re-attach a resident orphan under its re-inserted parent."""
+        old = orphan.parent
+        if not self.block or old is None or old.resident or parent is None:
+            return False
+        if old.page_id != parent.page_id:
+            return False
+        orphan.parent = parent
+        parent.num_children += 1
+        if orphan.deadline_s > parent.deadline_s:
+            self._raise_deadlines(parent, orphan.deadline_s)
+        return True
 
     # --------------------------------------------------------------- reservation
     def reserve(self, num_tokens: int) -> None:
@@ -273,7 +320,7 @@ class RadixCache:
             node.lock_count -= 1
             if node.lock_count == 0:
                 self.locked_tokens -= node.num_tokens
-                if node.num_children == 0 and node.resident:
+                if node.resident and (self.block or node.num_children == 0):
                     self._queue(node)
             node = node.parent
         if self.ttl is not None:
@@ -292,14 +339,16 @@ class RadixCache:
         if need <= 0:
             return True
         heap = self._victims
-        skipped = None
+        current = self._current
+        protected = set(protect.path()) if self.block and protect is not None else ()
+        skipped = []
         while need > 0 and heap:
             entry = heapq.heappop(heap)
             page = entry[-1]
-            if not _is_current(entry, page):
+            if not current(entry, page):
                 continue
-            if page is protect:
-                skipped = entry
+            if page is protect or page in protected:
+                skipped.append(entry)
                 continue
             if self._reconsider is not None and self._reconsider(page):
                 self._queue(page)
@@ -310,8 +359,8 @@ class RadixCache:
             self.counters.evicted_tokens += page.num_tokens
             if self.on_demote is not None:
                 self.on_demote(page)
-        if skipped is not None:
-            heapq.heappush(heap, skipped)
+        for entry in skipped:
+            heapq.heappush(heap, entry)
         return need <= 0
 
     def expire(self, now: float) -> int:
@@ -321,7 +370,7 @@ class RadixCache:
         while heap and heap[0][0] < now:
             entry = heapq.heappop(heap)
             page = entry[-1]
-            if not _is_current(entry, page):
+            if not self._current(entry, page):
                 continue
             self._remove(page)
             self.counters.expired_pages += 1
@@ -357,7 +406,7 @@ class RadixCache:
         """Drop stale heap entries (lazy invalidation leaves them behind)."""
 
         for heap in (self._victims, self._deadlines):
-            heap[:] = [entry for entry in heap if _is_current(entry, entry[-1])]
+            heap[:] = [entry for entry in heap if self._current(entry, entry[-1])]
             heapq.heapify(heap)
 
     def _remove(self, page: Page) -> None:
@@ -367,7 +416,7 @@ class RadixCache:
         parent = page.parent
         if parent is not None:
             parent.num_children -= 1
-            if parent.num_children == 0 and parent.lock_count == 0:
+            if parent.num_children == 0 and parent.lock_count == 0 and not self.block:
                 self._queue(parent)
         if self._hook_evict:
             self.policy.on_evict(page)
@@ -384,6 +433,9 @@ class RadixCache:
             if page.lock_count > 0:
                 locked += page.num_tokens
             parent = page.parent
+            if parent is not None and self.block and not parent.resident:
+                assert pages.get(parent.page_id) is not parent, "orphan of a resident parent"
+                continue  # block mode: an orphan, charged but unreachable
             if parent is not None:
                 assert parent.resident and pages.get(parent.page_id) is parent, "orphan page"
                 children[parent.page_id] += 1
