@@ -19,6 +19,7 @@ def _write_atomic(path: Path, content: bytes) -> None:
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(content)
+        os.chmod(temp, 0o644)  # mkstemp creates 0600; a report is meant to be shared
         os.replace(temp, path)
     finally:
         if os.path.exists(temp):

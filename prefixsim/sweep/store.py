@@ -31,6 +31,8 @@ from prefixsim.sweep.worker import OK, RunOutcome
 
 RUNS = "runs"
 STAGING_PREFIX = ".tmp-"
+FILE_MODE = 0o644  # temporary files are created 0600; results are readable like any file
+DIR_MODE = 0o755
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -40,6 +42,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
+        os.chmod(temp, FILE_MODE)
         os.replace(temp, path)
     finally:
         if os.path.exists(temp):
@@ -52,6 +55,7 @@ def write_parquet_atomic(path: Path, frame: pd.DataFrame) -> None:
     os.close(handle)
     try:
         frame.to_parquet(temp, index=False)
+        os.chmod(temp, FILE_MODE)
         os.replace(temp, path)
     finally:
         if os.path.exists(temp):
@@ -76,6 +80,7 @@ def write_run(out_dir: Path, outcome: RunOutcome) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{outcome.run_id}.",
                                     dir=target.parent))
+    os.chmod(staging, DIR_MODE)
     try:
         if outcome.status == OK:
             (staging / "summary.json").write_text(
