@@ -1,43 +1,48 @@
 """Reference hit rates a policy is read against: the unbounded cache and offline Belady.
 
-`cache_unbounded_token_hit_rate`: the same trace and TTL rule with no capacity limit (no
-policy can do better at any capacity). `cache_belady_token_hit_rate` (on request, as it costs
-one more replay): the offline `belady` policy at the same capacity and TTL. Tiers are not
-included in either (they describe the HBM cache alone).
+`cache_unbounded_token_hit_rate`: the same trace, TTL and request rules with no capacity
+limit (no policy can do better at any capacity). `cache_belady_token_hit_rate` (on request,
+as it costs one more replay): the offline `belady` policy at the same capacity. Lower tiers
+are left out of both: they describe the HBM cache alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from prefixsim.cache import RadixCache, TTLRule, build_policy
-from prefixsim.config import CacheConfig
+from prefixsim.cache import RadixCache
+from prefixsim.cache.classes import CacheRules
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
+CacheFactory = Callable[[str, bool], RadixCache]
+"""(policy name, unbounded) -> a fresh cache with the run's other settings, at the run's
+capacity or (unbounded=True) without a capacity limit."""
+
 
 def replay_hit_rate(
-    requests: Sequence[Request], config: CacheConfig, policy: str, capacity_tokens: int | None
+    requests: Sequence[Request], cache: RadixCache, rules: CacheRules | None = None
 ) -> float:
-    """Token hit rate of one cache-only replay with `policy` at `capacity_tokens`."""
-    ttl = None if config.ttl_s is None else TTLRule(config.ttl_s, config.ttl_mode)
-    cache = RadixCache(capacity_tokens, build_policy(policy, requests), ttl, config.mode)
-    records = replay_cache_only(requests, cache).records
+    """Token hit rate of one cache-only replay through `cache`."""
+    records = replay_cache_only(requests, cache, rules=rules).records
     query = sum(r.input_tokens for r in records)
     return sum(r.cached_tokens for r in records) / query if query else 0.0
 
 
 def bounds_summary(
-    requests: Sequence[Request], config: CacheConfig, hit_rate: float
+    requests: Sequence[Request],
+    hit_rate: float,
+    with_belady: bool,
+    unbounded: bool,
+    make_cache: CacheFactory,
+    rules: CacheRules | None = None,
 ) -> dict[str, float]:
-    """The bounds for a run whose (HBM-only) hit rate was `hit_rate`."""
-    if config.capacity_tokens is None and config.host_capacity_tokens is None:
-        unbounded = hit_rate
-    else:
-        unbounded = replay_hit_rate(requests, config, "lru", None)
-    summary = {"cache_unbounded_token_hit_rate": unbounded}
-    if config.bounds:
+    """The bounds for a run whose HBM hit rate was `hit_rate` (`unbounded`: it had no
+    capacity limit, so it is its own bound)."""
+    rate = hit_rate if unbounded else replay_hit_rate(requests, make_cache("lru", True), rules)
+    summary = {"cache_unbounded_token_hit_rate": rate}
+    if with_belady:
         summary["cache_belady_token_hit_rate"] = replay_hit_rate(
-            requests, config, "belady", config.capacity_tokens
+            requests, make_cache("belady", False), rules
         )
     return summary

@@ -8,6 +8,7 @@ This module does not build plug-ins or read traces.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,31 @@ class TraceConfig(Section):
         return value if value is None else READERS.check(value)
 
 
+class RequestClassConfig(Section):
+    """A request class (cache/classes.py): the first class whose conditions all hold."""
+
+    name: str = Field(description="label of the class")
+    ttl_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="TTL of its pages; null = cache.ttl_s"
+    )
+    priority: int = Field(0, description="priority of its pages (the priority policy)")
+    session_regex: str | None = Field(None, description="condition: regex on the session id")
+    min_input_tokens: int | None = Field(None, ge=0, description="condition: prompt >= this")
+    share: float | None = Field(
+        None, gt=0, le=1, description="condition: this seeded fraction of sessions"
+    )
+
+    @field_validator("session_regex")
+    @classmethod
+    def _valid_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression ({exc})") from None
+        return value
+
+
 class CacheConfig(Section):
     """The prefix cache: eviction policy, capacity in tokens, TTL rule."""
 
@@ -72,6 +98,12 @@ class CacheConfig(Section):
     )
     disk_bandwidth_gb_s: float = Field(
         5.0, gt=0, allow_inf_nan=False, description="disk->HBM load bandwidth, GB/s"
+    )
+    classes: list[RequestClassConfig] = Field(
+        default_factory=list, description="request classes with their own TTL and priority"
+    )
+    min_cacheable_tokens: int = Field(
+        0, ge=0, description="prompts shorter than this bypass the cache (API minimum)"
     )
     bounds: bool = Field(
         False, description="also replay belady (offline optimum) at the same capacity"

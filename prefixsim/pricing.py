@@ -14,6 +14,7 @@ million tokens. Not here: batch discounts, long-context tiers, per-model routing
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -101,19 +102,21 @@ def billed_tokens(
 
 
 def pricing_summary(
-    requests: pd.DataFrame, pricing: Pricing, ttl_s: float | None
+    requests: pd.DataFrame, pricing: Pricing, ttl_s: float | None | Sequence[float | None]
 ) -> dict[str, object]:
-    """cost_total_usd, cost_no_cache_usd and the billed token counts of a run."""
+    """cost_total_usd, cost_no_cache_usd and the billed token counts of a run; `ttl_s` is
+    the run's TTL or one per request (its class's), which picks the write price."""
     inputs = requests["input_tokens"].to_numpy(dtype=np.int64)
     cached = requests["cached_tokens"].to_numpy(dtype=np.int64)
     outputs = requests["output_tokens"].to_numpy(dtype=np.int64)
     read, write = billed_tokens(inputs, cached, pricing)
-    long_ttl = ttl_s is not None and ttl_s > FIVE_MINUTES_S
-    write_price = pricing.cache_write_1h_usd_per_mtok if long_ttl else (
-        pricing.cache_write_usd_per_mtok)
+    ttls = ttl_s if isinstance(ttl_s, Sequence) else [ttl_s] * len(inputs)
+    long_ttl = np.array([t is not None and t > FIVE_MINUTES_S for t in ttls], dtype=bool)
+    write_usd = np.where(long_ttl, pricing.cache_write_1h_usd_per_mtok,
+                         pricing.cache_write_usd_per_mtok) @ write if len(write) else 0.0
     uncached = inputs.sum() - read.sum() - write.sum()
     output_usd = outputs.sum() * pricing.output_usd_per_mtok
-    total = (uncached * pricing.input_usd_per_mtok + write.sum() * write_price
+    total = (uncached * pricing.input_usd_per_mtok + write_usd
              + read.sum() * pricing.cache_read_usd_per_mtok + output_usd) / 1e6
     no_cache = (inputs.sum() * pricing.input_usd_per_mtok + output_usd) / 1e6
     return {

@@ -15,6 +15,7 @@ import pandas as pd
 from prefixsim import __version__
 from prefixsim.bounds import bounds_summary
 from prefixsim.cache import RadixCache, TTLRule, build_policy
+from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
@@ -37,10 +38,21 @@ class RunResult:
 def build_cache(config: CacheConfig, requests: Sequence[Request] | None = None) -> RadixCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order)."""
-    ttl = None if config.ttl_s is None else TTLRule(config.ttl_s, config.ttl_mode)
+    ttl_s = config.ttl_s
+    if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
+        ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
+    ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
     return RadixCache(
         config.capacity_tokens, build_policy(config.policy, requests), ttl, config.mode
     )
+
+
+def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
+    """Request classes and the minimum cacheable prompt, or None when neither is set."""
+    if not config.classes and config.min_cacheable_tokens == 0:
+        return None
+    classes = [RequestClass(**c.model_dump()) for c in config.classes]
+    return CacheRules(classes, config.min_cacheable_tokens, seed)
 
 
 def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
@@ -94,15 +106,26 @@ def simulate(
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     cache = build_cache(config.cache, requests)
     tiers = build_tiers(cache, config.cache)
-    result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers)
+    rules = build_rules(config.cache, config.seed)
+    result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers,
+                               rules=rules)
     frame = records_frame(result.records, CacheOnlyRecord)
     summary: dict[str, object] = {"mode": "cache_only"}
     summary.update(request_summary(frame))
     summary.update(cache_summary(frame, result.counters, config.cache.capacity_tokens))
     hbm_rate = summary["cache_hit_tokens_hbm"] / max(summary["cache_query_tokens"], 1)
-    summary.update(bounds_summary(requests, config.cache, hbm_rate))
+    summary.update(bounds_summary(
+        requests, hbm_rate, config.cache.bounds, config.cache.capacity_tokens is None,
+        lambda policy, unbounded: build_cache(config.cache.model_copy(update={
+            "policy": policy,
+            "capacity_tokens": None if unbounded else config.cache.capacity_tokens,
+        }), requests),
+        rules,
+    ))
     if pricing is not None:
-        summary.update(pricing_summary(frame, pricing, config.cache.ttl_s))
+        ttls = [config.cache.ttl_s if rules is None else (
+            rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
+        summary.update(pricing_summary(frame, pricing, ttls))
     summary.update(
         {
             "cache_policy": config.cache.policy,

@@ -38,6 +38,8 @@ from prefixsim.trace import READERS
               help="sliding: a hit refreshes the TTL (default); fixed: from creation.")
 @click.option("--cache-mode", type=click.Choice(["radix", "block"]),
               help="radix: evict leaves only (default); block: any unlocked page (cache.mode).")
+@click.option("--min-cacheable-tokens", type=int,
+              help="Prompts shorter than this bypass the cache (cache.min_cacheable_tokens).")
 @click.option("--host-cache-tokens", type=int,
               help="Host DRAM tier below HBM, in tokens (cache.host_capacity_tokens).")
 @click.option("--host-bandwidth", "host_bandwidth_gb_s", type=float,
@@ -59,7 +61,8 @@ from prefixsim.trace import READERS
 def run(config_path: str | None, trace_path: str | None, trace_format: str | None,
         block_size: int | None, max_requests: int | None, cache_only: bool | None,
         policy: str | None, cache_tokens: int | None, ttl_s: float | None,
-        ttl_mode: str | None, cache_mode: str | None, host_cache_tokens: int | None,
+        ttl_mode: str | None, cache_mode: str | None, min_cacheable_tokens: int | None,
+        host_cache_tokens: int | None,
         host_bandwidth_gb_s: float | None, disk_cache_tokens: int | None,
         disk_bandwidth_gb_s: float | None, bounds: bool | None, pricing: str | None,
         seed: int | None, output: str | None, quiet: bool, **serving: Any) -> None:
@@ -82,7 +85,8 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "trace.block_size": block_size, "trace.max_requests": max_requests,
         "cache_only": cache_only, "cache.policy": policy, "cache.capacity_tokens": cache_tokens,
         "cache.ttl_s": ttl_s, "cache.ttl_mode": ttl_mode, "seed": seed,
-        "cache.mode": cache_mode, "cache.host_capacity_tokens": host_cache_tokens,
+        "cache.mode": cache_mode, "cache.min_cacheable_tokens": min_cacheable_tokens,
+        "cache.host_capacity_tokens": host_cache_tokens,
         "cache.host_bandwidth_gb_s": host_bandwidth_gb_s,
         "cache.disk_capacity_tokens": disk_cache_tokens,
         "cache.disk_bandwidth_gb_s": disk_bandwidth_gb_s,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
+from prefixsim.cache.classes import DEFAULT_RULE, CacheRules
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.errors import InputError
@@ -46,28 +47,33 @@ def replay_cache_only(
     on_progress: ProgressCallback | None = None,
     progress_every: int = 2000,
     tiers: TierStack | None = None,
+    rules: CacheRules | None = None,
 ) -> CacheOnlyResult:
     """Replay `requests` (already in arrival order) through `cache`.
 
     With `tiers` (lower tiers under `cache`, R15), the match continues below HBM: pages
     found there are hits of their tier, loaded back and inserted into HBM like new pages.
+    With `rules` (cache/classes.py), each request's class sets its TTL and priority, and a
+    prompt below the minimum cacheable length bypasses the cache.
     """
     records: list[CacheOnlyRecord] = []
     append = records.append
     for position, request in enumerate(requests):
         now = request.arrival_s
-        page_ids = request.page_ids
+        rule = DEFAULT_RULE if rules is None else rules.for_request(request)
+        page_ids = request.page_ids if rule.cacheable else ()
         match = cache.match(page_ids, now)
         matched = match.pages
         num_matched = len(matched)
-        cache.touch(matched, now, position)
+        cache.touch(matched, now, position, rule.ttl_s, rule.priority)
         lower = tiers.take_run(page_ids[num_matched:]) if tiers is not None else None
         if num_matched < len(page_ids):
             tip = matched[-1] if matched else None
             new_tokens = request.page_tokens()[num_matched:]
             cache.evict(sum(new_tokens), protect=tip)
             try:
-                cache.insert(tip, page_ids[num_matched:], new_tokens, now, position)
+                cache.insert(tip, page_ids[num_matched:], new_tokens, now, position,
+                             rule.ttl_s, rule.priority)
             except ChainConflict as exc:
                 raise InputError(
                     f"request {request.request_id}: {exc} (hash ids are not chained)",
