@@ -12,6 +12,8 @@ P = active linear parameters per token, B = KV bytes per token. MoE reads the no
 weights plus the share of experts the step's T tokens touch, 1 - (1 - k/E)^T in expectation.
 Tensor parallelism: two ring all-reduces per layer of T·hidden activations,
 2·(tp-1)/tp · bytes over the per-direction GPU link, not overlapped with compute.
+Logits are charged once per prefill chunk (real engines skip them on intermediate chunks:
+an overcount of 2·hidden·vocab FLOPs, about 1 GFLOP for Llama-8B, per extra chunk).
 Not modelled: kernel launch detail beyond the fixed overhead, pipeline parallelism,
 communication latency, quantised weights other than `weight_dtype_bytes`.
 """

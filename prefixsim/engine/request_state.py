@@ -76,7 +76,14 @@ class RequestState:
 
 @dataclass(frozen=True, slots=True)
 class ServedRecord:
-    """What the timed engine observed for one request (a row of requests.parquet)."""
+    """What the timed engine observed for one request (a row of requests.parquet).
+
+    Times in simulated seconds (`*_s`) or milliseconds (`*_ms`); NaN where a request never
+    reached that point (rejected) and `tpot_ms` NaN for one output token. `output_tokens` is
+    what was generated: a trace's 0 is served as 1 (the prefill's token). `cached_tokens` is
+    the hit at first admission; prompt tokens computed again after preemptions are
+    `recomputed_tokens` (cache-spec R14).
+    """
 
     request_id: int
     session_id: str | None
