@@ -162,3 +162,23 @@ def test_plot_command(demo_sweep, tmp_path):
     result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y", "error")
     assert result.exit_code == 2 and "nothing to plot: no error" in result.output  # all empty
     assert invoke("report", tmp_path / "absent").exit_code == 2
+
+
+def test_timed_sweep_draws_the_latency_plots(tmp_path):
+    """The bundled timed spec (trimmed to 80 requests): latency, timeseries and tier plots
+    are drawn from the timed engine's columns without report changes."""
+    spec = yaml.safe_load(open("traces/sweeps/timed_demo.yaml"))
+    spec["base"]["trace"]["max_requests"] = 80
+    spec["grid"]["cache.capacity_tokens"] = [10000, 160000]
+    out = tmp_path / "timed"
+    result = run_sweep(parse_spec(spec), out, n_jobs=1)
+    assert not result.failed, result.failed
+    report = build_report(load_report_data(out))
+    assert {"hit_rate_vs_capacity", "p99_ttft_vs_capacity", "latency_ecdfs", "cache_over_time",
+            "ttft_vs_cached_fraction"} <= set(report.pngs), report.skipped
+    fig = dict(PLOTS)["p99_ttft_vs_capacity"](load_report_data(out))
+    _check_labels(fig)
+    table = pd.read_parquet(out / "sweep.parquet")
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    rows = table[table["router_name"] == "prefix_aware"].sort_values("cache_capacity_tokens")
+    np.testing.assert_allclose(lines["router_name=prefix_aware"].get_ydata(), rows["p99_ttft_ms"])

@@ -100,6 +100,11 @@ def latency_ecdfs(data: ReportData) -> Figure:
             for pct, marker in PERCENTILES:
                 ax.plot(np.percentile(values, pct), pct / 100, marker=marker,
                         color=line.get_color(), linestyle="none")
+        positive = [f[column].dropna() for f in frames.values() if column in f]
+        low = min((v[v > 0].min() for v in positive if (v > 0).any()), default=0.0)
+        high = max((v.max() for v in positive), default=0.0)
+        if low > 0 and high / low > 100:  # heavy tails (queueing) read better on log x
+            ax.set_xscale("log")
         ax.set_title(f"ECDF of {column.removesuffix('_ms').upper()}", fontsize=10)
         ax.set_xlabel(axis_label(column))
         ax.set_ylabel("share of requests")

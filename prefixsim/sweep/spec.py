@@ -135,6 +135,11 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         raise InputError(f"{exc.message} (in the point {where})", file=exc.file,
                          line=exc.line, field=exc.field) from None
     run_id = f"{_slug(params)}-{_digest(config.model_dump(mode='json'))[:8]}"
+    trace = config.trace
+    if trace.path is not None and not trace.path.is_absolute():
+        # workers may start elsewhere (a cluster); the id keeps the path as written
+        trace = trace.model_copy(update={"path": trace.path.absolute()})
+        config = config.model_copy(update={"trace": trace})
     return SweepPoint(run_id=run_id, params=dict(params), config=config)
 
 
