@@ -1,47 +1,224 @@
-"""`prefixsim trace ...`: look at trace files."""
+"""`prefixsim trace ...`: inspect, convert and generate trace files."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 import click
+import pyarrow.parquet as pq
 
 from prefixsim.characterize import characterize
+from prefixsim.characterize_plots import plot_characterisation
 from prefixsim.cli.app import app, fail_cleanly, format_value
 from prefixsim.errors import InputError
-from prefixsim.trace import READERS, load_trace
+from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
+from prefixsim.trace.generate import PRESETS, generate, load_preset
+from prefixsim.trace.pages import convert_pages
+from prefixsim.trace.readers import FOLDER_SNIFFERS, trace_files
+from prefixsim.trace.write import mooncake_lines, parquet_table
 
 
 @app.group()
 def trace() -> None:
-    """Inspect trace files."""
+    """Inspect, convert and generate trace files."""
 
 
-@trace.command("inspect")
-@click.argument("path")
-@click.option("--trace-format", type=click.Choice(READERS.names()),
-              help="Trace format; auto-detected by default.")
-@click.option("--block-size", type=int, help="Tokens per hash id (512 for Mooncake).")
-@click.option("--max-requests", type=int, help="Read only the first N requests.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-@fail_cleanly
-def inspect(path: str, trace_format: str | None, block_size: int | None,
-            max_requests: int | None, as_json: bool) -> None:
-    """Characterise a trace: sizes, arrival rate, page reuse, hit rates under TTLs.
+def read_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that say how to read a trace (shared by inspect and convert)."""
+    options = [
+        click.option("--trace-format", type=click.Choice(READERS.names()),
+                     help="Trace format; detected from the content by default."),
+        click.option("--block-size", type=int,
+                     help="Tokens per page id in the file (the format's default otherwise)."),
+        click.option("--page-size", type=int,
+                     help="Re-chunk to coarser pages of this many tokens (a multiple of the "
+                          "file's; finer sizes are refused)."),
+        click.option("--max-requests", type=int, help="Read only the first N requests."),
+        click.option("--skip-bad-lines", is_flag=True,
+                     help="Skip malformed records (and report how many) instead of failing."),
+        click.option("--prefix-model", default="none", show_default=True,
+                     help="Lengths-only traces (azure, burstgpt, vidur): none, or the "
+                          "synthetic shared:TOKENS (labelled as synthetic)."),
+        click.option("--session-rate", type=float, default=1.0 / 60.0, show_default=True,
+                     help="kv-cache-tester: conversations start as a Poisson process of this "
+                          "rate per second (the files carry no absolute time)."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Seed of the arrival model (kv-cache-tester)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
-    Hit rates are those of an unbounded cache replayed in arrival order (cache-spec Part A),
-    with no TTL and with sliding TTLs of 10 s, 1 min, 5 min and 1 h.
-    """
-    if block_size is not None and block_size < 1:
-        raise InputError(f"must be >= 1, got {block_size}", field="--block-size")
-    stats = characterize(load_trace(path, trace_format, block_size, max_requests))
-    stats = {"path": path, **stats}
-    if as_json:
-        click.echo(json.dumps(stats))
-        return
+
+def _options(kwargs: dict[str, Any]) -> tuple[str | None, ReadOptions, int | None]:
+    for key in ("block_size", "page_size", "max_requests"):
+        value = kwargs.get(key)
+        if value is not None and value < 1:
+            raise InputError(f"must be >= 1, got {value}", field="--" + key.replace("_", "-"))
+    options = ReadOptions(
+        block_size=kwargs["block_size"], max_requests=kwargs["max_requests"],
+        skip_bad_lines=kwargs["skip_bad_lines"], prefix_model=kwargs["prefix_model"],
+        session_rate_per_s=kwargs["session_rate"], seed=kwargs["seed"],
+    )
+    return kwargs["trace_format"], options, kwargs["page_size"]
+
+
+def load(path: Path, fmt: str | None, options: ReadOptions, page_size: int | None) -> TraceData:
+    """Read a trace and convert its pages; report skipped lines on stderr."""
+    data = read_trace(path, fmt, options)
+    if page_size is not None:
+        data = TraceData(list(convert_pages(data.requests, page_size)), data.format,
+                         data.skipped_lines, data.labels)
+    if data.skipped_lines:
+        click.echo(f"prefixsim: skipped {data.skipped_lines:,} bad lines in {path}", err=True)
+    return data
+
+
+def expand(path: Path, fmt: str | None) -> list[Path]:
+    """The traces under `path`: itself, or (for a folder of traces) each one, recursively."""
+    if not path.exists():
+        raise InputError("no such file or folder", file=str(path))
+    if fmt is not None or path.is_file() or any(test(path) for _, test in FOLDER_SNIFFERS):
+        return [path]
+    found: list[Path] = []
+    for child in trace_files(path) + sorted(p for p in path.iterdir() if p.is_dir()):
+        if child.is_dir():
+            found += expand(child, None)
+            continue
+        try:
+            detect_format(child)
+        except InputError:
+            continue  # not a trace (README, a RAGPulse table read with its trace, ...)
+        found.append(child)
+    if not found:
+        raise InputError("no trace files found in the folder", file=str(path))
+    return found
+
+
+def _print_stats(stats: dict[str, object]) -> None:
     for key, value in stats.items():
         if isinstance(value, dict):
             inner = "  ".join(f"{k}={format_value(v)}" for k, v in value.items())
             click.echo(f"{key + ':':<28}{inner}")
         else:
             click.echo(f"{key + ':':<28}{format_value(value)}")
+
+
+@trace.command("inspect")
+@click.argument("path", type=click.Path(path_type=Path))
+@read_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also draw the characterisation plots (PNG) into this folder.")
+@fail_cleanly
+def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> None:
+    """Characterise a trace file or folder: sizes, arrival rate, page reuse, hit rates.
+
+    Hit rates are those of an unbounded cache replayed in arrival order (cache-spec Part A),
+    with no TTL and with sliding TTLs of 10 s, 1 min, 5 min and 1 h. A folder that is one
+    trace (RAGPulse, kv-cache-tester) is read whole; any other folder, trace by trace.
+    """
+    fmt, options, page_size = _options(kwargs)
+    results = []
+    targets = expand(path, fmt)
+    for target in targets:
+        data = load(target, fmt, options, page_size)
+        stats = {"path": str(target), "format": data.format, **characterize(data.requests),
+                 **data.labels}
+        if data.skipped_lines:
+            stats["skipped_lines"] = data.skipped_lines
+        if plot_dir is not None:
+            folder = plot_dir / target.stem if len(targets) > 1 else plot_dir
+            stats["plots"] = [str(p) for p in plot_characterisation(data.requests, folder,
+                                                                    title=target.name)]
+        results.append(stats)
+    if as_json:
+        payload = results[0] if len(targets) == 1 and targets[0] == path else \
+            {"path": str(path), "traces": results}
+        click.echo(json.dumps(payload))
+        return
+    for number, stats in enumerate(results):
+        if number:
+            click.echo("")
+        _print_stats(stats)
+
+
+def _write_atomically(out: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary sibling, renamed into place only when complete."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    os.close(handle)
+    try:
+        write(Path(temp))
+        os.replace(temp, out)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+def write_trace(requests: Iterable, out: Path, fmt: str | None) -> str:
+    fmt = fmt or ("parquet" if out.suffix == ".parquet" else "jsonl")
+
+    def write(temp: Path) -> None:
+        if fmt == "parquet":
+            pq.write_table(parquet_table(requests), temp)
+        else:
+            with temp.open("w", encoding="utf-8") as handle:
+                handle.writelines(mooncake_lines(requests))
+
+    _write_atomically(out, write)
+    return fmt
+
+
+@trace.command("convert")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@read_options
+@click.option("--to", "out_format", type=click.Choice(["jsonl", "parquet"]),
+              help="Output format; by OUT's suffix (.parquet) by default, else Mooncake JSONL.")
+@fail_cleanly
+def convert(source: Path, out: Path, out_format: str | None, **kwargs: Any) -> None:
+    """Convert any readable trace to Mooncake JSONL or Parquet (session ids kept).
+
+    \b
+    Example (kv-cache-tester folder at 512-token pages):
+      prefixsim trace convert ../shared/traces/kv-cache-tester agents.jsonl --page-size 512
+    """
+    fmt, options, page_size = _options(kwargs)
+    data = load(source, fmt, options, page_size)
+    written = write_trace(data.requests, out, out_format)
+    labels = "".join(f"; {key}: {value}" for key, value in data.labels.items())
+    click.echo(f"wrote {len(data.requests):,} requests ({data.format} -> {written}, "
+               f"{data.requests[0].page_size_tokens}-token pages) to {out}{labels}", err=True)
+
+
+@trace.command("generate")
+@click.option("--preset", required=True,
+              help=f"Built-in preset ({', '.join(PRESETS)}) or a preset YAML file.")
+@click.option("--requests", "num_requests", type=int, required=True,
+              help="Number of requests.")
+@click.option("--rate", type=float, help="Requests per second (the preset's by default).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="Output file: Mooncake JSONL (or .parquet).")
+@fail_cleanly
+def generate_command(preset: str, num_requests: int, rate: float | None, seed: int,
+                     out: Path) -> None:
+    """Generate a production-like workload as Mooncake JSONL with session ids.
+
+    Every knob is in the preset YAML (traces/<preset>.yaml); the same preset, --requests,
+    --rate and --seed give a byte-identical file.
+    """
+    if num_requests < 1:
+        raise InputError(f"must be >= 1, got {num_requests}", field="--requests")
+    if rate is not None and not 0 < rate < float("inf"):
+        raise InputError(f"must be a finite number > 0, got {rate}", field="--rate")
+    requests = generate(load_preset(preset), num_requests, seed, rate)
+    write_trace(requests, out, None)
+    click.echo(f"wrote {len(requests):,} requests ({preset}, seed {seed}) to {out}", err=True)
+

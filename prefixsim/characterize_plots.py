@@ -1,0 +1,160 @@
+"""Characterisation plots of a trace (`prefixsim trace inspect --plot DIR`).
+
+Arrival rate over time, input/output length histograms, reuse-time CDF, page popularity
+skew, turns per session, and the hit rate of a cache-only replay against TTL (unbounded
+cache, sliding TTL) and against capacity (LRU, no TTL). Uses matplotlib's Agg backend; each
+figure has a title, axis labels with units and a legend.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from prefixsim.cache import POLICIES, RadixCache, TTLRule  # noqa: E402
+from prefixsim.engine import replay_cache_only  # noqa: E402
+from prefixsim.trace import Request  # noqa: E402
+
+TTL_GRID_S = (1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0)
+CAPACITY_FRACTIONS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+
+
+def reuse_times_s(requests: Sequence[Request]) -> np.ndarray:
+    """Seconds between consecutive uses of the same page id (arrival order)."""
+    last: dict[int, float] = {}
+    gaps: list[float] = []
+    for request in requests:
+        now = request.arrival_s
+        for page in request.page_ids:
+            before = last.get(page)
+            if before is not None:
+                gaps.append(now - before)
+            last[page] = now
+    return np.array(gaps)
+
+
+def popularity(requests: Sequence[Request]) -> np.ndarray:
+    """Reuses per page id (uses - 1), most reused first."""
+    uses = Counter(page for request in requests for page in request.page_ids)
+    return np.array(sorted((count - 1 for count in uses.values()), reverse=True))
+
+
+def top_share(reuses: np.ndarray, fraction: float = 0.1) -> float:
+    """Share of all reuses that fall on the most reused `fraction` of pages."""
+    total = reuses.sum()
+    if total == 0:
+        return 0.0
+    return float(reuses[: max(1, int(len(reuses) * fraction))].sum() / total)
+
+
+def hit_rate(requests: Sequence[Request], capacity_tokens: int | None,
+             ttl_s: float | None) -> float:
+    ttl = None if ttl_s is None else TTLRule(ttl_s)
+    result = replay_cache_only(requests, RadixCache(capacity_tokens, POLICIES.build("lru"), ttl))
+    query = sum(r.input_tokens for r in result.records)
+    return sum(r.cached_tokens for r in result.records) / query if query else 0.0
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_characterisation(requests: Sequence[Request], out_dir: Path,
+                          title: str = "trace") -> list[Path]:
+    """Draw every characterisation plot of `requests` into `out_dir`; return the files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    arrivals = np.array([r.arrival_s for r in requests])
+    span = max(arrivals.max() - arrivals.min(), 1e-9)
+    bins = max(1, min(200, len(requests) // 20))
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    counts, edges = np.histogram(arrivals, bins=bins)
+    width = span / bins
+    ax.plot(edges[:-1] / 60.0, counts / width, label=f"requests/s ({width:.3g} s bins)")
+    ax.axhline(len(requests) / span, color="grey", ls="--", label="mean rate")
+    ax.set(title=f"{title}: arrival rate over time", xlabel="time since start (min)",
+           ylabel="arrival rate (requests/s)")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "arrival_rate.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    inputs = np.array([r.input_tokens for r in requests])
+    outputs = np.array([r.output_tokens for r in requests])
+    top = max(inputs.max(), max(outputs.max(), 1))
+    log_bins = np.logspace(0, np.log10(top + 1), 60)
+    ax.hist(inputs, bins=log_bins, alpha=0.6, label=f"input (mean {inputs.mean():,.0f})")
+    ax.hist(np.maximum(outputs, 1), bins=log_bins, alpha=0.6,
+            label=f"output (mean {outputs.mean():,.0f})")
+    ax.set_xscale("log")
+    ax.set(title=f"{title}: request lengths", xlabel="length (tokens, log scale)",
+           ylabel="requests")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "lengths.png"))
+
+    gaps = np.sort(reuse_times_s(requests))
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    if len(gaps):
+        ax.plot(np.maximum(gaps, 1e-3), np.arange(1, len(gaps) + 1) / len(gaps),
+                label=f"{len(gaps):,} page reuses (median {np.median(gaps):.3g} s)")
+        ax.set_xscale("log")
+    ax.set(title=f"{title}: reuse-time CDF", xlabel="time since the page's last use (s)",
+           ylabel="fraction of reuses")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "reuse_time_cdf.png"))
+
+    reuses = popularity(requests)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    if reuses.sum() > 0:
+        share = np.cumsum(reuses) / reuses.sum()
+        ax.plot(np.arange(1, len(share) + 1) / len(share) * 100, share * 100,
+                label=f"top 10% of pages hold {top_share(reuses) * 100:.1f}% of reuses")
+    ax.set(title=f"{title}: page popularity skew", xlabel="most reused pages (% of pages)",
+           ylabel="share of all reuses (%)")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "popularity_skew.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    sessions = Counter(r.session_id for r in requests if r.session_id is not None)
+    turns = np.array(list(sessions.values()))
+    if len(turns):
+        ax.hist(turns, bins=np.arange(1, min(turns.max(), 100) + 2) - 0.5,
+                label=f"{len(turns):,} sessions (mean {turns.mean():.2f} turns)")
+    else:
+        ax.text(0.5, 0.5, "no session ids in this trace", ha="center", transform=ax.transAxes)
+    ax.set(title=f"{title}: turns per session", xlabel="requests per session",
+           ylabel="sessions")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "turns_per_session.png"))
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ttl_rates = [hit_rate(requests, None, ttl) * 100 for ttl in TTL_GRID_S]
+    ax.plot(TTL_GRID_S, ttl_rates, marker="o", label="unbounded cache, sliding TTL")
+    ax.axhline(hit_rate(requests, None, None) * 100, color="grey", ls="--", label="no TTL")
+    ax.set_xscale("log")
+    ax.set(title=f"{title}: hit rate against TTL", xlabel="TTL (s, log scale)",
+           ylabel="token hit rate (%)")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "hit_rate_vs_ttl.png"))
+
+    footprint = sum(r.input_tokens for r in requests)
+    capacities = [max(1, int(footprint * f)) for f in CAPACITY_FRACTIONS]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    rates = [hit_rate(requests, c, None) * 100 for c in capacities]
+    ax.plot(np.array(capacities) / 1e6, rates, marker="o", label="LRU, no TTL")
+    ax.set_xscale("log")
+    ax.set(title=f"{title}: hit rate against capacity",
+           xlabel="cache capacity (M tokens, log scale)",
+           ylabel="token hit rate (%)")
+    ax.legend()
+    paths.append(_save(fig, out_dir / "hit_rate_vs_capacity.png"))
+    return paths
