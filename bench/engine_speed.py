@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 
 from prefixsim.config import load_config
-from prefixsim.simulate import load_requests, simulate
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.timed import replay_timed
+from prefixsim.router import ROUTERS
+from prefixsim.serving import build_cost_model, replica_pool_tokens, resolve_gpu, resolve_model
+from prefixsim.simulate import build_cache, load_requests, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 MOONCAKE = ROOT.parent / "shared/traces/mooncake/conversation_trace.jsonl"
@@ -38,21 +42,10 @@ def timed_run(trace: Path, requests, max_run_steps: int | None = None) -> dict:
                 "events": summary["num_events"], "completed": summary["completed"],
                 "hit_rate": summary["cache_token_hit_rate"]}
     # the step-by-step reference goes through the engine directly
-    from prefixsim.engine.scheduler import ContinuousBatching
-    from prefixsim.engine.timed import replay_timed
-    from prefixsim.serving import (
-        build_cost_model,
-        replica_pool_tokens,
-        resolve_gpu,
-        resolve_model,
-    )
-    from prefixsim.simulate import build_cache
-
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
     pool = replica_pool_tokens(config, model, gpu)
     section = config.cache.model_copy(update={"capacity_tokens": pool})
     caches = [build_cache(section) for _ in range(4)]
-    from prefixsim.router import ROUTERS
     started = time.perf_counter()
     result = replay_timed(requests, caches, build_cost_model(config, model, gpu),
                           ContinuousBatching(), ROUTERS.build("prefix_aware"),
