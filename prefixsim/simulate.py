@@ -16,7 +16,7 @@ from prefixsim import __version__
 from prefixsim.bounds import bounds_summary
 from prefixsim.cache import RadixCache, TTLRule, build_policy
 from prefixsim.cache.classes import CacheRules, RequestClass
-from prefixsim.cache.tiers import TierSpec, TierStack
+from prefixsim.cache.tiers import TierStack, build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
@@ -57,15 +57,8 @@ def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
 
 def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
     """Host DRAM and disk tiers under `cache` (R15), or None when neither is configured."""
-    specs = [
-        TierSpec(name, capacity, bandwidth_gb_s * 1e9)
-        for name, capacity, bandwidth_gb_s in (
-            ("host", config.host_capacity_tokens, config.host_bandwidth_gb_s),
-            ("disk", config.disk_capacity_tokens, config.disk_bandwidth_gb_s),
-        )
-        if capacity is not None
-    ]
-    return TierStack(cache, specs) if specs else None
+    return build_tier_stack(cache, config.host_capacity_tokens, config.host_bandwidth_gb_s,
+                            config.disk_capacity_tokens, config.disk_bandwidth_gb_s)
 
 
 def load_requests(config: TraceConfig) -> list[Request]:
@@ -100,8 +93,13 @@ def simulate(
     if requests is None:
         requests = load_requests(config.trace)
     if not config.cache_only:
+        rules = build_rules(config.cache, config.seed)
         frame, summary, timeseries = simulate_timed(
-            config, requests, lambda section: build_cache(section, requests), on_progress)
+            config, requests, lambda section: build_cache(section, requests), on_progress, rules)
+        if config.cache.pricing is not None:
+            ttls = [config.cache.ttl_s if rules is None else (
+                rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
+            summary.update(pricing_summary(frame, load_pricing(config.cache.pricing), ttls))
         return RunResult(requests=frame, summary=summary, timeseries=timeseries)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     cache = build_cache(config.cache, requests)

@@ -8,19 +8,22 @@ pages do not demote. A request's match continues below HBM page by page: each fo
 page found in a lower tier is a hit of that tier and is *taken* out of it (exclusive
 tiers: the loaded copy lives in HBM again, which demotes it on its next eviction).
 
-Load time = bytes / link bandwidth per tier (`load_time_s`), the same formula as the cost
-model's `transfer_time_s`; the timed engine adds it before prefill continues. Not here:
-copy-in-flight locking, skipping very short runs (R15, C14), per-tier TTL.
+Load time = bytes / link bandwidth per tier (`load_time_s`, or the cost model's
+`transfer_time_s`); the timed engine adds it to the step that runs the request's first
+prefill chunk (a blocking copy, not overlapped with compute). Not here: copy-in-flight
+locking, skipping very short runs (R15, C14), per-tier TTL.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.cache.page import Page
 from prefixsim.cache.tree import RadixCache
+
+TransferTime = Callable[[int, float], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,10 @@ class FlatTier:
         self.demoted_tokens += num_tokens
         return pushed
 
+    def tokens_of(self, page_id: int) -> int | None:
+        """Tokens of a stored page, or None when it is not here."""
+        return self._pages.get(page_id)
+
     def take(self, page_id: int) -> int:
         """Remove a page (it is being loaded back into HBM); returns its tokens."""
         tokens = self._pages.pop(page_id)
@@ -80,6 +87,7 @@ class LowerHit:
 
     tiers: tuple[int, ...]
     tokens: tuple[int, ...]
+    page_ids: tuple[int, ...] = ()
 
     @property
     def num_pages(self) -> int:
@@ -108,24 +116,66 @@ class TierStack:
             if not pending:
                 return
 
-    def take_run(self, page_ids: Sequence[int]) -> LowerHit:
+    def peek_run(self, page_ids: Sequence[int]) -> LowerHit:
         """The run of `page_ids` (those after the HBM match) found in lower tiers, in order,
-        taken out of them to be loaded into HBM; stops at the first page found nowhere."""
+        stopping at the first page found nowhere. Changes nothing (see `take`)."""
         found_tiers: list[int] = []
         found_tokens: list[int] = []
+        found_ids: list[int] = []
         for page_id in page_ids:
             for index, tier in enumerate(self.tiers):
-                if page_id in tier:
+                tokens = tier.tokens_of(page_id)
+                if tokens is not None:
                     found_tiers.append(index)
-                    found_tokens.append(tier.take(page_id))
+                    found_tokens.append(tokens)
+                    found_ids.append(page_id)
                     break
             else:
                 break
-        return LowerHit(tuple(found_tiers), tuple(found_tokens))
+        return LowerHit(tuple(found_tiers), tuple(found_tokens), tuple(found_ids))
 
-    def load_time_s(self, hit: LowerHit, kv_bytes_per_token: int) -> float:
-        """Seconds to copy `hit` back to HBM, tier by tier over each tier's link."""
+    def take(self, hit: LowerHit) -> None:
+        """Take the pages of a `peek_run` out of their tiers: they are being loaded."""
+        for index, page_id in zip(hit.tiers, hit.page_ids, strict=True):
+            self.tiers[index].take(page_id)
+
+    def take_run(self, page_ids: Sequence[int]) -> LowerHit:
+        """`peek_run` then `take`: the run found below HBM, taken out to be loaded."""
+        hit = self.peek_run(page_ids)
+        self.take(hit)
+        return hit
+
+    def load_time_s(
+        self,
+        hit: LowerHit,
+        kv_bytes_per_token: int,
+        transfer_time_s: TransferTime = lambda num_bytes, bandwidth: num_bytes / bandwidth,
+    ) -> float:
+        """Seconds to copy `hit` back to HBM, tier by tier over each tier's link
+        (`transfer_time_s(bytes, bandwidth_bytes_s)`: pass a cost model's to use its rule)."""
         total = 0.0
-        for index, tokens in zip(hit.tiers, hit.tokens, strict=True):
-            total += tokens * kv_bytes_per_token / self.tiers[index].spec.bandwidth_bytes_s
+        for index in range(len(self.tiers)):
+            tokens = sum(t for i, t in zip(hit.tiers, hit.tokens, strict=True) if i == index)
+            if tokens:
+                bandwidth = self.tiers[index].spec.bandwidth_bytes_s
+                total += transfer_time_s(tokens * kv_bytes_per_token, bandwidth)
         return total
+
+
+def build_tier_stack(
+    hbm: RadixCache,
+    host_capacity_tokens: int | None,
+    host_bandwidth_gb_s: float,
+    disk_capacity_tokens: int | None = None,
+    disk_bandwidth_gb_s: float = 5.0,
+) -> TierStack | None:
+    """Host DRAM and disk tiers under `hbm` (each only when its capacity is given)."""
+    specs = [
+        TierSpec(name, capacity, bandwidth_gb_s * 1e9)
+        for name, capacity, bandwidth_gb_s in (
+            ("host", host_capacity_tokens, host_bandwidth_gb_s),
+            ("disk", disk_capacity_tokens, disk_bandwidth_gb_s),
+        )
+        if capacity is not None
+    ]
+    return TierStack(hbm, specs) if specs else None
