@@ -1,5 +1,6 @@
 """The command line. Importing a subcommand module registers it on `app`."""
 
+from prefixsim.cli import calibrate as _calibrate  # noqa: F401
 from prefixsim.cli import curve as _curve  # noqa: F401
 from prefixsim.cli import report as _report  # noqa: F401
 from prefixsim.cli import run as _run  # noqa: F401
