@@ -15,6 +15,7 @@ import pandas as pd
 
 from prefixsim import __version__
 from prefixsim.cache import RadixCache
+from prefixsim.cache.classes import CacheRules
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.costmodel import COST_MODELS, CostModel
 from prefixsim.engine.request_state import ServedRecord
@@ -95,6 +96,7 @@ def simulate_timed(
     requests: Sequence[Request],
     build_cache: CacheFactory,
     on_progress: ProgressCallback | None = None,
+    rules: CacheRules | None = None,
 ) -> tuple[pd.DataFrame, dict[str, object], pd.DataFrame]:
     """Run the timed engine; returns (requests frame, summary, timeseries frame)."""
     started = time.perf_counter()
@@ -102,6 +104,9 @@ def simulate_timed(
         if getattr(config.cache, key, None) is not None:
             raise InputError("lower cache tiers are cache-only for now; pass --cache-only",
                              field=f"cache.{key}")
+    if getattr(config.cache, "bounds", False):
+        raise InputError("bounds are cache-only for now; pass --cache-only",
+                         field="cache.bounds")
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
     pool = replica_pool_tokens(config, model, gpu)
     cache_config = config.cache.model_copy(update={"capacity_tokens": pool})
@@ -115,7 +120,8 @@ def simulate_timed(
                                    config.scheduler.max_num_seqs)
     engine = config.engine
     result = replay_timed(requests, caches, cost_model, scheduler, router, engine.time_scale,
-                          engine.sample_interval_s, engine.check_invariants, on_progress)
+                          engine.sample_interval_s, engine.check_invariants, on_progress,
+                          rules=rules)
     frame = records_frame(result.records, ServedRecord)
     summary: dict[str, object] = {"mode": "timed"}
     summary.update(request_summary(frame))

@@ -60,3 +60,16 @@ def test_unknown_custom_name_lists_presets(tmp_path):
                                 "model.name": "nope", "model.presets_file": str(presets)})
     with pytest.raises(InputError, match="llama-3.1-8b"):
         simulate(config)
+
+
+def test_request_classes_and_pricing_apply_in_timed_mode():
+    """min_cacheable_tokens above every prompt: nothing is matched or inserted, every KV token
+    stays private; pricing is reported for the timed run too."""
+    base = {"trace.path": "traces/demo_chat.jsonl", "trace.max_requests": 40,
+            "engine.check_invariants": True}
+    cached = simulate(load_config(None, {**base, "cache.pricing": "anthropic"})).summary
+    bypass = simulate(load_config(None, {**base, "cache.min_cacheable_tokens": 10**9})).summary
+    assert cached["cache_hit_tokens"] > 0 and "cost_total_usd" in cached
+    assert bypass["cache_hit_tokens"] == 0 and bypass["cache_inserted_tokens"] == 0
+    assert bypass["completed"] == 40
+    assert bypass["mean_ttft_ms"] > cached["mean_ttft_ms"]

@@ -9,7 +9,9 @@ R7). Each decode step reserves one token per decoding request; when that cannot 
 newest running request is preempted by recompute (its private KV freed, its lock released, it
 goes back to the head of the queue). At finish the private KV is freed and the path unlocked.
 Generated tokens are never cached (a hash-id trace names no pages for them). Private KV is
-counted in tokens, not 16-token blocks.
+counted in tokens, not 16-token blocks. A request's class (cache/classes.py, set by the
+arrivals process) gives its pages' TTL and priority; an uncacheable one neither matches nor
+inserts, its whole KV stays private.
 
 Time moves per batch change: a step with prefill chunks is one timeout; a decode-only batch
 runs until its first completion, or until free memory runs out (then one more page is
@@ -113,7 +115,8 @@ class Replica:
     def admit(self, state: RequestState) -> bool:
         """Match, lock and reserve for `state` if its KV fits (R10); False leaves no trace."""
         cache, now, request = self.cache, self.env.now, state.request
-        pages = cache.match(request.page_ids, now).pages
+        rule = state.rule
+        pages = cache.match(request.page_ids if rule.cacheable else (), now).pages
         num = len(pages)
         if num == 0:
             matched = 0
@@ -132,7 +135,7 @@ class Replica:
             return False
         self._reserve(need)
         self._recency += 1
-        cache.touch(pages, now, self._recency)
+        cache.touch(pages, now, self._recency, rule.ttl_s, rule.priority)
         state.status = RUNNING
         state.tip = tip
         state.num_tree_pages = num
@@ -192,7 +195,7 @@ class Replica:
         else:
             covered = state.computed_tokens // request.page_size_tokens
         first = state.num_tree_pages
-        if covered > first:
+        if covered > first and state.rule.cacheable:
             tokens = request.page_tokens()[first:covered]
             moved = sum(tokens)
             self.cache.release(moved)
@@ -200,7 +203,8 @@ class Replica:
             self._recency += 1
             try:
                 placed = self.cache.insert(state.tip, request.page_ids[first:covered], tokens,
-                                           self.env.now, self._recency)
+                                           self.env.now, self._recency, state.rule.ttl_s,
+                                           state.rule.priority)
             except ChainConflict as exc:
                 raise InputError(f"request {request.request_id}: {exc} (hash ids are not "
                                  "chained)", field="hash_ids") from None

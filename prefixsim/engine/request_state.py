@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefixsim.cache import Page
+from prefixsim.cache.classes import DEFAULT_RULE
 from prefixsim.trace import Request
 
 WAITING, RUNNING, COMPLETED, REJECTED = "waiting", "running", "completed", "rejected"
@@ -27,7 +28,7 @@ class RequestState:
         "request", "replica", "status", "arrival_s", "admitted_s", "first_token_s",
         "finish_s", "cached_tokens", "recomputed_tokens", "preemptions", "prompt_tokens",
         "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
-        "generated_tokens", "target_tokens", "admitted_once",
+        "generated_tokens", "target_tokens", "rule",
     )
 
     def __init__(self, request: Request, arrival_s: float) -> None:
@@ -49,7 +50,7 @@ class RequestState:
         self.tip: Page | None = None
         self.generated_tokens = 0
         self.target_tokens = max(1, request.output_tokens)
-        self.admitted_once = False
+        self.rule = DEFAULT_RULE  # the request's cache class (cache/classes.py)
 
     @property
     def prefilling(self) -> bool:

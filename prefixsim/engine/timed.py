@@ -5,7 +5,8 @@ replica (replica.py) and one sampler that records a timeseries row per replica e
 `sample_interval_s`. The router is asked once per arrival. The run ends when every request
 has finished (completed or rejected); it emits frozen `ServedRecord`s, the samples and the
 per-replica figures. `max_run_steps` caps decode-only runs (1 = one timeout per step, the
-naive reference the tests compare the fast path against). Building caches and cost models
+naive reference the tests compare the fast path against). `rules` gives each request its
+cache class (TTL, priority, cacheable). Building caches and cost models
 from a config is serving.py's job.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import simpy
 
 from prefixsim.cache import CacheCounters, RadixCache
+from prefixsim.cache.classes import CacheRules
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
@@ -81,6 +83,7 @@ def replay_timed(
     on_progress: ProgressCallback | None = None,
     progress_every: int = 500,
     max_run_steps: int | None = None,
+    rules: CacheRules | None = None,
 ) -> TimedResult:
     """Serve `requests` (in arrival order) on one replica per cache; see module docstring."""
     env = simpy.Environment()
@@ -105,6 +108,8 @@ def replay_timed(
             if arrival_s > env.now:
                 yield env.timeout(arrival_s - env.now)
             state = RequestState(request, env.now)
+            if rules is not None:
+                state.rule = rules.for_request(request)
             states.append(state)
             replicas[router.route(request, replicas, env.now)].submit(state)
 
