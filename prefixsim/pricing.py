@@ -9,7 +9,8 @@ Per request, with L prompt tokens, h cached (hit) tokens and o output tokens:
            write price when the TTL exceeds 5 minutes, else the 5-minute price.
   cost   = (L - read - write) * input + write * write_price + read * read_price + o * output.
 The no-cache baseline prices every prompt token as uncached input. Prices are USD per
-million tokens. Not here: batch discounts, long-context tiers, per-model routing.
+million tokens. For self-hosted serving, `prefill_savings` gives the GPU-seconds of prefill
+the cache saves, from a cost model. Not here: batch discounts, long-context tiers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
 from prefixsim.errors import InputError
 
 FIVE_MINUTES_S = 300.0
@@ -127,4 +129,41 @@ def pricing_summary(
         "cost_cache_read_tokens": int(read.sum()),
         "cost_cache_write_tokens": int(write.sum()),
         "cost_uncached_input_tokens": int(uncached),
+    }
+
+
+def prefill_time_s(
+    cost_model: CostModel, new_tokens: int, cached_tokens: int, chunk_tokens: int
+) -> float:
+    """One request's prefill alone: `new_tokens` after `cached_tokens`, in chunks."""
+    total = 0.0
+    done = 0
+    while done < new_tokens:
+        n = min(chunk_tokens, new_tokens - done)
+        total += cost_model.step_time_s(StepBatch((PrefillChunk(n, cached_tokens + done),)))
+        done += n
+    return total
+
+
+def prefill_savings(
+    requests: pd.DataFrame, cost_model: CostModel, num_gpus: int, chunk_tokens: int
+) -> dict[str, float]:
+    """GPU-seconds of prefill with the cache's hits and without any cache (self-hosted).
+
+    Each request's prefill is timed alone (no batching with others), chunked like the
+    scheduler (`chunk_tokens` per step), on `num_gpus` GPUs (tensor parallel): a figure for
+    comparing caches, not a serving simulation (the timed mode is that).
+    """
+    with_cache = without = 0.0
+    memo: dict[tuple[int, int], float] = {}
+    for length, cached in zip(requests["input_tokens"], requests["cached_tokens"], strict=True):
+        for key in ((int(length) - int(cached), int(cached)), (int(length), 0)):
+            if key not in memo:
+                memo[key] = prefill_time_s(cost_model, key[0], key[1], chunk_tokens)
+        with_cache += memo[(int(length) - int(cached), int(cached))]
+        without += memo[(int(length), 0)]
+    return {
+        "prefill_gpu_s": with_cache * num_gpus,
+        "prefill_gpu_s_no_cache": without * num_gpus,
+        "prefill_gpu_s_saved": (without - with_cache) * num_gpus,
     }

@@ -21,8 +21,8 @@ from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
-from prefixsim.pricing import load_pricing, pricing_summary
-from prefixsim.serving import simulate_timed
+from prefixsim.pricing import load_pricing, prefill_savings, pricing_summary
+from prefixsim.serving import build_cost_model, resolve_gpu, resolve_model, simulate_timed
 from prefixsim.trace import DEFAULT_BLOCK_SIZES, Request, detect_format, load_trace
 
 
@@ -124,6 +124,10 @@ def simulate(
         ttls = [config.cache.ttl_s if rules is None else (
             rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
         summary.update(pricing_summary(frame, pricing, ttls))
+    model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
+    summary.update(prefill_savings(frame, build_cost_model(config, model, gpu),
+                                   config.hardware.tp, config.scheduler.max_batched_tokens))
+    summary["prefill_model"] = f"{model.name} on {config.hardware.tp} x {gpu.name}"
     summary.update(
         {
             "cache_policy": config.cache.policy,

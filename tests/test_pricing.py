@@ -8,7 +8,13 @@ import pytest
 
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
-from prefixsim.pricing import PRESETS, billed_tokens, load_pricing, pricing_summary
+from prefixsim.pricing import (
+    PRESETS,
+    billed_tokens,
+    load_pricing,
+    prefill_savings,
+    pricing_summary,
+)
 from prefixsim.simulate import simulate
 from prefixsim.trace import Request
 
@@ -63,3 +69,22 @@ def test_caching_costs_less_on_a_reuse_heavy_trace():
     config = load_config(overrides={"cache_only": True, "cache.pricing": "anthropic"})
     summary = simulate(config, trace).summary
     assert summary["cost_total_usd"] < 0.5 * summary["cost_no_cache_usd"]
+
+
+class LinearCost:
+    """A fake cost model: 1 ms per new token + 0.01 ms per cached token + 5 ms per step."""
+
+    def step_time_s(self, batch):
+        return sum(c.new_tokens * 1e-3 + c.cached_tokens * 1e-5 for c in batch.prefills) + 5e-3
+
+
+def test_prefill_savings_known_answer():
+    """L=1000, hit 600, chunks of 256. With cache: 400 new in chunks 256 + 144 after 600 and
+    856 cached: 0.4 + (600 + 856) * 1e-5 + 2 * 5e-3. Without: 1000 in 4 chunks (256, 256,
+    256, 232) after 0, 256, 512, 768: 1.0 + 1536e-5 + 4 * 5e-3. Two GPUs double both."""
+    s = prefill_savings(frame([(1000, 600, 1)]), LinearCost(), 2, 256)
+    with_cache = 0.4 + 1456e-5 + 0.01
+    without = 1.0 + 1536e-5 + 0.02
+    assert s["prefill_gpu_s"] == pytest.approx(2 * with_cache)
+    assert s["prefill_gpu_s_no_cache"] == pytest.approx(2 * without)
+    assert s["prefill_gpu_s_saved"] == pytest.approx(2 * (without - with_cache))
