@@ -78,6 +78,8 @@ def id_list(value: object, key: str, where: dict) -> list[int]:
         isinstance(h, int) and not isinstance(h, bool) for h in value
     ):
         raise InputError("expected a list of integers", field=key, **where)
+    if value and (min(value) < -(1 << 63) or max(value) >= 1 << 63):
+        raise InputError("ids must fit in 64 bits", field=key, **where)
     return value
 
 

@@ -131,7 +131,7 @@ class _WallClock:
     """Azure timestamps (`2023-11-16 18:15:46.6805900`) -> seconds since the first row."""
 
     def __init__(self) -> None:
-        self.origin: int | None = None
+        self.origin: tuple[int, float] | None = None
 
     def __call__(self, value: str, where: dict, key: str) -> float:
         text = value.strip()
@@ -146,8 +146,8 @@ class _WallClock:
                              **where) from None
         seconds = int(moment.timestamp())
         if self.origin is None:
-            self.origin = seconds
-        return (seconds - self.origin) + frac
+            self.origin = (seconds, frac)
+        return (seconds - self.origin[0]) + (frac - self.origin[1])
 
 
 for _name in ("azure", "burstgpt", "vidur"):
