@@ -16,6 +16,7 @@ import pandas as pd
 from prefixsim import __version__
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
+from prefixsim.cache.tiers import build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.costmodel import COST_MODELS, CostModel
 from prefixsim.engine.request_state import ServedRecord
@@ -77,6 +78,8 @@ def replica_pool_tokens(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> in
 def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostModel:
     """The configured cost model (registry), with the dtypes of the model section."""
     params = dict(config.cost_model.params)
+    if config.cost_model.profile is not None:
+        params.setdefault("profile", config.cost_model.profile)
     if config.cost_model.name == "roofline":
         params.setdefault("weight_dtype_bytes", DTYPE_BYTES[config.model.weight_dtype])
         params.setdefault("kv_dtype_bytes", DTYPE_BYTES[config.model.kv_dtype])
@@ -100,10 +103,6 @@ def simulate_timed(
 ) -> tuple[pd.DataFrame, dict[str, object], pd.DataFrame]:
     """Run the timed engine; returns (requests frame, summary, timeseries frame)."""
     started = time.perf_counter()
-    for key in ("host_capacity_tokens", "disk_capacity_tokens"):
-        if getattr(config.cache, key, None) is not None:
-            raise InputError("lower cache tiers are cache-only for now; pass --cache-only",
-                             field=f"cache.{key}")
     if getattr(config.cache, "bounds", False):
         raise InputError("bounds are cache-only for now; pass --cache-only",
                          field="cache.bounds")
@@ -111,6 +110,12 @@ def simulate_timed(
     pool = replica_pool_tokens(config, model, gpu)
     cache_config = config.cache.model_copy(update={"capacity_tokens": pool})
     caches = [build_cache(cache_config) for _ in range(config.engine.replicas)]
+    tiers = [build_tier_stack(cache, config.cache.host_capacity_tokens,
+                              config.cache.host_bandwidth_gb_s, config.cache.disk_capacity_tokens,
+                              config.cache.disk_bandwidth_gb_s) for cache in caches]
+    # each of the tp GPUs moves its share of the KV over its own link, in parallel
+    kv_bytes_per_gpu = model.kv_bytes_per_token(DTYPE_BYTES[config.model.kv_dtype]) // max(
+        config.hardware.tp, 1)
     cost_model = build_cost_model(config, model, gpu)
     try:
         router = ROUTERS.build(config.router.name, **config.router.params)
@@ -121,7 +126,7 @@ def simulate_timed(
     engine = config.engine
     result = replay_timed(requests, caches, cost_model, scheduler, router, engine.time_scale,
                           engine.sample_interval_s, engine.check_invariants, on_progress,
-                          rules=rules)
+                          rules=rules, tiers=tiers, kv_bytes_per_token=kv_bytes_per_gpu)
     frame = records_frame(result.records, ServedRecord)
     summary: dict[str, object] = {"mode": "timed"}
     summary.update(request_summary(frame))
@@ -140,4 +145,7 @@ def simulate_timed(
         "seed": config.seed, "prefixsim_version": __version__, "wall_time_s": wall,
         "simulated_s_per_wall_s": result.duration_s / wall if wall > 0 else float("nan"),
     })
+    describe = getattr(cost_model, "describe", None)  # the fitted model names its profile
+    if describe is not None:
+        summary.update(describe())
     return frame, summary, timeseries_frame(result.samples)

@@ -86,11 +86,28 @@ class CostModelConfig(_Section):
 
     name: str = Field("roofline", description="cost model (registry name)")
     params: dict[str, Any] = Field(default_factory=dict, description="cost model parameters")
+    profile: str | None = Field(
+        None, description="calibration profile of the fitted model: a JSON path or a shipped "
+                          "profile's name (`prefixsim calibrate`); selects name: fitted")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_selects_fitted(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("profile") is not None and "name" not in data:
+            return {**data, "name": "fitted"}
+        return data
 
     @field_validator("name")
     @classmethod
     def _known(cls, value: str) -> str:
         return COST_MODELS.check(value)
+
+    @model_validator(mode="after")
+    def _profile_matches_name(self) -> CostModelConfig:
+        if (self.name == "fitted") != (self.profile is not None):
+            raise ValueError("the fitted cost model and cost_model.profile go together "
+                             "(pass --profile PROFILE.json)")
+        return self
 
 
 class EngineConfig(_Section):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prefixsim.cli import app
 from prefixsim.costmodel import COST_MODELS, PrefillChunk, StepBatch
 from prefixsim.costmodel.fit import (
     error_summary,
@@ -266,3 +269,41 @@ def test_shipped_profiles_load_and_met_their_targets(name):
     model = FittedCostModel(MODELS[profile.provenance.model.name], profile=name)
     step = model.step_time_s(StepBatch((PrefillChunk(512, 1024),), (2048,) * 4))
     assert 0 < step < math.inf
+
+
+# ------------------------------------------------------------------ timed runs
+DEMO = Path(__file__).parents[1] / "traces" / "demo_chat.jsonl"
+
+
+def _run(tmp_path, *extra):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", "--trace", str(DEMO), "--max-requests", "30",
+                                      "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                                      "-o", str(out), *extra])
+    summary = json.loads((out / "summary.json").read_text()) if out.exists() else None
+    return result, summary
+
+
+def test_timed_run_with_a_profile_and_with_the_roofline(tmp_path):
+    coefficients = {"gemm": {"s_per_flop": 2e-15, "s_per_byte": 3e-13, "s_per_call": 5e-6},
+                    "prefill_attention": {"s_per_flop": 4e-15, "s_per_call": 5e-6},
+                    "decode_attention": {"s_per_byte": 3e-13, "s_per_call": 5e-6}}
+    profile = tmp_path / "p.json"
+    profile.write_text(make_profile(coefficients, MODELS["llama-3.1-8b"]).to_json())
+    result, fitted = _run(tmp_path / "a", "--profile", str(profile))
+    assert result.exit_code == 0, result.output
+    assert fitted["cost_model"] == "fitted" and fitted["cost_model_profile"] == str(profile)
+    assert "h100-sxm" in fitted["cost_model_warning"]
+    assert "warning: profile measured on cpu" in result.output
+    assert fitted["completed"] == 30
+    result, roofline = _run(tmp_path / "b")
+    assert result.exit_code == 0, result.output
+    assert roofline["cost_model"] == "roofline" and "cost_model_profile" not in roofline
+    assert roofline["completed"] == 30 and roofline["duration"] != fitted["duration"]
+
+
+def test_fitted_without_profile_and_missing_profile_exit_2(tmp_path):
+    result, _ = _run(tmp_path / "a", "--cost-model", "fitted")
+    assert result.exit_code == 2 and "cost_model.profile" in result.output
+    result, _ = _run(tmp_path / "b", "--profile", str(tmp_path / "nope.json"))
+    assert result.exit_code == 2 and "nope.json" in result.output

@@ -104,12 +104,14 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
         "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
         "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_unbounded_token_hit_rate",
         "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
-        "wall_time_s", "simulated_s_per_wall_s",
+        "cost_model", "cost_model_profile", "wall_time_s", "simulated_s_per_wall_s",
     ]
     for key in keys:
         if key in summary:
             click.echo(f"{key + ':':<44}{format_value(summary[key]):>16}")
     click.echo("=" * 60)
+    if "cost_model_warning" in summary:
+        click.echo(f"warning: {summary['cost_model_warning']}")
     click.echo(f"results: {out_dir}")
 
 

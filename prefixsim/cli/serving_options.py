@@ -40,6 +40,10 @@ _OPTIONS = [
                  help="Router parameter (router.params), e.g. staleness_s=5; repeatable."),
     click.option("--cost-model", "serving_cost_model",
                  help=f"Cost model (cost_model.name): {', '.join(COST_MODELS.names())}."),
+    click.option("--profile", "serving_profile",
+                 help="Calibration profile (cost_model.profile): a JSON file from `prefixsim "
+                      "calibrate` or a shipped name such as cpu-llama-3.1-8b; selects the "
+                      "fitted cost model."),
     click.option("--max-batched-tokens", "serving_max_batched_tokens", type=int,
                  help="Token budget per step (scheduler.max_batched_tokens); 8192."),
     click.option("--max-num-seqs", "serving_max_num_seqs", type=int,
@@ -60,6 +64,7 @@ _KEYS = {
     "serving_memory_utilization": "hardware.memory_utilization",
     "serving_kv_dtype": "model.kv_dtype", "serving_replicas": "engine.replicas",
     "serving_router": "router.name", "serving_cost_model": "cost_model.name",
+    "serving_profile": "cost_model.profile",
     "serving_max_batched_tokens": "scheduler.max_batched_tokens",
     "serving_max_num_seqs": "scheduler.max_num_seqs", "serving_time_scale": "engine.time_scale",
     "serving_sample_interval": "engine.sample_interval_s",
