@@ -250,3 +250,114 @@ def test_sweep_table_columns_for_mixed_points(tmp_path):
     assert list(table.columns[:5]) == ["run_id", "status", "error", "cache_capacity_tokens",
                                        "cache_ttl_s"]
     assert pd.isna(table.loc[0, "cache_ttl_s"]) and table.loc[1, "cache_ttl_s"] == 30
+
+
+def test_interrupted_sweep_keeps_finished_runs_and_resumes(tmp_path):
+    """Ctrl-C after two runs: both are stored, the table lists them, --resume does the rest."""
+    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": [1000, 2000, 4000, 8000]}})
+    out = tmp_path / "sweep"
+    seen = []
+
+    def interrupt_after_two(outcome):
+        seen.append(outcome.run_id)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, out, n_jobs=1, on_outcome=interrupt_after_two)
+    assert sorted(pd.read_parquet(out / "sweep.parquet")["run_id"]) == sorted(seen)
+    resumed = run_sweep(spec, out, n_jobs=1, resume=True)
+    assert sorted(resumed.skipped) == sorted(seen) and len(resumed.executed) == 2
+    assert len(pd.read_parquet(out / "sweep.parquet")) == 4
+
+
+class _LosingExecutor:
+    """Stand-in executor: item 1's worker dies; with `crash`, the pool breaks after it."""
+
+    crash = False
+
+    def __init__(self, n_jobs=None, address=None):
+        pass
+
+    def map_unordered(self, fn, items):
+        for index, item in enumerate(items):
+            if index == 1:
+                if self.crash:
+                    raise RuntimeError("pool broke")
+                yield index, ConnectionError("worker died")
+            else:
+                yield index, fn(item)
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_lost_workers_become_failed_runs(tmp_path, monkeypatch, crash):
+    from prefixsim.sweep import EXECUTORS
+
+    monkeypatch.setattr(_LosingExecutor, "crash", crash)
+    monkeypatch.setitem(EXECUTORS._factories, "losing", _LosingExecutor)
+    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": [1000, 2000, 4000]}})
+    result = run_sweep(spec, tmp_path / "s", executor="losing")
+    table = pd.read_parquet(tmp_path / "s" / "sweep.parquet")
+    expected = ["ok", "failed", "failed"] if crash else ["ok", "failed", "ok"]
+    assert table["status"].tolist() == expected
+    assert "worker lost" in table.loc[1, "error"]
+    assert ("pool broke" if crash else "worker died") in table.loc[1, "error"]
+    assert len(result.failed) == expected.count("failed")
+
+
+class _Ref:
+    """An object reference: hashable by identity, like Ray's."""
+
+    def __init__(self, item, fn):
+        self.item, self.fn = item, fn
+
+
+class _FakeRay:
+    """The slice of Ray's API the executor uses, run in this process (completes in reverse)."""
+
+    def __init__(self):
+        self.initialised, self.init_args, self.shutdowns = False, None, 0
+
+    def is_initialized(self):
+        return self.initialised
+
+    def init(self, **kwargs):
+        self.initialised, self.init_args = True, kwargs
+
+    def shutdown(self):
+        self.initialised, self.shutdowns = False, self.shutdowns + 1
+
+    def remote(self, **_options):
+        def wrap(fn):
+            class Remote:
+                @staticmethod
+                def remote(item):
+                    return _Ref(item, fn)
+            return Remote
+        return wrap
+
+    def wait(self, refs, num_returns):
+        return [refs[-1]], refs[:-1]
+
+    def get(self, ref):
+        return ref.fn(ref.item)
+
+
+def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
+    """The Ray path's bookkeeping (indices, local start and shutdown) without Ray itself."""
+    import sys
+
+    from prefixsim.sweep.executors import RayExecutor
+
+    fake = _FakeRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    executor = RayExecutor(n_jobs=2)
+    results = list(executor.map_unordered(lambda x: x * 10, [1, 2, 3]))
+    assert results == [(2, 30), (1, 20), (0, 10)]
+    assert fake.init_args["num_cpus"] == 2 and fake.shutdowns == 1
+    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
+    run_sweep(spec, tmp_path / "local", n_jobs=1)
+    result = run_sweep(spec, tmp_path / "ray", executor="ray", n_jobs=2)
+    assert not result.failed, result.failed
+    pd.testing.assert_frame_equal(_comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
+                                  _comparable(pd.read_parquet(tmp_path / "ray/sweep.parquet")))
