@@ -13,6 +13,11 @@ counted in tokens, not 16-token blocks. A request's class (cache/classes.py, set
 arrivals process) gives its pages' TTL and priority; an uncacheable one neither matches nor
 inserts, its whole KV stays private.
 
+With lower tiers (cache/tiers.py, R15) the match continues below HBM at admission: those
+pages count as hits of their tier, are taken out of it and held as the request's private KV
+until its first chunk inserts them; their copy time (the cost model's `transfer_time_s`) is
+added to the step that runs the request's next prefill chunk (a blocking load).
+
 Time moves per batch change: a step with prefill chunks is one timeout; a decode-only batch
 runs until its first completion, or until free memory runs out (then one more page is
 evicted), in one timeout, cut short at the next step boundary when an arrival could join the
@@ -27,6 +32,7 @@ from collections.abc import Callable
 import simpy
 
 from prefixsim.cache import ChainConflict, RadixCache
+from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
 from prefixsim.engine.cache_only import hit_tokens
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, WAITING, RequestState
@@ -37,13 +43,23 @@ from prefixsim.trace import Request
 FinishCallback = Callable[[RequestState], None]
 
 
+def _prefix_tokens(request: Request, num_pages: int) -> int:
+    """Tokens of the first `num_pages` pages of `request` (before the L - 1 cap)."""
+    if num_pages == 0:
+        return 0
+    if num_pages >= request.num_pages:
+        return request.input_tokens
+    return num_pages * request.page_size_tokens
+
+
 class Replica:
     """A model instance on `tp` GPUs with its own prefix cache (a router's ReplicaView)."""
 
     def __init__(self, index: int, env: simpy.Environment, cache: RadixCache,
                  cost_model: CostModel, scheduler: ContinuousBatching,
                  on_finish: FinishCallback, check_invariants: bool = False,
-                 max_run_steps: int | None = None) -> None:
+                 max_run_steps: int | None = None, tiers: TierStack | None = None,
+                 kv_bytes_per_token: int = 0) -> None:
         if cache.capacity_tokens is None:
             raise ValueError("a replica's cache needs a capacity (its KV pool)")
         self.index = index
@@ -55,6 +71,8 @@ class Replica:
         self.on_finish = on_finish
         self.check = check_invariants
         self.max_run_steps = max_run_steps  # None: whole decode runs (1: step by step, tests)
+        self.tiers = tiers  # host/disk tiers under this replica's HBM cache (R15)
+        self.kv_bytes_per_token = kv_bytes_per_token
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []
         self.num_steps = 0
@@ -118,13 +136,14 @@ class Replica:
         rule = state.rule
         pages = cache.match(request.page_ids if rule.cacheable else (), now).pages
         num = len(pages)
-        if num == 0:
-            matched = 0
-        elif num >= request.num_pages:
-            matched = request.input_tokens
+        matched = _prefix_tokens(request, num)
+        lower = None
+        if self.tiers is not None and rule.cacheable and num < request.num_pages:
+            lower = self.tiers.peek_run(request.page_ids[num:])
+        if lower:
+            hit = min(_prefix_tokens(request, num + lower.num_pages), state.prompt_tokens - 1)
         else:
-            matched = num * request.page_size_tokens
-        hit = min(matched, state.prompt_tokens - 1)
+            hit = min(matched, state.prompt_tokens - 1)
         need = state.prompt_tokens - matched
         tip = pages[-1] if pages else None
         if tip is not None:
@@ -133,6 +152,8 @@ class Replica:
             if tip is not None:
                 cache.unlock(tip, now)
             return False
+        if lower:  # before _reserve: its evictions demote pages and could push these out
+            self.tiers.take(lower)
         self._reserve(need)
         self._recency += 1
         cache.touch(pages, now, self._recency, rule.ttl_s, rule.priority)
@@ -142,9 +163,23 @@ class Replica:
         state.tree_tokens = matched
         state.computed_tokens = hit
         state.private_tokens = need
+        host = disk = 0
+        if lower:
+            state.load_s = self.tiers.load_time_s(lower, self.kv_bytes_per_token,
+                                                  self.cost_model.transfer_time_s)
+            remaining = hit - min(matched, hit)  # the L - 1 cap trims the deepest tier
+            for tier, tokens in zip(lower.tiers, lower.tokens, strict=True):
+                take = min(tokens, remaining)
+                if tier == 0:
+                    host += take
+                else:
+                    disk += take
+                remaining -= take
         if state.admitted_s is None:
             state.admitted_s = now
             state.cached_tokens = hit
+            state.cached_tokens_host = host
+            state.cached_tokens_disk = disk
             self.query_tokens += request.input_tokens
             self.hit_tokens += hit
         else:
@@ -165,6 +200,7 @@ class Replica:
         state.status = WAITING
         state.prompt_tokens = state.request.input_tokens + state.generated_tokens
         state.computed_tokens = state.tree_tokens = state.num_tree_pages = 0
+        state.load_s = 0.0
         state.preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(state)
@@ -244,6 +280,9 @@ class Replica:
                     tuple(s.context_tokens for s in decodes),
                 )
                 step_s = cost.step_time_s(batch)
+                for state, _ in plan.chunks:
+                    step_s += state.load_s  # lower-tier loads before the chunk (R15)
+                    state.load_s = 0.0
                 yield env.timeout(step_s)
                 self.num_steps += 1
                 self.busy_s += step_s

@@ -28,7 +28,8 @@ class RequestState:
         "request", "replica", "status", "arrival_s", "admitted_s", "first_token_s",
         "finish_s", "cached_tokens", "recomputed_tokens", "preemptions", "prompt_tokens",
         "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
-        "generated_tokens", "target_tokens", "rule",
+        "generated_tokens", "target_tokens", "rule", "cached_tokens_host",
+        "cached_tokens_disk", "load_s",
     )
 
     def __init__(self, request: Request, arrival_s: float) -> None:
@@ -51,6 +52,9 @@ class RequestState:
         self.generated_tokens = 0
         self.target_tokens = max(1, request.output_tokens)
         self.rule = DEFAULT_RULE  # the request's cache class (cache/classes.py)
+        self.cached_tokens_host = 0  # of cached_tokens, loaded from host DRAM (R15)
+        self.cached_tokens_disk = 0
+        self.load_s = 0.0  # lower-tier load time not yet charged to a step
 
     @property
     def prefilling(self) -> bool:
@@ -102,6 +106,8 @@ class ServedRecord:
     e2el_ms: float
     preemptions: int
     recomputed_tokens: int
+    cached_tokens_host: int = 0  # of cached_tokens, loaded from host DRAM (R15)
+    cached_tokens_disk: int = 0  # of cached_tokens, loaded from disk
 
 
 NAN = float("nan")
@@ -133,4 +139,6 @@ def served_record(state: RequestState) -> ServedRecord:
         e2el_ms=(finish - arrival) * 1e3,
         preemptions=state.preemptions,
         recomputed_tokens=state.recomputed_tokens,
+        cached_tokens_host=state.cached_tokens_host,
+        cached_tokens_disk=state.cached_tokens_disk,
     )

@@ -6,8 +6,9 @@ replica (replica.py) and one sampler that records a timeseries row per replica e
 has finished (completed or rejected); it emits frozen `ServedRecord`s, the samples and the
 per-replica figures. `max_run_steps` caps decode-only runs (1 = one timeout per step, the
 naive reference the tests compare the fast path against). `rules` gives each request its
-cache class (TTL, priority, cacheable). Building caches and cost models
-from a config is serving.py's job.
+cache class (TTL, priority, cacheable). `tiers` (one TierStack or None per cache) puts
+host/disk tiers under each replica's HBM; loads are timed at `kv_bytes_per_token`.
+Building caches and cost models from a config is serving.py's job.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import simpy
 
 from prefixsim.cache import CacheCounters, RadixCache
 from prefixsim.cache.classes import CacheRules
+from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
@@ -84,6 +86,8 @@ def replay_timed(
     progress_every: int = 500,
     max_run_steps: int | None = None,
     rules: CacheRules | None = None,
+    tiers: Sequence[TierStack | None] | None = None,
+    kv_bytes_per_token: int = 0,
 ) -> TimedResult:
     """Serve `requests` (in arrival order) on one replica per cache; see module docstring."""
     env = simpy.Environment()
@@ -99,8 +103,10 @@ def replay_timed(
         if len(finished) == total and not all_done.triggered:
             all_done.succeed()
 
+    tier_stacks = list(tiers) if tiers is not None else [None] * len(caches)
     replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants,
-                        max_run_steps) for i, cache in enumerate(caches)]
+                        max_run_steps, tier_stacks[i], kv_bytes_per_token)
+                for i, cache in enumerate(caches)]
 
     def arrivals():
         for request in requests:
