@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from prefixsim import __version__
-from prefixsim.bounds import bounds_summary
+from prefixsim.bounds import bounds_summary, replay_hit_rate
 from prefixsim.cache import RadixCache, TTLRule, build_policy
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.tiers import TierStack, build_tier_stack
@@ -100,6 +100,9 @@ def simulate(
             ttls = [config.cache.ttl_s if rules is None else (
                 rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
             summary.update(pricing_summary(frame, load_pricing(config.cache.pricing), ttls))
+        unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
+                                                                "policy": "lru"}))
+        summary["cache_unbounded_token_hit_rate"] = replay_hit_rate(requests, unbounded, rules)
         return RunResult(requests=frame, summary=summary, timeseries=timeseries)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     cache = build_cache(config.cache, requests)

@@ -7,11 +7,13 @@ import pytest
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.tiers import TierSpec, TierStack
+from prefixsim.config import load_config
 from prefixsim.costmodel import PrefillChunk, Roofline, StepBatch
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
+from prefixsim.simulate import simulate
 from prefixsim.trace import Request
 
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
@@ -52,3 +54,11 @@ def test_host_hit_in_timed_mode_with_its_load_time():
     load = 16 * KV / LINK
     assert load == pytest.approx(41.943e-6, rel=1e-4)
     assert tiered.ttft_ms == pytest.approx((load + prefill_s(16, 32)) * 1e3, rel=1e-9)
+
+
+def test_timed_summary_has_the_unbounded_bound():
+    trace = [Request(i, float(i), 64, 2, (1, 2, 3, 100 + i), P) for i in range(6)]
+    timed = simulate(load_config(overrides={"cache.capacity_tokens": 4096}), trace).summary
+    only = simulate(load_config(overrides={"cache_only": True}), trace).summary
+    assert timed["cache_unbounded_token_hit_rate"] == only["cache_token_hit_rate"]
+    assert only["cache_token_hit_rate"] == pytest.approx(5 * 48 / (6 * 64))
