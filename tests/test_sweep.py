@@ -205,6 +205,16 @@ def test_dask_local_cluster_gives_the_same_table(tmp_path):
                                   _comparable(pd.read_parquet(tmp_path / "dask/sweep.parquet")))
 
 
+def test_dask_executor_joins_a_running_cluster_by_address(tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask distributed not installed")
+    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        result = run_sweep(spec, tmp_path / "dask", executor="dask",
+                           address=cluster.scheduler_address)
+        assert cluster.status.name == "running"  # a cluster we joined is left running
+    assert not result.failed and len(result.executed) == 3
+
+
 def test_ray_local_cluster_gives_the_same_table(tmp_path):
     pytest.importorskip("ray", reason="ray not installed (pip install 'prefixsim[ray]')")
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
