@@ -41,6 +41,14 @@ class TraceConfig(Section):
         None, ge=1, description="tokens per hash id (page); the format's default when null"
     )
     max_requests: int | None = Field(None, ge=1, description="replay only the first N requests")
+    skip_bad_lines: bool = Field(False, description="skip (and count) malformed trace records")
+    prefix_model: str = Field(
+        "none", description="lengths-only traces: none, or synthetic shared:TOKENS"
+    )
+    session_rate_per_s: float = Field(
+        1.0 / 60.0, gt=0, allow_inf_nan=False,
+        description="kv-cache-tester: Poisson rate of conversation starts (modelled)",
+    )
 
     @field_validator("format")
     @classmethod

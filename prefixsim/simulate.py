@@ -23,7 +23,14 @@ from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
 from prefixsim.pricing import load_pricing, prefill_savings, pricing_summary
 from prefixsim.serving import build_cost_model, resolve_gpu, resolve_model, simulate_timed
-from prefixsim.trace import DEFAULT_BLOCK_SIZES, Request, detect_format, load_trace
+from prefixsim.trace import (
+    DEFAULT_BLOCK_SIZES,
+    ReadOptions,
+    Request,
+    TraceData,
+    detect_format,
+    read_trace,
+)
 
 
 @dataclass(frozen=True)
@@ -61,12 +68,22 @@ def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
                             config.disk_capacity_tokens, config.disk_bandwidth_gb_s)
 
 
-def load_requests(config: TraceConfig) -> list[Request]:
-    """The trace named by the `trace` section, in arrival order."""
+def load_trace_data(config: TraceConfig) -> TraceData:
+    """The trace named by the `trace` section, with skipped-line count and labels."""
     if config.path is None:
         raise InputError("no trace given (pass --trace PATH or set trace.path)",
                          field="trace.path")
-    return load_trace(config.path, config.format, config.block_size, config.max_requests)
+    options = ReadOptions(
+        block_size=config.block_size, max_requests=config.max_requests,
+        skip_bad_lines=config.skip_bad_lines, prefix_model=config.prefix_model,
+        session_rate_per_s=config.session_rate_per_s,
+    )
+    return read_trace(config.path, config.format, options)
+
+
+def load_requests(config: TraceConfig) -> list[Request]:
+    """The trace named by the `trace` section, in arrival order."""
+    return load_trace_data(config).requests
 
 
 def resolve_trace_defaults(config: RunConfig) -> RunConfig:

@@ -14,7 +14,7 @@ from prefixsim.cache import POLICIES
 from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
 from prefixsim.cli.serving_options import serving_options, serving_overrides
 from prefixsim.config import load_config
-from prefixsim.simulate import load_requests, resolve_trace_defaults, simulate
+from prefixsim.simulate import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.trace import READERS
 
 
@@ -27,6 +27,11 @@ from prefixsim.trace import READERS
 @click.option("--block-size", type=int,
               help="Tokens per trace hash id (trace.block_size); 512 for Mooncake.")
 @click.option("--max-requests", type=int, help="Replay only the first N requests.")
+@click.option("--skip-bad-lines", is_flag=True, default=None,
+              help="Skip malformed trace records and report how many (trace.skip_bad_lines).")
+@click.option("--prefix-model",
+              help="Lengths-only traces: none (default) or synthetic shared:TOKENS "
+                   "(trace.prefix_model).")
 @click.option("--cache-only", is_flag=True, default=None,
               help="Replay the cache alone (cache-spec Part A), no timing model.")
 @click.option("--policy", help=f"Eviction policy (cache.policy): {', '.join(POLICIES.names())}.")
@@ -65,7 +70,8 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         host_cache_tokens: int | None,
         host_bandwidth_gb_s: float | None, disk_cache_tokens: int | None,
         disk_bandwidth_gb_s: float | None, bounds: bool | None, pricing: str | None,
-        seed: int | None, output: str | None, quiet: bool, **serving: Any) -> None:
+        seed: int | None, output: str | None, quiet: bool, skip_bad_lines: bool | None,
+        prefix_model: str | None, **serving: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
 
     Timed by default (replicas of a model on GPUs, continuous batching, a router; also
@@ -83,6 +89,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
     overrides = {
         "trace.path": trace_path, "trace.format": trace_format,
         "trace.block_size": block_size, "trace.max_requests": max_requests,
+        "trace.skip_bad_lines": skip_bad_lines, "trace.prefix_model": prefix_model,
         "cache_only": cache_only, "cache.policy": policy, "cache.capacity_tokens": cache_tokens,
         "cache.ttl_s": ttl_s, "cache.ttl_mode": ttl_mode, "seed": seed,
         "cache.mode": cache_mode, "cache.min_cacheable_tokens": min_cacheable_tokens,
@@ -95,12 +102,17 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
     }
     config = load_config(config_path, overrides)
     config = resolve_trace_defaults(config)
-    requests = load_requests(config.trace)
+    trace_data = load_trace_data(config.trace)
+    requests = trace_data.requests
+    if trace_data.skipped_lines:
+        click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
     out_dir = Path(output) if output else default_output_dir(config)
     with tqdm(total=len(requests), unit="req", disable=quiet or None, leave=False,
               desc="replay") as bar:
         result = simulate(config, requests, on_progress=bar.update)
     result.summary["command"] = shlex.join(["prefixsim", *sys.argv[1:]])
+    result.summary["trace_skipped_lines"] = trace_data.skipped_lines
+    result.summary.update({f"trace_{k}": v for k, v in trace_data.labels.items()})
     write_results(out_dir, config, result)
     if not quiet:
         print_summary(result.summary, out_dir)
