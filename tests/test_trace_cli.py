@@ -1,0 +1,96 @@
+"""`prefixsim trace inspect/convert/generate` end to end on small files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from prefixsim.cli import app
+from prefixsim.trace import ReadOptions, read_trace
+
+DEMO = Path(__file__).parents[1] / "traces" / "demo_chat.jsonl"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _kv_folder(folder: Path) -> Path:
+    folder.mkdir()
+    for name in ("a", "b"):
+        (folder / f"trace_{name}.json").write_text(json.dumps({
+            "id": name, "block_size": 64, "hash_id_scope": "local", "requests": [
+                {"t": 0.0, "type": "n", "in": 300, "out": 5, "hash_ids": [1, 2, 3, 4]},
+                {"t": 4.0, "type": "subagent", "agent_id": "x", "requests": [
+                    {"t": 1.0, "type": "n", "in": 70, "out": 2, "hash_ids": [1]}]},
+                {"t": 9.0, "type": "n", "in": 700, "out": 5,
+                 "hash_ids": list(range(1, 11))},
+            ]}))
+    return folder
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_convert_round_trip_keeps_requests(tmp_path, suffix):
+    """kv-cache-tester folder -> 128-token pages -> file -> read back: same requests."""
+    folder = _kv_folder(tmp_path / "kv")
+    out = tmp_path / f"out{suffix}"
+    result = invoke("trace", "convert", folder, out, "--page-size", "128")
+    assert result.exit_code == 0, result.output
+    original = read_trace(folder).requests
+    back = read_trace(out).requests
+    assert len(back) == len(original) == 6
+    for a, b in zip(original, back, strict=True):
+        assert (b.arrival_s, b.input_tokens, b.output_tokens, b.session_id) == pytest.approx(
+            (a.arrival_s, a.input_tokens, a.output_tokens, a.session_id))
+        assert b.page_size_tokens == 128
+        assert b.page_ids == a.page_ids[1::2] + ((a.page_ids[-1],) if a.num_pages % 2 else ())
+    assert {r.session_id for r in back} == {"a", "a/x", "b", "b/x"}
+
+
+def test_convert_refuses_finer_pages(tmp_path):
+    result = invoke("trace", "convert", DEMO, tmp_path / "x.jsonl", "--page-size", "256")
+    assert result.exit_code == 2
+    assert "finer" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_inspect_folder_of_traces_and_plots(tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    (folder / "README.md").write_text("# not a trace\n")
+    (folder / "demo.jsonl").write_bytes(DEMO.read_bytes())
+    _kv_folder(folder / "agents")
+    result = invoke("trace", "inspect", folder, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    counts = {Path(t["path"]).name: t["requests"] for t in payload["traces"]}
+    assert counts == {"demo.jsonl": 264, "agents": 6}
+    plots = tmp_path / "plots"
+    result = invoke("trace", "inspect", DEMO, "--plot", plots)
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in plots.iterdir())
+    assert names == sorted(["arrival_rate.png", "lengths.png", "reuse_time_cdf.png",
+                            "popularity_skew.png", "turns_per_session.png",
+                            "hit_rate_vs_ttl.png", "hit_rate_vs_capacity.png"])
+    assert all((plots / n).stat().st_size > 5000 for n in names)
+
+
+def test_inspect_labels_synthetic_prefix_model(tmp_path):
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.99,396,109\n")
+    result = invoke("trace", "inspect", path, "--json", "--prefix-model", "shared:64")
+    stats = json.loads(result.output)
+    assert "synthetic" in stats["prefix_model"]
+    assert stats["unbounded_token_hit_rate"] == pytest.approx(64 / (374 + 396))
+
+
+def test_read_options_max_requests_and_coarse_inspect(tmp_path):
+    data = read_trace(DEMO, options=ReadOptions(max_requests=10))
+    assert len(data.requests) == 10
+    result = invoke("trace", "inspect", DEMO, "--json", "--page-size", "1024")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["page_size_tokens"] == 1024
