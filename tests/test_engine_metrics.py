@@ -94,3 +94,19 @@ def test_debug_mode_catches_a_broken_account():
             _run(_requests(), check_invariants=True)
     finally:
         replica_module.Replica.admit = original
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 100_000), min_size=1, max_size=50), st.integers(1, 500),
+       st.floats(0, 1.0))
+def test_decode_step_counting_matches_a_linear_scan(contexts, steps, fraction):
+    """steps_done_by / steps_reaching against walking the steps one by one."""
+    from prefixsim.engine.decode_steps import steps_done_by, steps_reaching
+
+    contexts = tuple(contexts)
+    elapsed = COST.decode_steps_time_s(contexts, steps) * fraction
+    times = [COST.decode_steps_time_s(contexts, m) for m in range(steps + 1)]
+    assert steps_done_by(COST, contexts, steps, elapsed) == max(
+        m for m in range(steps + 1) if times[m] <= elapsed)
+    assert steps_reaching(COST, contexts, steps, elapsed) == min(
+        m for m in range(steps + 1) if times[m] >= elapsed)
