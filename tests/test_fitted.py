@@ -80,12 +80,12 @@ def test_features_worked_by_hand():
     Prefill n=2 after c=3, Hq=2, Hkv=1, d=4, 4-byte: dense pairs 2*5 = 10 -> flop 4*2*4*10 =
     320; causal pairs 2*3 + 2*3/2 = 9 -> 288; bytes (2*2*2 + 2*1*5) * 4 * 4 = 288; mask 10.
     Decode contexts (3, 5): flop 4*2*4*8 = 256, bytes (2*1*8 + 2*2*2) * 4 * 4 = 384."""
-    assert Gemm(2, 3, 4).features(2).tolist() == [48, 52, 1]
+    assert Gemm(2, 3, 4).features(2) == (48, 52, 1)
     prefill = PrefillAttention(2, 3, 2, 1, 4)
-    assert prefill.features(4, skips_masked=False).tolist() == [320, 288, 10, 1]
-    assert prefill.features(4, skips_masked=True).tolist() == [288, 288, 0, 1]
+    assert prefill.features(4, skips_masked=False) == (320, 288, 10, 1)
+    assert prefill.features(4, skips_masked=True) == (288, 288, 0, 1)
     assert PrefillAttention(2, 0, 2, 1, 4).features(4, False)[2] == 0  # c = 0: causal path
-    assert DecodeAttention((3, 5), 2, 1, 4).features(4).tolist() == [256, 384, 2, 1]
+    assert DecodeAttention((3, 5), 2, 1, 4).features(4) == (256, 384, 2, 1)
 
 
 def test_layer_operators_cover_the_step():

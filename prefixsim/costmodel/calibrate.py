@@ -356,7 +356,7 @@ def calibrate(dims: LayerDims, device: str = "cpu", dtype: str | None = None,
                   threads)
     times = measure(bench, plan, ranges, rng, on_progress)
 
-    coefficients: dict[str, np.ndarray] = {}
+    coefficients: dict[str, Any] = {}
     heldout: dict[str, dict[str, float | int]] = {}
     shapes: dict[str, list[dict[str, Any]]] = {}
     tables: list[dict[str, Any]] = []

@@ -18,12 +18,12 @@ and the element-wise operators (their share shows in the profile's `layer` error
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from prefixsim.costmodel.operators import (
+    DecodeAttention,
     FeatureRules,
     Gemm,
     LayerDims,
@@ -43,27 +43,31 @@ class GemmInterpolation:
     half its token count (the compute-bound rate)."""
 
     def __init__(self, tokens: Sequence[int], times_s: Sequence[float]) -> None:
-        order = np.argsort(tokens)
-        self.tokens = np.asarray(tokens, dtype=float)[order]
-        self.times_s = np.asarray(times_s, dtype=float)[order]
+        pairs = sorted(zip(tokens, times_s, strict=True))
+        self.tokens = [float(m) for m, _ in pairs]
+        self.times_s = [float(t) for _, t in pairs]
         top = len(self.tokens) - 1
-        below = np.nonzero(self.tokens <= self.tokens[top] / 2)[0]
-        j = int(below[-1]) if len(below) else 0
+        j = max([i for i, m in enumerate(self.tokens) if m <= self.tokens[top] / 2], default=0)
         rise = self.times_s[top] - self.times_s[j]
-        self.slope_s_per_token = max(0.0, rise / (self.tokens[top] - self.tokens[j])) if j < top \
-            else 0.0
+        self.slope_s_per_token = max(0.0, rise / (self.tokens[top] - self.tokens[j])) \
+            if j < top else 0.0
 
     def time_s(self, tokens: float) -> float:
-        if tokens > self.tokens[-1]:
-            return float(self.times_s[-1] + (tokens - self.tokens[-1]) * self.slope_s_per_token)
-        return float(np.interp(tokens, self.tokens, self.times_s))
+        xs, ys = self.tokens, self.times_s
+        if tokens >= xs[-1]:
+            return ys[-1] + (tokens - xs[-1]) * self.slope_s_per_token
+        if tokens <= xs[0]:
+            return ys[0]
+        i = bisect.bisect_right(xs, tokens)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
 
 
 class Predictor:
     """Predicted seconds of operators: interpolated GEMMs for matrices with a table, and
     per class `coefficients . (sum of the features)` for everything else."""
 
-    def __init__(self, rules: FeatureRules, coefficients: dict[str, np.ndarray],
+    def __init__(self, rules: FeatureRules, coefficients: dict[str, Sequence[float]],
                  tables: dict[tuple[int, int], GemmInterpolation] | None = None) -> None:
         self.rules = rules
         self.coefficients = coefficients
@@ -71,7 +75,7 @@ class Predictor:
 
     @classmethod
     def from_profile(cls, profile: Profile) -> Predictor:
-        coefficients = {c: np.array(profile.coefficient_vector(c)) for c in profile.coefficients}
+        coefficients = {c: profile.coefficient_vector(c) for c in profile.coefficients}
         tables = {(t.in_features, t.out_features): GemmInterpolation(t.tokens, t.time_s)
                   for t in profile.gemm_tables}
         return cls(profile.rules.feature_rules(), coefficients, tables)
@@ -87,7 +91,7 @@ class Predictor:
             else:
                 total += table.time_s(op.tokens)
         for cls, vec in self.rules.class_sums(rest).items():
-            total += float(self.coefficients[cls] @ vec)
+            total += sum(c * f for c, f in zip(self.coefficients[cls], vec, strict=True))
         return total
 
 
@@ -110,6 +114,10 @@ class FittedCostModel:
         self.tp = tp
         self.dims = LayerDims.from_spec(model, tp)
         self.predictor = Predictor.from_profile(self.profile)
+        heads = (self.dims.num_heads, self.dims.num_kv_heads, self.dims.head_dim)
+        self._growth_per_sequence_s = self.dims.num_layers * (
+            self.predictor.time_s([DecodeAttention((1,), *heads)])
+            - self.predictor.time_s([DecodeAttention((0,), *heads)]))
         self._allreduce_s_per_token = 0.0
         if tp > 1 and gpu is not None:
             per_token = model.num_layers * 2 * model.hidden_size * 2  # bf16 activations
@@ -128,15 +136,12 @@ class FittedCostModel:
 
     def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
         """Closed form: only decode attention depends on the contexts, linearly, so step k
-        takes first + k * (second - first) and the sum is arithmetic."""
+        takes first + k * (growth per sequence) * batch size and the sum is arithmetic."""
         if num_steps <= 0 or not decode_contexts:
             return 0.0
         first = self.step_time_s(StepBatch((), tuple(decode_contexts)))
-        if num_steps == 1:
-            return first
-        shifted = self.step_time_s(StepBatch((), tuple(c + 1 for c in decode_contexts)))
-        per_step_growth = shifted - first
-        return num_steps * first + per_step_growth * num_steps * (num_steps - 1) / 2
+        growth = self._growth_per_sequence_s * len(decode_contexts)
+        return num_steps * first + growth * num_steps * (num_steps - 1) / 2
 
     def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
         if num_bytes <= 0:

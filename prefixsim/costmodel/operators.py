@@ -30,12 +30,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from prefixsim.costmodel.protocol import StepBatch
 from prefixsim.presets import ModelSpec
 
 OPERATOR_CLASSES = ("gemm", "prefill_attention", "decode_attention")
+Features = tuple[float, ...]  # in FEATURES order of the operator's class
 FEATURES: dict[str, tuple[str, ...]] = {
     "gemm": ("flop", "byte", "call"),
     "prefill_attention": ("flop", "byte", "mask_element", "call"),
@@ -93,9 +92,9 @@ class Gemm:
     in_features: int
     out_features: int
 
-    def features(self, dtype_bytes: float) -> np.ndarray:
+    def features(self, dtype_bytes: float) -> Features:
         m, k, n = self.tokens, self.in_features, self.out_features
-        return np.array([2.0 * m * k * n, (m * k + k * n + m * n) * dtype_bytes, 1.0])
+        return (2.0 * m * k * n, (m * k + k * n + m * n) * dtype_bytes, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +107,13 @@ class PrefillAttention:
     num_kv_heads: int
     head_dim: int
 
-    def features(self, dtype_bytes: float, skips_masked: bool) -> np.ndarray:
+    def features(self, dtype_bytes: float, skips_masked: bool) -> Features:
         n, c, d = self.new_tokens, self.cached_tokens, self.head_dim
         pairs = n * c + n * (n + 1) / 2 if skips_masked else n * (n + c)
         flop = 4.0 * self.num_heads * d * pairs
         byte = (2 * self.num_heads * n + 2 * self.num_kv_heads * (n + c)) * d * dtype_bytes
         mask = 0.0 if skips_masked or c == 0 else float(n * (n + c))
-        return np.array([flop, byte, mask, 1.0])
+        return (flop, byte, mask, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +125,13 @@ class DecodeAttention:
     num_kv_heads: int
     head_dim: int
 
-    def features(self, dtype_bytes: float) -> np.ndarray:
+    def features(self, dtype_bytes: float) -> Features:
         total = float(sum(self.contexts))
         count = len(self.contexts)
         d = self.head_dim
         flop = 4.0 * self.num_heads * d * total
         byte = (2 * self.num_kv_heads * total + 2 * self.num_heads * count) * d * dtype_bytes
-        return np.array([flop, byte, float(count), 1.0])
+        return (flop, byte, float(count), 1.0)
 
 
 Operator = Gemm | PrefillAttention | DecodeAttention
@@ -155,20 +154,21 @@ class FeatureRules:
     attention_dtype_bytes: float
     prefill_skips_masked: bool
 
-    def features(self, op: Operator) -> np.ndarray:
+    def features(self, op: Operator) -> Features:
         if isinstance(op, Gemm):
             return op.features(self.gemm_dtype_bytes)
         if isinstance(op, PrefillAttention):
             return op.features(self.attention_dtype_bytes, self.prefill_skips_masked)
         return op.features(self.attention_dtype_bytes)
 
-    def class_sums(self, ops: Iterable[Operator]) -> dict[str, np.ndarray]:
+    def class_sums(self, ops: Iterable[Operator]) -> dict[str, Features]:
         """Features summed per class over `ops` (classes without operators are absent)."""
-        sums: dict[str, np.ndarray] = {}
+        sums: dict[str, Features] = {}
         for op in ops:
             cls = operator_class(op)
             vec = self.features(op)
-            sums[cls] = vec if cls not in sums else sums[cls] + vec
+            sums[cls] = vec if cls not in sums else tuple(a + b for a, b in zip(sums[cls], vec,
+                                                                                strict=True))
         return sums
 
 
