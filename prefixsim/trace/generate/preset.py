@@ -108,17 +108,26 @@ class Documents(Model):
 
 
 class Turns(Model):
-    """Requests per session: geometric with this mean (>= 1), capped at max."""
+    """Requests per session: `min` - 1 + a geometric count, with mean `mean`, capped at max."""
 
     mean: float = Field(1.0, ge=1)
+    min: int = Field(1, ge=1)
     max: int = Field(1, ge=1)
 
+    @model_validator(mode="after")
+    def _order(self) -> Turns:
+        if not self.min <= self.mean or self.min > self.max:
+            raise ValueError("needs min <= mean and min <= max")
+        return self
+
     def expected(self) -> float:
-        p = 1.0 / self.mean
-        return (1 - (1 - p) ** self.max) / p if p < 1 else 1.0
+        p = 1.0 / (self.mean - self.min + 1)
+        cap = self.max - self.min + 1
+        return self.min - 1 + ((1 - (1 - p) ** cap) / p if p < 1 else 1.0)
 
     def sample(self, rng: np.random.Generator) -> int:
-        return min(int(rng.geometric(1.0 / self.mean)), self.max)
+        extra = int(rng.geometric(1.0 / (self.mean - self.min + 1)))
+        return min(self.min - 1 + extra, self.max)
 
 
 class Subagents(Model):
