@@ -7,7 +7,7 @@ summarises. It writes nothing: choosing paths and writing files is the CLI's job
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -21,7 +21,12 @@ from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
-from prefixsim.pricing import load_pricing, prefill_savings, pricing_summary
+from prefixsim.pricing import (
+    chunk_time_function,
+    load_pricing,
+    prefill_savings,
+    pricing_summary,
+)
 from prefixsim.serving import build_cost_model, resolve_gpu, resolve_model, simulate_timed
 from prefixsim.trace import (
     DEFAULT_BLOCK_SIZES,
@@ -42,15 +47,21 @@ class RunResult:
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def build_cache(config: CacheConfig, requests: Sequence[Request] | None = None) -> RadixCache:
+def build_cache(
+    config: CacheConfig,
+    requests: Sequence[Request] | None = None,
+    prefill_time_s: Callable[[int, int], float] | None = None,
+) -> RadixCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
-    offline policy such as belady needs `requests`, the trace in replay order)."""
+    offline policy such as belady needs `requests`, the trace in replay order; a
+    cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`)."""
     ttl_s = config.ttl_s
     if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
     ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
     return RadixCache(
-        config.capacity_tokens, build_policy(config.policy, requests), ttl, config.mode
+        config.capacity_tokens, build_policy(config.policy, requests, prefill_time_s), ttl,
+        config.mode,
     )
 
 
@@ -109,10 +120,14 @@ def simulate(
     started = time.perf_counter()
     if requests is None:
         requests = load_requests(config.trace)
+    model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
+    cost_model = build_cost_model(config, model, gpu)
+    chunk_time = chunk_time_function(cost_model)
     if not config.cache_only:
         rules = build_rules(config.cache, config.seed)
         frame, summary, timeseries = simulate_timed(
-            config, requests, lambda section: build_cache(section, requests), on_progress, rules)
+            config, requests, lambda section: build_cache(section, requests, chunk_time),
+            on_progress, rules)
         if config.cache.pricing is not None:
             ttls = [config.cache.ttl_s if rules is None else (
                 rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
@@ -122,7 +137,7 @@ def simulate(
         summary["cache_unbounded_token_hit_rate"] = replay_hit_rate(requests, unbounded, rules)
         return RunResult(requests=frame, summary=summary, timeseries=timeseries)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
-    cache = build_cache(config.cache, requests)
+    cache = build_cache(config.cache, requests, chunk_time)
     tiers = build_tiers(cache, config.cache)
     rules = build_rules(config.cache, config.seed)
     result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers,
@@ -144,8 +159,7 @@ def simulate(
         ttls = [config.cache.ttl_s if rules is None else (
             rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
         summary.update(pricing_summary(frame, pricing, ttls))
-    model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
-    summary.update(prefill_savings(frame, build_cost_model(config, model, gpu),
+    summary.update(prefill_savings(frame, cost_model,
                                    config.hardware.tp, config.scheduler.max_batched_tokens))
     summary["prefill_model"] = f"{model.name} on {config.hardware.tp} x {gpu.name}"
     summary.update(

@@ -193,3 +193,18 @@ def test_belady_beats_every_online_policy(seed, capacity):
     for policy in ONLINE:
         result, _ = replay(requests, policy, capacity)
         assert best_hits >= sum(r.cached_tokens for r in result.records), policy
+
+
+def test_gdsf_prices_recomputation_with_the_cost_model():
+    """A fake prefill time n * (1 + c / 1000) s: per token at position c it is 1 + c/1000,
+    so with equal hits a page at depth 2 of 1-token pages (position 2) is worth 1.002 and a
+    root page 1.0; build_policy binds the function for gdsf and ignores it for others."""
+    policy = build_policy("gdsf", None, lambda n, c: n * (1 + c / 1000))
+    assert policy.cost_per_token(2) == pytest.approx(1.002)
+    cache = RadixCache(4, policy)
+    cache.insert(None, [10, 11, 12], [1, 1, 1], 0.0, 0)
+    cache.insert(None, [20], [1], 1.0, 1)
+    assert cache.policy.key(cache.get(12)) == pytest.approx(1.002)
+    cache.evict(1)
+    assert cache.get(20) is None
+    assert build_policy("lru", None, lambda n, c: 1.0).key(cache.get(12)) == 0

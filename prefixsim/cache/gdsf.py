@@ -3,11 +3,13 @@
 The cost of losing a page is the prefill time to recompute its tokens. Per token, prefill
 costs the linear layers (constant) plus attention over the tokens before it (linear in the
 position), so a page deep in a long prompt is dearer per byte than a page at its head.
-Without a cost model the proxy is `1 + position_tokens / ATTENTION_EQUAL_TOKENS`, where
+With the run's cost model (`bind_prefill_time`, done by the simulator) the cost per token at a
+position is the time of a COST_CHUNK_TOKENS-token prefill chunk after that many cached
+tokens, divided by the chunk (compute-bound, so weights are amortised as in a busy server).
+Without one the proxy is `1 + position_tokens / ATTENTION_EQUAL_TOKENS`, where
 ATTENTION_EQUAL_TOKENS is the context length at which a token's attention FLOPs equal its
 linear-layer FLOPs: 2 * P / (4 * layers * q_heads * head_dim) ~ 26,700 for Llama-3.1-8B
-(reference.md roofline: P ~ 7.0e9, 32 layers, 32 heads, head dim 128). Pass
-`cost_per_token_s` (position -> seconds per token, e.g. from a cost model) to replace it.
+(reference.md roofline: P ~ 7.0e9, 32 layers, 32 heads, head dim 128).
 Positions assume full pages before this one (depth x page tokens).
 """
 
@@ -20,6 +22,8 @@ from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES
 
 ATTENTION_EQUAL_TOKENS = 26_700.0
+PrefillTime = Callable[[int, int], float]
+COST_CHUNK_TOKENS = 2048
 
 
 def proxy_cost_per_token(position_tokens: float) -> float:
@@ -34,7 +38,22 @@ class GDSF(GreedyDualPolicy):
     def __init__(self, cost_per_token_s: Callable[[float], float] | None = None) -> None:
         super().__init__()
         self.cost_per_token = cost_per_token_s or proxy_cost_per_token
+        self._memo: dict[float, float] = {}
+
+    def bind_prefill_time(self, prefill_time_s: PrefillTime) -> None:
+        """Price recomputation with the run's cost model: `prefill_time_s(new_tokens,
+        cached_tokens)` is the seconds of one prefill chunk (the cache does not import the
+        cost model; the simulator passes this function)."""
+
+        def cost_per_token_s(position_tokens: float) -> float:
+            return prefill_time_s(COST_CHUNK_TOKENS, int(position_tokens)) / COST_CHUNK_TOKENS
+
+        self.cost_per_token = cost_per_token_s
+        self._memo.clear()
 
     def value(self, page: Page) -> float:
         position = page.depth * page.num_tokens
-        return (page.num_hits + 1) * self.cost_per_token(position)
+        cost = self._memo.get(position)
+        if cost is None:
+            cost = self._memo[position] = self.cost_per_token(position)
+        return (page.num_hits + 1) * cost

@@ -8,7 +8,7 @@ structure, locks, TTL and accounting. Stateful policies use the hooks; none may 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from prefixsim.cache.page import Page
@@ -52,15 +52,25 @@ class StatelessPolicy:
 POLICIES: Registry[EvictionPolicy] = Registry("eviction policy")
 
 
-def build_policy(name: str, requests: Sequence[Request] | None = None) -> EvictionPolicy:
+def build_policy(
+    name: str,
+    requests: Sequence[Request] | None = None,
+    prefill_time_s: Callable[[int, int], float] | None = None,
+) -> EvictionPolicy:
     """Build policy `name`; an offline one (it has `prepare(requests)`, e.g. belady) is
     given the whole trace in replay order first, so it must be passed `requests`.
 
     Optional extras a policy may define, found by the tree with getattr:
       prepare(requests)   offline policies: learn the future from the trace
       reconsider(page)    second chance: True re-queues a popped victim under its new key
+      bind_prefill_time(f)  cost-aware policies (gdsf): price recomputation with
+                            `prefill_time_s(new_tokens, cached_tokens)` from the run's
+                            cost model, when it is given
     """
     policy = POLICIES.build(name)
+    bind = getattr(policy, "bind_prefill_time", None)
+    if bind is not None and prefill_time_s is not None:
+        bind(prefill_time_s)
     prepare = getattr(policy, "prepare", None)
     if prepare is not None:
         if requests is None:
