@@ -18,11 +18,11 @@ from prefixsim.sweep import (
     expand,
     parse_spec,
     plan,
-    requests_for,
     run_sweep,
     sweep_table,
+    trace_data_for,
 )
-from prefixsim.sweep.worker import _cached_requests
+from prefixsim.sweep.worker import _cached_trace
 
 DEMO = "traces/demo_chat.jsonl"
 BASE = {"trace": {"path": DEMO}, "cache_only": True}
@@ -138,6 +138,13 @@ def test_sweep_rows_equal_single_runs_and_resume_recomputes_nothing(tmp_path):
         pd.testing.assert_frame_equal(pd.read_parquet(single / "requests.parquet"),
                                       pd.read_parquet(out / "runs" / row.run_id /
                                                       "requests.parquet"))
+    first = out / "runs" / table.loc[0, "run_id"]
+    again = tmp_path / "again"
+    assert invoke("run", "--config", first / "config.yaml", "-o", again, "--quiet").exit_code == 0
+    repeated = json.loads((again / "summary.json").read_text())
+    assert {k: v for k, v in repeated.items() if k not in VOLATILE - {"seed"}} == \
+           {k: v for k, v in json.loads((first / "summary.json").read_text()).items()
+            if k not in VOLATILE - {"seed"}}  # config.yaml repeats the run, seed included
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/run.json")}
     resumed = invoke("sweep", spec, "-o", out, "--resume")
     assert resumed.exit_code == 0, resumed.output
@@ -231,13 +238,13 @@ def test_trace_is_loaded_once_per_process_and_reloaded_when_edited(tmp_path):
     config = plan(parse_spec({"base": {"trace": {"path": str(trace), "format": "mooncake",
                                                   "block_size": 512}, "cache_only": True},
                               "grid": {"cache.capacity_tokens": [1]}}))[0].config
-    first = requests_for(config.trace)
-    assert requests_for(config.trace) is first
+    first = trace_data_for(config.trace)
+    assert trace_data_for(config.trace) is first
     lines = trace.read_text().splitlines()[:10]
     trace.write_text("\n".join(lines) + "\n")
     os.utime(trace, ns=(1, 1))
-    assert len(requests_for(config.trace)) == 10
-    assert _cached_requests.cache_info().hits >= 1
+    assert len(trace_data_for(config.trace).requests) == 10
+    assert _cached_trace.cache_info().hits >= 1
 
 
 def test_cli_errors_are_one_line_exit_2(tmp_path):

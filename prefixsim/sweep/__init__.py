@@ -17,7 +17,7 @@ from prefixsim.sweep.spec import (
     swept_keys,
 )
 from prefixsim.sweep.store import read_sweep_meta, sweep_table
-from prefixsim.sweep.worker import FAILED, OK, RunOutcome, requests_for, run_point
+from prefixsim.sweep.worker import FAILED, OK, RunOutcome, run_point, trace_data_for
 
 __all__ = [
     "EXECUTORS",
@@ -36,9 +36,9 @@ __all__ = [
     "parse_spec",
     "plan",
     "read_sweep_meta",
-    "requests_for",
     "run_point",
     "run_sweep",
     "sweep_table",
     "swept_keys",
+    "trace_data_for",
 ]

@@ -18,9 +18,9 @@ import pandas as pd
 
 from prefixsim.config import TraceConfig, config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.simulate import load_requests, resolve_trace_defaults, simulate
+from prefixsim.simulate import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.sweep.spec import SweepPoint
-from prefixsim.trace import Request
+from prefixsim.trace.readers import TraceData
 
 OK = "ok"
 FAILED = "failed"
@@ -42,20 +42,21 @@ class RunOutcome:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_requests(trace: TraceConfig, stamp: tuple[int, int]) -> tuple[Request, ...]:
-    """The trace's requests; `stamp` (mtime, size) makes an edited file load afresh."""
-    return tuple(load_requests(trace))
+def _cached_trace(trace: TraceConfig, stamp: tuple[int, int]) -> TraceData:
+    """The loaded trace; `stamp` (mtime, size) makes an edited file load afresh."""
+    return load_trace_data(trace)
 
 
-def requests_for(trace: TraceConfig) -> tuple[Request, ...]:
-    """Requests of a resolved trace section, loaded at most once per process and file."""
+def trace_data_for(trace: TraceConfig) -> TraceData:
+    """A resolved trace section's data, loaded at most once per process and file version.
+    Callers must not mutate it (runs share it)."""
     if trace.path is None:
         raise InputError("no trace given", field="trace.path")
     try:
         info = os.stat(trace.path)
     except OSError:
-        return tuple(load_requests(trace))  # raises the reader's "no such file" InputError
-    return _cached_requests(trace, (info.st_mtime_ns, info.st_size))
+        return load_trace_data(trace)  # raises the reader's "no such file" InputError
+    return _cached_trace(trace, (info.st_mtime_ns, info.st_size))
 
 
 def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
@@ -63,7 +64,8 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
     started = time.perf_counter()
     try:
         config = resolve_trace_defaults(point.config)
-        result = simulate(config, requests_for(config.trace))
+        data = trace_data_for(config.trace)
+        result = simulate(config, data.requests)
     except Exception as exc:  # noqa: BLE001 - a failing run must not stop the sweep
         error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run_id=point.run_id, params=point.params, status=FAILED,
@@ -71,7 +73,9 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
                           config_yaml=config_to_yaml(point.config),
                           wall_time_s=time.perf_counter() - started)
     return RunOutcome(
-        run_id=point.run_id, params=point.params, status=OK, summary=dict(result.summary),
+        run_id=point.run_id, params=point.params, status=OK,
+        summary={**result.summary, "trace_skipped_lines": data.skipped_lines,  # as `run` does
+                 **{f"trace_{k}": v for k, v in data.labels.items()}},
         config_yaml=config_to_yaml(config),
         requests=result.requests if keep_requests else pd.DataFrame(),
         timeseries=result.timeseries, wall_time_s=time.perf_counter() - started,
