@@ -89,6 +89,19 @@ def test_layer_runs_every_step_kind():
         assert torch.isfinite(out).all()
 
 
+def test_bf16_linear_layers_with_fp32_attention_on_cpu():
+    bench = Bench(torch, TINY, "cpu", "bf16", "fp32", seed=0, threads=1)
+    out = bench.layer(StepBatch((PrefillChunk(3, 4),), (5,)))()
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_requested_without_cuda_exits_2():
+    result = CliRunner().invoke(app, ["calibrate", "--model", "llama-3.1-8b", "--device",
+                                      "cuda"])
+    assert result.exit_code == 2 and "CUDA is not available" in result.output
+
+
 def test_plan_is_reproducible_and_within_ranges():
     plan = plan_shapes(TINY, RANGES, np.random.default_rng(5))
     again = plan_shapes(TINY, RANGES, np.random.default_rng(5))

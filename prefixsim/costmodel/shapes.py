@@ -98,7 +98,7 @@ def _layer_step(rng: np.random.Generator, ranges: ShapeRanges, kind: int) -> Ste
     """kind 0: one prefill chunk; 1: decodes only; 2: a chunk plus decodes."""
     prefills: tuple[PrefillChunk, ...] = ()
     if kind != 1:
-        new = _log_int(rng, 16, min(ranges.max_new, ranges.max_tokens))
+        new = _log_int(rng, 8, max(8, min(ranges.max_new, ranges.max_tokens) // 2))
         cached = _log_int(rng, 16, ranges.max_context)
         cached = min(cached, max(0, ranges.max_pairs // new - new))
         prefills = (PrefillChunk(new, cached),)
