@@ -81,3 +81,17 @@ def test_belady_bounds_online_policies_on_mooncake():
     best = hits("belady")
     for policy in POLICIES.names():
         assert hits(policy) <= best, policy
+
+
+@pytest.mark.parametrize("policy", POLICIES.names())
+def test_every_policy_runs_in_timed_mode(policy, trace_file, tmp_path):
+    """A small KV pool (8,000 tokens) so policies must evict while requests run; R13 is
+    checked after every step."""
+    out = tmp_path / "t"
+    result = CliRunner().invoke(app, [
+        "run", "--trace", str(trace_file), "--policy", policy, "--cache-tokens", "8000",
+        "--check-invariants", "-o", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mode"] == "timed" and summary["completed"] == 40
+    assert summary["cache_evictions"] > 0
