@@ -154,6 +154,11 @@ def test_plot_command(demo_sweep, tmp_path):
                     "cache_policy=lru", "--scale-x", "log", "-o", target)
     assert result.exit_code == 0, result.output
     assert target.read_bytes().startswith(PNG_SIGNATURE)
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
+                    "cache_token_hit_rate", "--col-by", "cache_policy", "--scale-x", "log")
+    assert result.exit_code == 0, result.output
+    panels = demo_sweep / "plots" / "cache_token_hit_rate-vs-cache_capacity_tokens.png"
+    assert panels.read_bytes().startswith(PNG_SIGNATURE)
     result = invoke("plot", demo_sweep, "--var-x", "nope", "--var-y", "cache_evictions")
     assert result.exit_code == 2 and "--var-x: no column 'nope'" in result.output
     result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
