@@ -79,15 +79,17 @@ def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
                             config.disk_capacity_tokens, config.disk_bandwidth_gb_s)
 
 
-def load_trace_data(config: TraceConfig) -> TraceData:
-    """The trace named by the `trace` section, with skipped-line count and labels."""
+def load_trace_data(config: TraceConfig,
+                    on_progress: ProgressCallback | None = None) -> TraceData:
+    """The trace named by the `trace` section, with skipped-line count and labels;
+    `on_progress(n)` is told of every n requests read."""
     if config.path is None:
         raise InputError("no trace given (pass --trace PATH or set trace.path)",
                          field="trace.path")
     options = ReadOptions(
         block_size=config.block_size, max_requests=config.max_requests,
         skip_bad_lines=config.skip_bad_lines, prefix_model=config.prefix_model,
-        session_rate_per_s=config.session_rate_per_s,
+        session_rate_per_s=config.session_rate_per_s, on_progress=on_progress,
     )
     return read_trace(config.path, config.format, options)
 

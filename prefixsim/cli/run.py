@@ -102,7 +102,8 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
     }
     config = load_config(config_path, overrides)
     config = resolve_trace_defaults(config)
-    trace_data = load_trace_data(config.trace)
+    with tqdm(unit="req", disable=quiet or None, leave=False, desc="read") as bar:
+        trace_data = load_trace_data(config.trace, on_progress=bar.update)
     requests = trace_data.requests
     if trace_data.skipped_lines:
         click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)

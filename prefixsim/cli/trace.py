@@ -6,11 +6,13 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from prefixsim.characterize import characterize
 from prefixsim.characterize_plots import plot_characterisation
@@ -69,8 +71,9 @@ def _options(kwargs: dict[str, Any]) -> tuple[str | None, ReadOptions, int | Non
 
 
 def load(path: Path, fmt: str | None, options: ReadOptions, page_size: int | None) -> TraceData:
-    """Read a trace and convert its pages; report skipped lines on stderr."""
-    data = read_trace(path, fmt, options)
+    """Read a trace (a progress bar on stderr) and convert its pages; report skipped lines."""
+    with tqdm(unit="req", leave=False, desc=f"read {path.name}", disable=None) as bar:
+        data = read_trace(path, fmt, replace(options, on_progress=bar.update))
     if page_size is not None:
         data = TraceData(list(convert_pages(data.requests, page_size)), data.format,
                          data.skipped_lines, data.labels)

@@ -31,6 +31,7 @@ Sniffer = Callable[[object, str, Path], bool]
 SNIFFERS: list[tuple[str, Sniffer]] = []
 
 PARQUET_MAGIC = b"PAR1"
+PROGRESS_EVERY = 10000  # requests between progress callbacks
 
 # How many bytes of a file detection looks at.
 SNIFF_BYTES = 65536
@@ -49,6 +50,7 @@ class ReadOptions:
     session_rate_per_s  kv-cache-tester: conversations start as a Poisson process of this
                         rate (seeded by `seed`); the files carry no absolute time
     seed                seed of any modelling choice a reader makes
+    on_progress         called with the number of requests read since the last call
     """
 
     block_size: int | None = None
@@ -57,6 +59,7 @@ class ReadOptions:
     prefix_model: str = "none"
     session_rate_per_s: float = 1.0 / 60.0
     seed: int = 0
+    on_progress: Callable[[int], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -66,6 +69,7 @@ class ReadContext:
     options: ReadOptions
     skipped_lines: int = 0
     first_skipped: InputError | None = None
+    reported: int = 0  # requests already reported to on_progress
     labels: dict[str, object] = field(default_factory=dict)
 
     def bad(self, error: InputError) -> None:
@@ -77,7 +81,10 @@ class ReadContext:
             self.first_skipped = error
 
     def full(self, count: int) -> bool:
-        """True once `count` requests reach `max_requests`."""
+        """True once `count` requests reach `max_requests` (readers call it per record)."""
+        if count >= self.reported + PROGRESS_EVERY and self.options.on_progress is not None:
+            self.options.on_progress(count - self.reported)
+            self.reported = count
         limit = self.options.max_requests
         return limit is not None and count >= limit
 
