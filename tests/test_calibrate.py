@@ -122,6 +122,7 @@ def test_calibrate_writes_a_complete_profile(tiny_profile, tmp_path):
     profile = tiny_profile
     prov = profile.provenance
     assert prov.device == "cpu" and prov.attention_dtype == "fp32" and prov.num_threads == 1
+    assert "thread CPU time" in prov.backend
     assert prov.torch_version == torch.__version__ and prov.model.name == "tiny"
     assert set(profile.heldout) == {"gemm", "prefill_attention", "decode_attention", "layer"}
     assert profile.heldout["prefill_attention"].n == 2  # 20% of 10

@@ -360,9 +360,14 @@ def calibrate(dims: LayerDims, device: str = "cpu", dtype: str | None = None,
     rules = feature_rules(device, dtype)
     if device == "cpu" and threads is None:
         threads = DEFAULT_CPU_THREADS
-    bench = Bench(torch, dims, device, dtype, "fp32" if device == "cpu" else dtype, seed,
-                  threads)
-    times = measure(bench, plan, ranges, rng, on_progress)
+    previous_threads = torch.get_num_threads()
+    try:
+        bench = Bench(torch, dims, device, dtype, "fp32" if device == "cpu" else dtype, seed,
+                      threads)
+        times = measure(bench, plan, ranges, rng, on_progress)
+        num_threads, backend = bench.num_threads(), bench.backend()
+    finally:
+        torch.set_num_threads(previous_threads)
 
     coefficients: dict[str, Any] = {}
     heldout: dict[str, dict[str, float | int]] = {}
@@ -395,12 +400,12 @@ def calibrate(dims: LayerDims, device: str = "cpu", dtype: str | None = None,
         "provenance": {
             "device": device, "device_name": bench.device_name(),
             "hardware_preset": guess_hardware_preset(bench.device_name()),
-            "torch_version": str(torch.__version__), "backend": bench.backend(),
+            "torch_version": str(torch.__version__), "backend": backend,
             "dtype": dtype, "attention_dtype": "fp32" if device == "cpu" else dtype,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "prefixsim_version": __version__, "model": dims.to_dict(), "quick": quick,
             "seed": seed, "passes": ranges.passes, "repeats": ranges.repeats,
-            "num_threads": bench.num_threads(), "wall_time_s": time.perf_counter() - started,
+            "num_threads": num_threads, "wall_time_s": time.perf_counter() - started,
             "cpu_time_s": time.process_time() - cpu_started,
             "shapes": shapes,
         },
@@ -427,9 +432,13 @@ def validate(profile: Profile, seed: int = 1, quick: bool | None = None,
     rng = np.random.default_rng(seed)
     plan = plan_shapes(dims, ranges, rng)
     predictor = Predictor.from_profile(profile)
-    bench = Bench(torch, dims, prov.device, prov.dtype, prov.attention_dtype, seed,
-                  prov.num_threads if prov.device == "cpu" else None)
-    times = measure(bench, plan, ranges, rng, on_progress)
+    previous_threads = torch.get_num_threads()
+    try:
+        bench = Bench(torch, dims, prov.device, prov.dtype, prov.attention_dtype, seed,
+                      prov.num_threads if prov.device == "cpu" else None)
+        times = measure(bench, plan, ranges, rng, on_progress)
+    finally:
+        torch.set_num_threads(previous_threads)
     result = {}
     for cls, ops in plan.ops.items():
         predicted = np.array([predictor.time_s([op]) for op in ops])
