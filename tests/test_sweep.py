@@ -378,3 +378,18 @@ def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
     assert not result.failed, result.failed
     pd.testing.assert_frame_equal(_comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
                                   _comparable(pd.read_parquet(tmp_path / "ray/sweep.parquet")))
+
+
+def test_table_is_refreshed_while_runs_finish(tmp_path, monkeypatch):
+    from prefixsim.sweep import runner
+
+    monkeypatch.setattr(runner, "TABLE_REFRESH_S", 0.0)
+    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
+    rows_seen = []
+
+    def look(_outcome):
+        path = tmp_path / "s" / "sweep.parquet"
+        rows_seen.append(len(pd.read_parquet(path)) if path.exists() else 0)
+
+    run_sweep(spec, tmp_path / "s", n_jobs=1, on_outcome=look)
+    assert rows_seen == [0, 1, 2]  # each outcome is seen before the refresh that adds it

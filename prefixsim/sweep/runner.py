@@ -8,6 +8,7 @@ the executor or on which run finished first.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,9 @@ from prefixsim.sweep.store import (
 from prefixsim.sweep.worker import FAILED, OK, RunOutcome, run_point
 
 OutcomeCallback = Callable[[RunOutcome], None]
+# sweep.parquet is rewritten at most this often while runs finish (so a long sweep can be
+# reported on midway), and always at the end.
+TABLE_REFRESH_S = 30.0
 
 
 @dataclass
@@ -82,12 +86,17 @@ def run_sweep(
         on_start(len(todo))
     fn = functools.partial(run_point, keep_requests=keep_requests)
     seen: set[int] = set()
+    table_path = out_dir / "sweep.parquet"
+    refreshed = time.monotonic()
     try:
         for index, outcome in runner.map_unordered(fn, todo):
             seen.add(index)
             if isinstance(outcome, BaseException):
                 outcome = _lost(todo[index], outcome)
             _store(out_dir, outcome, result, on_outcome)
+            if time.monotonic() - refreshed >= TABLE_REFRESH_S:
+                write_parquet_atomic(table_path, sweep_table(out_dir, points, keys))
+                refreshed = time.monotonic()
     except (KeyboardInterrupt, InputError):
         raise
     except Exception as exc:  # noqa: BLE001 - the pool broke: the rest are failed runs
@@ -95,8 +104,8 @@ def run_sweep(
             if index not in seen:
                 _store(out_dir, _lost(point, exc), result, on_outcome)
     finally:
-        result.table_path = out_dir / "sweep.parquet"
-        write_parquet_atomic(result.table_path, sweep_table(out_dir, points, keys))
+        result.table_path = table_path
+        write_parquet_atomic(table_path, sweep_table(out_dir, points, keys))
     return result
 
 
