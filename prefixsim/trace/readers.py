@@ -118,7 +118,10 @@ def open_trace(path: Path):
         raise InputError("no such file", file=str(path))
     if path.is_dir():
         raise InputError("is a directory, expected a trace file", file=str(path))
-    return path.open("r", encoding="utf-8", errors="strict", newline="")
+    try:
+        return path.open("r", encoding="utf-8", errors="strict", newline="")
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", file=str(path)) from None
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -154,10 +157,13 @@ def detect_format(path: str | Path) -> str:
         raise InputError("no such file or folder", file=str(path))
     if path.is_dir():
         return detect_folder(path)
-    with path.open("rb") as handle:
-        if handle.read(4) == PARQUET_MAGIC:
-            return "parquet"
-    obj, text = _head(path)
+    try:
+        with path.open("rb") as handle:
+            if handle.read(4) == PARQUET_MAGIC:
+                return "parquet"
+        obj, text = _head(path)
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", file=str(path)) from None
     for name, test in SNIFFERS:
         if test(obj, text, path):
             return name
