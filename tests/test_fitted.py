@@ -154,6 +154,23 @@ def test_gemm_interpolation():
     assert table.time_s(10) == pytest.approx(0.008)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.integers(1, 4096), st.floats(1e-6, 1.0), min_size=2, max_size=12),
+       st.floats(1, 8192))
+def test_gemm_interpolation_through_points_and_between_neighbours(points, tokens):
+    table = GemmInterpolation(list(points), list(points.values()))
+    for m, t in points.items():
+        assert table.time_s(m) == pytest.approx(t)
+    xs = sorted(points)
+    if xs[0] <= tokens <= xs[-1]:
+        below = max(m for m in xs if m <= tokens)
+        above = min(m for m in xs if m >= tokens)
+        low, high = sorted((points[below], points[above]))
+        assert low - 1e-12 <= table.time_s(tokens) <= high + 1e-12
+    elif tokens > xs[-1]:
+        assert table.time_s(tokens) >= points[xs[-1]]
+
+
 # ----------------------------------------------------------------- cost model
 def test_step_time_known_answer():
     """Only a 1 ms per-call GEMM cost: a dense step runs 4 GEMMs per layer x 2 layers plus the
