@@ -113,6 +113,9 @@ class CacheConfig(Section):
     min_cacheable_tokens: int = Field(
         0, ge=0, description="prompts shorter than this bypass the cache (API minimum)"
     )
+    tier_min_load_tokens: int = Field(
+        0, ge=0, description="lower-tier runs shorter than this are recomputed, not loaded"
+    )
     bounds: bool = Field(
         False, description="also replay belady (offline optimum) at the same capacity"
     )

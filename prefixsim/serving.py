@@ -16,7 +16,7 @@ import pandas as pd
 from prefixsim import __version__
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
-from prefixsim.cache.tiers import build_tier_stack
+from prefixsim.cache.tiers import TierStack, build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.costmodel import COST_MODELS, CostModel
 from prefixsim.engine.request_state import ServedRecord
@@ -58,6 +58,13 @@ def resolve_gpu(config: HardwareConfig) -> GPUSpec:
         if config.gpu in gpus:
             return gpus[config.gpu]
     return get_gpu(config.gpu)
+
+
+def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
+    """Host DRAM and disk tiers under `cache` (R15), or None when neither is configured."""
+    return build_tier_stack(cache, config.host_capacity_tokens, config.host_bandwidth_gb_s,
+                            config.disk_capacity_tokens, config.disk_bandwidth_gb_s,
+                            config.tier_min_load_tokens)
 
 
 def replica_pool_tokens(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> int:
@@ -110,9 +117,7 @@ def simulate_timed(
     pool = replica_pool_tokens(config, model, gpu)
     cache_config = config.cache.model_copy(update={"capacity_tokens": pool})
     caches = [build_cache(cache_config) for _ in range(config.engine.replicas)]
-    tiers = [build_tier_stack(cache, config.cache.host_capacity_tokens,
-                              config.cache.host_bandwidth_gb_s, config.cache.disk_capacity_tokens,
-                              config.cache.disk_bandwidth_gb_s) for cache in caches]
+    tiers = [build_tiers(cache, config.cache) for cache in caches]
     # each of the tp GPUs moves its share of the KV over its own link, in parallel
     kv_bytes_per_gpu = model.kv_bytes_per_token(DTYPE_BYTES[config.model.kv_dtype]) // max(
         config.hardware.tp, 1)

@@ -16,7 +16,6 @@ from prefixsim import __version__
 from prefixsim.bounds import bounds_summary, replay_hit_rate
 from prefixsim.cache import RadixCache, TTLRule, build_policy
 from prefixsim.cache.classes import CacheRules, RequestClass
-from prefixsim.cache.tiers import TierStack, build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
@@ -27,7 +26,13 @@ from prefixsim.pricing import (
     prefill_savings,
     pricing_summary,
 )
-from prefixsim.serving import build_cost_model, resolve_gpu, resolve_model, simulate_timed
+from prefixsim.serving import (
+    build_cost_model,
+    build_tiers,
+    resolve_gpu,
+    resolve_model,
+    simulate_timed,
+)
 from prefixsim.trace import (
     DEFAULT_BLOCK_SIZES,
     ReadOptions,
@@ -71,12 +76,6 @@ def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
         return None
     classes = [RequestClass(**c.model_dump()) for c in config.classes]
     return CacheRules(classes, config.min_cacheable_tokens, seed)
-
-
-def build_tiers(cache: RadixCache, config: CacheConfig) -> TierStack | None:
-    """Host DRAM and disk tiers under `cache` (R15), or None when neither is configured."""
-    return build_tier_stack(cache, config.host_capacity_tokens, config.host_bandwidth_gb_s,
-                            config.disk_capacity_tokens, config.disk_bandwidth_gb_s)
 
 
 def load_trace_data(config: TraceConfig,

@@ -21,7 +21,7 @@ def req(i: int, ids: tuple[int, ...], tokens: int | None = None) -> Request:
 TRACE = [req(0, (1, 2)), req(1, (3, 4)), req(2, (1, 2, 5))]
 
 
-def run(host_tokens: int | None, disk_tokens: int | None = None):
+def run(host_tokens: int | None, disk_tokens: int | None = None, min_load: int = 0):
     """P=1, HBM of 2 tokens. r0 [1,2] fills HBM; r1 [3,4] evicts 2 then 1 (demoted to
     host); r2 [1,2,5]: HBM misses, host holds 1 and 2 -> 2 host hit tokens (cap L-1 = 2)."""
     cache = RadixCache(2, POLICIES.build("lru"))
@@ -30,7 +30,7 @@ def run(host_tokens: int | None, disk_tokens: int | None = None):
         specs.append(TierSpec("host", host_tokens, 50e9))
     if disk_tokens is not None:
         specs.append(TierSpec("disk", disk_tokens, 5e9))
-    tiers = TierStack(cache, specs) if specs else None
+    tiers = TierStack(cache, specs, min_load) if specs else None
     result = replay_cache_only(TRACE, cache, tiers=tiers)
     cache.check_invariants()
     return result, tiers
@@ -44,6 +44,16 @@ def test_host_tier_turns_hbm_misses_into_host_hits():
     assert (last.cached_tokens, last.cached_tokens_host, last.cached_tokens_disk) == (2, 2, 0)
     # 1 and 2 were taken back out of host; 3 and 4 were demoted by r2's inserts
     assert 1 not in tiers.tiers[0] and 3 in tiers.tiers[0] and 4 in tiers.tiers[0]
+
+
+def test_a_run_too_short_to_load_is_recomputed():
+    """The host run of r2 holds 2 tokens: with a 3-token minimum it is not loaded (no hit,
+    and pages 1 and 2 stay in host); with a 2-token minimum it is."""
+    short, tiers = run(10, min_load=3)
+    assert short.records[-1].cached_tokens == 0
+    assert 1 in tiers.tiers[0] and 2 in tiers.tiers[0]
+    loaded, _ = run(10, min_load=2)
+    assert loaded.records[-1].cached_tokens_host == 2
 
 
 def test_full_host_pushes_pages_down_to_disk():

@@ -10,8 +10,9 @@ tiers: the loaded copy lives in HBM again, which demotes it on its next eviction
 
 Load time = bytes / link bandwidth per tier (`load_time_s`, or the cost model's
 `transfer_time_s`); the timed engine adds it to the step that runs the request's first
-prefill chunk (a blocking copy, not overlapped with compute). Not here: copy-in-flight
-locking, skipping very short runs (R15, C14), per-tier TTL.
+prefill chunk (a blocking copy, not overlapped with compute). Runs shorter than
+`min_load_tokens` are not loaded (recomputed instead, R15). Not here: copy-in-flight
+locking (C14), per-tier TTL.
 """
 
 from __future__ import annotations
@@ -97,9 +98,14 @@ class LowerHit:
 class TierStack:
     """HBM (a RadixCache) above lower tiers; wires demotion into the cache's evictions."""
 
-    def __init__(self, hbm: RadixCache, specs: Sequence[TierSpec]) -> None:
+    def __init__(
+        self, hbm: RadixCache, specs: Sequence[TierSpec], min_load_tokens: int = 0
+    ) -> None:
+        if min_load_tokens < 0:
+            raise ValueError(f"min_load_tokens must be >= 0, got {min_load_tokens}")
         self.hbm = hbm
         self.tiers = [FlatTier(spec) for spec in specs]
+        self.min_load_tokens = min_load_tokens
         hbm.on_demote = self._demote
 
     @property
@@ -118,7 +124,9 @@ class TierStack:
 
     def peek_run(self, page_ids: Sequence[int]) -> LowerHit:
         """The run of `page_ids` (those after the HBM match) found in lower tiers, in order,
-        stopping at the first page found nowhere. Changes nothing (see `take`)."""
+        stopping at the first page found nowhere; empty when the run holds fewer than
+        `min_load_tokens` (too short to be worth loading: recomputed, R15). Changes nothing
+        (see `take`)."""
         found_tiers: list[int] = []
         found_tokens: list[int] = []
         found_ids: list[int] = []
@@ -132,6 +140,8 @@ class TierStack:
                     break
             else:
                 break
+        if sum(found_tokens) < self.min_load_tokens:
+            return LowerHit((), (), ())
         return LowerHit(tuple(found_tiers), tuple(found_tokens), tuple(found_ids))
 
     def take(self, hit: LowerHit) -> None:
@@ -168,6 +178,7 @@ def build_tier_stack(
     host_bandwidth_gb_s: float,
     disk_capacity_tokens: int | None = None,
     disk_bandwidth_gb_s: float = 5.0,
+    min_load_tokens: int = 0,
 ) -> TierStack | None:
     """Host DRAM and disk tiers under `hbm` (each only when its capacity is given)."""
     specs = [
@@ -178,4 +189,4 @@ def build_tier_stack(
         )
         if capacity is not None
     ]
-    return TierStack(hbm, specs) if specs else None
+    return TierStack(hbm, specs, min_load_tokens) if specs else None

@@ -53,6 +53,8 @@ from prefixsim.trace import READERS
               help="Disk tier below host DRAM, in tokens (cache.disk_capacity_tokens).")
 @click.option("--disk-bandwidth", "disk_bandwidth_gb_s", type=float,
               help="Disk load bandwidth in GB/s (cache.disk_bandwidth_gb_s; 5).")
+@click.option("--tier-min-load-tokens", type=int,
+              help="Lower-tier runs shorter than this are recomputed, not loaded.")
 @click.option("--bounds", is_flag=True, default=None,
               help="Also report belady's hit rate at the same capacity (cache.bounds).")
 @click.option("--pricing",
@@ -69,7 +71,8 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         ttl_mode: str | None, cache_mode: str | None, min_cacheable_tokens: int | None,
         host_cache_tokens: int | None,
         host_bandwidth_gb_s: float | None, disk_cache_tokens: int | None,
-        disk_bandwidth_gb_s: float | None, bounds: bool | None, pricing: str | None,
+        disk_bandwidth_gb_s: float | None, tier_min_load_tokens: int | None,
+        bounds: bool | None, pricing: str | None,
         seed: int | None, output: str | None, quiet: bool, skip_bad_lines: bool | None,
         prefix_model: str | None, **serving: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
@@ -97,6 +100,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "cache.host_bandwidth_gb_s": host_bandwidth_gb_s,
         "cache.disk_capacity_tokens": disk_cache_tokens,
         "cache.disk_bandwidth_gb_s": disk_bandwidth_gb_s,
+        "cache.tier_min_load_tokens": tier_min_load_tokens,
         "cache.bounds": bounds, "cache.pricing": pricing,
         **serving_overrides(serving),
     }
