@@ -198,8 +198,13 @@ def test_mooncake_row_block_size_and_detection(tmp_path):
          "block_size": 16}])
     assert detect_format(path) == "mooncake"
     assert read_trace(path).requests[0].page_size_tokens == 16
+    assert read_trace(path, options=ReadOptions(block_size=512)).requests[0].page_size_tokens \
+        == 16
+    plain = write_lines(tmp_path / "y.jsonl", [
+        {"timestamp": 10, "input_length": 20, "output_length": 1, "hash_ids": [4, 5]}])
     with pytest.raises(InputError, match="ceil"):
-        read_trace(path, options=ReadOptions(block_size=512))
+        read_trace(plain)
+    assert read_trace(plain, options=ReadOptions(block_size=16)).requests[0].num_pages == 2
 
 
 def test_coarsen_known_answer_and_refusals():

@@ -4,7 +4,8 @@ One JSON object per line: `timestamp` (integer ms from trace start), `input_leng
 `output_length`, `hash_ids` (chained ids, one per `block_size`-token block, default 512;
 `len(hash_ids) == ceil(input_length / block_size)`). Optional `session_id`/`chat_id` is kept;
 an optional per-row `block_size` (written by `prefixsim trace convert` for non-512 pages)
-is honoured when the user gives none. Writing traces lives in trace/write.py.
+says that row's page size and wins over --block-size (which defaults to 512 in a run).
+Writing traces lives in trace/write.py.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def read_mooncake(path: Path, ctx: ReadContext) -> list[Request]:
         where = {"file": str(path), "line": line_no}
         try:
             obj = decode_json_line(raw, where)
-            block_size = given or _row_block_size(obj, where)
+            block_size = _row_block_size(obj, where) if "block_size" in obj else \
+                given or DEFAULT_BLOCK_SIZE
             requests.append(parse_line(obj, len(requests), block_size, where, chains))
         except InputError as error:
             ctx.bad(error)
@@ -76,8 +78,6 @@ def read_mooncake(path: Path, ctx: ReadContext) -> list[Request]:
 
 
 def _row_block_size(obj: dict, where: dict) -> int:
-    if "block_size" not in obj:
-        return DEFAULT_BLOCK_SIZE
     return int_field(obj, "block_size", where, minimum=1)
 
 
