@@ -117,3 +117,28 @@ def test_curve_cli(tmp_path):
     assert lfu.exit_code == 0, lfu.output
     bad = runner.invoke(app, ["curve", "--trace", str(path), "--capacities", "x"])
     assert bad.exit_code == 2
+
+
+def test_curve_cli_methods_agree_and_write_csv(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [{"timestamp": i * 100, "input_length": 1500, "output_length": 5,
+             "hash_ids": [i % 2, 10 + i % 4, 100 + i]} for i in range(30)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runner = CliRunner()
+    base = ["curve", "--trace", str(path), "--capacities", "512,2048,8192", "--json"]
+    stack = json.loads(runner.invoke(app, base).output)
+    replay = json.loads(runner.invoke(app, [*base, "--replay"]).output)
+    shards = json.loads(runner.invoke(app, [*base, "--sample-rate", "1"]).output)
+    assert [p["hit_tokens"] for p in stack["points"]] == [
+        p["hit_tokens"] for p in replay["points"]]
+    assert replay["method"] == "replay" and shards["method"] == "shards@1"
+    assert all(abs(a["token_hit_rate"] - b["token_hit_rate"]) < 0.01
+               for a, b in zip(stack["points"], shards["points"], strict=True))
+    csv = tmp_path / "c.csv"
+    out = runner.invoke(app, ["curve", "--trace", str(path), "--capacities", "1:4096:3",
+                              "-o", str(csv)])
+    assert out.exit_code == 0 and "method stack" in out.output
+    assert csv.read_text().splitlines()[0] == "capacity_tokens,hit_tokens,token_hit_rate"
+    assert len(csv.read_text().splitlines()) == 4
+    bad = runner.invoke(app, [*base, "--policy", "lfu", "--sample-rate", "0.5"])
+    assert bad.exit_code == 2
