@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from prefixsim.cli import app
-from prefixsim.trace import ReadOptions, read_trace
+from prefixsim.trace import ReadOptions, read_trace, readers
 
 DEMO = Path(__file__).parents[1] / "traces" / "demo_chat.jsonl"
 
@@ -94,3 +94,25 @@ def test_read_options_max_requests_and_coarse_inspect(tmp_path):
     result = invoke("trace", "inspect", DEMO, "--json", "--page-size", "1024")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["page_size_tokens"] == 1024
+
+
+def test_run_skip_bad_lines_reports_the_count(tmp_path):
+    broken = Path(__file__).parent / "data" / "broken" / "mooncake_wrong_type.jsonl"
+    out = tmp_path / "r"
+    strict = invoke("run", "--trace", broken, "--cache-only", "-o", out, "--quiet")
+    assert strict.exit_code == 2 and ":2: input_length:" in strict.output
+    assert not out.exists()
+    result = invoke("run", "--trace", broken, "--cache-only", "--skip-bad-lines", "-o", out,
+                    "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "skipped 1 bad lines" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trace_skipped_lines"] == 1 and summary["completed"] == 1
+
+
+def test_read_progress_reports_every_request(monkeypatch):
+    monkeypatch.setattr(readers, "PROGRESS_EVERY", 50)
+    seen: list[int] = []
+    data = read_trace(DEMO, options=ReadOptions(on_progress=seen.append))
+    assert seen and all(n == 50 for n in seen)
+    assert sum(seen) == len(data.requests) // 50 * 50
