@@ -153,3 +153,26 @@ def test_overload_grows_queues_without_crashing():
     assert df["queue_ms"].max() > 1000
     times = [s.time_s for s in result.samples]
     assert times == sorted(times) and times[-1] <= result.duration_s
+
+
+@pytest.mark.parametrize("mode", ["radix", "block"])
+@pytest.mark.parametrize("policy", POLICIES.names())
+def test_every_policy_and_cache_mode_keeps_r13_in_timed_mode(policy, mode):
+    """The contract suite over the policy registry: under tight memory (evictions and
+    preemptions), R13 and the replica's accounting hold after every step."""
+    from prefixsim.cache import CacheMode, build_policy
+
+    requests = workload(4, num_sessions=12, rate_s=0.01, max_output=300)
+
+    def prefill_time_s(new_tokens, cached_tokens):
+        gemm, attn = COST.prefill_flops(new_tokens, cached_tokens)
+        return gemm * COST._s_per_gemm_flop + attn * COST._s_per_attn_flop
+
+    caches = [RadixCache(3000, build_policy(policy, requests, prefill_time_s),
+                         TTLRule(2.0, TTLMode.SLIDING), CacheMode(mode)) for _ in range(2)]
+    result = replay_timed(requests, caches, COST, ContinuousBatching(512, 16),
+                          ROUTERS.build("prefix_aware"), check_invariants=True)
+    df = frame(result)
+    assert set(df["status"]) <= {"completed", "rejected"}
+    assert (df["status"] == "completed").sum() > len(df) // 2
+    assert sum(fig.counters.evicted_pages for fig in result.replicas) > 0

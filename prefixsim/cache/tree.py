@@ -217,6 +217,7 @@ class RadixCache:
         """
         placed: list[Page] = []
         first_new: Page | None = None
+        last_new = 0
         capacity = self.capacity_tokens
         deadline = self._deadline(now, ttl_s) if self.ttl is not None else INFINITY
         pages = self._pages
@@ -241,6 +242,7 @@ class RadixCache:
             page.priority = priority
             if first_new is None:
                 first_new = page
+            last_new = len(placed)  # index of the deepest new page in `placed`
             pages[page_id] = page
             if parent is not None:
                 parent.num_children += 1
@@ -258,6 +260,10 @@ class RadixCache:
         if first_new is not None and deadline != INFINITY:
             # Reused pages before the first new one are ancestors too (R12, C11).
             self._raise_deadlines(first_new.parent, deadline)
+            if self.block:  # orphans adopted between new pages are their ancestors too
+                for page in placed[:last_new]:
+                    if page.deadline_s < deadline:
+                        self._raise_deadlines(page, deadline)
         if self.block:
             for page in placed:
                 if page.lock_count == 0:
