@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.tiers import TierSpec, TierStack
@@ -95,3 +99,33 @@ def test_simulate_reports_tier_hits_and_rising_hit_rate():
     assert tiered["cache_hit_tokens"] == (tiered["cache_hit_tokens_hbm"]
                                           + tiered["cache_hit_tokens_host"]
                                           + tiered["cache_hit_tokens_disk"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), hbm=st.integers(0, 60), host=st.integers(0, 80),
+       disk=st.one_of(st.none(), st.integers(0, 80)), policy=st.sampled_from(["lru", "fifo"]))
+def test_tiers_never_change_hbm_and_only_add_hits(seed, hbm, host, disk, policy):
+    """Loaded pages are inserted into HBM exactly like recomputed ones, so per request the
+    HBM hits with tiers equal the hits without them; tiers only add host/disk hits, and no
+    tier ever holds more than its capacity."""
+    rng = random.Random(seed)
+    trace, sessions, next_id = [], [], 100
+    for i in range(60):
+        if sessions and rng.random() < 0.6:
+            path = rng.choice(sessions)
+        else:
+            path = [rng.randrange(3)]
+            sessions.append(path)
+        path.extend(range(next_id, next_id + rng.randint(1, 3)))
+        next_id += 4
+        trace.append(Request(i, float(i), len(path) * 2 - 1, 1, tuple(path), 2))
+    plain = replay_cache_only(trace, RadixCache(hbm, POLICIES.build(policy))).records
+    cache = RadixCache(hbm, POLICIES.build(policy))
+    specs = [TierSpec("host", host, 1e9)] + ([] if disk is None else [TierSpec("disk", disk, 1e9)])
+    tiers = TierStack(cache, specs)
+    tiered = replay_cache_only(trace, cache, tiers=tiers).records
+    for a, b in zip(plain, tiered, strict=True):
+        assert b.cached_tokens - b.cached_tokens_host - b.cached_tokens_disk == a.cached_tokens
+        assert b.cached_tokens >= a.cached_tokens
+    for tier in tiers.tiers:
+        assert tier.resident_tokens <= tier.spec.capacity_tokens

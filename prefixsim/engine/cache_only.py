@@ -99,15 +99,22 @@ def replay_cache_only(
     return CacheOnlyResult(records=records, counters=cache.counters)
 
 
-def _tiered_record(request: Request, num_hbm_pages: int, lower: LowerHit) -> CacheOnlyRecord:
-    """A record whose hits continue below HBM; the L - 1 cap trims the deepest tier."""
-    total = hit_tokens(request, num_hbm_pages + lower.num_pages)
-    remaining = total - hit_tokens(request, num_hbm_pages)
+def lower_tier_tokens(request: Request, num_hbm_pages: int, lower: LowerHit) -> tuple[int, int]:
+    """(host, disk) hit tokens of the pages found below HBM, counted with the request's page
+    sizes (as `hit_tokens` counts), the L - 1 cap trimming the deepest page."""
     by_tier = [0, 0]
-    for tier, tokens in zip(lower.tiers, lower.tokens, strict=True):
-        take = min(tokens, remaining)
-        by_tier[min(tier, 1)] += take
-        remaining -= take
+    before = hit_tokens(request, num_hbm_pages)
+    for offset, tier in enumerate(lower.tiers, start=num_hbm_pages + 1):
+        upto = hit_tokens(request, offset)
+        by_tier[min(tier, 1)] += upto - before
+        before = upto
+    return by_tier[0], by_tier[1]
+
+
+def _tiered_record(request: Request, num_hbm_pages: int, lower: LowerHit) -> CacheOnlyRecord:
+    """A record whose hits continue below HBM."""
+    total = hit_tokens(request, num_hbm_pages + lower.num_pages)
+    by_tier = lower_tier_tokens(request, num_hbm_pages, lower)
     return CacheOnlyRecord(
         request_id=request.request_id,
         session_id=request.session_id,

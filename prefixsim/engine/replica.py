@@ -34,7 +34,7 @@ import simpy
 from prefixsim.cache import ChainConflict, RadixCache
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
-from prefixsim.engine.cache_only import hit_tokens
+from prefixsim.engine.cache_only import hit_tokens, lower_tier_tokens
 from prefixsim.engine.decode_steps import steps_done_by, steps_reaching
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, WAITING, RequestState
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -168,14 +168,7 @@ class Replica:
         if lower:
             state.load_s = self.tiers.load_time_s(lower, self.kv_bytes_per_token,
                                                   self.cost_model.transfer_time_s)
-            remaining = hit - min(matched, hit)  # the L - 1 cap trims the deepest tier
-            for tier, tokens in zip(lower.tiers, lower.tokens, strict=True):
-                take = min(tokens, remaining)
-                if tier == 0:
-                    host += take
-                else:
-                    disk += take
-                remaining -= take
+            host, disk = lower_tier_tokens(request, num, lower)
         if state.admitted_s is None:
             state.admitted_s = now
             state.cached_tokens = hit
