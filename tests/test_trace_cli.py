@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from prefixsim.characterize_plots import popularity, reuse_times_s, top_share
 from prefixsim.cli import app
-from prefixsim.trace import ReadOptions, read_trace, readers
+from prefixsim.trace import ReadOptions, Request, read_trace, readers
 
 DEMO = Path(__file__).parents[1] / "traces" / "demo_chat.jsonl"
 
@@ -116,3 +117,13 @@ def test_read_progress_reports_every_request(monkeypatch):
     data = read_trace(DEMO, options=ReadOptions(on_progress=seen.append))
     assert seen and all(n == 50 for n in seen)
     assert sum(seen) == len(data.requests) // 50 * 50
+
+
+def test_reuse_statistics_known_answer():
+    """Pages 1 (used 3x), 2 (2x), 3 (1x): reuses [2, 1, 0]; the top 10% of 3 pages is one
+    page holding 2 of 3 reuses. Page 1 is reused after 1 s and 2 s, page 2 after 3 s."""
+    requests = [Request(0, 0.0, 20, 1, (1, 2), 16), Request(1, 1.0, 20, 1, (1, 3), 16),
+                Request(2, 3.0, 20, 1, (1, 2), 16)]
+    assert list(popularity(requests)) == [2, 1, 0]
+    assert top_share(popularity(requests)) == pytest.approx(2 / 3)
+    assert sorted(reuse_times_s(requests)) == [1.0, 2.0, 3.0]

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from prefixsim.characterize import characterize
-from prefixsim.characterize_plots import plot_characterisation
+from prefixsim.characterize_plots import plot_characterisation, popularity, top_share
 from prefixsim.cli.app import app, fail_cleanly, format_value
 from prefixsim.errors import InputError
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
@@ -132,6 +132,7 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
     for target in targets:
         data = load(target, fmt, options, page_size)
         stats = {"path": str(target), "format": data.format, **characterize(data.requests),
+                 "reuse_share_top10pct_pages": top_share(popularity(data.requests)),
                  **data.labels}
         if data.skipped_lines:
             stats["skipped_lines"] = data.skipped_lines
