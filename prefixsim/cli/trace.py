@@ -46,7 +46,7 @@ def read_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--prefix-model", default="none", show_default=True,
                      help="Lengths-only traces (azure, burstgpt, vidur): none, or the "
                           "synthetic shared:TOKENS (labelled as synthetic)."),
-        click.option("--session-rate", type=float, default=1.0 / 60.0, show_default=True,
+        click.option("--session-rate", type=float, default=1.0 / 60.0, show_default="1/60",
                      help="kv-cache-tester: conversations start as a Poisson process of this "
                           "rate per second (the files carry no absolute time)."),
         click.option("--seed", type=int, default=0, show_default=True,
