@@ -46,7 +46,14 @@ class Page:
     )
 
     def __init__(
-        self, page_id: int, parent: Page | None, num_tokens: int, now: float, recency: int
+        self,
+        page_id: int,
+        parent: Page | None,
+        num_tokens: int,
+        now: float,
+        recency: int,
+        deadline_s: float = INFINITY,
+        priority: int = 0,
     ) -> None:
         self.page_id = page_id
         self.parent = parent
@@ -57,9 +64,9 @@ class Page:
         self.created_s = now
         self.last_access_s = now
         self.recency = recency
-        self.deadline_s = INFINITY
+        self.deadline_s = deadline_s
         self.num_hits = 0
-        self.priority = 0
+        self.priority = priority
         self.version = 0
         self.resident = True
 

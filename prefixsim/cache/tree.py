@@ -26,6 +26,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from heapq import heappop, heappush
 
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, StatelessPolicy
@@ -111,6 +112,7 @@ class RadixCache:
         self._pages: dict[int, Page] = {}
         self._victims: list[tuple] = []
         self._deadlines: list[tuple] = []
+        self._until_compact = 1024  # queue operations until the next look at stale entries
         cls = type(policy)
         self._hook_access = cls.on_access is not StatelessPolicy.on_access
         self._hook_insert = cls.on_insert is not StatelessPolicy.on_insert
@@ -219,40 +221,42 @@ class RadixCache:
         first_new: Page | None = None
         last_new = 0
         capacity = self.capacity_tokens
+        limit = INFINITY if capacity is None else capacity - self.reserved_tokens
         deadline = self._deadline(now, ttl_s) if self.ttl is not None else INFINITY
         pages = self._pages
-        hook = self._hook_insert
-        for page_id, tokens in zip(page_ids, page_tokens, strict=True):
-            page = pages.get(page_id)
-            if page is not None:
-                if page.parent is not parent:
-                    if not self._adopt(page, parent):
+        get = pages.get
+        hook = self.policy.on_insert if self._hook_insert else None
+        resident = self.resident_tokens
+        counters = self.counters
+        try:
+            for page_id, tokens in zip(page_ids, page_tokens, strict=True):
+                page = get(page_id)
+                if page is not None:
+                    if page.parent is not parent and not self._adopt(page, parent):
                         raise ChainConflict(
                             f"page id {page_id} is already cached after a different prefix"
                         )
+                    placed.append(page)
+                    parent = page
+                    continue
+                if resident + tokens > limit:
+                    break
+                page = Page(page_id, parent, tokens, now, recency, deadline, priority)
+                if first_new is None:
+                    first_new = page
+                last_new = len(placed)  # index of the deepest new page in `placed`
+                pages[page_id] = page
+                if parent is not None:
+                    parent.num_children += 1
+                resident += tokens
+                counters.inserted_pages += 1
+                counters.inserted_tokens += tokens
+                if hook is not None:
+                    hook(page)
                 placed.append(page)
                 parent = page
-                continue
-            if capacity is not None and (
-                self.resident_tokens + self.reserved_tokens + tokens > capacity
-            ):
-                break
-            page = Page(page_id, parent, tokens, now, recency)
-            page.deadline_s = deadline
-            page.priority = priority
-            if first_new is None:
-                first_new = page
-            last_new = len(placed)  # index of the deepest new page in `placed`
-            pages[page_id] = page
-            if parent is not None:
-                parent.num_children += 1
-            self.resident_tokens += tokens
-            self.counters.inserted_pages += 1
-            self.counters.inserted_tokens += tokens
-            if hook:
-                self.policy.on_insert(page)
-            placed.append(page)
-            parent = page
+        finally:
+            self.resident_tokens = resident
         if not placed:
             return placed
         if self.resident_tokens > self.counters.peak_tokens:
@@ -348,25 +352,45 @@ class RadixCache:
         current = self._current
         protected = set(protect.path()) if self.block and protect is not None else ()
         skipped = []
-        while need > 0 and heap:
-            entry = heapq.heappop(heap)
+        reconsider = self._reconsider
+        demote = self.on_demote
+        counters = self.counters
+        # A page's parent that becomes a leaf is often the very next victim (a chain is
+        # evicted from its end): its entry is kept aside instead of pushed and popped again
+        # when it sorts before the heap's top, which is exactly when a pop would return it.
+        pending = None
+        while need > 0:
+            if pending is not None:
+                entry, pending = pending, None
+            elif heap:
+                entry = heappop(heap)
+            else:
+                break
             page = entry[-1]
             if not current(entry, page):
                 continue
             if page is protect or page in protected:
                 skipped.append(entry)
                 continue
-            if self._reconsider is not None and self._reconsider(page):
+            if reconsider is not None and reconsider(page):
                 self._queue(page)
                 continue
-            need -= page.num_tokens
-            self._remove(page)
-            self.counters.evicted_pages += 1
-            self.counters.evicted_tokens += page.num_tokens
-            if self.on_demote is not None:
-                self.on_demote(page)
+            tokens = page.num_tokens
+            need -= tokens
+            parent_entry = self._remove(page, defer=True)
+            counters.evicted_pages += 1
+            counters.evicted_tokens += tokens
+            if demote is not None:
+                demote(page)
+            if parent_entry is not None:
+                if need > 0 and (not heap or parent_entry < heap[0]):
+                    pending = parent_entry
+                else:
+                    heappush(heap, parent_entry)
+        if pending is not None:
+            heappush(heap, pending)
         for entry in skipped:
-            heapq.heappush(heap, entry)
+            heappush(heap, entry)
         return need <= 0
 
     def expire(self, now: float) -> int:
@@ -400,32 +424,52 @@ class RadixCache:
 
     def _queue(self, page: Page) -> None:
         """(Re)enter an unlocked resident leaf into the victim and deadline heaps."""
-        page.version += 1
-        tie = (page.recency, -page.depth, page.page_id, page.version, page)
-        heapq.heappush(self._victims, (self.policy.key(page), *tie))
+        entry = self._entry(page)
+        if entry is not None:
+            heappush(self._victims, entry)
+
+    def _entry(self, page: Page) -> tuple | None:
+        """Invalidate `page`'s queued entries, push its deadline entry (with a TTL) and
+        return its victim entry for the caller to push (None when unbounded: no eviction)."""
+        page.version = version = page.version + 1
         if self.ttl is not None:
-            heapq.heappush(self._deadlines, (page.deadline_s, *tie))
-        if len(self._victims) > 2 * len(self._pages) + 1024:
+            heappush(self._deadlines, (page.deadline_s, page.recency, -page.depth,
+                                       page.page_id, version, page))
+        self._until_compact -= 1
+        if self._until_compact <= 0:
             self._compact()
+        if self.capacity_tokens is None:
+            return None
+        return (self.policy.key(page), page.recency, -page.depth, page.page_id, version, page)
 
     def _compact(self) -> None:
-        """Drop stale heap entries (lazy invalidation leaves them behind)."""
-
+        """Drop stale heap entries (lazy invalidation leaves them behind) once the heaps
+        hold more than twice as many entries as there are pages; checked every so often."""
+        self._until_compact = max(1024, len(self._pages))
+        if len(self._victims) + len(self._deadlines) <= 4 * len(self._pages) + 2048:
+            return
         for heap in (self._victims, self._deadlines):
             heap[:] = [entry for entry in heap if self._current(entry, entry[-1])]
             heapq.heapify(heap)
 
-    def _remove(self, page: Page) -> None:
+    def _remove(self, page: Page, defer: bool = False) -> tuple | None:
+        """Take `page` out; a parent it leaves as an unlocked leaf is queued as a victim,
+        or with `defer` its victim entry is returned for the caller to push."""
         page.resident = False
         del self._pages[page.page_id]
         self.resident_tokens -= page.num_tokens
         parent = page.parent
+        entry = None
         if parent is not None:
             parent.num_children -= 1
             if parent.num_children == 0 and parent.lock_count == 0 and not self.block:
-                self._queue(parent)
+                entry = self._entry(parent)
+                if entry is not None and not defer:
+                    heappush(self._victims, entry)
+                    entry = None
         if self._hook_evict:
             self.policy.on_evict(page)
+        return entry
 
     # ----------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
