@@ -78,7 +78,8 @@ def replica_pool_tokens(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> in
     if pool <= 0:
         raise InputError(
             f"{model.name} does not fit on {hw.tp} x {gpu.name} with memory_utilization "
-            f"{hw.memory_utilization}: no memory left for KV (raise --tp)", field="hardware.tp")
+            f"{hw.memory_utilization}: no memory left for KV (raise --tp or use "
+            "--weight-dtype fp8)", field="hardware.tp")
     return pool
 
 

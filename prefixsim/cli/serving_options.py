@@ -31,6 +31,9 @@ _OPTIONS = [
                  help="Share of HBM for weights + KV (hardware.memory_utilization); 0.9."),
     click.option("--kv-dtype", "serving_kv_dtype", type=click.Choice(["bf16", "fp8"]),
                  help="KV cache element type (model.kv_dtype); bf16."),
+    click.option("--weight-dtype", "serving_weight_dtype", type=click.Choice(["bf16", "fp8"]),
+                 help="Weight element type (model.weight_dtype); bf16. fp8 halves weight "
+                      "bytes and uses the GPU's FP8 peak."),
     click.option("--replicas", "serving_replicas", type=int,
                  help="Model replicas behind the router (engine.replicas); 1."),
     click.option("--router", "serving_router",
@@ -62,7 +65,8 @@ _OPTIONS = [
 _KEYS = {
     "serving_model": "model.name", "serving_gpu": "hardware.gpu", "serving_tp": "hardware.tp",
     "serving_memory_utilization": "hardware.memory_utilization",
-    "serving_kv_dtype": "model.kv_dtype", "serving_replicas": "engine.replicas",
+    "serving_kv_dtype": "model.kv_dtype", "serving_weight_dtype": "model.weight_dtype",
+    "serving_replicas": "engine.replicas",
     "serving_router": "router.name", "serving_cost_model": "cost_model.name",
     "serving_profile": "cost_model.profile",
     "serving_max_batched_tokens": "scheduler.max_batched_tokens",
