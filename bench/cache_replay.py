@@ -1,0 +1,232 @@
+"""Benchmark of the cache-only replay (issue 2): speed against a naive baseline, the whole
+command's wall time, and resident bytes per cached page.
+
+    .venv/bin/python bench/cache_replay.py [--trace PATH] [--repeat N]
+
+1. Replay speed on the Mooncake conversation trace, in pages per second, for an LRU cache of
+   3,000,000 tokens and for an unbounded cache with a 300 s sliding TTL; prefixsim's radix
+   tree against a minimal flat page-LRU (an OrderedDict of page id -> tokens, capacity counted
+   in tokens held, a hit is the run of resident pages from the first page) run in the same
+   process on the same requests. Medians of N repetitions; target: prefixsim <= 1.5x the
+   baseline's time. (The flat LRU may evict a prefix page before its children, so its hit
+   tokens differ slightly; it is a speed yardstick, not a reference of Part A.)
+2. The whole command (`python -m prefixsim run --trace T --cache-only --cache-tokens 3000000
+   -o DIR --quiet`: start-up, load, replay, write), median of 3; target < 3 s.
+3. Resident bytes per page (tracemalloc) of an unbounded replay holding ~1M pages (a
+   synthetic chained trace: 10,000 prompts of a shared 4-page prefix + 100 own pages);
+   target <= 400 bytes per page. The flat OrderedDict's figure is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.engine import replay_cache_only
+from prefixsim.trace import Request, load_trace
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+CAPACITY_TOKENS = 3_000_000
+TTL_S = 300.0
+
+
+# ------------------------------------------------------------------------- baselines
+def flat_lru(requests: Sequence[Request], capacity_tokens: int) -> list[int]:
+    """Page-LRU in an OrderedDict: hits = resident run from the first page (cap L-1); the
+    rest is inserted in order, evicting least recently used pages while it does not fit."""
+    cache: OrderedDict[int, int] = OrderedDict()
+    held = 0
+    hits = []
+    for request in requests:
+        ids = request.page_ids
+        matched = 0
+        for page_id in ids:
+            if page_id not in cache:
+                break
+            cache.move_to_end(page_id)
+            matched += 1
+        tokens = request.page_tokens()
+        hit = request.input_tokens if matched == len(ids) else matched * request.page_size_tokens
+        hits.append(min(hit, request.input_tokens - 1) if matched else 0)
+        for page_id, size in zip(ids[matched:], tokens[matched:], strict=True):
+            while held + size > capacity_tokens and len(cache) > matched:
+                held -= cache.popitem(last=False)[1]
+            if held + size > capacity_tokens:
+                break
+            cache[page_id] = size
+            held += size
+            matched += 1
+    return hits
+
+
+def flat_ttl(requests: Sequence[Request], ttl_s: float) -> list[int]:
+    """Unbounded page cache with a sliding TTL: an OrderedDict in last-access order whose
+    front entries are dropped once their last access + ttl is before now."""
+    cache: OrderedDict[int, float] = OrderedDict()
+    hits = []
+    for request in requests:
+        now = request.arrival_s
+        while cache:
+            page_id, last = next(iter(cache.items()))
+            if last + ttl_s >= now:
+                break
+            del cache[page_id]
+        ids = request.page_ids
+        matched = 0
+        for page_id in ids:
+            if page_id not in cache:
+                break
+            cache.move_to_end(page_id)
+            cache[page_id] = now
+            matched += 1
+        hit = request.input_tokens if matched == len(ids) else matched * request.page_size_tokens
+        hits.append(min(hit, request.input_tokens - 1) if matched else 0)
+        for page_id in ids[matched:]:
+            cache[page_id] = now
+    return hits
+
+
+def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
+                     ttl_s: float | None) -> list[int]:
+    cache = RadixCache(capacity, POLICIES.build("lru"), None if ttl_s is None else TTLRule(ttl_s))
+    return [r.cached_tokens for r in replay_cache_only(requests, cache).records]
+
+
+# ------------------------------------------------------------------------- measuring
+def timed(fn: Callable[[], list[int]]) -> tuple[float, float, list[int]]:
+    """(wall s, CPU s, result) of one call."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def speed(requests: Sequence[Request], repeat: int) -> list[float]:
+    """Ratios of prefixsim's to the baseline's median CPU time, per case.
+
+    Repetitions alternate between the two so both see the same load on a shared machine;
+    the ratio is taken on CPU time (wall time is printed too)."""
+    pages = sum(r.num_pages for r in requests)
+    ratios = []
+    cases = [
+        (f"LRU {CAPACITY_TOKENS:,} tokens",
+         lambda: prefixsim_replay(requests, CAPACITY_TOKENS, None),
+         lambda: flat_lru(requests, CAPACITY_TOKENS)),
+        (f"unbounded, TTL {TTL_S:g} s",
+         lambda: prefixsim_replay(requests, None, TTL_S),
+         lambda: flat_ttl(requests, TTL_S)),
+    ]
+    for name, ours, base in cases:
+        ours(), base()  # warm-up
+        runs = [(timed(ours), timed(base)) for _ in range(repeat)]
+        wall_ours = statistics.median(r[0][0] for r in runs)
+        cpu_ours = statistics.median(r[0][1] for r in runs)
+        wall_base = statistics.median(r[1][0] for r in runs)
+        cpu_base = statistics.median(r[1][1] for r in runs)
+        hits_ours, hits_base = sum(runs[-1][0][2]), sum(runs[-1][1][2])
+        ratio = cpu_ours / cpu_base
+        ratios.append(ratio)
+        print(f"replay {name}: {len(requests):,} requests, {pages:,} pages, median of {repeat}")
+        for label, cpu, wall, hits in (("prefixsim radix tree", cpu_ours, wall_ours, hits_ours),
+                                       ("flat OrderedDict    ", cpu_base, wall_base, hits_base)):
+            print(f"  {label}: {cpu:6.3f} CPU s {pages / cpu:>11,.0f} pages/s "
+                  f"(wall {wall:6.3f} s)  hit tokens {hits:,}")
+        print(f"  ratio prefixsim/baseline CPU time: {ratio:.2f}x (target <= 1.5x) "
+              f"{'OK' if ratio <= 1.5 else 'MISSED'}")
+    return ratios
+
+
+def command_wall(trace: Path, runs: int = 3) -> float:
+    """Median wall time of the whole command in a fresh process (and its CPU time, which
+    a busy shared machine inflates less)."""
+    walls, cpus = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(runs):
+            argv = [sys.executable, "-m", "prefixsim", "run", "--trace", str(trace),
+                    "--cache-only", "--cache-tokens", str(CAPACITY_TOKENS),
+                    "-o", str(Path(tmp) / f"run{i}"), "--quiet"]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            walls.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            if proc.returncode != 0:
+                sys.exit(f"the command failed ({proc.returncode}): {proc.stderr.strip()}")
+    wall = statistics.median(walls)
+    print(f"whole command (python -m prefixsim run --trace T --cache-only --cache-tokens "
+          f"{CAPACITY_TOKENS} -o DIR), median of {runs}: wall {wall:.2f} s "
+          f"(runs {', '.join(f'{t:.2f}' for t in walls)}), CPU {statistics.median(cpus):.2f} s "
+          f"(target wall < 3 s) {'OK' if wall < 3 else 'MISSED'}")
+    return wall
+
+
+def synthetic_chains(num_prompts: int = 10_000, own_pages: int = 100,
+                     shared_pages: int = 4, page: int = 16) -> list[Request]:
+    """Prompts of a shared `shared_pages` prefix and `own_pages` distinct pages each."""
+    shared = tuple(range(1, shared_pages + 1))
+    requests = []
+    next_id = shared_pages + 1
+    for i in range(num_prompts):
+        ids = shared + tuple(range(next_id, next_id + own_pages))
+        next_id += own_pages
+        requests.append(Request(i, float(i), len(ids) * page, 1, ids, page))
+    return requests
+
+
+def bytes_per_page() -> float:
+    requests = synthetic_chains()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache = RadixCache(None, POLICIES.build("lru"))
+        result = replay_cache_only(requests, cache)
+        del result  # per-request records are not resident cache state
+        gc.collect()
+        ours = (tracemalloc.get_traced_memory()[0] - before) / cache.num_pages
+        num_pages = cache.num_pages
+        del cache
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        flat: OrderedDict[int, int] = OrderedDict()
+        for request in requests:
+            for page_id, size in zip(request.page_ids, request.page_tokens(), strict=True):
+                flat[page_id] = size
+        base = (tracemalloc.get_traced_memory()[0] - before) / len(flat)
+    finally:
+        tracemalloc.stop()
+    print(f"resident memory, unbounded replay holding {num_pages:,} pages (tracemalloc): "
+          f"{ours:.0f} bytes/page (target <= 400) {'OK' if ours <= 400 else 'MISSED'}; "
+          f"flat OrderedDict {base:.0f} bytes/page")
+    return ours
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE,
+                        help="Mooncake JSONL trace (default: the conversation trace in ../shared)")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions per timing")
+    args = parser.parse_args()
+    if not args.trace.is_file():
+        sys.exit(f"trace not found: {args.trace} (pass --trace PATH to a Mooncake JSONL file)")
+    requests = load_trace(args.trace)
+    speed(requests, args.repeat)
+    command_wall(args.trace)
+    bytes_per_page()
+
+
+if __name__ == "__main__":
+    main()
