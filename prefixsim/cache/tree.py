@@ -8,7 +8,10 @@ Victims are unlocked leaves (cache-spec R9), kept in a heap ordered by
 (policy key, recency, -depth, page id) with lazy invalidation: an entry is valid while its
 page's `version` is unchanged and the page is still an unlocked resident leaf. TTL expiry uses
 a second heap over the same leaves by deadline; since a parent's deadline is never earlier than
-a child's (R12), the earliest deadline of the tree is always at a leaf.
+a child's (R12), the earliest deadline of the tree is always at a leaf. A policy with a
+`reconsider(page)` method (S3-FIFO) may give a popped victim a second chance: it is re-queued
+under its new key instead of evicted. `touch`/`insert` take a request's `ttl_s` (its TTL
+class) and `priority` (R16: a page keeps the highest priority that touched it).
 
 Locks follow SGLang: locking a page counts a lock on it and every ancestor, so locked pages
 and their prefixes are never evicted or expired.
