@@ -136,6 +136,8 @@ def simulate(
         unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
                                                                 "policy": "lru"}))
         summary["cache_unbounded_token_hit_rate"] = replay_hit_rate(requests, unbounded, rules)
+        summary.update(prefill_savings(frame, cost_model, config.hardware.tp,
+                                       config.scheduler.max_batched_tokens))
         return RunResult(requests=frame, summary=summary, timeseries=timeseries)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     cache = build_cache(config.cache, requests, chunk_time)
