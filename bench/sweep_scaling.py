@@ -76,7 +76,7 @@ def timed_sweep(spec: dict, out: Path, n_jobs: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=8000, help="requests in the trace")
+    parser.add_argument("--requests", type=int, default=12000, help="requests in the trace")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
