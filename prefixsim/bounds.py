@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
-from prefixsim.engine import replay_cache_only
+from prefixsim.engine import hit_tokens, replay_cache_only
 from prefixsim.trace import Request
 
 CacheFactory = Callable[[str, bool], RadixCache]
@@ -29,6 +29,28 @@ def replay_hit_rate(
     return sum(r.cached_tokens for r in records) / query if query else 0.0
 
 
+def unbounded_hit_rate(
+    requests: Sequence[Request], cache: RadixCache, rules: CacheRules | None = None
+) -> float:
+    """Token hit rate of `cache` (unbounded). Without a TTL or request rules nothing ever
+    leaves it, so a request hits exactly its leading pages whose ids were seen before (ids
+    are chained): one pass over a set instead of a replay. Otherwise a replay."""
+    if cache.capacity_tokens is not None or cache.ttl is not None or rules is not None:
+        return replay_hit_rate(requests, cache, rules)
+    seen: set[int] = set()
+    hits = query = 0
+    for request in requests:
+        matched = 0
+        for page_id in request.page_ids:
+            if page_id not in seen:
+                break
+            matched += 1
+        hits += hit_tokens(request, matched)
+        query += request.input_tokens
+        seen.update(request.page_ids)
+    return hits / query if query else 0.0
+
+
 def bounds_summary(
     requests: Sequence[Request],
     hit_rate: float,
@@ -39,7 +61,7 @@ def bounds_summary(
 ) -> dict[str, float]:
     """The bounds for a run whose HBM hit rate was `hit_rate` (`unbounded`: it had no
     capacity limit, so it is its own bound)."""
-    rate = hit_rate if unbounded else replay_hit_rate(requests, make_cache("lru", True), rules)
+    rate = hit_rate if unbounded else unbounded_hit_rate(requests, make_cache("lru", True), rules)
     summary = {"cache_unbounded_token_hit_rate": rate}
     if with_belady:
         summary["cache_belady_token_hit_rate"] = replay_hit_rate(

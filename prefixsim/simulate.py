@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from prefixsim import __version__
-from prefixsim.bounds import bounds_summary, replay_hit_rate
+from prefixsim.bounds import bounds_summary, unbounded_hit_rate
 from prefixsim.cache import RadixCache, TTLRule, build_policy
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
@@ -135,7 +135,7 @@ def simulate(
             summary.update(pricing_summary(frame, load_pricing(config.cache.pricing), ttls))
         unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
                                                                 "policy": "lru"}))
-        summary["cache_unbounded_token_hit_rate"] = replay_hit_rate(requests, unbounded, rules)
+        summary["cache_unbounded_token_hit_rate"] = unbounded_hit_rate(requests, unbounded, rules)
         summary.update(prefill_savings(frame, cost_model, config.hardware.tp,
                                        config.scheduler.max_batched_tokens))
         return RunResult(requests=frame, summary=summary, timeseries=timeseries)

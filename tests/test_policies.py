@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from prefixsim.bounds import replay_hit_rate, unbounded_hit_rate
 from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLRule, build_policy
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
@@ -208,3 +209,13 @@ def test_gdsf_prices_recomputation_with_the_cost_model():
     cache.evict(1)
     assert cache.get(20) is None
     assert build_policy("lru", None, lambda n, c: 1.0).key(cache.get(12)) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unbounded_fast_path_equals_a_replay(seed):
+    requests = random_trace(seed, 200)
+    fast = unbounded_hit_rate(requests, RadixCache(None, POLICIES.build("lru")))
+    slow = replay_hit_rate(requests, RadixCache(None, POLICIES.build("lru")))
+    assert fast == slow > 0
+    ttl = RadixCache(None, POLICIES.build("lru"), TTLRule(2.0))
+    assert unbounded_hit_rate(requests, ttl) < fast  # TTL path replays (and expires pages)
