@@ -187,3 +187,19 @@ def test_timed_sweep_draws_the_latency_plots(tmp_path):
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
     rows = table[table["router_name"] == "prefix_aware"].sort_values("cache_capacity_tokens")
     np.testing.assert_allclose(lines["router_name=prefix_aware"].get_ydata(), rows["p99_ttft_ms"])
+
+
+def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
+    missing = str(tmp_path / "missing.jsonl")
+    spec = parse_spec({"base": BASE, "grid": {"trace.path": [BASE["trace"]["path"], missing],
+                                               "cache.capacity_tokens": [5000, 20000]}})
+    out = tmp_path / "sweep"
+    run_sweep(spec, out, n_jobs=1)
+    result = invoke("report", out)
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert "Failed runs" in html and html.count("no such file") == 2
+    assert (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+    data = load_report_data(out)
+    line = dict(PLOTS)["hit_rate_vs_capacity"](data).axes[0].get_lines()[0]
+    assert len(line.get_xdata()) == 2  # the two successful runs only
