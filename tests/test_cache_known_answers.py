@@ -155,6 +155,20 @@ def test_edge_case_8_evict_one_leaf_page_at_a_time():
     assert resident(cache) == {1, 2, 3, 5}
 
 
+def test_a_parent_left_as_leaf_waits_for_older_leaves():
+    """Capacity 12. r0 [1,2] (rec 0), r1 [3] (rec 1): full. r2 [1] L=4 hits 3 (L-1) and
+    refreshes 1 to rec 2. r3 [4,5] needs 8 tokens: leaves 2 (rec 0) and 3 (rec 1); 2 goes,
+    which leaves 1 a leaf of rec 2, younger than 3: so 3 goes next, not 1; 4 and 5 fill the
+    cache. r4 [1,6]: hit 4 on page 1 (protected); the only other leaf is 5: evicted, 6 in."""
+    hits, counters, cache = replay(
+        [req(0, [1, 2]), req(1, [3]), req(2, [1]), req(3, [4, 5]), req(4, [1, 6])],
+        capacity=12,
+    )
+    assert hits == [0, 0, 3, 0, 4]
+    assert counters.evicted_pages == 3
+    assert resident(cache) == {1, 4, 6}
+
+
 def test_matched_path_is_protected_and_insert_stops_when_full():
     """Capacity 12. r0 [1,2] (rec 0), r1 [3] (rec 1): full. r2 [1,2,4,5] hits 8 on 1,2
     (rec 2) and needs 8 tokens: leaf 3 goes (4 freed); the only other leaf is 2, protected,

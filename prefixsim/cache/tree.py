@@ -361,6 +361,7 @@ class RadixCache:
         # A page's parent that becomes a leaf is often the very next victim (a chain is
         # evicted from its end): its entry is kept aside instead of pushed and popped again
         # when it sorts before the heap's top, which is exactly when a pop would return it.
+        # (It is only set while more is needed, so the next turn always takes it.)
         pending = None
         while need > 0:
             if pending is not None:
@@ -390,8 +391,6 @@ class RadixCache:
                     pending = parent_entry
                 else:
                     heappush(heap, parent_entry)
-        if pending is not None:
-            heappush(heap, pending)
         for entry in skipped:
             heappush(heap, entry)
         return need <= 0
