@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import pandas as pd
 import pytest
@@ -14,14 +15,17 @@ from prefixsim.cache import POLICIES
 from prefixsim.cli import app
 from prefixsim.errors import InputError
 from prefixsim.sweep import (
+    EXECUTORS,
     derive_seed,
     expand,
     parse_spec,
     plan,
     run_sweep,
+    runner,
     sweep_table,
     trace_data_for,
 )
+from prefixsim.sweep.executors import RayExecutor
 from prefixsim.sweep.worker import _cached_trace
 
 DEMO = "traces/demo_chat.jsonl"
@@ -308,8 +312,6 @@ class _LosingExecutor:
 
 @pytest.mark.parametrize("crash", [False, True])
 def test_lost_workers_become_failed_runs(tmp_path, monkeypatch, crash):
-    from prefixsim.sweep import EXECUTORS
-
     monkeypatch.setattr(_LosingExecutor, "crash", crash)
     monkeypatch.setitem(EXECUTORS._factories, "losing", _LosingExecutor)
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": [1000, 2000, 4000]}})
@@ -362,10 +364,6 @@ class _FakeRay:
 
 def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
     """The Ray path's bookkeeping (indices, local start and shutdown) without Ray itself."""
-    import sys
-
-    from prefixsim.sweep.executors import RayExecutor
-
     fake = _FakeRay()
     monkeypatch.setitem(sys.modules, "ray", fake)
     executor = RayExecutor(n_jobs=2)
@@ -381,8 +379,6 @@ def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
 
 
 def test_table_is_refreshed_while_runs_finish(tmp_path, monkeypatch):
-    from prefixsim.sweep import runner
-
     monkeypatch.setattr(runner, "TABLE_REFRESH_S", 0.0)
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
     rows_seen = []
