@@ -219,3 +219,21 @@ def test_unbounded_fast_path_equals_a_replay(seed):
     assert fast == slow > 0
     ttl = RadixCache(None, POLICIES.build("lru"), TTLRule(2.0))
     assert unbounded_hit_rate(requests, ttl) < fast  # TTL path replays (and expires pages)
+
+
+@pytest.mark.parametrize("policy", ["lfu", "gdsf", "workload_aware"])
+def test_greedydual_clock_rises_on_eviction_not_on_expiry(policy):
+    """A page hit 3 times (key L + 4 for lfu) expires: the clock stays 0; an eviction of a
+    never-hit page raises it to that page's key."""
+    cache = RadixCache(2, POLICIES.build(policy), TTLRule(10.0))
+    cache.insert(None, [1], [1], 0.0, 0)
+    for t in (1.0, 2.0, 3.0):
+        cache.touch([cache.get(1)], t, int(t))
+    cache.expire(20.0)
+    assert cache.get(1) is None and cache.policy.clock == 0.0
+    cache.insert(None, [2], [1], 21.0, 4)
+    cache.insert(None, [3], [1], 22.0, 5)
+    key = cache.policy.key(cache.get(2))
+    cache.evict(1)
+    assert cache.get(2) is None and cache.policy.clock == key > 0
+    cache.check_invariants()

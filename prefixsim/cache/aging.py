@@ -5,7 +5,8 @@ with time on its own. The GreedyDual formulation avoids that: each page's priori
 `H = L + value(page)`, fixed when the page is inserted or hit, where `L` (the inflation
 clock) is raised to the `H` of each page that leaves the cache. Pages that stop being hit
 keep their old, lower `H` and are overtaken by pages refreshed later: that is the aging.
-Subclasses only define `value`. Expiries also raise `L` (the tree reports both as leaving).
+Subclasses only define `value`. Expired pages (TTL) leave through `on_expire` and do not
+raise `L`: they are not victims the policy chose, and their priority may be high.
 """
 
 from __future__ import annotations
@@ -40,3 +41,12 @@ class GreedyDualPolicy:
         priority = self._priority.pop(page.page_id, None)
         if priority is not None and priority > self.clock:
             self.clock = priority
+        self.forget(page)
+
+    def on_expire(self, page: Page) -> None:
+        self._priority.pop(page.page_id, None)
+        self.forget(page)
+
+    def forget(self, page: Page) -> None:
+        """Drop any per-page state of a subclass (page left by eviction or expiry)."""
+        return None

@@ -63,6 +63,7 @@ def build_policy(
     Optional extras a policy may define, found by the tree with getattr:
       prepare(requests)   offline policies: learn the future from the trace
       reconsider(page)    second chance: True re-queues a popped victim under its new key
+      on_expire(page)     called instead of on_evict when a page leaves by TTL expiry
       bind_prefill_time(f)  cost-aware policies (gdsf): price recomputation with
                             `prefill_time_s(new_tokens, cached_tokens)` from the run's
                             cost model, when it is given

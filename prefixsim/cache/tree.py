@@ -123,6 +123,9 @@ class RadixCache:
         # Optional second chance (S3-FIFO, CLOCK): a popped victim for which the policy's
         # `reconsider(page)` returns True is re-queued under its new key instead of evicted.
         self._reconsider: Callable[[Page], bool] | None = getattr(policy, "reconsider", None)
+        # Optional: a policy whose state should not treat expiry as eviction (GreedyDual's
+        # clock rises only on evictions) gets expired pages through `on_expire(page)`.
+        self._on_expire: Callable[[Page], None] | None = getattr(policy, "on_expire", None)
         # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
         # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
         self.on_demote: Callable[[Page], None] | None = None
@@ -404,7 +407,7 @@ class RadixCache:
             page = entry[-1]
             if not self._current(entry, page):
                 continue
-            self._remove(page)
+            self._remove(page, expired=True)
             self.counters.expired_pages += 1
             self.counters.expired_tokens += page.num_tokens
             freed += 1
@@ -454,9 +457,10 @@ class RadixCache:
             heap[:] = [entry for entry in heap if self._current(entry, entry[-1])]
             heapq.heapify(heap)
 
-    def _remove(self, page: Page, defer: bool = False) -> tuple | None:
+    def _remove(self, page: Page, defer: bool = False, expired: bool = False) -> tuple | None:
         """Take `page` out; a parent it leaves as an unlocked leaf is queued as a victim,
-        or with `defer` its victim entry is returned for the caller to push."""
+        or with `defer` its victim entry is returned for the caller to push. An expired
+        page goes to the policy's `on_expire` when it has one, else to `on_evict`."""
         page.resident = False
         del self._pages[page.page_id]
         self.resident_tokens -= page.num_tokens
@@ -469,7 +473,9 @@ class RadixCache:
                 if entry is not None and not defer:
                     heappush(self._victims, entry)
                     entry = None
-        if self._hook_evict:
+        if expired and self._on_expire is not None:
+            self._on_expire(page)
+        elif self._hook_evict:
             self.policy.on_evict(page)
         return entry
 

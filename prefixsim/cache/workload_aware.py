@@ -58,6 +58,5 @@ class WorkloadAware(GreedyDualPolicy):
             self._reused[cls] = self._reused.get(cls, 0) + 1
         super().on_access(page)
 
-    def on_evict(self, page: Page) -> None:
-        super().on_evict(page)
+    def forget(self, page: Page) -> None:
         self._category.pop(page.page_id, None)
