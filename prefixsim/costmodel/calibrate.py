@@ -76,6 +76,11 @@ def prefill_attention(torch: Any, q: Any, k: Any, v: Any) -> Any:
     from torch.nn.attention.bias import causal_lower_right
 
     mask = causal_lower_right(q.shape[-2], k.shape[-2])
+    if q.is_cuda and q.dtype == torch.float32 and q.shape[1] != k.shape[1]:
+        # CUDA (untested here): no flash kernel for fp32, and the memory-efficient one that
+        # takes the lower-right mask wants equal head counts
+        group = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     return torch.nn.functional.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
 
