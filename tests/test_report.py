@@ -53,6 +53,7 @@ def test_report_of_the_demo_sweep(demo_sweep):
     assert all(b.startswith(PNG_SIGNATURE) for b in on_disk)
     assert "http://" not in html and "https://" not in html and "<script" not in html
     assert "p99_ttft_vs_capacity" in html and "cache-only runs have no timing" in html
+    assert "<h2>spec.yaml</h2>" in html and "cache.capacity_tokens" in html
     assert "skipped p99_ttft_vs_capacity" in result.output
 
 

@@ -389,3 +389,12 @@ def test_table_is_refreshed_while_runs_finish(tmp_path, monkeypatch):
 
     run_sweep(spec, tmp_path / "s", n_jobs=1, on_outcome=look)
     assert rows_seen == [0, 1, 2]  # each outcome is seen before the refresh that adds it
+
+
+def test_dry_run_lists_the_plan_and_writes_nothing(tmp_path):
+    spec = write_spec(tmp_path / "s.yaml", {"cache.capacity_tokens": CAPACITIES})
+    result = invoke("sweep", spec, "-o", tmp_path / "out", "--dry-run")
+    assert result.exit_code == 0, result.output
+    ids = [p.run_id for p in plan(parse_spec(yaml.safe_load(open(spec))))]
+    assert [line.split()[0] for line in result.output.splitlines()[:-1]] == ids
+    assert result.output.splitlines()[-1] == "3 runs" and not (tmp_path / "out").exists()

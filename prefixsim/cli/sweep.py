@@ -8,7 +8,7 @@ import click
 from tqdm import tqdm
 
 from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly
-from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, run_sweep
+from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, plan, run_sweep
 
 
 @app.command()
@@ -27,10 +27,12 @@ from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, run_sweep
               help="Continue a sweep in -o: run only the points not finished there.")
 @click.option("--no-requests", is_flag=True,
               help="Do not keep requests.parquet per run (smaller folders; no ECDF plots).")
+@click.option("--dry-run", is_flag=True, help="List the runs (id and parameters) and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar or closing summary.")
 @fail_cleanly
 def sweep(spec_path: str, output: str | None, executor: str, address: str | None,
-          n_jobs: int | None, resume: bool, no_requests: bool, quiet: bool) -> None:
+          n_jobs: int | None, resume: bool, no_requests: bool, dry_run: bool,
+          quiet: bool) -> None:
     """Run a sweep: SPEC.yaml has base: (a run config), grid: (dotted key -> list of values,
     all combinations) and optional runs: (explicit points).
 
@@ -44,6 +46,13 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
       prefixsim report results/demo-sweep
     """
     spec = load_spec(spec_path)
+    if dry_run:
+        points = plan(spec, spec_path)
+        for point in points:
+            params = "  ".join(f"{k}={v}" for k, v in point.params.items())
+            click.echo(f"{point.run_id:<40} seed={point.config.seed:<11} {params}")
+        click.echo(f"{len(points)} runs")
+        return
     out_dir = Path(output) if output else RESULTS_ROOT / f"sweep-{spec.name}"
     bar = tqdm(total=0, unit="run", disable=quiet or None, desc="sweep", leave=not quiet)
     counts = {"done": 0, "failed": 0}

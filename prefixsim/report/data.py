@@ -26,6 +26,7 @@ class ReportData:
     table: pd.DataFrame
     swept: list[str]
     run_dirs: dict[str, Path]
+    config_text: str = ""  # the sweep's spec.yaml or the run's config.yaml
     _frames: dict[tuple[str, str], pd.DataFrame | None] = field(default_factory=dict)
 
     @property
@@ -75,6 +76,10 @@ def _show(value: object) -> str:
     return str(value)
 
 
+def _read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
 def load_report_data(path: str | Path) -> ReportData:
     """Read a sweep folder (sweep.parquet) or a run folder (summary.json)."""
     folder = Path(path)
@@ -89,13 +94,15 @@ def load_report_data(path: str | Path) -> ReportData:
         run_dirs = {rid: folder / "runs" / rid for rid in table.get("run_id", [])}
         name = meta.get("name") or folder.name
         return ReportData(title=f"prefixsim sweep: {name}", kind="sweep", table=table,
-                          swept=swept, run_dirs=run_dirs)
+                          swept=swept, run_dirs=run_dirs,
+                          config_text=_read_text(folder / "spec.yaml"))
     if (folder / "summary.json").is_file():
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         scalars = {k: v for k, v in summary.items()
                    if v is None or isinstance(v, (bool, int, float, str))}
         table = pd.DataFrame([{"run_id": folder.name, "status": "ok", **scalars}])
         return ReportData(title=f"prefixsim run: {folder.name}", kind="run", table=table,
-                          swept=[], run_dirs={folder.name: folder})
+                          swept=[], run_dirs={folder.name: folder},
+                          config_text=_read_text(folder / "config.yaml"))
     raise InputError("not a results folder (no sweep.parquet or summary.json)",
                      file=str(folder))

@@ -103,6 +103,9 @@ def build_report(data: ReportData) -> Report:
                         for n, r in skipped.items())
         parts.append(f"<h2>Plots skipped</h2><ul>{items}</ul>")
     parts.append("<h2>Runs</h2>" + _table(runs_table(data)))
+    if data.config_text:
+        name = "spec.yaml" if data.kind == "sweep" else "config.yaml"
+        parts.append(f"<h2>{name}</h2><pre>{html.escape(data.config_text)}</pre>")
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(data.title)}</title><style>{STYLE}</style></head>"
             f"<body>{''.join(parts)}</body></html>\n")
