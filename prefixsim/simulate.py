@@ -149,6 +149,7 @@ def simulate(
     summary: dict[str, object] = {"mode": "cache_only"}
     summary.update(request_summary(frame))
     summary.update(cache_summary(frame, result.counters, config.cache.capacity_tokens))
+    summary["cache_orphan_tokens_end"] = cache.orphan_tokens()
     hbm_rate = summary["cache_hit_tokens_hbm"] / max(summary["cache_query_tokens"], 1)
     summary.update(bounds_summary(
         requests, hbm_rate, config.cache.bounds, config.cache.capacity_tokens is None,

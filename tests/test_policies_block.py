@@ -28,6 +28,7 @@ def test_block_mode_evicts_a_parent_and_orphans_its_child():
     block = fifo(CacheMode.BLOCK)
     assert {p.page_id for p in block.pages()} == {2, 3}
     assert block.resident_tokens == 2
+    assert block.orphan_tokens() == 1 and radix.orphan_tokens() == 0
     assert block.match([1, 2], 2.0).num_pages == 0
 
 
@@ -36,6 +37,7 @@ def test_block_mode_readopts_the_orphan_when_its_parent_returns():
     placed = block.insert(None, [1, 2], [1, 1], 2.0, 2)
     assert [p.page_id for p in placed] == [1, 2]
     assert block.counters.inserted_tokens == 4  # 1, 2, 3, then 1 again: 2 was reused
+    assert block.orphan_tokens() == 0
     block.check_invariants()
     assert block.match([1, 2], 3.0).num_pages == 2
 

@@ -155,6 +155,11 @@ class RadixCache:
         """All resident pages (no particular order)."""
         return list(self._pages.values())
 
+    def orphan_tokens(self) -> int:
+        """Tokens of resident pages whose parent is gone (block mode: charged, unreachable)."""
+        return sum(p.num_tokens for p in self._pages.values()
+                   if p.parent is not None and not p.parent.resident)
+
     # --------------------------------------------------------------------- lookup
     def match(self, page_ids: Sequence[int], now: float) -> MatchResult:
         """Longest run of resident, alive pages from the first of `page_ids` (R3).
