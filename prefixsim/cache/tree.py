@@ -18,7 +18,7 @@ and their prefixes are never evicted or expired.
 
 Block mode (R3, vLLM): every unlocked page is a victim, not only leaves; a page whose parent
 was evicted stays resident and charged but unreachable (an orphan: `match` stops at the
-missing parent) until the parent is inserted again, when `insert` re-adopts it. The matched
+missing parent) until the parent is resident again, when `match` or `insert` re-adopts it. The matched
 path passed to `evict(protect=...)` is protected whole. Lower tiers hang off `on_demote`
 (cache/tiers.py); namespaces are not here.
 """
@@ -165,6 +165,8 @@ class RadixCache:
         """Longest run of resident, alive pages from the first of `page_ids` (R3).
 
         Expired pages are dropped first, so a dead page is never matched. Nothing is refreshed.
+        In block mode an orphan whose parent is resident again is re-adopted and matched (the
+        chain of ids is whole again, as vLLM's hash lookup would find it).
         """
         if self.ttl is not None:
             self.expire(now)
@@ -173,7 +175,7 @@ class RadixCache:
         parent = None
         for page_id in page_ids:
             page = get(page_id)
-            if page is None or page.parent is not parent:
+            if page is None or (page.parent is not parent and not self._adopt(page, parent)):
                 break
             pages.append(page)
             parent = page
