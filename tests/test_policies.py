@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.bounds import replay_hit_rate, unbounded_hit_rate
 from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLRule, build_policy
@@ -15,8 +17,11 @@ from prefixsim.trace import Request
 ONLINE = [name for name in POLICIES.names() if name != "belady"]
 
 
-def random_trace(seed: int, num_requests: int = 120, page: int = 4) -> list[Request]:
-    """Multi-turn sessions over shared roots; full pages (input = pages * page)."""
+def random_trace(
+    seed: int, num_requests: int = 120, page: int = 4, branchy: bool = False
+) -> list[Request]:
+    """Multi-turn sessions over shared roots; full pages (input = pages * page). `branchy`:
+    some requests repeat or cut a session's prefix (leaves get hit, branches appear)."""
     rng = random.Random(seed)
     next_id = 100
     roots = [[i] for i in range(5)]
@@ -29,7 +34,10 @@ def random_trace(seed: int, num_requests: int = 120, page: int = 4) -> list[Requ
         else:
             path = list(rng.choice(roots))
             sessions.append(path)
-        grow = rng.randint(1, 4)
+        if branchy and rng.random() < 0.3:
+            path = path[:rng.randint(1, len(path))]
+            sessions.append(path)
+        grow = rng.randint(0 if branchy else 1, 4)
         path.extend(range(next_id, next_id + grow))
         next_id += grow
         t += rng.expovariate(1.0)
@@ -237,3 +245,78 @@ def test_greedydual_clock_rises_on_eviction_not_on_expiry(policy):
     cache.evict(1)
     assert cache.get(2) is None and cache.policy.clock == key > 0
     cache.check_invariants()
+
+
+class NaiveRadixCache:
+    """Brute-force Part A cache with linear scans, for lru, fifo, lfu, gdsf (and ttl and
+    priority, which order as lru without TTL or classes). Keys straight from each policy's
+    definition: lru = recency; fifo = insertion order; lfu/gdsf = GreedyDual H = L + hits+1
+    (times 1 + position / 26,700 for gdsf) set at insert and hit, L = H of each victim."""
+
+    def __init__(self, capacity: int, policy: str) -> None:
+        self.capacity, self.policy = capacity, policy
+        self.pages: dict[int, dict] = {}
+        self.seq = 0
+        self.clock = 0.0
+
+    def _h(self, page: dict) -> float:
+        value = page["hits"] + 1.0
+        if self.policy == "gdsf":
+            value *= 1 + page["depth"] * page["tokens"] / 26_700.0
+        return self.clock + value
+
+    def _key(self, page: dict) -> float:
+        if self.policy == "fifo":
+            return page["seq"]
+        if self.policy in ("lfu", "gdsf"):
+            return page["h"]
+        return page["recency"]
+
+    def request(self, position: int, request: Request) -> int:
+        ids, tokens = request.page_ids, request.page_tokens()
+        matched = 0
+        while matched < len(ids) and ids[matched] in self.pages:
+            matched += 1
+        for page_id in ids[:matched]:
+            page = self.pages[page_id]
+            page["recency"] = position
+            page["hits"] += 1
+            page["h"] = self._h(page)
+        need = sum(tokens[matched:]) - (self.capacity - sum(
+            p["tokens"] for p in self.pages.values()))
+        tip = ids[matched - 1] if matched else None
+        while need > 0:
+            parents = {p["parent"] for p in self.pages.values()}
+            leaves = [(self._key(p), p["recency"], -p["depth"], pid)
+                      for pid, p in self.pages.items() if pid not in parents and pid != tip]
+            if not leaves:
+                break
+            victim = self.pages.pop(min(leaves)[-1])
+            need -= victim["tokens"]
+            self.clock = max(self.clock, victim["h"])
+        parent = tip
+        for depth in range(matched, len(ids)):
+            used = sum(p["tokens"] for p in self.pages.values())
+            if used + tokens[depth] > self.capacity:
+                break
+            page = {"tokens": tokens[depth], "recency": position, "depth": depth,
+                    "seq": self.seq, "hits": 0, "parent": parent}
+            page["h"] = self._h(page)
+            self.pages[ids[depth]] = page
+            self.seq += 1
+            parent = ids[depth]
+        return matched
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000), capacity=st.integers(0, 60),
+       policy=st.sampled_from(["lru", "fifo", "lfu", "gdsf", "ttl", "priority"]))
+def test_radix_replay_matches_a_brute_force_reference(seed, capacity, policy):
+    requests = random_trace(seed, 60, page=2, branchy=True)
+    result, cache = replay(requests, policy, capacity)
+    naive = NaiveRadixCache(capacity, policy)
+    for position, (record, request) in enumerate(zip(result.records, requests, strict=True)):
+        matched = naive.request(position, request)
+        expected = min(matched * 2, request.input_tokens - 1) if matched else 0
+        assert record.cached_tokens == expected, position
+    assert {p.page_id for p in cache.pages()} == set(naive.pages)
