@@ -118,13 +118,13 @@ def stack_distances(requests: Sequence[Request]) -> StackDistances:
         get = last_request.get
         removed = 0
         while i < n:
-            q = get(request.page_ids[i], -1)
+            q = get(request.page_ids[i])  # None: first use
             start_cum = cum
             j = i
-            while j < n and get(request.page_ids[j], -1) == q:
+            while j < n and get(request.page_ids[j]) == q:
                 cum += sizes[j]
                 j += 1
-            if q < 0:
+            if q is None:
                 run_base.append(INF)
             else:
                 newer = total - fenwick.prefix(q)

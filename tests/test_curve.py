@@ -112,6 +112,9 @@ def test_curve_cli(tmp_path):
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["method"] == "stack"
+    # 20 prompts of 1,024 tokens over [0, 1..3]: page 0 hits from the 2nd, page i%3+1 from
+    # the 5th (i >= 3): 19 * 512 + 17 * 511 (capped at L - 1) hit tokens of 20,480
+    assert data["unbounded_token_hit_rate"] == pytest.approx((19 * 512 + 17 * 511) / 20480)
     lfu = runner.invoke(app, ["curve", "--trace", str(path), "--policy", "lfu",
                               "--capacities", "512,1024,4096", "--json"])
     assert lfu.exit_code == 0, lfu.output

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from prefixsim.cache import POLICIES
+from prefixsim.bounds import unbounded_hit_rate
+from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.curve import (
     curve_from_distances,
@@ -89,10 +90,12 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
         lines += [f"{r['capacity_tokens']},{r['hit_tokens']},{r['token_hit_rate']:.6f}"
                   for r in rows]
         Path(output).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    unbounded = unbounded_hit_rate(requests, RadixCache(None, POLICIES.build("lru")))
     if as_json:
-        click.echo(json.dumps({"policy": policy, "method": method, "points": rows}))
+        click.echo(json.dumps({"policy": policy, "method": method, "points": rows,
+                               "unbounded_token_hit_rate": unbounded}))
         return
-    click.echo(f"policy {policy}, method {method}")
+    click.echo(f"policy {policy}, method {method}, unbounded token hit rate {unbounded:.4f}")
     click.echo(f"{'capacity_tokens':>16}  {'token_hit_rate':>14}")
     for r in rows:
         click.echo(f"{r['capacity_tokens']:>16,}  {r['token_hit_rate']:>14.4f}")
