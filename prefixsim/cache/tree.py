@@ -18,8 +18,8 @@ and their prefixes are never evicted or expired.
 
 Block mode (R3, vLLM): every unlocked page is a victim, not only leaves; a page whose parent
 was evicted stays resident and charged but unreachable (an orphan: `match` stops at the
-missing parent) until the parent is resident again, when `match` or `insert` re-adopts it. The matched
-path passed to `evict(protect=...)` is protected whole. Lower tiers hang off `on_demote`
+missing parent) until the parent is resident again, when `match` or `insert` re-adopts it.
+The matched path passed to `evict(protect=...)` is protected whole. Lower tiers hang off `on_demote`
 (cache/tiers.py); namespaces are not here.
 """
 
