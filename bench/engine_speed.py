@@ -49,7 +49,7 @@ def timed_run(trace: Path, requests, max_run_steps: int | None = None) -> dict:
     started = time.perf_counter()
     result = replay_timed(requests, caches, build_cost_model(config, model, gpu),
                           ContinuousBatching(), ROUTERS.build("prefix_aware"),
-                          sample_interval_s=1.0, max_run_steps=max_run_steps)
+                          max_run_steps=max_run_steps)
     wall = time.perf_counter() - started
     return {"wall_s": wall, "duration_s": result.duration_s, "events": result.num_events,
             "completed": sum(r.status == "completed" for r in result.records)}

@@ -21,7 +21,7 @@ from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.costmodel import COST_MODELS, CostModel
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
-from prefixsim.engine.timed import ProgressCallback, TimeseriesSample, replay_timed
+from prefixsim.engine.timed import ProgressCallback, replay_timed
 from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
 from prefixsim.presets import (
@@ -36,6 +36,7 @@ from prefixsim.presets import (
 from prefixsim.router import ROUTERS
 from prefixsim.serving_config import HardwareConfig, ModelConfig
 from prefixsim.serving_metrics import replica_summary, serving_summary, total_counters
+from prefixsim.serving_timeseries import timeseries
 from prefixsim.trace import Request
 
 CacheFactory = Callable[[CacheConfig], RadixCache]
@@ -98,10 +99,6 @@ def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostM
         raise InputError(str(exc), field="cost_model.params") from None
 
 
-def timeseries_frame(samples: Sequence[TimeseriesSample]) -> pd.DataFrame:
-    return records_frame(samples, TimeseriesSample)
-
-
 def simulate_timed(
     config: RunConfig,
     requests: Sequence[Request],
@@ -131,7 +128,8 @@ def simulate_timed(
                                    config.scheduler.max_num_seqs)
     engine = config.engine
     result = replay_timed(requests, caches, cost_model, scheduler, router, engine.time_scale,
-                          engine.sample_interval_s, engine.check_invariants, on_progress,
+                          engine.sample_interval_s is not None, engine.check_invariants,
+                          on_progress,
                           rules=rules, tiers=tiers, kv_bytes_per_token=kv_bytes_per_gpu)
     frame = records_frame(result.records, ServedRecord)
     summary: dict[str, object] = {"mode": "timed"}
@@ -141,6 +139,7 @@ def simulate_timed(
     summary.update(cache_summary(frame, total_counters(result.replicas),
                                  pool * engine.replicas))
     summary.update(replica_summary(frame, result.replicas, result.duration_s))
+    samples, about = timeseries(result, engine.sample_interval_s)
     wall = time.perf_counter() - started
     summary.update({
         "model": model.name, "gpu": gpu.name, "tp": config.hardware.tp,
@@ -154,4 +153,5 @@ def simulate_timed(
     describe = getattr(cost_model, "describe", None)  # the fitted model names its profile
     if describe is not None:
         summary.update(describe())
-    return frame, summary, timeseries_frame(result.samples)
+    summary.update(about)
+    return frame, summary, samples

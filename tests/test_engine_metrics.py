@@ -15,6 +15,7 @@ from prefixsim.metrics import distribution
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.serving_metrics import serving_summary, weighted_distribution
+from prefixsim.serving_timeseries import timeseries
 from prefixsim.trace import Request
 
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
@@ -71,7 +72,10 @@ def test_time_scale_stretches_arrivals():
 
 
 def test_no_sampling_gives_no_timeseries():
-    assert _run(_requests(), sample_interval_s=None).samples == []
+    result = _run(_requests(), record_state=False)
+    assert result.states is None
+    assert timeseries(result, 1.0)[0].empty
+    assert timeseries(_run(_requests()), None)[0].empty
 
 
 def test_debug_mode_catches_a_broken_account():

@@ -19,6 +19,7 @@ from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics import records_frame
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
+from prefixsim.serving_timeseries import timeseries
 from prefixsim.trace import Request
 
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
@@ -145,13 +146,13 @@ def test_overload_grows_queues_without_crashing():
     requests = workload(2, num_sessions=75, turns=4, rate_s=0.001)
     requests = [Request(i, r.arrival_s * 0.01, r.input_tokens, r.output_tokens, r.page_ids,
                         P, r.session_id) for i, r in enumerate(requests)]
-    result = run(requests, capacity=20_000, replicas=1, seqs=4, sample_interval_s=0.05)
+    result = run(requests, capacity=20_000, replicas=1, seqs=4)
     df = frame(result)
     assert (df["status"] == "completed").all()
-    waiting = [s.waiting for s in result.samples]
-    assert max(waiting) > 100
+    samples, _ = timeseries(result, 0.05)
+    assert samples["waiting"].max() > 100
     assert df["queue_ms"].max() > 1000
-    times = [s.time_s for s in result.samples]
+    times = samples["time_s"].tolist()
     assert times == sorted(times) and times[-1] <= result.duration_s
 
 

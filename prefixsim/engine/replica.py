@@ -1,92 +1,56 @@
-"""One serving replica: its HBM prefix cache, queues and the simpy loop that runs its steps.
+"""One serving replica: its queue, the simpy loop that runs its steps, the router's view.
 
-Memory follows cache-spec Part B. At admission the request's prompt is matched (hit capped at
-L - 1, whole pages), its path is locked (R8) and refreshed (R5), and the KV it still needs is
-reserved, evicting unlocked cache pages first (R10; if free + evictable cannot cover it the
-request waits). Each prefill chunk's fully computed pages move from the request's private
-reservation into the tree (R6; an already-resident page is reused and the private copy freed,
-R7). Each decode step reserves one token per decoding request; when that cannot be had, the
-newest running request is preempted by recompute (its private KV freed, its lock released, it
-goes back to the head of the queue). At finish the private KV is freed and the path unlocked.
-Generated tokens are never cached (a hash-id trace names no pages for them). Private KV is
-counted in tokens, not 16-token blocks. A request's class (cache/classes.py, set by the
-arrivals process) gives its pages' TTL and priority; an uncacheable one neither matches nor
-inserts, its whole KV stays private.
-
-With lower tiers (cache/tiers.py, R15) the match continues below HBM at admission: those
-pages count as hits of their tier, are taken out of it and held as the request's private KV
-until its first chunk inserts them; their copy time (the cost model's `transfer_time_s`) is
-added to the step that runs the request's next prefill chunk (a blocking load).
-
-Time moves per batch change: a step with prefill chunks is one timeout; a decode-only batch
-runs until its first completion, or until free memory runs out (then one more page is
-evicted), in one timeout, cut short at the next step boundary when an arrival could join the
-batch. A router reading the load mid-run sees the steps completed by then.
+Memory (admission, preemption, prefill inserts; cache-spec Part B) is replica_memory.py's
+`ReplicaMemory`, which `Replica` extends. Time moves per batch change: a step with prefill
+chunks is one timeout; a decode-only batch runs until its first completion, or until free
+memory runs out (then one more page is evicted), in one timeout, cut short at the next step
+boundary when an arrival could join the batch. A router reading the load mid-run sees the
+steps completed by then. With a `StateLog` (state_log.py) the replica records its state at
+the start of each step and when it goes idle (the arrivals process records arrivals).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 import simpy
 
-from prefixsim.cache import ChainConflict, RadixCache
+from prefixsim.cache import RadixCache
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
-from prefixsim.engine.cache_only import hit_tokens, lower_tier_tokens
+from prefixsim.engine.cache_only import hit_tokens
 from prefixsim.engine.decode_steps import steps_done_by, steps_reaching
-from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, WAITING, RequestState
+from prefixsim.engine.replica_memory import ReplicaMemory
+from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, RequestState
 from prefixsim.engine.scheduler import ContinuousBatching
-from prefixsim.errors import InputError
+from prefixsim.engine.state_log import StateLog
 from prefixsim.trace import Request
 
 FinishCallback = Callable[[RequestState], None]
 
 
-def _prefix_tokens(request: Request, num_pages: int) -> int:
-    """Tokens of the first `num_pages` pages of `request` (before the L - 1 cap)."""
-    if num_pages == 0:
-        return 0
-    if num_pages >= request.num_pages:
-        return request.input_tokens
-    return num_pages * request.page_size_tokens
-
-
-class Replica:
+class Replica(ReplicaMemory):
     """A model instance on `tp` GPUs with its own prefix cache (a router's ReplicaView)."""
 
     def __init__(self, index: int, env: simpy.Environment, cache: RadixCache,
                  cost_model: CostModel, scheduler: ContinuousBatching,
                  on_finish: FinishCallback, check_invariants: bool = False,
                  max_run_steps: int | None = None, tiers: TierStack | None = None,
-                 kv_bytes_per_token: int = 0) -> None:
-        if cache.capacity_tokens is None:
-            raise ValueError("a replica's cache needs a capacity (its KV pool)")
+                 kv_bytes_per_token: int = 0, state_log: StateLog | None = None) -> None:
+        super().__init__(env, cache, cost_model, tiers, kv_bytes_per_token)
         self.index = index
-        self.env = env
-        self.cache = cache
-        self.capacity_tokens = cache.capacity_tokens
-        self.cost_model = cost_model
         self.scheduler = scheduler
         self.on_finish = on_finish
         self.check = check_invariants
         self.max_run_steps = max_run_steps  # None: whole decode runs (1: step by step, tests)
-        self.tiers = tiers  # host/disk tiers under this replica's HBM cache (R15)
-        self.kv_bytes_per_token = kv_bytes_per_token
-        self.waiting: deque[RequestState] = deque()
-        self.running: list[RequestState] = []
+        self.state_log = state_log
         self.num_steps = 0
-        self.num_preemptions = 0
         self.busy_s = 0.0
-        self.query_tokens = 0
-        self.hit_tokens = 0
         self.itl_segments: list[tuple[float, int]] = []  # (step seconds, tokens produced)
-        self._recency = 0
-        self._decode_room = 0
         self._wake: simpy.Event | None = None
         self._run: tuple[float, tuple[int, ...], int] | None = None  # decode run in progress
-        self._outstanding = 0  # Σ outstanding_tokens over waiting and running (kept in step)
+        if state_log is not None:
+            state_log.record(self)  # the state at t = 0
         self.process = env.process(self._loop())
 
     # ------------------------------------------------------------ router's view
@@ -122,138 +86,12 @@ class Replica:
         ):
             wake.succeed()
 
-    # ------------------------------------------------------------------- memory
-    def _available(self) -> int:
-        return self.cache.free_tokens + self.cache.evictable_tokens
-
-    def _reserve(self, num_tokens: int) -> None:
-        self.cache.evict(num_tokens)
-        self.cache.reserve(num_tokens)
-
-    def admit(self, state: RequestState) -> bool:
-        """Match, lock and reserve for `state` if its KV fits (R10); False leaves no trace."""
-        cache, now, request = self.cache, self.env.now, state.request
-        rule = state.rule
-        pages = cache.match(request.page_ids if rule.cacheable else (), now).pages
-        num = len(pages)
-        matched = _prefix_tokens(request, num)
-        lower = None
-        if self.tiers is not None and rule.cacheable and num < request.num_pages:
-            lower = self.tiers.peek_run(request.page_ids[num:])
-        if lower:
-            hit = min(_prefix_tokens(request, num + lower.num_pages), state.prompt_tokens - 1)
-        else:
-            hit = min(matched, state.prompt_tokens - 1)
-        need = state.prompt_tokens - matched
-        tip = pages[-1] if pages else None
-        if tip is not None:
-            cache.lock(tip)
-        if need + self._decode_room > self._available():
-            if tip is not None:
-                cache.unlock(tip, now)
-            return False
-        if lower:  # before _reserve: its evictions demote pages and could push these out
-            self.tiers.take(lower)
-        self._reserve(need)
-        self._recency += 1
-        cache.touch(pages, now, self._recency, rule.ttl_s, rule.priority)
-        state.status = RUNNING
-        state.tip = tip
-        state.num_tree_pages = num
-        state.tree_tokens = matched
-        state.computed_tokens = hit
-        self._outstanding -= hit
-        state.private_tokens = need
-        host = disk = 0
-        if lower:
-            state.load_s = self.tiers.load_time_s(lower, self.kv_bytes_per_token,
-                                                  self.cost_model.transfer_time_s)
-            host, disk = lower_tier_tokens(request, num, lower)
-        if state.admitted_s is None:
-            state.admitted_s = now
-            state.cached_tokens = hit
-            state.cached_tokens_host = host
-            state.cached_tokens_disk = disk
-            self.query_tokens += request.input_tokens
-            self.hit_tokens += hit
-        else:
-            state.recomputed_tokens += state.prompt_tokens - hit
-        return True
-
-    def _release(self, state: RequestState) -> None:
-        self.cache.release(state.private_tokens)
-        state.private_tokens = 0
-        if state.tip is not None:
-            self.cache.unlock(state.tip, self.env.now)
-            state.tip = None
-
-    def _preempt(self, state: RequestState) -> None:
-        """Preemption by recompute: free everything, requeue at the head (vLLM)."""
-        self._release(state)
-        self.running.remove(state)
-        self._outstanding -= state.outstanding_tokens
-        state.status = WAITING
-        state.prompt_tokens = state.request.input_tokens + state.generated_tokens
-        state.computed_tokens = state.tree_tokens = state.num_tree_pages = 0
-        state.load_s = 0.0
-        state.preemptions += 1
-        self._outstanding += state.outstanding_tokens
-        self.num_preemptions += 1
-        self.waiting.appendleft(state)
-
-    def _make_decode_room(self) -> None:
-        """Preempt the newest requests until every decoding request can grow by a token."""
-        while True:
-            room = sum(1 for s in self.running if not s.prefilling)
-            if room <= self._available() or not self.running:
-                self._decode_room = room
-                return
-            self._preempt(self.running[-1])
-
     def _finish(self, state: RequestState) -> None:
         self._release(state)
         self.running.remove(state)
         state.status = COMPLETED
         state.finish_s = self.env.now
         self.on_finish(state)
-
-    # ----------------------------------------------------------------- progress
-    def _advance_prefill(self, state: RequestState, num_tokens: int) -> None:
-        """A chunk finished: insert the pages it completed (R6); the last chunk yields a token."""
-        state.computed_tokens += num_tokens
-        self._outstanding -= num_tokens
-        request = state.request
-        if state.computed_tokens >= request.input_tokens:
-            covered = request.num_pages
-        else:
-            covered = state.computed_tokens // request.page_size_tokens
-        first = state.num_tree_pages
-        if covered > first and state.rule.cacheable:
-            tokens = request.page_tokens()[first:covered]
-            moved = sum(tokens)
-            self.cache.release(moved)
-            state.private_tokens -= moved
-            self._recency += 1
-            try:
-                placed = self.cache.insert(state.tip, request.page_ids[first:covered], tokens,
-                                           self.env.now, self._recency, state.rule.ttl_s,
-                                           state.rule.priority)
-            except ChainConflict as exc:
-                raise InputError(f"request {request.request_id}: {exc} (hash ids are not "
-                                 "chained)", field="hash_ids") from None
-            if len(placed) != covered - first:
-                raise AssertionError("released pages did not fit back into the cache")
-            self.cache.lock(placed[-1])
-            if state.tip is not None:
-                self.cache.unlock(state.tip, self.env.now)
-            state.tip = placed[-1]
-            state.num_tree_pages = covered
-            state.tree_tokens += moved
-        if not state.prefilling:
-            state.generated_tokens += 1
-            self._outstanding -= 1
-            if state.first_token_s is None:
-                state.first_token_s = self.env.now
 
     def _finish_done(self) -> None:
         for state in [s for s in self.running if s.remaining_decode_tokens <= 0]:
@@ -264,6 +102,8 @@ class Replica:
         env, cost = self.env, self.cost_model
         while True:
             if not self.running and not self.waiting:
+                if self.state_log is not None:
+                    self.state_log.record(self)
                 self._wake = env.event()
                 yield self._wake
                 self._wake = None
@@ -281,6 +121,8 @@ class Replica:
                 for state, _ in plan.chunks:
                     step_s += state.load_s  # lower-tier loads before the chunk (R15)
                     state.load_s = 0.0
+                if self.state_log is not None:
+                    self.state_log.record(self)
                 yield env.timeout(step_s)
                 self.num_steps += 1
                 self.busy_s += step_s
@@ -298,12 +140,6 @@ class Replica:
             self._finish_done()
             if self.check:
                 self.check_invariants()
-
-    def _reserve_decode(self, decodes: list[RequestState], num_steps: int) -> None:
-        if decodes:
-            self._reserve(len(decodes) * num_steps)
-            for state in decodes:
-                state.private_tokens += num_steps
 
     def _decode_run(self, decodes: list[RequestState]):
         """Decode-only steps until the first completion, in one timeout (or fewer if woken)."""
@@ -323,6 +159,8 @@ class Replica:
         start = env.now
         self._wake = env.event()
         self._run = (start, contexts, steps)
+        if self.state_log is not None:
+            self.state_log.record(self)
         yield env.any_of((env.timeout(total_s), self._wake))
         wake, self._wake = self._wake, None
         self._run = None

@@ -1,14 +1,16 @@
-"""The timed serving simulation: arrivals, a router, replicas, a sampler, on one simpy clock.
+"""The timed serving simulation: arrivals, a router and replicas on one simpy clock.
 
-`replay_timed` runs one process for arrivals (trace timestamps x `time_scale`), one per
-replica (replica.py) and one sampler that records a timeseries row per replica every
-`sample_interval_s`. The router is asked once per arrival. The run ends when every request
-has finished (completed or rejected); it emits frozen `ServedRecord`s, the samples and the
-per-replica figures. `max_run_steps` caps decode-only runs (1 = one timeout per step, the
-naive reference the tests compare the fast path against). `rules` gives each request its
-cache class (TTL, priority, cacheable). `tiers` (one TierStack or None per cache) puts
-host/disk tiers under each replica's HBM; loads are timed at `kv_bytes_per_token`.
-Building caches and cost models from a config is serving.py's job.
+`replay_timed` runs one process for arrivals (trace timestamps x `time_scale`) and one per
+replica (replica.py). The router is asked once per arrival. The run ends when every request
+has finished (completed or rejected); it emits frozen `ServedRecord`s, the per-replica
+figures and (with `record_state`) the replicas' state after every change as column arrays
+(state_log.py), from which serving_timeseries.py derives timeseries.parquet after the run:
+no process wakes up to sample, so the cost follows engine events, not simulated time.
+`max_run_steps` caps decode-only runs (1 = one timeout per step, the naive reference the
+tests compare the fast path against). `rules` gives each request its cache class (TTL,
+priority, cacheable). `tiers` (one TierStack or None per cache) puts host/disk tiers under
+each replica's HBM; loads are timed at `kv_bytes_per_token`. Building caches and cost
+models from a config is serving.py's job.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import simpy
 
 from prefixsim.cache import CacheCounters, RadixCache
@@ -25,26 +28,11 @@ from prefixsim.costmodel import CostModel
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
 from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.state_log import StateLog
 from prefixsim.router import Router
 from prefixsim.trace import Request
 
 ProgressCallback = Callable[[int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class TimeseriesSample:
-    """One replica's state at one sampling instant (a row of timeseries.parquet)."""
-
-    time_s: float
-    replica: int
-    running: int
-    waiting: int
-    cache_usage: float
-    cached_tokens: int
-    private_tokens: int
-    rolling_hit_rate: float
-    evictions: int
-    preemptions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +54,7 @@ class TimedResult:
     """Everything a timed replay produced."""
 
     records: list[ServedRecord]
-    samples: list[TimeseriesSample]
+    states: dict[str, np.ndarray] | None  # state_log.STATE_COLUMNS; None: not recorded
     replicas: list[ReplicaFigures]
     itl_segments: list[tuple[float, int]]
     duration_s: float
@@ -80,7 +68,7 @@ def replay_timed(
     scheduler: ContinuousBatching,
     router: Router,
     time_scale: float = 1.0,
-    sample_interval_s: float | None = 1.0,
+    record_state: bool = True,
     check_invariants: bool = False,
     on_progress: ProgressCallback | None = None,
     progress_every: int = 500,
@@ -104,9 +92,12 @@ def replay_timed(
             all_done.succeed()
 
     tier_stacks = list(tiers) if tiers is not None else [None] * len(caches)
+    log = StateLog() if record_state else None
     replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants,
-                        max_run_steps, tier_stacks[i], kv_bytes_per_token)
+                        max_run_steps, tier_stacks[i], kv_bytes_per_token, log)
                 for i, cache in enumerate(caches)]
+    # a router's match expires pages of TTL caches (R11) on every replica it looks at
+    record_all = any(cache.ttl is not None for cache in caches)
 
     def arrivals():
         for request in requests:
@@ -117,31 +108,13 @@ def replay_timed(
             if rules is not None:
                 state.rule = rules.for_request(request)
             states.append(state)
-            replicas[router.route(request, replicas, env.now)].submit(state)
-
-    samples: list[TimeseriesSample] = []
-
-    def sampler():
-        last = [(0, 0)] * len(replicas)
-        while not all_done.triggered:
-            for replica in replicas:
-                cache = replica.cache
-                queried = replica.query_tokens - last[replica.index][0]
-                hits = replica.hit_tokens - last[replica.index][1]
-                last[replica.index] = (replica.query_tokens, replica.hit_tokens)
-                used = cache.resident_tokens + cache.reserved_tokens
-                samples.append(TimeseriesSample(
-                    time_s=env.now, replica=replica.index, running=len(replica.running),
-                    waiting=len(replica.waiting), cache_usage=used / replica.capacity_tokens,
-                    cached_tokens=cache.resident_tokens, private_tokens=cache.reserved_tokens,
-                    rolling_hit_rate=hits / queried if queried else float("nan"),
-                    evictions=cache.counters.evicted_pages, preemptions=replica.num_preemptions,
-                ))
-            yield env.timeout(sample_interval_s) | all_done
+            chosen = replicas[router.route(request, replicas, env.now)]
+            chosen.submit(state)
+            if log is not None:
+                for replica in replicas if record_all else (chosen,):
+                    log.record(replica)
 
     env.process(arrivals())
-    if sample_interval_s:
-        env.process(sampler())
     if total:
         env.run(until=all_done)
     if on_progress is not None:
@@ -153,5 +126,6 @@ def replay_timed(
                               r.cache.counters) for r in replicas]
     itl = [segment for r in replicas for segment in r.itl_segments]
     duration = env.now
-    return TimedResult(records, samples, figures, itl, duration,
+    state_columns = log.columns() if log is not None else None
+    return TimedResult(records, state_columns, figures, itl, duration,
                        sum(r.num_steps for r in replicas) + total)
