@@ -140,8 +140,9 @@ def victim_order(policy: str) -> str:
     lru by last access: B(1) D(3) A(5) C(6) E(7). fifo by insertion: A B C D E.
     lfu (L + hits + 1): A=3 B=1 C=2 D=1 E=1 -> B, then L=1: D(1) E(1) by recency, C, A.
     gdsf: every page at position 0 costs 1 per token, so it orders as lfu.
-    s3fifo: pop A (hit, in S) -> main, back; B evicted; pop C (hit) -> main; D evicted;
-      E (never hit) evicted; A (main, frequency reset) evicted; C.
+    s3fifo: S's budget is 0.5 token, so each page is due (past the budget) once inserted,
+      all before main: pop A (due, hit) -> back of main, frequency cleared; B evicted (id to
+      ghost); pop C (hit) -> main after A; D, E (never hit) evicted; then main: A, C.
     workload_aware: each root is its own category: P(reuse) A=C=2/3, B=D=E=1/3 -> B, D, E
       (L rises to 1/3, equal keys by recency), then A before C by recency.
     priority: class 0 by recency D(3) A(5) E(7), then C (1), B (2).
@@ -189,7 +190,7 @@ def test_s3fifo_ghost_hit_enters_main():
     cache.insert(None, [1], [1], 0.0, 0)
     cache.evict(1)
     cache.insert(None, [1], [1], 1.0, 1)
-    assert 1 in cache.policy._main
+    assert cache.policy.queue_of(1) == "main"
 
 
 # ------------------------------------------------------------------- offline bound
@@ -320,3 +321,84 @@ def test_radix_replay_matches_a_brute_force_reference(seed, capacity, policy):
         expected = min(matched * 2, request.input_tokens - 1) if matched else 0
         assert record.cached_tokens == expected, position
     assert {p.page_id for p in cache.pages()} == set(naive.pages)
+
+
+def test_s3fifo_small_queue_budget_and_leaf_adaptation():
+    """Hand-worked S3-FIFO with the 10% small-queue budget: capacity 10 one-token pages, so S
+    holds 1 token within budget and an S page beyond it is due (evicted before M).
+
+    X in S; hit X; Y in S (S over budget: X due); Z in S (Y due). Free 1: pop X (due, hit)
+    -> M with frequency cleared; pop Y (due, never hit) -> evicted, id to ghost. Free 1: Z is
+    the S page within budget, so M's head X goes although Z is older. Y again: ghost hit ->
+    M. Chain P -> Q: P pushes Z out of the budget (due), Q pushes P (due, but not a leaf).
+    Free 1: Z (due). Free 1: P is due but has a child, so it keeps its place and M's head Y
+    goes. Free 1: only Q is left as a leaf (S within budget: last resort). Free 1: P."""
+    cache = RadixCache(10, POLICIES.build("s3fifo"))
+    policy = cache.policy
+    X, Y, Z, P, Q = 1, 2, 3, 4, 5
+    gone = []
+
+    def free_one():
+        before = {p.page_id for p in cache.pages()}
+        assert cache.evict(10 - cache.resident_tokens + 1)
+        (victim,) = before - {p.page_id for p in cache.pages()}
+        gone.append(victim)
+        cache.check_invariants()
+
+    cache.insert(None, [X], [1], 0.0, 0)
+    cache.touch([cache.get(X)], 1.0, 1)
+    cache.insert(None, [Y], [1], 2.0, 2)
+    cache.insert(None, [Z], [1], 3.0, 3)
+    free_one()
+    assert gone == [Y] and policy.queue_of(X) == "main" and policy.in_ghost(Y)
+    free_one()
+    assert gone == [Y, X] and policy.queue_of(Z) == "small"
+    cache.insert(None, [Y], [1], 4.0, 4)
+    assert policy.queue_of(Y) == "main" and not policy.in_ghost(Y)
+    cache.insert(None, [P, Q], [1, 1], 5.0, 5)
+    for _ in range(4):
+        free_one()
+    assert gone == [Y, X, Z, Y, Q, P]
+    assert cache.num_pages == 0
+
+
+def test_requeue_rekeys_an_evictable_leaf_and_ignores_other_pages():
+    """A policy bound by `bind_cache` whose key changes without an access: after `requeue`
+    the tree evicts by the new key (without it the stale-but-valid entry of A, key 0,
+    would go first); requeue of an inner page is a no-op."""
+
+    class Keyed:
+        def __init__(self):
+            self.keys = {}
+            self.bound = None
+
+        def bind_cache(self, cache):
+            self.bound = cache
+
+        def key(self, page):
+            return self.keys.get(page.page_id, 0)
+
+        def on_insert(self, page):
+            return None
+
+        def on_access(self, page):
+            return None
+
+        def on_evict(self, page):
+            return None
+
+    policy = Keyed()
+    cache = RadixCache(4, policy)
+    assert policy.bound is cache
+    policy.keys = {1: 0, 2: 1, 10: 0, 11: 3}
+    cache.insert(None, [1], [1], 0.0, 0)
+    cache.insert(None, [2], [1], 1.0, 1)
+    cache.insert(None, [10, 11], [1, 1], 2.0, 2)
+    policy.keys[1] = 5
+    cache.requeue(cache.get(1))
+    cache.requeue(cache.get(10))  # inner page (child 11): not a victim, no-op
+    cache.evict(1)
+    assert cache.get(2) is None and cache.get(1) is not None
+    cache.evict(2)
+    assert cache.get(11) is None and cache.get(10) is not None and cache.get(1) is not None
+    cache.check_invariants()

@@ -64,6 +64,8 @@ def build_policy(
       prepare(requests)   offline policies: learn the future from the trace
       reconsider(page)    second chance: True re-queues a popped victim under its new key
       on_expire(page)     called instead of on_evict when a page leaves by TTL expiry
+      bind_cache(cache)   called by the RadixCache built over the policy (s3fifo: learns
+                          the capacity, calls `cache.requeue(page)` when a key changes)
       bind_prefill_time(f)  cost-aware policies (gdsf): price recomputation with
                             `prefill_time_s(new_tokens, cached_tokens)` from the run's
                             cost model, when it is given

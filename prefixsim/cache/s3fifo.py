@@ -1,25 +1,50 @@
-"""S3-FIFO (Yang et al., SOSP'23) over the evictable leaves, with the tree's second chance.
+"""S3-FIFO (Yang et al., SOSP'23) adapted to a radix tree whose victims are unlocked leaves.
 
-Pages enter a small FIFO S, or the main FIFO M when their id is in the ghost list G (ids
-recently dropped from S). Hits only bump a 2-bit frequency. When the tree pops a victim it
-asks `reconsider`: an S page that was hit moves to M (back of the queue, frequency reset);
-an M page that was hit loses one frequency and goes to the back of M; a page never hit is
-evicted (an S page leaves its id in G, which holds as many ids as there are resident pages).
+As published: a small FIFO S (10% of the capacity, in tokens), a main FIFO M (the rest) and
+a ghost FIFO G of ids evicted from S (as many tokens as M, at least one id). A new page
+enters S, or M when its id is in G. A hit bumps a 2-bit frequency (at most 3). When S holds
+more than its 10% the victim comes from the head of S: a page that was hit moves to the back
+of M (its frequency cleared), one never hit is evicted and its id goes to G; otherwise the
+victim comes from the head of M: a page that was hit goes to the back of M with its
+frequency less one (CLOCK-like reinsertion), one with frequency 0 is evicted.
 
-Simplification, documented: S and M share one insertion clock, so the victim is the oldest
-entry of either queue rather than S-first while S exceeds 10% of the cache. The quick
-demotion of one-hit pages and the ghost-based admission to M are kept.
+Adaptation to the tree (which pops the lowest key among evictable leaves and asks
+`reconsider(page)` whether a popped page gets a second chance): the key of a page is its
+place in its queue (a global sequence number taken when it entered that queue) in one of
+three bands, lowest first:
+
+  0  "due" S pages: the oldest S pages by which S exceeds its 10% budget
+  1  M pages
+  2  S pages within the budget
+
+So while S is over budget its head goes first, else M's head, as in the paper. S overflows
+only when a page is inserted; `on_insert` then marks the pages leaving the budget due and
+asks the cache (bound by `bind_cache`) to `requeue` those that are leaves under their new
+key. A page at the head of a queue that is not an evictable leaf (it has children, or is
+locked) cannot be evicted: it keeps its place and is skipped; it is taken when it becomes a
+leaf again (the tree then asks its key). So S may exceed its budget by such pages until
+their descendants are gone (a chain of S pages leaves S from its tip), and an S page is
+taken before M only once due: when M has no evictable leaf, band 2 is used as a last resort.
+A page removed by TTL expiry leaves its queue without entering G (not an S eviction).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from itertools import count
+from typing import TYPE_CHECKING
 
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES
 
+if TYPE_CHECKING:
+    from prefixsim.cache.tree import RadixCache
+
 MAX_FREQUENCY = 3
+SMALL_FRACTION = 0.1
+
+DUE, MAIN, SMALL = 0, 1, 2  # queue of a page, also its key band (lowest evicted first)
+BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a float
 
 
 @POLICIES.register("s3fifo")
@@ -28,47 +53,104 @@ class S3FIFO:
 
     def __init__(self) -> None:
         self._clock = count()
-        self._position: dict[int, int] = {}
+        self._queue: dict[int, int] = {}  # page id -> DUE / MAIN / SMALL
+        self._position: dict[int, int] = {}  # page id -> sequence number in its queue
         self._frequency: dict[int, int] = {}
-        self._main: set[int] = set()
-        self._ghost: OrderedDict[int, None] = OrderedDict()
+        self._small_fifo: deque[tuple[int, Page]] = deque()  # (position, page), lazy
+        self._small_tokens = 0  # tokens of SMALL pages (within-budget S pages)
+        self._ghost: OrderedDict[int, int] = OrderedDict()  # page id -> tokens
+        self._ghost_tokens = 0
+        self._cache: RadixCache | None = None
+        self._small_budget = float("inf")
+        self._ghost_budget = float("inf")
+
+    def bind_cache(self, cache: RadixCache) -> None:
+        """Learn the capacity (the 10% budget of S) and where to `requeue` pages."""
+        self._cache = cache
+        if cache.capacity_tokens is not None:
+            self._small_budget = SMALL_FRACTION * cache.capacity_tokens
+            self._ghost_budget = cache.capacity_tokens - self._small_budget
 
     def key(self, page: Page) -> float:
-        return self._position[page.page_id]
+        page_id = page.page_id
+        return self._queue[page_id] * BAND + self._position[page_id]
+
+    def queue_of(self, page_id: int) -> str | None:
+        """'small', 'main' or None (not resident), for tests and inspection."""
+        queue = self._queue.get(page_id)
+        return None if queue is None else ("main" if queue == MAIN else "small")
+
+    def in_ghost(self, page_id: int) -> bool:
+        return page_id in self._ghost
 
     def on_insert(self, page: Page) -> None:
         page_id = page.page_id
-        self._position[page_id] = next(self._clock)
+        position = next(self._clock)
+        self._position[page_id] = position
         self._frequency[page_id] = 0
-        if page_id in self._ghost:
-            del self._ghost[page_id]
-            self._main.add(page_id)
+        tokens = self._ghost.pop(page_id, None)
+        if tokens is not None:
+            self._ghost_tokens -= tokens
+            self._queue[page_id] = MAIN
+            return
+        self._queue[page_id] = SMALL
+        self._small_fifo.append((position, page))
+        self._small_tokens += page.num_tokens
+        self._overflow()
+
+    def _overflow(self) -> None:
+        """Mark the oldest within-budget S pages due while S exceeds its budget."""
+        fifo = self._small_fifo
+        queue, position = self._queue, self._position
+        while self._small_tokens > self._small_budget and fifo:
+            at, page = fifo.popleft()
+            page_id = page.page_id
+            if queue.get(page_id) != SMALL or position.get(page_id) != at:
+                continue  # stale: it left S (or left and came back) since
+            queue[page_id] = DUE
+            self._small_tokens -= page.num_tokens
+            if self._cache is not None:
+                self._cache.requeue(page)
 
     def on_access(self, page: Page) -> None:
         page_id = page.page_id
         self._frequency[page_id] = min(self._frequency[page_id] + 1, MAX_FREQUENCY)
 
     def reconsider(self, page: Page) -> bool:
-        """Whether the popped victim gets a second chance (re-queued at the back)."""
+        """Whether the popped victim gets a second chance (re-queued at the back of M)."""
         page_id = page.page_id
         frequency = self._frequency[page_id]
         if frequency == 0:
             return False
-        if page_id in self._main:
+        queue = self._queue[page_id]
+        if queue == MAIN:
             self._frequency[page_id] = frequency - 1
-        else:
-            self._main.add(page_id)
+        else:  # S -> M, access bits cleared
+            if queue == SMALL:
+                self._small_tokens -= page.num_tokens
+            self._queue[page_id] = MAIN
             self._frequency[page_id] = 0
         self._position[page_id] = next(self._clock)
         return True
 
-    def on_evict(self, page: Page) -> None:
+    def _forget(self, page: Page) -> int | None:
         page_id = page.page_id
+        queue = self._queue.pop(page_id, None)
         self._position.pop(page_id, None)
         self._frequency.pop(page_id, None)
-        if page_id in self._main:
-            self._main.discard(page_id)
+        if queue == SMALL:
+            self._small_tokens -= page.num_tokens
+        return queue
+
+    def on_evict(self, page: Page) -> None:
+        if self._forget(page) == MAIN:
             return
-        self._ghost[page_id] = None
-        while len(self._ghost) > max(len(self._position), 1):
-            self._ghost.popitem(last=False)
+        page_id = page.page_id
+        self._ghost[page_id] = page.num_tokens
+        self._ghost_tokens += page.num_tokens
+        while self._ghost_tokens > self._ghost_budget and len(self._ghost) > 1:
+            _, tokens = self._ghost.popitem(last=False)
+            self._ghost_tokens -= tokens
+
+    def on_expire(self, page: Page) -> None:
+        self._forget(page)

@@ -10,8 +10,9 @@ page's `version` is unchanged and the page is still an unlocked resident leaf. T
 a second heap over the same leaves by deadline; since a parent's deadline is never earlier than
 a child's (R12), the earliest deadline of the tree is always at a leaf. A policy with a
 `reconsider(page)` method (S3-FIFO) may give a popped victim a second chance: it is re-queued
-under its new key instead of evicted. `touch`/`insert` take a request's `ttl_s` (its TTL
-class) and `priority` (R16: a page keeps the highest priority that touched it).
+under its new key instead of evicted; one with `bind_cache(cache)` may `requeue(page)` when
+its key of a page changes without an access. `touch`/`insert` take a request's `ttl_s` (its
+TTL class) and `priority` (R16: a page keeps the highest priority that touched it).
 
 Locks follow SGLang: locking a page counts a lock on it and every ancestor, so locked pages
 and their prefixes are never evicted or expired.
@@ -126,6 +127,11 @@ class RadixCache:
         # Optional: a policy whose state should not treat expiry as eviction (GreedyDual's
         # clock rises only on evictions) gets expired pages through `on_expire(page)`.
         self._on_expire: Callable[[Page], None] | None = getattr(policy, "on_expire", None)
+        # Optional: a policy whose keys change without an access (S3-FIFO's small queue
+        # overflowing) is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
+        bind = getattr(policy, "bind_cache", None)
+        if bind is not None:
+            bind(self)
         # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
         # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
         self.on_demote: Callable[[Page], None] | None = None
@@ -485,6 +491,14 @@ class RadixCache:
         elif self._hook_evict:
             self.policy.on_evict(page)
         return entry
+
+    def requeue(self, page: Page) -> None:
+        """Re-key `page` in the victim order under the policy's current `key(page)`; a no-op
+        unless it is an evictable page (an unlocked resident leaf; in block mode any unlocked
+        resident page). For policies bound by `bind_cache` whose key of a page changes
+        without an access to it."""
+        if page.resident and page.lock_count == 0 and (self.block or page.num_children == 0):
+            self._queue(page)
 
     # ----------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
