@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -12,9 +13,16 @@ from hypothesis import strategies as st
 
 from prefixsim.cli import app
 from prefixsim.cli.curve import parse_capacities
-from prefixsim.curve import lru_curve, lru_curve_sampled, replay_curve, stack_distances
+from prefixsim.curve import (
+    _sampled,
+    lru_curve,
+    lru_curve_sampled,
+    replay_curve,
+    stack_distances,
+)
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
+from prefixsim.trace.generate import generate, load_preset
 
 
 def trace(seed: int, num_requests: int, page: int, partial_tails: bool) -> list[Request]:
@@ -73,25 +81,75 @@ def test_size_conflict_is_reported_inexact():
     assert not stack_distances(reqs).exact
 
 
-def test_sampled_at_rate_one_is_exact_and_rate_checked():
-    requests = trace(3, 80, 4, False)
-    caps = [10, 50, 200]
-    exact = lru_curve(requests, caps)
-    sampled = lru_curve_sampled(requests, caps, 1.0)
-    # sampled counts each page's own tokens with the L-1 cap on a hit last page
-    for e, s in zip(exact, sampled, strict=True):
-        assert s.query_tokens == e.query_tokens - len(requests)
-        assert abs(s.hit_tokens - e.hit_tokens) <= len(requests)
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), page=st.sampled_from([1, 4]), num=st.integers(1, 80))
+def test_sampled_at_rate_one_is_the_exact_curve(seed, page, num):
+    """Rate 1 samples every id: no adjustment, distances unscaled, same hits and query."""
+    requests = trace(seed, num, page, False)
+    total = sum(r.input_tokens for r in requests)
+    caps = sorted({0, page, 10, total // 5, total // 2, total})
+    assert lru_curve_sampled(requests, caps, 1.0) == lru_curve(requests, caps)
+
+
+def test_sample_rate_checked():
     with pytest.raises(ValueError):
-        lru_curve_sampled(requests, caps, 0.0)
+        lru_curve_sampled(trace(3, 10, 4, False), [10], 0.0)
 
 
-def test_sampled_estimate_is_close_on_many_ids():
-    requests = trace(11, 3000, 4, False)
-    caps = [200, 2000]
-    exact = [p.token_hit_rate for p in lru_curve(requests, caps)]
-    est = [p.token_hit_rate for p in lru_curve_sampled(requests, caps, 0.5)]
-    assert all(abs(a - b) < 0.1 for a, b in zip(exact, est, strict=True)), (exact, est)
+def test_page_id_zero_is_not_always_sampled():
+    """The old mix (a bare multiply) hashed id 0 to 0: the page that begins every request
+    in Mooncake was in every sample, so 1% sampling read a hit rate of 0.88 (true 0.04)."""
+    kept = [seed for seed in range(200) if _sampled(0, int(0.1 * 2**64), seed)]
+    assert 5 <= len(kept) <= 40  # about 10% of seeds keep id 0
+    assert sum(_sampled(i, int(0.1 * 2**64)) for i in range(10_000)) in range(900, 1100)
+
+
+def hot_root_trace(seed: int, num_requests: int, page: int = 16) -> list[Request]:
+    """Every request starts with shared page 0 (a system prompt, the hottest page), then
+    its own session's growing private pages (many independent sessions, ids never shared)."""
+    rng = random.Random(seed)
+    next_id = 1
+    sessions: list[list[int]] = []
+    out = []
+    for i in range(num_requests):
+        if sessions and rng.random() < 0.6:
+            path = rng.choice(sessions[-200:])
+        else:
+            path = [0]
+            sessions.append(path)
+        grow = rng.randint(1, 6)
+        path.extend(range(next_id, next_id + grow))
+        next_id += grow
+        out.append(Request(i, float(i), len(path) * page, 1, tuple(path), page))
+    return out
+
+
+# Stated tolerance of the sampled curve on traces of many independent sessions (several
+# thousand distinct ids sampled): mean absolute error of the hit rate over log-spaced
+# capacities <= 0.02 at rate 0.1 (bench/capacity_curve.py measures Mooncake and presets).
+SAMPLED_MAE = 0.02
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sampled_curve_within_tolerance_with_a_hot_shared_root(seed):
+    requests = hot_root_trace(seed, 6000)
+    total = sum(r.input_tokens for r in requests)
+    caps = [int(c) for c in np.geomspace(total / 1000, total, 12)]
+    exact = np.array([p.token_hit_rate for p in lru_curve(requests, caps)])
+    for sample_seed in range(3):
+        est = np.array([p.token_hit_rate
+                        for p in lru_curve_sampled(requests, caps, 0.1, sample_seed)])
+        assert np.abs(est - exact).mean() <= SAMPLED_MAE, (exact, est)
+
+
+def test_sampled_curve_within_tolerance_on_the_chat_preset():
+    requests = generate(load_preset("chat"), 4000, seed=0)
+    assert len({r.session_id for r in requests}) > 1000
+    total = sum(r.input_tokens for r in requests)
+    caps = [int(c) for c in np.geomspace(total / 1000, total, 12)]
+    exact = np.array([p.token_hit_rate for p in lru_curve(requests, caps)])
+    est = np.array([p.token_hit_rate for p in lru_curve_sampled(requests, caps, 0.1)])
+    assert np.abs(est - exact).mean() <= SAMPLED_MAE, (exact, est)
 
 
 def test_parse_capacities():
