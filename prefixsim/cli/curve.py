@@ -50,7 +50,8 @@ def parse_capacities(text: str) -> list[int]:
 @click.option("--capacities", required=True,
               help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced).")
 @click.option("--sample-rate", type=float,
-              help="LRU only: SHARDS estimate from this fraction of page ids (0 < r <= 1).")
+              help="LRU only: SHARDS estimate from this fraction of page ids (0 < r <= 1); "
+                   "reliable when rate x distinct ids >= ~2,000 (see below).")
 @click.option("--replay", "force_replay", is_flag=True,
               help="One replay per capacity even for LRU (the slow reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -61,6 +62,13 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
           force_replay: bool, as_json: bool, output: str | None) -> None:
     """Hit rate against capacity. LRU uses one exact stack-distance pass (cache-spec Part A,
     no TTL); other policies replay once per capacity.
+
+    --sample-rate R estimates the LRU curve from the page ids whose hash falls under R
+    (SHARDS; misses estimated, hits = query - misses, so hot shared prefixes do not skew
+    it). Measured against the exact curve (bench/capacity_curve.py): mean error of the hit
+    rate <= 0.005 at R=0.1 and ~0.03 at R=0.01 on Mooncake and the chat/agent/rag presets.
+    Reliable when R x (distinct page ids) is a few thousand and the capacities are well
+    above page size / R; below that, errors of 0.05-0.1 at the smallest capacities.
 
     \b
     Example (50 log-spaced capacities from 100k to 50M tokens):
