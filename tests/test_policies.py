@@ -121,7 +121,7 @@ KNOWN_ORDER = {
     "fifo": "ABCDE",
     "lfu": "BDECA",
     "gdsf": "BDECA",
-    "s3fifo": "BDEAC",
+    "s3fifo": "BDECA",
     "workload_aware": "BDEAC",
     "priority": "DAECB",
     "ttl": "DAECB",
@@ -140,9 +140,10 @@ def victim_order(policy: str) -> str:
     lru by last access: B(1) D(3) A(5) C(6) E(7). fifo by insertion: A B C D E.
     lfu (L + hits + 1): A=3 B=1 C=2 D=1 E=1 -> B, then L=1: D(1) E(1) by recency, C, A.
     gdsf: every page at position 0 costs 1 per token, so it orders as lfu.
-    s3fifo: S's budget is 0.5 token, so each page is due (past the budget) once inserted,
-      all before main: pop A (due, hit) -> back of main, frequency cleared; B evicted (id to
-      ghost); pop C (hit) -> main after A; D, E (never hit) evicted; then main: A, C.
+    s3fifo: S's budget is 0.5 token, so each page leaves it (due, before main) once
+      inserted, never hit. A hit on a due page moves it to main (as a ghost hit would): A at
+      t=4 (frequency 0), A again at t=5 (frequency 1), C at t=6 (main after A). Due B, D, E
+      go first in S order; then main: A (frequency 1 -> reinserted behind C, 0), C, A.
     workload_aware: each root is its own category: P(reuse) A=C=2/3, B=D=E=1/3 -> B, D, E
       (L rises to 1/3, equal keys by recency), then A before C by recency.
     priority: class 0 by recency D(3) A(5) E(7), then C (1), B (2).
@@ -327,9 +328,9 @@ def test_s3fifo_small_queue_budget_and_leaf_adaptation():
     """Hand-worked S3-FIFO with the 10% small-queue budget: capacity 10 one-token pages, so S
     holds 1 token within budget and an S page beyond it is due (evicted before M).
 
-    X in S; hit X; Y in S (S over budget: X due); Z in S (Y due). Free 1: pop X (due, hit)
-    -> M with frequency cleared; pop Y (due, never hit) -> evicted, id to ghost. Free 1: Z is
-    the S page within budget, so M's head X goes although Z is older. Y again: ghost hit ->
+    X in S; hit X; Y in S (S over budget: X, hit, moves to M, frequency cleared); Z in S (Y,
+    never hit, is due). Free 1: Y (due) is evicted, its id to ghost. Free 1: Z is the S page
+    within budget, so M's head X goes although Z is older. Y again: ghost hit ->
     M. Chain P -> Q: P pushes Z out of the budget (due), Q pushes P (due, but not a leaf).
     Free 1: Z (due). Free 1: P is due but has a child, so it keeps its place and M's head Y
     goes. Free 1: only Q is left as a leaf (S within budget: last resort). Free 1: P."""
@@ -360,6 +361,14 @@ def test_s3fifo_small_queue_budget_and_leaf_adaptation():
         free_one()
     assert gone == [Y, X, Z, Y, Q, P]
     assert cache.num_pages == 0
+    # a hit on a due page (past the budget, not yet evicted) moves it to M
+    cache.insert(None, [X], [1], 6.0, 6)
+    cache.insert(None, [Y], [1], 7.0, 7)
+    assert policy.queue_of(X) == "small" and policy.key(cache.get(X)) < policy.key(
+        cache.get(Y))
+    cache.touch([cache.get(X)], 8.0, 8)
+    assert policy.queue_of(X) == "main" and policy.key(cache.get(X)) < policy.key(
+        cache.get(Y))  # main (band 1) still before Y, in S within budget (band 2)
 
 
 def test_requeue_rekeys_an_evictable_leaf_and_ignores_other_pages():
