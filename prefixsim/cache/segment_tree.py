@@ -241,7 +241,9 @@ class SegmentCache:
         evicting (every page holds `page_tokens` but the last, `last_tokens`). Returns the
         pages inserted. Raises ChainConflict, before changing anything, when an id it reaches
         is already resident (or repeats in the run): the ids are not chained."""
-        run = tuple(page_ids[start:])
+        run = page_ids[start:]
+        if type(run) is not tuple:
+            run = tuple(run)
         total = len(run)
         if not total:
             return 0
@@ -251,21 +253,17 @@ class SegmentCache:
             free = capacity - self.resident_tokens
             if page_tokens * (total - 1) + last_tokens > free:
                 fit = min(total - 1, free // page_tokens)
-        # RadixCache looks an id up before it checks that its page fits.
-        checked = run if fit == total else run[:fit + 1]
+                run = run[:fit]
+                last_tokens = page_tokens
+        # Every id placed must be new, and so must the first one that did not fit (RadixCache
+        # looks an id up before it checks that its page fits).
         ids = self._ids
-        if not ids.isdisjoint(checked) or len(set(checked)) != len(checked):
-            seen: set[int] = set()
-            for page_id in checked:
-                if page_id in ids or page_id in seen:
-                    raise ChainConflict(
-                        f"page id {page_id} is already cached after a different prefix")
-                seen.add(page_id)
+        before = len(ids)
+        ids.update(run)
+        if len(ids) != before + fit or (fit < total and page_ids[start + fit] in ids):
+            self._chain_conflict(page_ids[start:start + fit + 1])
         if fit == 0:
             return 0
-        if fit < total:
-            run = run[:fit]
-            last_tokens = page_tokens
         ttl = self.ttl
         deadline = INFINITY if ttl is None else now + ttl.ttl_s
         depth = 0 if parent is None else parent.depth + len(parent.ids)
@@ -281,17 +279,38 @@ class SegmentCache:
                 while anc is not None and anc.deadline_s < deadline:
                     anc.deadline_s = deadline
                     anc = anc.parent
-        ids.update(run)
         self.num_segments += 1
         tokens = node.num_tokens
-        self.resident_tokens += tokens
+        self.resident_tokens = resident = self.resident_tokens + tokens
         counters = self.counters
         counters.inserted_pages += fit
         counters.inserted_tokens += tokens
-        if self.resident_tokens > counters.peak_tokens:
-            counters.peak_tokens = self.resident_tokens
-        self._queue(node)
+        if resident > counters.peak_tokens:
+            counters.peak_tokens = resident
+        # self._queue(node), inlined: a new segment is a leaf (its version is 0).
+        if capacity is not None:
+            heappush(self._victims, (self._key(node), recency, -(depth + fit - 1), run[-1], 0,
+                                     node))
+        if ttl is not None:
+            heappush(self._deadlines, (deadline, next(self._seq), node))
+        self._until_compact -= 1
+        if self._until_compact <= 0:
+            self._compact()
         return fit
+
+    def _chain_conflict(self, checked: Sequence[int]) -> None:
+        """Restore the resident ids (an insert added some) and raise ChainConflict naming the
+        first id of `checked` that was resident or repeats."""
+        self._ids = ids = set()
+        for node in self.segments():
+            ids.update(node.ids)
+        seen: set[int] = set()
+        for page_id in checked:
+            if page_id in ids or page_id in seen:
+                raise ChainConflict(
+                    f"page id {page_id} is already cached after a different prefix")
+            seen.add(page_id)
+        raise AssertionError("no conflicting id found")  # pragma: no cover
 
     # -------------------------------------------------------------- evict, expire
     def evict(self, num_tokens: int, protect: Segment | None = None) -> bool:

@@ -27,6 +27,7 @@ def replay_segments(
     records: list[CacheOnlyRecord] = []
     append = records.append
     match, touch, evict, insert = cache.match, cache.touch, cache.evict, cache.insert
+    capacity = cache.capacity_tokens
     for position, request in enumerate(requests):
         now = request.arrival_s
         page_ids = request.page_ids
@@ -39,7 +40,9 @@ def replay_segments(
         if matched < num_pages:
             last = length - size * (num_pages - 1)
             tip = path[-1] if path else None
-            evict(size * (num_pages - 1 - matched) + last, tip)
+            new_tokens = size * (num_pages - 1 - matched) + last
+            if capacity is not None and new_tokens > capacity - cache.resident_tokens:
+                evict(new_tokens, tip)
             try:
                 insert(tip, page_ids, matched, size, last, now, position)
             except ChainConflict as exc:
