@@ -158,47 +158,67 @@ class SegmentCache:
                 stack.extend(node.children.values())
         return out
 
-    # --------------------------------------------------------------------- lookup
-    def match(self, page_ids: Sequence[int], now: float) -> tuple[list[Segment], int]:
-        """The segments of the longest resident, alive prefix of `page_ids` and its length in
-        pages (R3); a match ending inside a segment splits it so the path ends at a segment
-        end. Expired pages are dropped first. Nothing is refreshed."""
+    # ------------------------------------------------------------- one request
+    def access(self, page_ids: Sequence[int], now: float, recency: int, page_tokens: int,
+               input_tokens: int) -> int:
+        """Part A for one request, at `now`, replay position `recency`: drop expired pages,
+        match the longest resident prefix of `page_ids` (a match ending inside a segment
+        splits it, R4), refresh the matched path (R5), evict while the new pages do not fit
+        (the path protected), insert them as one segment as far as they fit. Pages hold
+        `page_tokens` but the last, which holds the rest of `input_tokens`. Returns the
+        matched pages. Raises ChainConflict when the ids are not chained."""
         if self._deadlines and self._deadlines[0][0] < now:
             self.expire(now)
         if type(page_ids) is not tuple:
             page_ids = tuple(page_ids)
-        path: list[Segment] = []
         n = len(page_ids)
         pos = 0
+        tip: Segment | None = None
         children: dict[int, Segment] | None = self._roots
+        refresh = now + self.ttl.ttl_s if self._sliding else None  # type: ignore[union-attr]
         while pos < n and children:
             node = children.get(page_ids[pos])
             if node is None:
                 break
             seg = node.ids
             end = pos + len(seg)
-            if end <= n and page_ids[end - 1] == seg[-1] and page_ids[pos:end] == seg:
-                path.append(node)
-                pos = end
-                children = node.children
-                continue
-            # The match ends inside `node`: the longest common prefix, by binary search on
-            # prefix equality (monotone in the length), at least the first page.
-            lo, hi = 1, min(len(seg), n - pos)
-            if page_ids[pos:pos + hi] == seg[:hi]:
-                lo = hi
-            else:
-                hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    if page_ids[pos:pos + mid] == seg[:mid]:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-            path.append(self._split(node, lo))
-            pos += lo
-            break
-        return path, pos
+            whole = end <= n and page_ids[end - 1] == seg[-1] and page_ids[pos:end] == seg
+            if not whole:
+                # The match ends inside `node`: the longest common prefix, by binary search
+                # on prefix equality (monotone in the length), at least the first page.
+                lo, hi = 1, min(len(seg), n - pos)
+                if page_ids[pos:pos + hi] == seg[:hi]:
+                    lo = hi
+                else:
+                    hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        if page_ids[pos:pos + mid] == seg[:mid]:
+                            lo = mid
+                        else:
+                            hi = mid - 1
+                node = self._split(node, lo)
+                end = pos + lo
+            node.last_access_s = now
+            node.recency = recency
+            node.num_hits += 1
+            if refresh is not None and refresh > node.deadline_s:
+                node.deadline_s = refresh
+            tip = node
+            pos = end
+            if not whole:
+                break
+            children = node.children
+        if tip is not None and not tip.children:
+            self._queue(tip)
+        if pos < n:
+            last = input_tokens - page_tokens * (n - 1)
+            new_tokens = page_tokens * (n - 1 - pos) + last
+            capacity = self.capacity_tokens
+            if capacity is not None and new_tokens > capacity - self.resident_tokens:
+                self.evict(new_tokens, tip)
+            self.insert(tip, page_ids, pos, page_tokens, last, now, recency)
+        return pos
 
     def _split(self, node: Segment, k: int) -> Segment:
         """Split `node` after its first `k` pages (R4); returns the new prefix half. The
@@ -218,21 +238,6 @@ class SegmentCache:
         node.num_tokens -= prefix.num_tokens
         self.num_segments += 1
         return prefix
-
-    def touch(self, path: Sequence[Segment], now: float, recency: int) -> None:
-        """Refresh a matched path as a hit (R5): last access, recency, hit count, sliding TTL."""
-        if not path:
-            return
-        deadline = now + self.ttl.ttl_s if self._sliding else None
-        for node in path:
-            node.last_access_s = now
-            node.recency = recency
-            node.num_hits += 1
-            if deadline is not None and deadline > node.deadline_s:
-                node.deadline_s = deadline
-        tip = path[-1]
-        if not tip.children:
-            self._queue(tip)
 
     # --------------------------------------------------------------------- insert
     def insert(self, parent: Segment | None, page_ids: Sequence[int], start: int,

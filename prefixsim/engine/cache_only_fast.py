@@ -26,35 +26,27 @@ def replay_segments(
     """Replay `requests` (in arrival order) through `cache`; one record per request."""
     records: list[CacheOnlyRecord] = []
     append = records.append
-    match, touch, evict, insert = cache.match, cache.touch, cache.evict, cache.insert
-    capacity = cache.capacity_tokens
+    access = cache.access
     for position, request in enumerate(requests):
         now = request.arrival_s
         page_ids = request.page_ids
         length = request.input_tokens
-        path, matched = match(page_ids, now)
-        if path:
-            touch(path, now, position)
-        num_pages = len(page_ids)
         size = request.page_size_tokens
-        if matched < num_pages:
-            last = length - size * (num_pages - 1)
-            tip = path[-1] if path else None
-            new_tokens = size * (num_pages - 1 - matched) + last
-            if capacity is not None and new_tokens > capacity - cache.resident_tokens:
-                evict(new_tokens, tip)
-            try:
-                insert(tip, page_ids, matched, size, last, now, position)
-            except ChainConflict as exc:
-                raise InputError(
-                    f"request {request.request_id}: {exc} (hash ids are not chained)",
-                    field="hash_ids",
-                ) from None
-            cached = matched * size if matched else 0
+        try:
+            matched = access(page_ids, now, position, size, length)
+        except ChainConflict as exc:
+            raise InputError(
+                f"request {request.request_id}: {exc} (hash ids are not chained)",
+                field="hash_ids",
+            ) from None
+        if matched == 0:
+            cached = 0
+        elif matched >= len(page_ids):
+            cached = length - 1  # Part A rule 1: L - 1 at most
+        else:
+            cached = matched * size
             if cached >= length:
                 cached = length - 1
-        else:
-            cached = length - 1 if matched else 0  # Part A rule 1: L - 1 at most
         append(CacheOnlyRecord(request.request_id, request.session_id, "completed", now,
                                length, request.output_tokens, cached))
         if on_progress is not None and (position + 1) % progress_every == 0:
