@@ -5,7 +5,8 @@ flat-LRU replay does. SegmentCache stores a *segment*: a run of consecutive page
 always been touched together, as a tuple of chained page ids with token counts and one set of
 statistics (created, last access, recency, deadline, hits, priority) shared by its pages. It
 replays cache-spec Part A with exactly the results of RadixCache (per-request hits and every
-counter), under these conditions, which `SegmentCache.supports` checks:
+counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
+simulate.build_cache(..., replay_only=True) the rest):
 
 - radix mode (leaves only are victims), no lower tiers, no request classes, no locks or
   reservations (the cache-only replay takes none);
@@ -122,11 +123,13 @@ class SegmentCache:
         self._until_compact = 1024
         self._key = policy.key
         self._sliding = ttl is not None and ttl.refreshes_on_access
+        self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
 
     @staticmethod
     def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX) -> bool:
         """Whether a replay with `policy` in `mode` can run here (see the module docstring)."""
-        return mode is CacheMode.RADIX and getattr(type(policy), "node_uniform", False) is True
+        return (CacheMode(mode) is CacheMode.RADIX
+                and getattr(type(policy), "node_uniform", False) is True)
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -175,7 +178,7 @@ class SegmentCache:
         pos = 0
         tip: Segment | None = None
         children: dict[int, Segment] | None = self._roots
-        refresh = now + self.ttl.ttl_s if self._sliding else None  # type: ignore[union-attr]
+        refresh = now + self._ttl_s if self._sliding else None
         while pos < n and children:
             node = children.get(page_ids[pos])
             if node is None:
