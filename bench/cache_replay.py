@@ -4,8 +4,10 @@ command's wall time, and resident bytes per cached page.
     .venv/bin/python bench/cache_replay.py [--trace PATH] [--repeat N]
 
 1. Replay speed on the Mooncake conversation trace, in pages per second, for an LRU cache of
-   3,000,000 tokens and for an unbounded cache with a 300 s sliding TTL; prefixsim's radix
-   tree against a minimal flat page-LRU (an OrderedDict of page id -> tokens, capacity counted
+   3,000,000 tokens and for an unbounded cache with a 300 s sliding TTL; prefixsim's cache as
+   `prefixsim run --cache-only` builds it (simulate.build_cache(..., replay_only=True): the
+   compressed SegmentCache for these configurations) against a minimal flat page-LRU (an
+   OrderedDict of page id -> tokens, capacity counted
    in tokens held, a hit is the run of resident pages from the first page) run in the same
    process on the same requests. Medians of N repetitions; target: prefixsim <= 1.5x the
    baseline's time. (The flat LRU may evict a prefix page before its children, so its hit
@@ -32,8 +34,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.config import CacheConfig
 from prefixsim.engine import replay_cache_only
+from prefixsim.simulate import build_cache
 from prefixsim.trace import Request, load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,9 +101,15 @@ def flat_ttl(requests: Sequence[Request], ttl_s: float) -> list[int]:
     return hits
 
 
+def replay_cache(capacity: int | None, ttl_s: float | None):
+    """The cache `prefixsim run --cache-only` replays through for an LRU `cache` section."""
+    return build_cache(CacheConfig(policy="lru", capacity_tokens=capacity, ttl_s=ttl_s),
+                       replay_only=True)
+
+
 def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
                      ttl_s: float | None) -> list[int]:
-    cache = RadixCache(capacity, POLICIES.build("lru"), None if ttl_s is None else TTLRule(ttl_s))
+    cache = replay_cache(capacity, ttl_s)
     return [r.cached_tokens for r in replay_cache_only(requests, cache).records]
 
 
@@ -128,7 +137,9 @@ def speed(requests: Sequence[Request], repeat: int) -> list[float]:
          lambda: prefixsim_replay(requests, None, TTL_S),
          lambda: flat_ttl(requests, TTL_S)),
     ]
-    for name, ours, base in cases:
+    for (name, ours, base), (capacity, ttl_s) in zip(
+            cases, [(CAPACITY_TOKENS, None), (None, TTL_S)], strict=True):
+        kind = type(replay_cache(capacity, ttl_s)).__name__
         ours(), base()  # warm-up
         runs = [(timed(ours), timed(base)) for _ in range(repeat)]
         wall_ours = statistics.median(r[0][0] for r in runs)
@@ -139,8 +150,9 @@ def speed(requests: Sequence[Request], repeat: int) -> list[float]:
         ratio = cpu_ours / cpu_base
         ratios.append(ratio)
         print(f"replay {name}: {len(requests):,} requests, {pages:,} pages, median of {repeat}")
-        for label, cpu, wall, hits in (("prefixsim radix tree", cpu_ours, wall_ours, hits_ours),
-                                       ("flat OrderedDict    ", cpu_base, wall_base, hits_base)):
+        for label, cpu, wall, hits in (
+                (f"prefixsim {kind:<14}", cpu_ours, wall_ours, hits_ours),
+                ("flat OrderedDict        ", cpu_base, wall_base, hits_base)):
             print(f"  {label}: {cpu:6.3f} CPU s {pages / cpu:>11,.0f} pages/s "
                   f"(wall {wall:6.3f} s)  hit tokens {hits:,}")
         print(f"  ratio prefixsim/baseline CPU time: {ratio:.2f}x (target <= 1.5x) "
@@ -192,7 +204,7 @@ def bytes_per_page() -> float:
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        cache = RadixCache(None, POLICIES.build("lru"))
+        cache = replay_cache(None, None)
         result = replay_cache_only(requests, cache)
         del result  # per-request records are not resident cache state
         gc.collect()

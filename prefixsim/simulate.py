@@ -16,6 +16,7 @@ from prefixsim import __version__
 from prefixsim.bounds import bounds_summary, unbounded_hit_rate
 from prefixsim.cache import RadixCache, TTLRule, build_policy
 from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
@@ -56,18 +57,23 @@ def build_cache(
     config: CacheConfig,
     requests: Sequence[Request] | None = None,
     prefill_time_s: Callable[[int, int], float] | None = None,
-) -> RadixCache:
+    replay_only: bool = False,
+) -> RadixCache | SegmentCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order; a
-    cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`)."""
+    cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
+    `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
+    section allows it (radix mode, a node-uniform policy, no tiers, no request classes)."""
     ttl_s = config.ttl_s
     if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
     ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
-    return RadixCache(
-        config.capacity_tokens, build_policy(config.policy, requests, prefill_time_s), ttl,
-        config.mode,
-    )
+    policy = build_policy(config.policy, requests, prefill_time_s)
+    if (replay_only and SegmentCache.supports(policy, config.mode)
+            and config.host_capacity_tokens is None and config.disk_capacity_tokens is None
+            and not config.classes and config.min_cacheable_tokens == 0):
+        return SegmentCache(config.capacity_tokens, policy, ttl)
+    return RadixCache(config.capacity_tokens, policy, ttl, config.mode)
 
 
 def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
@@ -134,13 +140,14 @@ def simulate(
                 rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
             summary.update(pricing_summary(frame, load_pricing(config.cache.pricing), ttls))
         unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
-                                                                "policy": "lru"}))
+                                                                "policy": "lru"}),
+                                replay_only=True)
         summary["cache_unbounded_token_hit_rate"] = unbounded_hit_rate(requests, unbounded, rules)
         summary.update(prefill_savings(frame, cost_model, config.hardware.tp,
                                        config.scheduler.max_batched_tokens))
         return RunResult(requests=frame, summary=summary, timeseries=timeseries)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
-    cache = build_cache(config.cache, requests, chunk_time)
+    cache = build_cache(config.cache, requests, chunk_time, replay_only=True)
     tiers = build_tiers(cache, config.cache)
     rules = build_rules(config.cache, config.seed)
     result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers,
@@ -156,7 +163,7 @@ def simulate(
         lambda policy, unbounded: build_cache(config.cache.model_copy(update={
             "policy": policy,
             "capacity_tokens": None if unbounded else config.cache.capacity_tokens,
-        }), requests),
+        }), requests, replay_only=True),
         rules,
     ))
     if pricing is not None:

@@ -11,6 +11,7 @@ from prefixsim.cache import ttl_first as _ttl_first  # noqa: F401
 from prefixsim.cache import workload_aware as _workload_aware  # noqa: F401
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES, EvictionPolicy, build_policy
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import (
     CacheCounters,
     CacheMode,
@@ -29,6 +30,7 @@ __all__ = [
     "MatchResult",
     "Page",
     "RadixCache",
+    "SegmentCache",
     "TTLMode",
     "TTLRule",
     "build_policy",

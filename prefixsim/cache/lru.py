@@ -10,5 +10,9 @@ from prefixsim.cache.policy import POLICIES, StatelessPolicy
 class LRU(StatelessPolicy):
     """Least recently used first; recency is the replay position of the last access."""
 
+    # The key reads only statistics every page of a segment shares, and the hooks are
+    # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
+    node_uniform = True
+
     def key(self, page: Page) -> float:
         return page.recency

@@ -69,6 +69,10 @@ def build_policy(
       bind_prefill_time(f)  cost-aware policies (gdsf): price recomputation with
                             `prefill_time_s(new_tokens, cached_tokens)` from the run's
                             cost model, when it is given
+      node_uniform = True   a class attribute: `key` reads only statistics shared by all
+                            pages of a segment (recency, last access, deadline, hits,
+                            priority) and the hooks are stateless, so the cache-only
+                            replay may run on SegmentCache (cache/segment_tree.py)
     """
     policy = POLICIES.build(name)
     bind = getattr(policy, "bind_prefill_time", None)

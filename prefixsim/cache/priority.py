@@ -14,5 +14,9 @@ from prefixsim.cache.policy import POLICIES, StatelessPolicy
 class Priority(StatelessPolicy):
     """Key = page priority (higher stays); ties by recency."""
 
+    # The key reads only statistics every page of a segment shares, and the hooks are
+    # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
+    node_uniform = True
+
     def key(self, page: Page) -> float:
         return float(page.priority)

@@ -14,5 +14,9 @@ from prefixsim.cache.policy import POLICIES, StatelessPolicy
 class EarliestDeadlineFirst(StatelessPolicy):
     """Key = TTL deadline (simulated seconds); the soonest to expire goes first."""
 
+    # The key reads only statistics every page of a segment shares, and the hooks are
+    # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
+    node_uniform = True
+
     def key(self, page: Page) -> float:
         return page.deadline_s

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
 from prefixsim.cache.classes import DEFAULT_RULE, CacheRules
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
+from prefixsim.engine.cache_only_fast import replay_segments
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -44,7 +46,7 @@ def hit_tokens(request: Request, num_matched_pages: int) -> int:
 
 def replay_cache_only(
     requests: Sequence[Request],
-    cache: RadixCache,
+    cache: RadixCache | SegmentCache,
     on_progress: ProgressCallback | None = None,
     progress_every: int = 2000,
     tiers: TierStack | None = None,
@@ -56,6 +58,8 @@ def replay_cache_only(
     found there are hits of their tier, loaded back and inserted into HBM like new pages.
     With `rules` (cache/classes.py), each request's class sets its TTL and priority, and a
     prompt below the minimum cacheable length bypasses the cache.
+    A SegmentCache (compressed tree, same results) is replayed by engine/cache_only_fast.py;
+    it takes neither tiers nor rules.
     """
     # Pages only point at their parents, so the loop makes no reference cycles; the cyclic
     # collector would just rescan the growing tree (about half the time of an unbounded
@@ -63,6 +67,11 @@ def replay_cache_only(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if isinstance(cache, SegmentCache):
+            if tiers is not None or rules is not None:
+                raise ValueError("a SegmentCache replay takes no tiers and no request rules")
+            records = replay_segments(requests, cache, on_progress, progress_every)
+            return CacheOnlyResult(records=records, counters=cache.counters)
         return _replay(requests, cache, on_progress, progress_every, tiers, rules)
     finally:
         if gc_was_enabled:

@@ -1,0 +1,451 @@
+"""A compressed radix tree for the cache-only replay: one node per run of pages.
+
+RadixCache (tree.py) keeps one Python object per page, which costs more per page than a whole
+flat-LRU replay does. SegmentCache stores a *segment*: a run of consecutive pages that have
+always been touched together, as a tuple of chained page ids with token counts and one set of
+statistics (created, last access, recency, deadline, hits, priority) shared by its pages. It
+replays cache-spec Part A with exactly the results of RadixCache (per-request hits and every
+counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
+simulate.build_cache(..., replay_only=True) the rest):
+
+- radix mode (leaves only are victims), no lower tiers, no request classes, no locks or
+  reservations (the cache-only replay takes none);
+- a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
+  by a segment's pages (recency, last access, deadline, hits, priority) and its hooks are the
+  stateless ones (LRU, ttl, priority). The rest (fifo, lfu, gdsf, s3fifo, workload-aware,
+  belady) keys per page or keeps per-page state, and stays on RadixCache.
+
+Why it is exact:
+- Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
+  halves keep the statistics and only the prefix half is then refreshed, as per-page touches
+  would leave them. The suffix keeps its object (and so its queued heap entries).
+- Eviction stays page-at-a-time (Part A rule 3, edge case 8) by taking pages from the tail of
+  the least leaf segment. RadixCache orders leaf pages by (key, recency, -depth, page id); the
+  pages of one segment share key and recency, and two distinct leaves never share a recency
+  (one request touches one root-to-leaf path), so the tail pages of the least leaf segment are
+  exactly the next victims, deepest first, until it is gone and its parent may become a leaf.
+- Expiry frees exactly the pages whose deadline is before now (a parent never expires before
+  its children, R12); a deadline heap over leaf segments frees them whole.
+- Page ids are unique in the tree (a set of resident ids), so a segment position stands for
+  RadixCache's page identity; an id already resident when it would be inserted (ids not
+  chained) raises ChainConflict at the same page RadixCache would.
+
+It owns structure, victim and deadline heaps, counters and token accounting; it leaves out
+locks, reservations, block mode, tiers, per-request TTL and priority classes, and policy hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from heapq import heapify, heappop, heappush
+from itertools import count
+
+from prefixsim.cache.page import INFINITY
+from prefixsim.cache.policy import EvictionPolicy
+from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict
+from prefixsim.cache.ttl import TTLRule
+
+
+class Segment:
+    """A run of resident pages touched together: one radix-tree node of the SegmentCache.
+
+    Fields:
+      ids            chained page ids, first page first (a tuple)
+      parent         the segment holding the page before the first one (None at the root)
+      children       child segments by their first page id (None until the first child)
+      depth          depth of the first page (0 for a first page of a prompt)
+      page_tokens    tokens of each page but the last (the inserting request's page size)
+      last_tokens    tokens of the last page (a prompt's partial last page stays last)
+      num_tokens     tokens of all pages (charged against capacity)
+      created_s, last_access_s, recency, deadline_s, num_hits, priority
+                     statistics shared by every page of the segment (as on Page)
+      version        bumped whenever a queued victim entry of this segment goes stale
+      resident       False once the segment has left the cache
+    """
+
+    __slots__ = (
+        "ids", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
+        "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
+        "version", "resident",
+    )
+
+    def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
+                 page_tokens: int, last_tokens: int, now: float, recency: int,
+                 deadline_s: float, priority: int = 0) -> None:
+        self.ids = ids
+        self.parent = parent
+        self.children: dict[int, Segment] | None = None
+        self.depth = depth
+        self.page_tokens = page_tokens
+        self.last_tokens = last_tokens
+        self.num_tokens = page_tokens * (len(ids) - 1) + last_tokens
+        self.created_s = now
+        self.last_access_s = now
+        self.recency = recency
+        self.deadline_s = deadline_s
+        self.num_hits = 0
+        self.priority = priority
+        self.version = 0
+        self.resident = True
+
+    def __repr__(self) -> str:
+        return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
+                f"depth={self.depth}, tokens={self.num_tokens}, recency={self.recency})")
+
+
+class SegmentCache:
+    """A capacity-bounded (in tokens) prefix cache of page segments, for Part A replays."""
+
+    def __init__(
+        self,
+        capacity_tokens: int | None,
+        policy: EvictionPolicy,
+        ttl: TTLRule | None = None,
+    ) -> None:
+        if capacity_tokens is not None and capacity_tokens < 0:
+            raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
+        if not self.supports(policy):
+            raise ValueError(f"policy {type(policy).__name__} is not node-uniform")
+        self.capacity_tokens = capacity_tokens
+        self.policy = policy
+        self.ttl = ttl
+        self.mode = CacheMode.RADIX
+        self.counters = CacheCounters()
+        self.resident_tokens = 0
+        self.locked_tokens = 0
+        self.reserved_tokens = 0
+        self.num_segments = 0
+        self._roots: dict[int, Segment] = {}
+        self._ids: set[int] = set()  # resident page ids (ids are unique in the tree)
+        self._victims: list[tuple] = []
+        self._deadlines: list[tuple] = []
+        self._seq = count()
+        self._until_compact = 1024
+        self._key = policy.key
+        self._sliding = ttl is not None and ttl.refreshes_on_access
+        self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
+
+    @staticmethod
+    def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX) -> bool:
+        """Whether a replay with `policy` in `mode` can run here (see the module docstring)."""
+        return (CacheMode(mode) is CacheMode.RADIX
+                and getattr(type(policy), "node_uniform", False) is True)
+
+    # ----------------------------------------------------------------- accounting
+    @property
+    def num_pages(self) -> int:
+        return len(self._ids)
+
+    @property
+    def free_tokens(self) -> float:
+        if self.capacity_tokens is None:
+            return INFINITY
+        return self.capacity_tokens - self.resident_tokens
+
+    @property
+    def evictable_tokens(self) -> int:
+        return self.resident_tokens
+
+    def orphan_tokens(self) -> int:
+        """Always 0: radix mode has no orphans (for the summary, as RadixCache reports it)."""
+        return 0
+
+    def segments(self) -> list[Segment]:
+        """All resident segments, parents before children."""
+        out: list[Segment] = []
+        stack = list(self._roots.values())
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            if node.children:
+                stack.extend(node.children.values())
+        return out
+
+    # ------------------------------------------------------------- one request
+    def access(self, page_ids: Sequence[int], now: float, recency: int, page_tokens: int,
+               input_tokens: int) -> int:
+        """Part A for one request, at `now`, replay position `recency`: drop expired pages,
+        match the longest resident prefix of `page_ids` (a match ending inside a segment
+        splits it, R4), refresh the matched path (R5), evict while the new pages do not fit
+        (the path protected), insert them as one segment as far as they fit. Pages hold
+        `page_tokens` but the last, which holds the rest of `input_tokens`. Returns the
+        matched pages. Raises ChainConflict when the ids are not chained."""
+        if self._deadlines and self._deadlines[0][0] < now:
+            self.expire(now)
+        if type(page_ids) is not tuple:
+            page_ids = tuple(page_ids)
+        n = len(page_ids)
+        pos = 0
+        tip: Segment | None = None
+        children: dict[int, Segment] | None = self._roots
+        refresh = now + self._ttl_s if self._sliding else None
+        while pos < n and children:
+            node = children.get(page_ids[pos])
+            if node is None:
+                break
+            seg = node.ids
+            end = pos + len(seg)
+            whole = end <= n and page_ids[end - 1] == seg[-1] and page_ids[pos:end] == seg
+            if not whole:
+                # The match ends inside `node`: the longest common prefix, by binary search
+                # on prefix equality (monotone in the length), at least the first page.
+                lo, hi = 1, min(len(seg), n - pos)
+                if page_ids[pos:pos + hi] == seg[:hi]:
+                    lo = hi
+                else:
+                    hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        if page_ids[pos:pos + mid] == seg[:mid]:
+                            lo = mid
+                        else:
+                            hi = mid - 1
+                node = self._split(node, lo)
+                end = pos + lo
+            node.last_access_s = now
+            node.recency = recency
+            node.num_hits += 1
+            if refresh is not None and refresh > node.deadline_s:
+                node.deadline_s = refresh
+            tip = node
+            pos = end
+            if not whole:
+                break
+            children = node.children
+        if tip is not None and not tip.children:
+            self._queue(tip)
+        if pos < n:
+            last = input_tokens - page_tokens * (n - 1)
+            new_tokens = page_tokens * (n - 1 - pos) + last
+            capacity = self.capacity_tokens
+            if capacity is not None and new_tokens > capacity - self.resident_tokens:
+                self.evict(new_tokens, tip)
+            self.insert(tip, page_ids, pos, page_tokens, last, now, recency)
+        return pos
+
+    def _split(self, node: Segment, k: int) -> Segment:
+        """Split `node` after its first `k` pages (R4); returns the new prefix half. The
+        suffix keeps the object, its statistics and its queued entries (its tail is
+        unchanged); the prefix copies the statistics."""
+        seg = node.ids
+        prefix = Segment(seg[:k], node.parent, node.depth, node.page_tokens, node.page_tokens,
+                         node.created_s, node.recency, node.deadline_s, node.priority)
+        prefix.last_access_s = node.last_access_s
+        prefix.num_hits = node.num_hits
+        prefix.children = {seg[k]: node}
+        parent = node.parent
+        (self._roots if parent is None else parent.children)[seg[0]] = prefix
+        node.ids = seg[k:]
+        node.parent = prefix
+        node.depth += k
+        node.num_tokens -= prefix.num_tokens
+        self.num_segments += 1
+        return prefix
+
+    # --------------------------------------------------------------------- insert
+    def insert(self, parent: Segment | None, page_ids: Sequence[int], start: int,
+               page_tokens: int, last_tokens: int, now: float, recency: int) -> int:
+        """Add `page_ids[start:]` below `parent` as one segment, as many pages as fit without
+        evicting (every page holds `page_tokens` but the last, `last_tokens`). Returns the
+        pages inserted. Raises ChainConflict, before changing anything, when an id it reaches
+        is already resident (or repeats in the run): the ids are not chained."""
+        run = page_ids[start:]
+        if type(run) is not tuple:
+            run = tuple(run)
+        total = len(run)
+        if not total:
+            return 0
+        capacity = self.capacity_tokens
+        fit = total
+        if capacity is not None:
+            free = capacity - self.resident_tokens
+            if page_tokens * (total - 1) + last_tokens > free:
+                fit = min(total - 1, free // page_tokens)
+                run = run[:fit]
+                last_tokens = page_tokens
+        # Every id placed must be new, and so must the first one that did not fit (RadixCache
+        # looks an id up before it checks that its page fits).
+        ids = self._ids
+        before = len(ids)
+        ids.update(run)
+        if len(ids) != before + fit or (fit < total and page_ids[start + fit] in ids):
+            self._chain_conflict(page_ids[start:start + fit + 1])
+        if fit == 0:
+            return 0
+        ttl = self.ttl
+        deadline = INFINITY if ttl is None else now + ttl.ttl_s
+        depth = 0 if parent is None else parent.depth + len(parent.ids)
+        node = Segment(run, parent, depth, page_tokens, last_tokens, now, recency, deadline)
+        if parent is None:
+            self._roots[run[0]] = node
+        else:
+            if parent.children is None:
+                parent.children = {}
+            parent.children[run[0]] = node
+            if deadline != INFINITY:  # ancestors live as long as the new pages (R12, C11)
+                anc: Segment | None = parent
+                while anc is not None and anc.deadline_s < deadline:
+                    anc.deadline_s = deadline
+                    anc = anc.parent
+        self.num_segments += 1
+        tokens = node.num_tokens
+        self.resident_tokens = resident = self.resident_tokens + tokens
+        counters = self.counters
+        counters.inserted_pages += fit
+        counters.inserted_tokens += tokens
+        if resident > counters.peak_tokens:
+            counters.peak_tokens = resident
+        # self._queue(node), inlined: a new segment is a leaf (its version is 0).
+        if capacity is not None:
+            heappush(self._victims, (self._key(node), recency, -(depth + fit - 1), run[-1], 0,
+                                     node))
+        if ttl is not None:
+            heappush(self._deadlines, (deadline, next(self._seq), node))
+        self._until_compact -= 1
+        if self._until_compact <= 0:
+            self._compact()
+        return fit
+
+    def _chain_conflict(self, checked: Sequence[int]) -> None:
+        """Restore the resident ids (an insert added some) and raise ChainConflict naming the
+        first id of `checked` that was resident or repeats."""
+        self._ids = ids = set()
+        for node in self.segments():
+            ids.update(node.ids)
+        seen: set[int] = set()
+        for page_id in checked:
+            if page_id in ids or page_id in seen:
+                raise ChainConflict(
+                    f"page id {page_id} is already cached after a different prefix")
+            seen.add(page_id)
+        raise AssertionError("no conflicting id found")  # pragma: no cover
+
+    # -------------------------------------------------------------- evict, expire
+    def evict(self, num_tokens: int, protect: Segment | None = None) -> bool:
+        """Evict leaf pages one at a time (from leaf segments' tails) until `num_tokens` are
+        free (R10); `protect` (a matched path's last segment) is never evicted. Returns
+        whether the space is free; when it cannot be, everything evictable is gone."""
+        capacity = self.capacity_tokens
+        if capacity is None:
+            return True
+        need = num_tokens - (capacity - self.resident_tokens)
+        if need <= 0:
+            return True
+        heap = self._victims
+        counters = self.counters
+        skipped = []
+        while need > 0 and heap:
+            entry = heappop(heap)
+            node = entry[-1]
+            if entry[-2] != node.version or not node.resident or node.children:
+                continue
+            if node is protect:
+                skipped.append(entry)
+                continue
+            seg = node.ids
+            size = len(seg)
+            last = node.last_tokens
+            page = node.page_tokens
+            k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
+            if k >= size:
+                need -= node.num_tokens
+                counters.evicted_pages += size
+                counters.evicted_tokens += node.num_tokens
+                self._remove(node)
+                continue
+            tokens = last + page * (k - 1)
+            need -= tokens
+            counters.evicted_pages += k
+            counters.evicted_tokens += tokens
+            self._ids.difference_update(seg[size - k:])
+            node.ids = seg[:size - k]
+            node.num_tokens -= tokens
+            node.last_tokens = page
+            self.resident_tokens -= tokens
+            self._queue(node, with_deadline=False)  # its deadline entry stays valid
+        for entry in skipped:
+            heappush(heap, entry)
+        return need <= 0
+
+    def expire(self, now: float) -> int:
+        """Free every page whose deadline is before `now`; returns pages freed."""
+        heap = self._deadlines
+        counters = self.counters
+        freed = 0
+        while heap and heap[0][0] < now:
+            deadline, _, node = heappop(heap)
+            if not node.resident or node.children or node.deadline_s != deadline:
+                continue
+            freed += len(node.ids)
+            counters.expired_pages += len(node.ids)
+            counters.expired_tokens += node.num_tokens
+            self._remove(node)
+        return freed
+
+    # ------------------------------------------------------------------- internal
+    def _remove(self, node: Segment) -> None:
+        """Take a whole leaf segment out; a parent it leaves as a leaf is queued."""
+        node.resident = False
+        self._ids.difference_update(node.ids)
+        self.resident_tokens -= node.num_tokens
+        self.num_segments -= 1
+        parent = node.parent
+        if parent is None:
+            del self._roots[node.ids[0]]
+            return
+        children = parent.children
+        del children[node.ids[0]]
+        if not children:
+            self._queue(parent)
+
+    def _queue(self, node: Segment, with_deadline: bool = True) -> None:
+        """(Re)enter a leaf segment into the victim heap (when bounded) and, with a TTL, the
+        deadline heap; older victim entries of it go stale."""
+        node.version = version = node.version + 1
+        if self.capacity_tokens is not None:
+            heappush(self._victims, (self._key(node), node.recency,
+                                     -(node.depth + len(node.ids) - 1), node.ids[-1],
+                                     version, node))
+        if with_deadline and self.ttl is not None:
+            heappush(self._deadlines, (node.deadline_s, next(self._seq), node))
+        self._until_compact -= 1
+        if self._until_compact <= 0:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale heap entries once the heaps hold many more entries than segments."""
+        self._until_compact = max(1024, self.num_segments)
+        if len(self._victims) + len(self._deadlines) <= 4 * self.num_segments + 2048:
+            return
+        self._victims = [e for e in self._victims
+                         if e[-2] == e[-1].version and e[-1].resident and not e[-1].children]
+        self._deadlines = [e for e in self._deadlines
+                           if e[2].resident and not e[2].children
+                           and e[2].deadline_s == e[0]]
+        heapify(self._victims)
+        heapify(self._deadlines)
+
+    # ----------------------------------------------------------------- invariants
+    def check_invariants(self) -> None:
+        """Raise AssertionError if accounting, structure or TTL ordering is inconsistent."""
+        total = pages = segments = 0
+        seen: set[int] = set()
+        for node in self.segments():
+            assert node.resident and node.ids, "empty or gone segment in the tree"
+            segments += 1
+            pages += len(node.ids)
+            seen.update(node.ids)
+            assert node.num_tokens == node.page_tokens * (len(node.ids) - 1) + node.last_tokens
+            total += node.num_tokens
+            parent = node.parent
+            if parent is not None:
+                assert parent.children and parent.children[node.ids[0]] is node
+                assert node.depth == parent.depth + len(parent.ids), "depth"
+                assert parent.deadline_s >= node.deadline_s, "parent expires before child"
+            else:
+                assert self._roots[node.ids[0]] is node and node.depth == 0
+        assert pages == len(seen) == len(self._ids) and seen == self._ids, "resident ids"
+        assert segments == self.num_segments, "segment count"
+        assert total == self.resident_tokens, "resident tokens"
+        if self.capacity_tokens is not None:
+            assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"

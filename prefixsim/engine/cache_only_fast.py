@@ -1,0 +1,56 @@
+"""Cache-only replay (cache-spec Part A) through a SegmentCache (cache/segment_tree.py).
+
+The same steps and records as `replay_cache_only` over a RadixCache, with per-segment rather
+than per-page Python work: match (splitting the segment where the match ends), refresh the
+path, evict leaf pages while the new pages do not fit (the matched path protected), insert the
+rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.cache.tree import ChainConflict
+from prefixsim.engine.records import CacheOnlyRecord
+from prefixsim.errors import InputError
+from prefixsim.trace import Request
+
+
+def replay_segments(
+    requests: Sequence[Request],
+    cache: SegmentCache,
+    on_progress=None,
+    progress_every: int = 2000,
+) -> list[CacheOnlyRecord]:
+    """Replay `requests` (in arrival order) through `cache`; one record per request."""
+    records: list[CacheOnlyRecord] = []
+    append = records.append
+    access = cache.access
+    for position, request in enumerate(requests):
+        now = request.arrival_s
+        page_ids = request.page_ids
+        length = request.input_tokens
+        size = request.page_size_tokens
+        try:
+            matched = access(page_ids, now, position, size, length)
+        except ChainConflict as exc:
+            raise InputError(
+                f"request {request.request_id}: {exc} (hash ids are not chained)",
+                field="hash_ids",
+            ) from None
+        if matched == 0:
+            cached = 0
+        elif matched >= len(page_ids):
+            cached = length - 1  # Part A rule 1: L - 1 at most
+        else:
+            cached = matched * size
+            if cached >= length:
+                cached = length - 1
+        append(CacheOnlyRecord(request.request_id, request.session_id, "completed", now,
+                               length, request.output_tokens, cached))
+        if on_progress is not None and (position + 1) % progress_every == 0:
+            on_progress(progress_every)
+    if on_progress is not None:
+        on_progress(len(requests) % progress_every)
+    return records
