@@ -411,3 +411,45 @@ def test_requeue_rekeys_an_evictable_leaf_and_ignores_other_pages():
     cache.evict(2)
     assert cache.get(11) is None and cache.get(10) is not None and cache.get(1) is not None
     cache.check_invariants()
+
+
+def test_s3fifo_inner_main_page_loses_the_laps_it_missed():
+    """M's hand passing an inner page (not evictable) counts as a visit, as in a flat
+    S3-FIFO where it would have been reinserted with one frequency less.
+
+    Capacity 10 (S budget 1). Chain A -> B and roots C, D, F go through S to the ghost,
+    so re-inserted they enter M: A, B, C, D in that order, frequency 0. Hit A -> B, then A:
+    A has 2, B 1. Free 1: B (hit) goes to M's back with 0, the hand passes C (evicted);
+    free 1: D; free 1: B; A is a leaf now. F enters M. Free 1: A's position is old; the
+    hand passed it twice while it was inner (at B's first pass and again at B's
+    reinsertion), so its 2 are spent and A goes, not F. A flat S3-FIFO (M = A2 B1 C D)
+    evicts C, D, B, then A too."""
+    cache = RadixCache(10, POLICIES.build("s3fifo"))
+    policy = cache.policy
+    A, B, C, D, F = 1, 2, 3, 4, 5
+    cache.insert(None, [A, B], [1, 1], 0.0, 0)
+    for i, page_id in enumerate((C, D, F)):
+        cache.insert(None, [page_id], [1], 0.0, 1 + i)
+    assert cache.evict(10) and cache.num_pages == 0
+    assert all(policy.in_ghost(p) for p in (A, B, C, D, F))
+    cache.insert(None, [A, B], [1, 1], 1.0, 4)
+    cache.insert(None, [C], [1], 1.0, 5)
+    cache.insert(None, [D], [1], 1.0, 6)
+    assert {policy.queue_of(p) for p in (A, B, C, D)} == {"main"}
+    cache.touch([cache.get(A), cache.get(B)], 2.0, 7)
+    cache.touch([cache.get(A)], 3.0, 8)
+    gone = []
+
+    def free_one():
+        before = {p.page_id for p in cache.pages()}
+        assert cache.evict(10 - cache.resident_tokens + 1)
+        (victim,) = before - {p.page_id for p in cache.pages()}
+        gone.append(victim)
+
+    for _ in range(3):
+        free_one()
+    assert gone == [C, D, B]
+    cache.insert(None, [F], [1], 4.0, 9)
+    free_one()
+    assert gone == [C, D, B, A]
+    cache.check_invariants()
