@@ -35,7 +35,7 @@ reinserted with one frequency less at the clock of that pass. The passes are rec
 became a leaf after the hand went by) its frequency is first reduced by the passes it
 missed. Without this a dead conversation's prefix drains one page per up to 3 full laps of
 M (each page enters the queue only when its child is gone), instead of in the laps its
-pages would take side by side: 0.159 instead of 0.188 at 4M tokens on Mooncake.
+pages would take side by side: 0.162 instead of 0.188 at 4M tokens on Mooncake.
 
 Measured (bench/policy_zoo.py, Mooncake conversation trace, token hit rate at 1M/4M/16M
 tokens): s3fifo 0.0796/0.1878/0.2996, lru 0.0551/0.1811/0.3386. A flat page-level S3-FIFO
