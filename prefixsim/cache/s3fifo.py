@@ -173,6 +173,9 @@ class S3FIFO:
         if not hand or position > hand[-1]:
             hand.append(position)
             clocks.append(next(self._clock))
+            if len(hand) > 4 * (len(self._position) + 1024):  # bound the history: a page
+                del hand[: len(hand) // 2]  # older than it is charged the laps still kept
+                del clocks[: len(clocks) // 2]
             return frequency
         while frequency > 0 and position < hand[-1]:
             position = clocks[bisect_right(hand, position)]
