@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.cache import POLICIES, TTLRule, replay_cache
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
@@ -36,7 +36,7 @@ def _stats(values: np.ndarray) -> dict[str, float]:
 def token_hit_rate(requests: Sequence[Request], ttl_s: float | None = None) -> float:
     """Token hit rate of an unbounded LRU cache (optionally with a sliding TTL)."""
     ttl = None if ttl_s is None else TTLRule(ttl_s)
-    result = replay_cache_only(requests, RadixCache(None, POLICIES.build("lru"), ttl))
+    result = replay_cache_only(requests, replay_cache(None, POLICIES.build("lru"), ttl))
     query = sum(r.input_tokens for r in result.records)
     return sum(r.cached_tokens for r in result.records) / query if query else 0.0
 

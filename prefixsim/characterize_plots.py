@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from prefixsim.cache import POLICIES, RadixCache, TTLRule  # noqa: E402
+from prefixsim.cache import POLICIES, TTLRule, replay_cache  # noqa: E402
 from prefixsim.engine import replay_cache_only  # noqa: E402
 from prefixsim.trace import Request  # noqa: E402
 
@@ -57,7 +57,7 @@ def top_share(reuses: np.ndarray, fraction: float = 0.1) -> float:
 def hit_rate(requests: Sequence[Request], capacity_tokens: int | None,
              ttl_s: float | None) -> float:
     ttl = None if ttl_s is None else TTLRule(ttl_s)
-    result = replay_cache_only(requests, RadixCache(capacity_tokens, POLICIES.build("lru"), ttl))
+    result = replay_cache_only(requests, replay_cache(capacity_tokens, POLICIES.build("lru"), ttl))
     query = sum(r.input_tokens for r in result.records)
     return sum(r.cached_tokens for r in result.records) / query if query else 0.0
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prefixsim.cache import RadixCache, build_policy
+from prefixsim.cache import build_policy, replay_cache
 from prefixsim.engine import hit_tokens, replay_cache_only
 from prefixsim.trace import Request
 
@@ -187,7 +187,7 @@ def replay_curve(
     query = sum(r.input_tokens for r in requests)
     points = []
     for capacity in capacities:
-        cache = RadixCache(int(capacity), build_policy(policy, requests))
+        cache = replay_cache(int(capacity), build_policy(policy, requests))
         records = replay_cache_only(requests, cache).records
         points.append(CurvePoint(int(capacity), sum(r.cached_tokens for r in records), query))
     return points

@@ -14,9 +14,8 @@ import pandas as pd
 
 from prefixsim import __version__
 from prefixsim.bounds import bounds_summary, unbounded_hit_rate
-from prefixsim.cache import RadixCache, TTLRule, build_policy
+from prefixsim.cache import RadixCache, SegmentCache, TTLRule, build_policy, replay_cache
 from prefixsim.cache.classes import CacheRules, RequestClass
-from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.errors import InputError
@@ -69,11 +68,10 @@ def build_cache(
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
     ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
     policy = build_policy(config.policy, requests, prefill_time_s)
-    if (replay_only and SegmentCache.supports(policy, config.mode)
-            and config.host_capacity_tokens is None and config.disk_capacity_tokens is None
-            and not config.classes and config.min_cacheable_tokens == 0):
-        return SegmentCache(config.capacity_tokens, policy, ttl)
-    return RadixCache(config.capacity_tokens, policy, ttl, config.mode)
+    plain = (replay_only and config.host_capacity_tokens is None
+             and config.disk_capacity_tokens is None and not config.classes
+             and config.min_cacheable_tokens == 0)
+    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain)
 
 
 def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
@@ -82,6 +80,14 @@ def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
         return None
     classes = [RequestClass(**c.model_dump()) for c in config.classes]
     return CacheRules(classes, config.min_cacheable_tokens, seed)
+
+
+def request_ttls(config: CacheConfig, rules: CacheRules | None,
+                 requests: Sequence[Request]) -> list[float | None]:
+    """Each request's TTL (its class's, else the cache's), which prices its cache writes."""
+    if rules is None:
+        return [config.ttl_s] * len(requests)
+    return [rules.for_request(r).ttl_s or config.ttl_s for r in requests]
 
 
 def load_trace_data(config: TraceConfig,
@@ -136,9 +142,8 @@ def simulate(
             config, requests, lambda section: build_cache(section, requests, chunk_time),
             on_progress, rules)
         if config.cache.pricing is not None:
-            ttls = [config.cache.ttl_s if rules is None else (
-                rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
-            summary.update(pricing_summary(frame, load_pricing(config.cache.pricing), ttls))
+            summary.update(pricing_summary(frame, load_pricing(config.cache.pricing),
+                                           request_ttls(config.cache, rules, requests)))
         unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
                                                                 "policy": "lru"}),
                                 replay_only=True)
@@ -167,9 +172,8 @@ def simulate(
         rules,
     ))
     if pricing is not None:
-        ttls = [config.cache.ttl_s if rules is None else (
-            rules.for_request(r).ttl_s or config.cache.ttl_s) for r in requests]
-        summary.update(pricing_summary(frame, pricing, ttls))
+        summary.update(pricing_summary(frame, pricing,
+                                       request_ttls(config.cache, rules, requests)))
     summary.update(prefill_savings(frame, cost_model,
                                    config.hardware.tp, config.scheduler.max_batched_tokens))
     summary["prefill_model"] = f"{model.name} on {config.hardware.tp} x {gpu.name}"

@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from prefixsim.bounds import unbounded_hit_rate
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.curve import (
     curve_from_distances,
@@ -98,7 +98,7 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
         lines += [f"{r['capacity_tokens']},{r['hit_tokens']},{r['token_hit_rate']:.6f}"
                   for r in rows]
         Path(output).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    unbounded = unbounded_hit_rate(requests, RadixCache(None, POLICIES.build("lru")))
+    unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
     if as_json:
         click.echo(json.dumps({"policy": policy, "method": method, "points": rows,
                                "unbounded_token_hit_rate": unbounded}))

@@ -1,0 +1,27 @@
+"""Which cache class a cache-only replay runs on.
+
+SegmentCache gives exactly RadixCache's Part A results, several times faster, when the replay
+is plain (radix mode, a node-uniform policy, no tiers, classes or locks); everything else runs
+on RadixCache. The timed engine always builds RadixCache itself (it needs locks).
+"""
+
+from __future__ import annotations
+
+from prefixsim.cache.policy import EvictionPolicy
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.cache.tree import CacheMode, RadixCache
+from prefixsim.cache.ttl import TTLRule
+
+
+def replay_cache(
+    capacity_tokens: int | None,
+    policy: EvictionPolicy,
+    ttl: TTLRule | None = None,
+    mode: CacheMode | str = CacheMode.RADIX,
+    plain: bool = True,
+) -> RadixCache | SegmentCache:
+    """A fresh cache for a cache-only replay; `plain=False` when the replay adds lower
+    tiers, request classes or a minimum cacheable prompt (RadixCache only)."""
+    if plain and SegmentCache.supports(policy, mode):
+        return SegmentCache(capacity_tokens, policy, ttl)
+    return RadixCache(capacity_tokens, policy, ttl, CacheMode(mode))
