@@ -53,8 +53,9 @@ def test_known_answer_by_hand():
     and a 2-step decode run starts, reserving 2 tokens. B (same pages, 1 output) arrives at
     1.5 (waiting 1; a tie with the 1.5 sample, which shows the state after it) and cuts the
     run at the step boundary 2.25: 1 unused token freed, A keeps 1, reserves 1 more for the
-    mixed step 2.25-3.25 with B's 1-token chunk (B hits 31 of 32: query 64, hit 31). Both
-    finish at 3.25 = duration; the last sample is at 3.0.
+    mixed step 2.25-3.25 with B's 16-token chunk (B hits page 1 only: the cap L - 1 = 31 is
+    page-aligned, R3; query 64, hit 16; B's 16 private tokens make 18). Both finish at
+    3.25 = duration; the last sample is at 3.0.
     """
     requests = [Request(0, 0.25, 32, 3, (1, 2), 16), Request(1, 1.5, 32, 1, (1, 2), 16)]
     result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
@@ -68,10 +69,10 @@ def test_known_answer_by_hand():
     assert frame["running"].tolist() == [0, 1, 1, 1, 1, 2, 2]
     assert frame["waiting"].tolist() == [0, 0, 0, 1, 1, 0, 0]
     assert frame["cached_tokens"].tolist() == [0, 0, 0, 32, 32, 32, 32]
-    assert frame["private_tokens"].tolist() == [0, 32, 32, 2, 2, 2, 2]
-    assert frame["cache_usage"].tolist() == [0, 0.032, 0.032, 0.034, 0.034, 0.034, 0.034]
+    assert frame["private_tokens"].tolist() == [0, 32, 32, 2, 2, 18, 18]
+    assert frame["cache_usage"].tolist() == [0, 0.032, 0.032, 0.034, 0.034, 0.05, 0.05]
     np.testing.assert_array_equal(frame["rolling_hit_rate"],
-                                  [NAN, 0.0, NAN, NAN, NAN, 31 / 32, NAN])
+                                  [NAN, 0.0, NAN, NAN, NAN, 16 / 32, NAN])
     assert frame["evictions"].tolist() == [0] * 7
     assert frame["preemptions"].tolist() == [0] * 7
 

@@ -89,11 +89,22 @@ def test_cached_prefix_shrinks_ttft_by_the_formula():
 
 
 def test_fully_cached_prompt_still_computes_one_token():
-    a = request(0, 0.0, 1000, 2)
-    b = request(1, 5.0, 1000, 2, ids=a.page_ids)
+    """Edge case 3 at P=1: hit 999 of 1000, TTFT = prefill(1, 999)."""
+    a = Request(0, 0.0, 1000, 2, tuple(range(1000)), 1)
+    b = Request(1, 5.0, 1000, 2, a.page_ids, 1)
     rec_b = run([a, b]).records[1]
     assert rec_b.cached_tokens == 999
     assert rec_b.ttft_ms == pytest.approx(prefill_s(1, 999) * 1e3, rel=1e-9)
+
+
+def test_fully_cached_prompt_hit_is_page_aligned():
+    """P=16, L=1000 (62 full pages and an 8-token tail): the L - 1 cap is page-aligned
+    (R3), so B hits 62 pages = 992 tokens and computes the 8-token tail again."""
+    a = request(0, 0.0, 1000, 2)
+    b = request(1, 5.0, 1000, 2, ids=a.page_ids)
+    rec_b = run([a, b]).records[1]
+    assert rec_b.cached_tokens == 992
+    assert rec_b.ttft_ms == pytest.approx(prefill_s(8, 992) * 1e3, rel=1e-9)
 
 
 def test_queueing_adds_to_ttft():

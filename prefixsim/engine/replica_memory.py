@@ -1,6 +1,7 @@
 """A replica's KV memory accounting: admission, preemption, prefill inserts (cache-spec Part B).
 
-At admission the request's prompt is matched (hit capped at L - 1, whole pages), its path is
+At admission the request's prompt is matched (whole pages ending by token L - 1: the cap is
+page-aligned, R3, so a partial last page is never a hit and is computed again), its path is
 locked (R8) and refreshed (R5), and the KV it still needs is reserved, evicting unlocked
 cache pages first (R10; if free + evictable cannot cover it the request waits). Each prefill
 chunk's fully computed pages move from the request's private reservation into the tree (R6;
@@ -35,6 +36,15 @@ from prefixsim.engine.cache_only import lower_tier_tokens
 from prefixsim.engine.request_state import RUNNING, WAITING, RequestState
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
+
+
+def _matchable_pages(request: Request, prompt_tokens: int) -> int:
+    """Pages that may be matched: those ending at or before token L - 1, so the cap is
+    page-aligned (R3; P=1: L - 1 pages). After a preemption the prompt also holds generated
+    tokens, which no page names, so every page of the input may match."""
+    if request.input_tokens <= prompt_tokens - 1:
+        return request.num_pages
+    return (prompt_tokens - 1) // request.page_size_tokens
 
 
 def _prefix_tokens(request: Request, num_pages: int) -> int:
@@ -79,12 +89,13 @@ class ReplicaMemory:
         """Match, lock and reserve for `state` if its KV fits (R10); False leaves no trace."""
         cache, now, request = self.cache, self.env.now, state.request
         rule = state.rule
-        pages = cache.match(request.page_ids if rule.cacheable else (), now).pages
+        limit = _matchable_pages(request, state.prompt_tokens) if rule.cacheable else 0
+        pages = cache.match(request.page_ids[:limit], now).pages
         num = len(pages)
         matched = _prefix_tokens(request, num)
         lower = None
-        if self.tiers is not None and rule.cacheable and num < request.num_pages:
-            lower = self.tiers.peek_run(request.page_ids[num:])
+        if self.tiers is not None and num < limit:
+            lower = self.tiers.peek_run(request.page_ids[num:limit])
         if lower:
             hit = min(_prefix_tokens(request, num + lower.num_pages), state.prompt_tokens - 1)
         else:
