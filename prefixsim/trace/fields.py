@@ -105,15 +105,21 @@ class ChainCheck:
     def __init__(self) -> None:
         self.parent_of: dict[int, int | None] = {}
 
-    def check(self, ids: list[int] | tuple[int, ...], where: dict, key: str = "hash_ids") -> None:
+    def check(self, ids: list[int] | tuple[int, ...], where: dict, key: str = "hash_ids",
+              namespace: str | None = None) -> None:
+        """Raise if an id follows a different parent than before. Ids of a `namespace` are
+        their own id space (cache-spec R2: read_trace gives them distinct ids), so they are
+        checked as (namespace, id) pairs."""
+        if namespace is not None:
+            ids = [(namespace, page_id) for page_id in ids]
         parent_of = self.parent_of
         parent = None
         for position, page_id in enumerate(ids):
             known = parent_of.get(page_id, _UNSEEN)
             if known is not _UNSEEN and known != parent:
                 raise InputError(
-                    f"id {page_id} at position {position} follows {parent} here but "
-                    f"{known} earlier (ids are not chained prefix hashes)",
+                    f"id {_raw(page_id)} at position {position} follows {_raw(parent)} here "
+                    f"but {_raw(known)} earlier (ids are not chained prefix hashes)",
                     field=key, **where,
                 )
             parent = page_id
@@ -124,3 +130,18 @@ class ChainCheck:
 
 
 _UNSEEN = object()
+
+
+def _raw(page_id: object) -> object:
+    """The id as the file wrote it (a namespaced id is checked as (namespace, id))."""
+    return page_id[1] if isinstance(page_id, tuple) else page_id
+
+
+def namespace_field(obj: dict, where: dict, key: str = "namespace") -> str | None:
+    """An optional non-empty namespace string (cache-spec R2); None when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(f"expected a non-empty string, got {value!r}", field=key, **where)
+    return value

@@ -3,6 +3,8 @@
 One JSON object per line: `timestamp` (integer ms from trace start), `input_length`,
 `output_length`, `hash_ids` (chained ids, one per `block_size`-token block, default 512;
 `len(hash_ids) == ceil(input_length / block_size)`). Optional `session_id`/`chat_id` is kept;
+an optional `namespace` (tenant, model, LoRA or cache salt: cache-spec R2) is kept, and pages
+of different namespaces never match (their ids are separate id spaces);
 an optional per-row `block_size` (written by `prefixsim trace convert` for non-512 pages)
 says that row's page size and wins over --block-size (which defaults to 512 in a run).
 Writing traces lives in trace/write.py.
@@ -20,6 +22,7 @@ from prefixsim.trace.fields import (
     decode_json_line,
     id_list,
     int_field,
+    namespace_field,
     require,
 )
 from prefixsim.trace.readers import (
@@ -43,8 +46,9 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
     output_tokens = int_field(obj, "output_length", where, minimum=0)
     hash_ids = id_list(require(obj, "hash_ids", where), "hash_ids", where)
     check_page_count(len(hash_ids), input_tokens, block_size, where)
+    namespace = namespace_field(obj, where)
     if chains is not None:
-        chains.check(hash_ids, where)
+        chains.check(hash_ids, where, namespace=namespace)
     session = obj.get("session_id", obj.get("chat_id"))
     return Request(
         request_id=request_id,
@@ -54,6 +58,7 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
         page_ids=tuple(hash_ids),
         page_size_tokens=block_size,
         session_id=None if session is None else str(session),
+        namespace=namespace,
     )
 
 

@@ -41,7 +41,8 @@ def coarsen(request: Request, to_tokens: int) -> Request:
     if len(ids) % factor:
         coarse += (ids[-1],)
     return Request(request.request_id, request.arrival_s, request.input_tokens,
-                   request.output_tokens, coarse, to_tokens, request.session_id)
+                   request.output_tokens, coarse, to_tokens, request.session_id,
+                   request.namespace)
 
 
 def convert_pages(requests: Iterable[Request], to_tokens: int | None) -> Iterator[Request]:

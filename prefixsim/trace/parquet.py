@@ -1,5 +1,6 @@
 """Reader for the Parquet traces `prefixsim trace convert` writes (Mooncake columns:
-timestamp in ms, input_length, output_length, hash_ids, session_id, block_size)."""
+timestamp in ms, input_length, output_length, hash_ids, session_id, block_size, and an
+optional `namespace`: cache-spec R2, pages of different namespaces never match)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import ChainCheck, as_int, as_time, check_page_count, id_list
+from prefixsim.trace.fields import (
+    ChainCheck,
+    as_int,
+    as_time,
+    check_page_count,
+    id_list,
+    namespace_field,
+)
 from prefixsim.trace.readers import DEFAULT_BLOCK_SIZES, READERS, ReadContext
 from prefixsim.trace.record import Request
 
@@ -45,12 +53,13 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
                 ids = id_list(row["hash_ids"], "hash_ids", where)
                 block = ctx.options.block_size or row.get("block_size") or 512
                 check_page_count(len(ids), input_tokens, block, where)
-                chains.check(ids, where)
+                namespace = namespace_field(row, where)
+                chains.check(ids, where, namespace=namespace)
             except InputError as error:
                 ctx.bad(error)
                 continue
             session = row.get("session_id")
             requests.append(Request(len(requests), arrival_s, input_tokens, output_tokens,
-                                    tuple(ids), block, session))
+                                    tuple(ids), block, session, namespace))
     return requests
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
+from prefixsim.trace.namespaces import separate_namespaces
 from prefixsim.trace.record import Request
 
 TraceReader = Callable[[Path, "ReadContext"], list[Request]]
@@ -200,7 +201,8 @@ def read_trace(
 ) -> TraceData:
     """Read a trace file or folder into requests sorted by arrival (stable on file order).
 
-    Request ids are renumbered 0.. in arrival order.
+    Request ids are renumbered 0.. in arrival order. When any request has a namespace, page
+    ids are renumbered per (namespace, id) (trace/namespaces.py, cache-spec R2).
     """
     path = Path(path)
     options = options or ReadOptions()
@@ -231,7 +233,7 @@ def read_trace(
         if request.request_id != new_id or shift:
             request = replace(request, request_id=new_id, arrival_s=request.arrival_s + shift)
         ordered.append(request)
-    return TraceData(ordered, name, ctx.skipped_lines, ctx.labels)
+    return TraceData(separate_namespaces(ordered), name, ctx.skipped_lines, ctx.labels)
 
 
 def load_trace(

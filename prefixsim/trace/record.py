@@ -16,6 +16,9 @@ class Request:
 
     `page_ids[i]` names the prefix ending with page i; every page holds `page_size_tokens`
     tokens except the last, which holds the remainder (`input_tokens - P*(n-1)`).
+    `namespace` (tenant, model, LoRA or cache salt; cache-spec R2) is kept as read; pages of
+    different namespaces never match because `read_trace` gives each (namespace, id) its own
+    id when a trace sets any (trace/namespaces.py).
     """
 
     request_id: int
@@ -25,6 +28,7 @@ class Request:
     page_ids: tuple[int, ...]
     page_size_tokens: int
     session_id: str | None = None
+    namespace: str | None = None
 
     @property
     def num_pages(self) -> int:

@@ -1,8 +1,9 @@
 """Serialise requests as Mooncake JSONL lines or a Parquet table (the CLI writes the files).
 
 Mooncake rows: `timestamp` in integer ms (a float with µs when not a whole ms),
-`input_length`, `output_length`, `hash_ids`, plus `session_id` when known and `block_size`
-when the pages are not Mooncake's 512 tokens (the Mooncake reader honours it).
+`input_length`, `output_length`, `hash_ids`, plus `session_id` when known, `namespace` when
+set and `block_size` when the pages are not Mooncake's 512 tokens (the Mooncake reader
+honours it). Parquet always has the `namespace` column (null when unset).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ PARQUET_SCHEMA = pa.schema([
     ("hash_ids", pa.list_(pa.int64())),
     ("session_id", pa.string()),
     ("block_size", pa.int64()),
+    ("namespace", pa.string()),
 ])
 
 
@@ -41,6 +43,8 @@ def mooncake_row(request: Request) -> dict[str, object]:
         row["session_id"] = request.session_id
     if request.page_size_tokens != DEFAULT_BLOCK_SIZE:
         row["block_size"] = request.page_size_tokens
+    if request.namespace is not None:
+        row["namespace"] = request.namespace
     return row
 
 
@@ -60,4 +64,5 @@ def parquet_table(requests: Iterable[Request]) -> pa.Table:
         columns["hash_ids"].append(list(r.page_ids))
         columns["session_id"].append(r.session_id)
         columns["block_size"].append(r.page_size_tokens)
+        columns["namespace"].append(r.namespace)
     return pa.table(columns, schema=PARQUET_SCHEMA)
