@@ -5,7 +5,8 @@ command's wall time, and resident bytes per cached page.
 
 1. Replay speed on the Mooncake conversation trace, in pages per second, for an LRU cache of
    3,000,000 tokens and for an unbounded cache with a 300 s sliding TTL; prefixsim's cache as
-   `prefixsim run --cache-only` builds it (simulate.build_cache(..., replay_only=True): the
+   `prefixsim run --cache-only` builds and samples it (simulate.build_cache(...,
+   replay_only=True), timeseries rows every simulated second as by default: the
    compressed SegmentCache for these configurations) against a minimal flat page-LRU (an
    OrderedDict of page id -> tokens, capacity counted
    in tokens held, a hit is the run of resident pages from the first page) run in the same
@@ -43,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 CAPACITY_TOKENS = 3_000_000
 TTL_S = 300.0
+SAMPLE_INTERVAL_S = 1.0  # the timeseries period of a default run
 
 
 # ------------------------------------------------------------------------- baselines
@@ -110,7 +112,9 @@ def replay_cache(capacity: int | None, ttl_s: float | None):
 def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
                      ttl_s: float | None) -> list[int]:
     cache = replay_cache(capacity, ttl_s)
-    return [r.cached_tokens for r in replay_cache_only(requests, cache).records]
+    # sampled every second, as `prefixsim run --cache-only` does by default
+    result = replay_cache_only(requests, cache, sample_interval_s=SAMPLE_INTERVAL_S)
+    return [r.cached_tokens for r in result.records]
 
 
 # ------------------------------------------------------------------------- measuring

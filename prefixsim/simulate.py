@@ -18,6 +18,7 @@ from prefixsim.cache import RadixCache, SegmentCache, TTLRule, build_policy, rep
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.config import CacheConfig, RunConfig, TraceConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
+from prefixsim.engine.cache_samples import cache_only_interval, cache_only_timeseries
 from prefixsim.errors import InputError
 from prefixsim.metrics import cache_summary, records_frame, request_summary
 from prefixsim.pricing import (
@@ -155,9 +156,14 @@ def simulate(
     cache = build_cache(config.cache, requests, chunk_time, replay_only=True)
     tiers = build_tiers(cache, config.cache)
     rules = build_rules(config.cache, config.seed)
+    duration_s = requests[-1].arrival_s if requests else 0.0
+    interval_s = cache_only_interval(duration_s, config.engine.sample_interval_s)
     result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers,
-                               rules=rules)
+                               rules=rules, sample_interval_s=interval_s)
     frame = records_frame(result.records, CacheOnlyRecord)
+    samples, about = cache_only_timeseries(result.states, frame, config.cache.capacity_tokens,
+                                           config.engine.sample_interval_s, interval_s,
+                                           duration_s)
     summary: dict[str, object] = {"mode": "cache_only"}
     summary.update(request_summary(frame))
     summary.update(cache_summary(frame, result.counters, config.cache.capacity_tokens))
@@ -187,4 +193,5 @@ def simulate(
             "wall_time_s": time.perf_counter() - started,
         }
     )
-    return RunResult(requests=frame, summary=summary)
+    summary.update(about)
+    return RunResult(requests=frame, summary=summary, timeseries=samples)

@@ -71,7 +71,7 @@ def test_output_dir_is_written_into_directly(tmp_path):
     out = tmp_path / "deep" / "er"
     stdout = run_ok("--trace", str(DEMO), "--cache-only", "-o", str(out))
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "requests.parquet",
-                                                     "summary.json"]
+                                                     "summary.json", "timeseries.parquet"]
     assert f"results: {out}" in stdout and "cache_token_hit_rate" in stdout
     first = summary(out)
     # an existing folder is written into again (files replaced), no staging folder left

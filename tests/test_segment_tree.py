@@ -5,13 +5,15 @@ partial last pages that later prompts sometimes extend, tiny or no capacity, sli
 TTL), must give the same per-request hits, the same counters and the same resident pages as
 the per-page RadixCache; so must the Mooncake conversation trace (../shared/traces, skipped
 when absent). Unchained ids must fail the same way, at the same request. The cache-only run
-must pick SegmentCache only where it applies and summarise the same.
+must pick SegmentCache only where it applies and summarise the same; both record the same
+timeseries rows.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.engine import replay_cache_only
+from prefixsim.engine.cache_samples import sample_cache_states
 from prefixsim.errors import InputError
 from prefixsim.simulate import build_cache, simulate
 from prefixsim.trace import Request, load_trace
@@ -68,10 +71,11 @@ def traces(draw, chained: bool = True):
     return requests
 
 
-def replay(cache, requests):
-    """(hits per request, counters, sorted resident page ids) or the InputError message."""
+def replay(cache, requests, interval=1.0):
+    """(hits per request, counters, sorted resident page ids, state rows, timeseries as
+    lists with NaN as -1) or the InputError message."""
     try:
-        result = replay_cache_only(requests, cache)
+        result = replay_cache_only(requests, cache, sample_interval_s=interval)
     except InputError as exc:
         return str(exc)
     if isinstance(cache, SegmentCache):
@@ -79,12 +83,17 @@ def replay(cache, requests):
         resident = sorted(pid for node in cache.segments() for pid in node.ids)
     else:
         resident = sorted(page.page_id for page in cache.pages())
-    return [r.cached_tokens for r in result.records], result.counters, resident
+    hits = [r.cached_tokens for r in result.records]
+    series = sample_cache_states(
+        result.states, np.array([r.arrival_s for r in requests]),
+        np.array([r.input_tokens for r in requests]), np.array(hits), cache.capacity_tokens,
+        interval, requests[-1].arrival_s)
+    return hits, result.counters, resident, result.states, series.fillna(-1).to_dict("list")
 
 
-def both(requests, capacity, policy, ttl):
-    return (replay(RadixCache(capacity, POLICIES.build(policy), ttl), requests),
-            replay(SegmentCache(capacity, POLICIES.build(policy), ttl), requests))
+def both(requests, capacity, policy, ttl, interval=1.0):
+    return (replay(RadixCache(capacity, POLICIES.build(policy), ttl), requests, interval),
+            replay(SegmentCache(capacity, POLICIES.build(policy), ttl), requests, interval))
 
 
 capacities = st.one_of(st.none(), st.integers(0, 12), st.integers(12, 200))
@@ -96,11 +105,14 @@ ttls = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(traces(), capacities, st.sampled_from(NODE_UNIFORM), ttls)
-def test_same_hits_counters_and_pages_as_radix_cache(requests, capacity, policy, ttl):
-    ours, reference = both(requests, capacity, policy, ttl)
+@given(traces(), capacities, st.sampled_from(NODE_UNIFORM), ttls,
+       st.sampled_from([0.3, 1.0, 2.5]))
+def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capacity, policy,
+                                                                 ttl, interval):
+    ours, reference = both(requests, capacity, policy, ttl, interval)
     assert not isinstance(reference, str)
     assert ours == reference
+    assert len(ours[4]["time_s"]) == int(requests[-1].arrival_s // interval) + 1
 
 
 @settings(max_examples=200, deadline=None)
@@ -129,7 +141,7 @@ def test_split_then_page_at_a_time_eviction_known_answer():
     requests = [Request(0, 0.0, 4, 1, (1, 2, 3, 4), 1), Request(1, 0.0, 3, 1, (1, 2, 5), 1),
                 Request(2, 0.0, 2, 1, (6, 7), 1)]
     cache = SegmentCache(5, POLICIES.build("lru"))
-    hits, counters, resident = replay(cache, requests)
+    hits, counters, resident = replay(cache, requests)[:3]
     assert hits == [0, 2, 0]
     assert (counters.evicted_pages, counters.evicted_tokens) == (2, 2)
     assert resident == [1, 2, 5, 6, 7]
@@ -200,6 +212,8 @@ def test_cache_only_run_summary_is_the_same(cache, monkeypatch):
     monkeypatch.setattr(SegmentCache, "supports", staticmethod(lambda *a, **k: False))
     slow = simulate(config, requests)
     assert fast.requests.equals(slow.requests)
+    assert len(fast.timeseries) == 10  # t = 0 .. 9 s, every second (the default)
+    assert fast.timeseries.equals(slow.timeseries)
     fast.summary.pop("wall_time_s")
     slow.summary.pop("wall_time_s")
     assert fast.summary == slow.summary

@@ -10,6 +10,7 @@ costs belong to the timed engine, not here.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from prefixsim.cache.classes import DEFAULT_RULE, CacheRules
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
+from prefixsim.engine.cache_samples import next_sample, state_row
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -27,10 +29,12 @@ ProgressCallback = Callable[[int], None]
 
 @dataclass(frozen=True, slots=True)
 class CacheOnlyResult:
-    """Per-request records and the cache's counters after the replay."""
+    """Per-request records, the cache's counters after the replay and, when sampled, the
+    cache's state rows (engine/cache_samples.py)."""
 
     records: list[CacheOnlyRecord]
     counters: CacheCounters
+    states: list[tuple] | None = None
 
 
 def hit_tokens(request: Request, num_matched_pages: int) -> int:
@@ -51,6 +55,7 @@ def replay_cache_only(
     progress_every: int = 2000,
     tiers: TierStack | None = None,
     rules: CacheRules | None = None,
+    sample_interval_s: float | None = None,
 ) -> CacheOnlyResult:
     """Replay `requests` (already in arrival order) through `cache`.
 
@@ -60,29 +65,39 @@ def replay_cache_only(
     prompt below the minimum cacheable length bypasses the cache.
     A SegmentCache (compressed tree, same results) is replayed by engine/cache_only_fast.py;
     it takes neither tiers nor rules.
+    With `sample_interval_s`, the result's `states` are the rows the timeseries is sampled
+    from (engine/cache_samples.py): one per arrival that crosses a multiple of the interval.
     """
     # Pages only point at their parents, so the loop makes no reference cycles; the cyclic
     # collector would just rescan the growing tree (about half the time of an unbounded
     # replay). It is off during the loop and restored after.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    states = None if sample_interval_s is None else []
     try:
         if isinstance(cache, SegmentCache):
             if tiers is not None or rules is not None:
                 raise ValueError("a SegmentCache replay takes no tiers and no request rules")
-            records = replay_segments(requests, cache, on_progress, progress_every)
-            return CacheOnlyResult(records=records, counters=cache.counters)
-        return _replay(requests, cache, on_progress, progress_every, tiers, rules)
+            records = replay_segments(requests, cache, on_progress, progress_every,
+                                      sample_interval_s, states)
+            return CacheOnlyResult(records=records, counters=cache.counters, states=states)
+        return _replay(requests, cache, on_progress, progress_every, tiers, rules,
+                       sample_interval_s, states)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _replay(requests, cache, on_progress, progress_every, tiers, rules) -> CacheOnlyResult:
+def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval,
+            states) -> CacheOnlyResult:
     records: list[CacheOnlyRecord] = []
     append = records.append
+    upcoming = 0.0 if interval is not None else math.inf
     for position, request in enumerate(requests):
         now = request.arrival_s
+        if now > upcoming:  # the state so far holds from `upcoming` until `now`
+            states.append(state_row(upcoming, cache))
+            upcoming = next_sample(now, interval)
         rule = DEFAULT_RULE if rules is None else rules.for_request(request)
         page_ids = request.page_ids if rule.cacheable else ()
         match = cache.match(page_ids, now)
@@ -119,7 +134,9 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules) -> Cache
             on_progress(progress_every)
     if on_progress is not None:
         on_progress(len(requests) % progress_every)
-    return CacheOnlyResult(records=records, counters=cache.counters)
+    if states is not None:
+        states.append(state_row(upcoming, cache))
+    return CacheOnlyResult(records=records, counters=cache.counters, states=states)
 
 
 def lower_tier_tokens(request: Request, num_hbm_pages: int, lower: LowerHit) -> tuple[int, int]:

@@ -8,10 +8,12 @@ rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
+from prefixsim.engine.cache_samples import next_sample, state_row
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -22,13 +24,21 @@ def replay_segments(
     cache: SegmentCache,
     on_progress=None,
     progress_every: int = 2000,
+    sample_interval_s: float | None = None,
+    states: list[tuple] | None = None,
 ) -> list[CacheOnlyRecord]:
-    """Replay `requests` (in arrival order) through `cache`; one record per request."""
+    """Replay `requests` (in arrival order) through `cache`; one record per request. With
+    `sample_interval_s`, the state rows of the timeseries are appended to `states`
+    (engine/cache_samples.py; as `replay_cache_only` records them on a RadixCache)."""
     records: list[CacheOnlyRecord] = []
     append = records.append
     access = cache.access
+    upcoming = 0.0 if sample_interval_s is not None else math.inf
     for position, request in enumerate(requests):
         now = request.arrival_s
+        if now > upcoming:  # the state so far holds from `upcoming` until `now`
+            states.append(state_row(upcoming, cache))
+            upcoming = next_sample(now, sample_interval_s)
         page_ids = request.page_ids
         length = request.input_tokens
         size = request.page_size_tokens
@@ -53,4 +63,6 @@ def replay_segments(
             on_progress(progress_every)
     if on_progress is not None:
         on_progress(len(requests) % progress_every)
+    if sample_interval_s is not None:
+        states.append(state_row(upcoming, cache))
     return records

@@ -150,7 +150,8 @@ def cache_over_time(data: ReportData) -> Figure:
     combined: usage averaged, counts summed)."""
     frames = data.frames("timeseries", limit=4)
     if not frames:
-        raise PlotSkipped("no timeseries.parquet in the runs (cache-only runs record none)")
+        raise PlotSkipped("no timeseries.parquet in the runs (engine.sample_interval_s null "
+                          "records none)")
     first = next(iter(frames.values()))
     time_col = next((c for c in ("time_s", "now_s", "now", "t_s") if c in first),
                     next((c for c in first.columns if c.endswith("_s")), None))
