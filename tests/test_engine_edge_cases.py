@@ -103,22 +103,22 @@ def test_c1_control_pages_outliving_the_holder_stay():
 
 
 def test_c2_c9_parent_exposed_in_the_same_pass_never_under_a_lock():
-    """Capacity 16.
+    """Capacity 20.
     Z t=0: L=12 pages 1-2-3, 1 output: t=0->1 prefill, done at t=1 (tree 1-2-3 unlocked,
-      free 4).
-    A t=2: L=10 pages 1,2,4 (4 holds 2 tokens), 3 outputs: hits 1,2 (8 tokens, <= L-1),
-      locks them, reserves 2 (free 4, no eviction). t=2->3 prefill inserts 4 under 2
-      (free 2); decodes t=3->4, 4->5 reserve 1 each; finish at t=5.
-    C t=2.5: L=12 pages 5,6,7, 1 output. At t=3: needs 12 + A's decode token 1 = 13 >
-      free 2 + evictable 4 (only page 3: 1, 2 and 4 are locked) = 6: refused, nothing
-      evicted (C9). At t=4: free 1 + 4 = 5 < 13: refused again.
-    At t=5 A finishes (its 2 private tokens freed, free 2): C needs 12, evicts 10:
+      free 8).
+    A t=2: L=12 pages 1,2,4, 3 outputs: hits 1,2 (8 tokens; page 4 ends at 12 > L - 1),
+      locks them, reserves 4 (free 4, no eviction). t=2->3 prefill inserts 4 under 2
+      (free 4); decodes t=3->4, 4->5 reserve 1 each (free 3, 2); finish at t=5.
+    C t=2.5: L=16 pages 5-8, 1 output. At t=3: needs 16 + A's decode token 1 = 17 >
+      free 4 + evictable 4 (only page 3: 1, 2 and 4 are locked) = 8: refused, nothing
+      evicted (C9). At t=4: 17 > 3 + 4: refused again.
+    At t=5 A finishes (its 2 private tokens freed, free 4): C needs 16, evicts 12:
       leaf 3 (LRU, Z's) then leaf 4; that exposes 2, evicted in the same pass (C2); 1 stays.
     """
-    cache = lru(16)
+    cache = lru(20)
     seen = []
-    result = run([req(0, 0.0, 12, 1, [1, 2, 3]), req(1, 2.0, 10, 3, [1, 2, 4]),
-                  req(2, 2.5, 12, 1, [5, 6, 7])], cache,
+    result = run([req(0, 0.0, 12, 1, [1, 2, 3]), req(1, 2.0, 12, 3, [1, 2, 4]),
+                  req(2, 2.5, 16, 1, [5, 6, 7, 8])], cache,
                  lambda kind, _: seen.append((kind, snapshot(cache))))
     z, a, c = result.records
     assert a.cached_tokens == 8 and a.finish_s == 5.0
@@ -128,8 +128,8 @@ def test_c2_c9_parent_exposed_in_the_same_pass_never_under_a_lock():
         assert s["evicted"] == 0
         assert s["resident"] == [1, 2, 3, 4] and s["locked"] == [1, 2, 4]
     assert c.status == "completed" and c.queue_ms == 2500.0 and c.first_token_s == 6.0
-    assert cache.counters.evicted_pages == 3 and cache.counters.evicted_tokens == 10
-    assert sorted(p.page_id for p in cache.pages()) == [1, 5, 6, 7]
+    assert cache.counters.evicted_pages == 3 and cache.counters.evicted_tokens == 12
+    assert sorted(p.page_id for p in cache.pages()) == [1, 5, 6, 7, 8]
 
 
 def test_c9_no_eviction_when_admission_fails():
@@ -224,22 +224,29 @@ def test_c13_earlier_chunks_locked_and_never_hits():
     assert all(p.num_hits == 0 for p in cache.pages())
 
 
-def test_c4_partial_tail_never_hit_page_aligned_cap():
-    """P=16, capacity 1000. A at t=0: L=100, pages 1-7 (7 holds the 4-token tail), 1 output:
-    done at t=1, all 7 pages cached (the hash-id trace names the tail: R1).
-    B at t=5: the same 100 tokens. The match is capped at L - 1 = 99, page-aligned (R3): 6
-    pages = 96 tokens; the tail page is not matched (not locked, not refreshed), its 4
-    tokens are computed again as B's private KV (reserved 4), and B's insert at t=6 finds
-    page 7 resident and frees the private copy (R7): nothing new is inserted."""
+def test_c4_partial_tail_private_never_cached():
+    """P=16, capacity 1000, pages 1-7 (7 would hold the 4-token tail of L=100).
+    A at t=0, 2 outputs: t=0->1 prefill inserts pages 1-6 (96 tokens); the tail's 4 tokens
+    stay private (R1, edge case 4): at the decode step t=1->2, 96 resident and 4 + 1 (the
+    decode token) reserved; at A's finish (t=2) they are freed: 96 resident, 0 reserved.
+    B at t=5, the same 100 tokens, 1 output: the match is capped at L - 1 = 99,
+    page-aligned (R3): 6 pages = 96 tokens hit, 4 computed again as private KV (reserved 4 in
+    its step t=5->6), freed at its finish. At most 96 tokens of the prompt are ever cached."""
     cache = lru(1000)
     seen = []
     ids = [1, 2, 3, 4, 5, 6, 7]
-    result = run([req(0, 0.0, 100, 1, ids, 16), req(1, 5.0, 100, 1, ids, 16)], cache,
-                 lambda kind, batch: seen.append((batch, snapshot(cache))))
+    result = run([req(0, 0.0, 100, 2, ids, 16), req(1, 5.0, 100, 1, ids, 16)], cache,
+                 lambda kind, batch: seen.append((kind, batch, snapshot(cache))))
     a, b = result.records
     assert a.cached_tokens == 0 and b.cached_tokens == 96
-    batch, state = seen[1]
+    assert a.finish_s == 2.0 and b.finish_s == 6.0
+    kinds = [kind for kind, _, _ in seen]
+    assert kinds == ["step", "decode", "step"]
+    _, _, decode = seen[1]
+    assert decode["resident"] == [1, 2, 3, 4, 5, 6] and decode["reserved"] == 5
+    _, batch, state = seen[2]
     assert [(c.new_tokens, c.cached_tokens) for c in batch.prefills] == [(4, 96)]
     assert state["locked"] == [1, 2, 3, 4, 5, 6] and state["reserved"] == 4
-    assert state["hits"][7] == 0
-    assert cache.counters.inserted_pages == 7 and cache.reserved_tokens == 0
+    assert state["resident"] == [1, 2, 3, 4, 5, 6]
+    assert cache.counters.inserted_pages == 6 and cache.counters.inserted_tokens == 96
+    assert cache.reserved_tokens == 0 and cache.get(7) is None

@@ -1,7 +1,8 @@
 """A replica's KV memory accounting: admission, preemption, prefill inserts (cache-spec Part B).
 
 At admission the request's prompt is matched (whole pages ending by token L - 1: the cap is
-page-aligned, R3, so a partial last page is never a hit and is computed again), its path is
+page-aligned, R3, so a partial last page is never a hit; it is private KV, never inserted,
+freed at finish: Part C edge case 4), its path is
 locked (R8) and refreshed (R5), and the KV it still needs is reserved, evicting unlocked
 cache pages first (R10; if free + evictable cannot cover it the request waits). Each prefill
 chunk's fully computed pages move from the request's private reservation into the tree (R6;
@@ -178,7 +179,9 @@ class ReplicaMemory:
         self._outstanding -= num_tokens
         request = state.request
         if state.computed_tokens >= request.input_tokens:
-            covered = request.num_pages
+            # A partial last page stays private and is freed at finish (edge case 4): the
+            # page-aligned cap never lets another prompt match it, so caching it only wastes room
+            covered = request.num_pages - (request.input_tokens % request.page_size_tokens != 0)
         else:
             covered = state.computed_tokens // request.page_size_tokens
         first = state.num_tree_pages
