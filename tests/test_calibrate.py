@@ -89,6 +89,21 @@ def test_layer_runs_every_step_kind():
         assert torch.isfinite(out).all()
 
 
+def test_layer_stays_finite_over_repeated_calls():
+    """Timing calls a layer many times, so a call must be a pure function of its inputs.
+    Two bugs broke that: the KV writes aliased the input (same fp32 pool), and decode
+    attention never ran, leaving its rows of the output uninitialised."""
+    for seed in range(20):
+        bench = Bench(torch, TINY, "cpu", "fp32", "fp32", seed=seed, threads=1)
+        for batch in (StepBatch((PrefillChunk(5, 7),)), StepBatch((), (3, 9)),
+                      StepBatch((PrefillChunk(4, 0),), (2,))):
+            run = bench.layer(batch)
+            first = run().clone()
+            for _ in range(10):
+                out = run()
+            assert torch.equal(out, first), "a layer call changed its own inputs"
+
+
 def test_bf16_linear_layers_with_fp32_attention_on_cpu():
     bench = Bench(torch, TINY, "cpu", "bf16", "fp32", seed=0, threads=1)
     out = bench.layer(StepBatch((PrefillChunk(3, 4),), (5,)))()

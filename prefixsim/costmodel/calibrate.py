@@ -171,7 +171,9 @@ class Bench:
         sin = torch.cat([angle.sin()] * 2, -1).to(self.gemm_dtype)
         lengths = [c.cached_tokens + c.new_tokens for c in batch.prefills]
         lengths += list(batch.decode_contexts)
-        keys, values = self._caches(0, hkv, d, tuple(lengths))
+        # The caches are written every call: they must not alias x (same pool when the
+        # linear and attention dtypes agree), or repeated calls feed outputs back into x.
+        keys, values = self._caches(x.numel(), hkv, d, tuple(lengths))
         new = [c.new_tokens for c in batch.prefills] + [1] * len(batch.decode_contexts)
         num_prefills = len(batch.prefills)
         attn = self.attn_dtype
@@ -195,9 +197,10 @@ class Bench:
                     o = prefill_attention(torch, qi, keys[i].unsqueeze(0), values[i].unsqueeze(0))
                     out[row:row + n] = o[0].transpose(0, 1)
                 row += n
-            if row < m:
-                decode_attention(torch, q[row:].to(attn).contiguous(), keys[num_prefills:],
-                                 values[num_prefills:], out[row:])
+            first_decode = m - (len(new) - num_prefills)  # decode rows follow the prefills
+            if first_decode < m:
+                decode_attention(torch, q[first_decode:].to(attn).contiguous(),
+                                 keys[num_prefills:], values[num_prefills:], out[first_decode:])
             h = x + f.linear(out.view(m, hq * d).to(self.gemm_dtype), w["o"])
             gate, up = f.linear(f.rms_norm(h, (dims.hidden_size,)), w["gate_up"]).chunk(2, -1)
             return h + f.linear(f.silu(gate) * up, w["down"])
