@@ -250,3 +250,15 @@ def test_c4_partial_tail_private_never_cached():
     assert state["resident"] == [1, 2, 3, 4, 5, 6]
     assert cache.counters.inserted_pages == 6 and cache.counters.inserted_tokens == 96
     assert cache.reserved_tokens == 0 and cache.get(7) is None
+
+
+def test_c4_cap_holds_when_the_tail_id_is_cached_as_a_full_page():
+    """Traces may use one id for a prompt's partial last page and another prompt's full page.
+    P=16, capacity 1000: A at t=0, L=112, pages 1-7 all full, 1 output: all 7 cached at t=1.
+    B at t=5, L=100 with the same ids: page 7 is resident, but it ends past token L - 1 = 99,
+    so B matches 6 pages: hit 96 (not 99), page 7 not refreshed (hit count 0)."""
+    cache = lru(1000)
+    ids = [1, 2, 3, 4, 5, 6, 7]
+    result = run([req(0, 0.0, 112, 1, ids, 16), req(1, 5.0, 100, 1, ids, 16)], cache)
+    assert [r.cached_tokens for r in result.records] == [0, 96]
+    assert cache.get(7).num_hits == 0 and cache.get(6).num_hits == 1
