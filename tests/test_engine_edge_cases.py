@@ -10,6 +10,7 @@ Timelines are worked by hand in each docstring; "t=a->b" is one step.
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.ttl import TTLRule
+from prefixsim.engine.replica import Replica
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
@@ -262,3 +263,17 @@ def test_c4_cap_holds_when_the_tail_id_is_cached_as_a_full_page():
     result = run([req(0, 0.0, 112, 1, ids, 16), req(1, 5.0, 100, 1, ids, 16)], cache)
     assert [r.cached_tokens for r in result.records] == [0, 96]
     assert cache.get(7).num_hits == 0 and cache.get(6).num_hits == 1
+
+
+def test_router_estimate_uses_the_admission_cap():
+    """The prefix-aware router's view of a replica (`cached_prefix_tokens`) must be what
+    admission would hit: with A's 7 full pages cached (as above), B (L=100, same ids) would hit
+    96 tokens, not 99 (the unaligned L - 1 cap) and not 100."""
+    cache = lru(1000)
+    ids = [1, 2, 3, 4, 5, 6, 7]
+    run([req(0, 0.0, 112, 1, ids, 16)], cache)
+    replica = Replica.__new__(Replica)
+    replica.cache = cache
+    assert replica.cached_prefix_tokens(req(1, 5.0, 100, 1, ids, 16), 5.0) == 96
+    assert replica.cached_prefix_tokens(req(2, 5.0, 112, 1, ids, 16), 5.0) == 96
+    assert replica.cached_prefix_tokens(req(3, 5.0, 113, 1, ids + [8], 16), 5.0) == 112

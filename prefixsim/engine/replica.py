@@ -18,9 +18,8 @@ import simpy
 from prefixsim.cache import RadixCache
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
-from prefixsim.engine.cache_only import hit_tokens
 from prefixsim.engine.decode_steps import steps_done_by, steps_reaching
-from prefixsim.engine.replica_memory import ReplicaMemory
+from prefixsim.engine.replica_memory import ReplicaMemory, matchable_pages, prefix_tokens
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, RequestState
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.state_log import StateLog
@@ -67,7 +66,9 @@ class Replica(ReplicaMemory):
         return {page.page_id for page in self.cache.pages()}
 
     def cached_prefix_tokens(self, request: Request, now: float) -> int:
-        return hit_tokens(request, self.cache.match(request.page_ids, now).num_pages)
+        """Tokens admission would find cached now (the page-aligned cap of R3)."""
+        matchable = request.page_ids[:matchable_pages(request, request.input_tokens)]
+        return prefix_tokens(request, self.cache.match(matchable, now).num_pages)
 
     # ------------------------------------------------------------------ arrival
     def submit(self, state: RequestState) -> None:
