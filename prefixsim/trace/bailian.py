@@ -17,7 +17,6 @@ from prefixsim.trace.fields import (
     as_int,
     as_time,
     check_page_count,
-    decode_json_line,
     id_list,
     int_field,
     require,
@@ -26,7 +25,7 @@ from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
     ReadContext,
-    numbered_lines,
+    read_json_lines,
     sniffer,
 )
 from prefixsim.trace.record import Request
@@ -39,42 +38,35 @@ def read_bailian(path: Path, ctx: ReadContext) -> list[Request]:
     block_size = ctx.block_size("bailian")
     chains = ChainCheck()
     root_of: dict[int, int] = {}
-    requests: list[Request] = []
-    for line_no, raw in numbered_lines(path):
-        if ctx.full(len(requests)):
-            break
-        where = {"file": str(path), "line": line_no}
-        try:
-            obj = decode_json_line(raw, where)
-            chat_id = as_int(require(obj, "chat_id", where), "chat_id", where, minimum=-1,
-                             maximum=1 << 62)
-            parent = as_int(obj.get("parent_chat_id", -1), "parent_chat_id", where,
-                            minimum=-1, maximum=1 << 62)
-            arrival_s = as_time(require(obj, "timestamp", where), "timestamp", where,
-                                allow_string=True)
-            input_tokens = int_field(obj, "input_length", where, minimum=1)
-            output_tokens = int_field(obj, "output_length", where, minimum=0)
-            hash_ids = id_list(require(obj, "hash_ids", where), "hash_ids", where)
-            check_page_count(len(hash_ids), input_tokens, block_size, where)
-            if parent == chat_id:
-                raise InputError("a chat cannot be its own parent", field="parent_chat_id",
-                                 **where)
-            chains.check(hash_ids, where)
-        except InputError as error:
-            ctx.bad(error)
-            continue
+
+    def parse(obj: dict, request_id: int, where: dict) -> Request:
+        chat_id = as_int(require(obj, "chat_id", where), "chat_id", where, minimum=-1,
+                         maximum=1 << 62)
+        parent = as_int(obj.get("parent_chat_id", -1), "parent_chat_id", where,
+                        minimum=-1, maximum=1 << 62)
+        arrival_s = as_time(require(obj, "timestamp", where), "timestamp", where,
+                            allow_string=True)
+        input_tokens = int_field(obj, "input_length", where, minimum=1)
+        output_tokens = int_field(obj, "output_length", where, minimum=0)
+        hash_ids = id_list(require(obj, "hash_ids", where), "hash_ids", where)
+        check_page_count(len(hash_ids), input_tokens, block_size, where)
+        if parent == chat_id:
+            raise InputError("a chat cannot be its own parent", field="parent_chat_id",
+                             **where)
+        chains.check(hash_ids, where)
         root = chat_id if parent < 0 else root_of.get(parent, parent)
         root_of[chat_id] = root
-        requests.append(Request(
-            request_id=len(requests),
+        return Request(
+            request_id=request_id,
             arrival_s=arrival_s,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             page_ids=tuple(hash_ids),
             page_size_tokens=block_size,
             session_id=str(root),
-        ))
-    return requests
+        )
+
+    return read_json_lines(path, ctx, parse)
 
 
 @sniffer("bailian")

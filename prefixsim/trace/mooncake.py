@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefixsim.errors import InputError
 from prefixsim.trace.fields import (
     ChainCheck,
     as_time,
     check_page_count,
-    decode_json_line,
     id_list,
     int_field,
     namespace_field,
@@ -29,7 +27,7 @@ from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
     ReadContext,
-    numbered_lines,
+    read_json_lines,
     sniffer,
 )
 from prefixsim.trace.record import Request
@@ -65,21 +63,14 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
 @READERS.register("mooncake")
 def read_mooncake(path: Path, ctx: ReadContext) -> list[Request]:
     """Stream `path` and return its requests in file order."""
-    given = ctx.options.block_size
+    given = ctx.options.block_size or DEFAULT_BLOCK_SIZE
     chains = ChainCheck()
-    requests: list[Request] = []
-    for line_no, raw in numbered_lines(path):
-        if ctx.full(len(requests)):
-            break
-        where = {"file": str(path), "line": line_no}
-        try:
-            obj = decode_json_line(raw, where)
-            block_size = _row_block_size(obj, where) if "block_size" in obj else \
-                given or DEFAULT_BLOCK_SIZE
-            requests.append(parse_line(obj, len(requests), block_size, where, chains))
-        except InputError as error:
-            ctx.bad(error)
-    return requests
+
+    def parse(obj: dict, request_id: int, where: dict) -> Request:
+        block_size = _row_block_size(obj, where) if "block_size" in obj else given
+        return parse_line(obj, request_id, block_size, where, chains)
+
+    return read_json_lines(path, ctx, parse)
 
 
 def _row_block_size(obj: dict, where: dict) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
+from prefixsim.trace.fields import decode_json_line
 from prefixsim.trace.namespaces import separate_namespaces
 from prefixsim.trace.record import Request
 
@@ -134,6 +135,24 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
                     yield line_no, raw
         except UnicodeDecodeError:
             raise InputError("not a UTF-8 text file", file=str(path)) from None
+
+
+def read_json_lines(
+    path: Path, ctx: ReadContext, parse: Callable[[dict, int, dict], Request]
+) -> list[Request]:
+    """Stream a JSON-lines trace: `parse(obj, request_id, where)` validates one decoded line
+    and builds its request, raising InputError (with `where`: file and line) when it is bad;
+    a bad line stops the read, or is counted and skipped under skip_bad_lines."""
+    requests: list[Request] = []
+    for line_no, raw in numbered_lines(path):
+        if ctx.full(len(requests)):
+            break
+        where = {"file": str(path), "line": line_no}
+        try:
+            requests.append(parse(decode_json_line(raw, where), len(requests), where))
+        except InputError as error:
+            ctx.bad(error)
+    return requests
 
 
 def _head(path: Path) -> tuple[object, str]:

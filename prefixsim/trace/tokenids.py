@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import as_int, as_time, decode_json_line, id_list
+from prefixsim.trace.fields import as_int, as_time, id_list
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
     ReadContext,
-    numbered_lines,
+    read_json_lines,
     sniffer,
 )
 from prefixsim.trace.record import Request
@@ -53,37 +53,30 @@ def _first(obj: dict, keys: tuple[str, ...]) -> tuple[str, object]:
 def read_token_ids(path: Path, ctx: ReadContext) -> list[Request]:
     block_size = ctx.block_size("token-ids")
     chainer = PageChainer(block_size)
-    requests: list[Request] = []
-    for line_no, raw in numbered_lines(path):
-        if ctx.full(len(requests)):
-            break
-        where = {"file": str(path), "line": line_no}
-        try:
-            obj = decode_json_line(raw, where)
-            key, tokens = _first(obj, TOKEN_KEYS)
-            if tokens is None:
-                raise InputError("missing field", field=key, **where)
-            tokens = id_list(tokens, key, where)
-            if not tokens:
-                raise InputError("must hold at least one token", field=key, **where)
-            out_key, output = _first(obj, OUTPUT_KEYS)
-            output_tokens = 0 if output is None else as_int(output, out_key, where)
-            if obj.get("arrival_s") is not None:
-                arrival_s = as_time(obj["arrival_s"], "arrival_s", where)
-            elif obj.get("timestamp") is not None:
-                arrival_s = as_time(obj["timestamp"], "timestamp", where) / 1000.0
-            else:
-                arrival_s = 0.0
-        except InputError as error:
-            ctx.bad(error)
-            continue
+
+    def parse(obj: dict, request_id: int, where: dict) -> Request:
+        key, tokens = _first(obj, TOKEN_KEYS)
+        if tokens is None:
+            raise InputError("missing field", field=key, **where)
+        tokens = id_list(tokens, key, where)
+        if not tokens:
+            raise InputError("must hold at least one token", field=key, **where)
+        out_key, output = _first(obj, OUTPUT_KEYS)
+        output_tokens = 0 if output is None else as_int(output, out_key, where)
+        if obj.get("arrival_s") is not None:
+            arrival_s = as_time(obj["arrival_s"], "arrival_s", where)
+        elif obj.get("timestamp") is not None:
+            arrival_s = as_time(obj["timestamp"], "timestamp", where) / 1000.0
+        else:
+            arrival_s = 0.0
         session = obj.get("session_id")
-        requests.append(Request(
-            request_id=len(requests), arrival_s=arrival_s, input_tokens=len(tokens),
+        return Request(
+            request_id=request_id, arrival_s=arrival_s, input_tokens=len(tokens),
             output_tokens=output_tokens, page_ids=chainer.chain(tokens),
             page_size_tokens=block_size, session_id=None if session is None else str(session),
-        ))
-    return requests
+        )
+
+    return read_json_lines(path, ctx, parse)
 
 
 @sniffer("token-ids")
