@@ -58,17 +58,19 @@ def build_cache(
     requests: Sequence[Request] | None = None,
     prefill_time_s: Callable[[int, int], float] | None = None,
     replay_only: bool = False,
+    time_scale: float = 1.0,
 ) -> RadixCache | SegmentCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
-    section allows it (radix mode, a node-uniform policy, no tiers, no request classes)."""
+    section allows it (radix mode, a node-uniform policy, no tiers, no request classes).
+    `time_scale`: the timed engine's, so an offline policy reads the trace on its clock."""
     ttl_s = config.ttl_s
     if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
     ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
-    policy = build_policy(config.policy, requests, prefill_time_s)
+    policy = build_policy(config.policy, requests, prefill_time_s, time_scale)
     plain = (replay_only and config.host_capacity_tokens is None
              and config.disk_capacity_tokens is None and not config.classes
              and config.min_cacheable_tokens == 0)
@@ -88,7 +90,8 @@ def request_ttls(config: CacheConfig, rules: CacheRules | None,
     """Each request's TTL (its class's, else the cache's), which prices its cache writes."""
     if rules is None:
         return [config.ttl_s] * len(requests)
-    return [rules.for_request(r).ttl_s or config.ttl_s for r in requests]
+    ttls = (rules.for_request(r).ttl_s for r in requests)
+    return [config.ttl_s if ttl is None else ttl for ttl in ttls]
 
 
 def load_trace_data(config: TraceConfig,
@@ -140,7 +143,9 @@ def simulate(
     if not config.cache_only:
         rules = build_rules(config.cache, config.seed)
         frame, summary, timeseries = simulate_timed(
-            config, requests, lambda section: build_cache(section, requests, chunk_time),
+            config, requests,
+            lambda section: build_cache(section, requests, chunk_time,
+                                        time_scale=config.engine.time_scale),
             on_progress, rules)
         if config.cache.pricing is not None:
             summary.update(pricing_summary(frame, load_pricing(config.cache.pricing),

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.bounds import replay_hit_rate, unbounded_hit_rate
-from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLRule, build_policy
+from prefixsim.cache import POLICIES, CacheMode, Page, RadixCache, TTLRule, build_policy
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
@@ -453,3 +453,15 @@ def test_s3fifo_inner_main_page_loses_the_laps_it_missed():
     free_one()
     assert gone == [C, D, B, A]
     cache.check_invariants()
+
+
+def test_belady_reads_the_future_on_the_timed_engines_clock():
+    """With --time-scale 0.5 the engine serves a request of arrival_s = 10 at 5 simulated s,
+    and stamps the pages it touches with last access 5. Page 7 is named by requests at
+    arrival 10 (position 0) and 20 (position 1). Seen at last access 5 with recency 0, its next
+    use is position 1 (simulated 10): key -1. Unscaled, (5, 0) would sit before the use at
+    (10, 0), which is already past, and the key would wrongly be -0."""
+    requests = [Request(0, 10.0, 4, 1, (7,), 4), Request(1, 20.0, 4, 1, (7,), 4)]
+    page = Page(7, None, 4, 5.0, 0)
+    assert build_policy("belady", requests, time_scale=0.5).key(page) == -1
+    assert build_policy("belady", requests).key(page) == 0

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from prefixsim.config import load_config
+from prefixsim.config import CacheConfig, load_config
 from prefixsim.errors import InputError
 from prefixsim.pricing import (
     PRESETS,
@@ -15,7 +15,7 @@ from prefixsim.pricing import (
     prefill_savings,
     pricing_summary,
 )
-from prefixsim.simulate import simulate
+from prefixsim.simulate import build_rules, request_ttls, simulate
 from prefixsim.trace import Request
 
 
@@ -88,3 +88,15 @@ def test_prefill_savings_known_answer():
     assert s["prefill_gpu_s"] == pytest.approx(2 * with_cache)
     assert s["prefill_gpu_s_no_cache"] == pytest.approx(2 * without)
     assert s["prefill_gpu_s_saved"] == pytest.approx(2 * (without - with_cache))
+
+
+def test_a_class_ttl_of_zero_is_not_the_cache_ttl():
+    """Writes are priced by each request's TTL: a class with ttl_s 0 keeps 0 (a falsy value
+    once fell through to the cache's 3600 s, billed as 1-hour writes)."""
+    config = CacheConfig(ttl_s=3600, classes=[
+        {"name": "none", "ttl_s": 0, "min_input_tokens": 100},
+        {"name": "default", "min_input_tokens": 10},
+    ])
+    requests = [Request(0, 0.0, 200, 1, (1,), 512), Request(1, 1.0, 50, 1, (2,), 512)]
+    assert request_ttls(config, build_rules(config, seed=0), requests) == [0, 3600]
+    assert request_ttls(config, None, requests) == [3600, 3600]

@@ -28,11 +28,13 @@ class Belady(StatelessPolicy):
     def __init__(self) -> None:
         self._uses: dict[int, list[tuple[float, int]]] | None = None
 
-    def prepare(self, requests: Sequence[Request]) -> None:
-        """Learn every page's future uses from the trace in replay order."""
+    def prepare(self, requests: Sequence[Request], time_scale: float = 1.0) -> None:
+        """Learn every page's future uses from the trace in replay order; `time_scale` is
+        the timed engine's (a request arrives at arrival_s x time_scale simulated seconds,
+        the clock pages' last access is read on)."""
         uses: dict[int, list[tuple[float, int]]] = {}
         for position, request in enumerate(requests):
-            use = (request.arrival_s, position)
+            use = (request.arrival_s * time_scale, position)
             for page_id in request.page_ids:
                 uses.setdefault(page_id, []).append(use)
         self._uses = uses

@@ -56,12 +56,14 @@ def build_policy(
     name: str,
     requests: Sequence[Request] | None = None,
     prefill_time_s: Callable[[int, int], float] | None = None,
+    time_scale: float = 1.0,
 ) -> EvictionPolicy:
     """Build policy `name`; an offline one (it has `prepare(requests)`, e.g. belady) is
     given the whole trace in replay order first, so it must be passed `requests`.
 
     Optional extras a policy may define, found by the tree with getattr:
-      prepare(requests)   offline policies: learn the future from the trace
+      prepare(requests, time_scale)  offline policies: learn the future from the trace
+                          (arrivals at arrival_s x time_scale, the timed engine's clock)
       reconsider(page)    second chance: True re-queues a popped victim under its new key
       on_expire(page)     called instead of on_evict when a page leaves by TTL expiry
       bind_cache(cache)   called by the RadixCache built over the policy (s3fifo: learns
@@ -82,5 +84,5 @@ def build_policy(
     if prepare is not None:
         if requests is None:
             raise ValueError(f"eviction policy {name!r} is offline: it needs the trace")
-        prepare(requests)
+        prepare(requests, time_scale)
     return policy
