@@ -35,6 +35,7 @@ import numpy as np
 
 from prefixsim.cache import build_policy, replay_cache
 from prefixsim.engine import hit_tokens, replay_cache_only
+from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
 INF = float("inf")
@@ -296,8 +297,13 @@ def lru_curve_sampled(
             total += size
         i = j
     query = sum(r.input_tokens for r in requests)
+    if sampled_distinct_tokens == 0:
+        raise InputError(
+            f"no page id was sampled at rate {rate} (of {len(is_sampled):,} distinct ids); "
+            "raise --sample-rate so rate x distinct ids is in the thousands",
+            field="--sample-rate")
     # the rate the hash actually gave (tokens of distinct ids), 1 when every id is kept
-    actual = sampled_distinct_tokens / distinct_tokens if sampled_distinct_tokens else rate
+    actual = sampled_distinct_tokens / distinct_tokens
     scaled = distances / actual
     points = []
     for capacity in capacities:

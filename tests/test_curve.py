@@ -203,3 +203,11 @@ def test_curve_cli_methods_agree_and_write_csv(tmp_path):
     assert len(csv.read_text().splitlines()) == 4
     bad = runner.invoke(app, [*base, "--policy", "lfu", "--sample-rate", "0.5"])
     assert bad.exit_code == 2
+
+
+def test_sampled_curve_refuses_an_empty_sample():
+    """20 requests with no reuse sampled at 0.001: no id is kept, and an empty sample once
+    read as ~100% hits at every capacity (the exact curve is 0). It is an input error now."""
+    requests = [Request(i, float(i), 8, 1, (1000 + i,), 8) for i in range(20)]
+    with pytest.raises(InputError, match="no page id was sampled"):
+        lru_curve_sampled(requests, [8, 80], rate=0.001)

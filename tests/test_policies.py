@@ -221,6 +221,16 @@ def test_gdsf_prices_recomputation_with_the_cost_model():
     assert build_policy("lru", None, lambda n, c: 1.0).key(cache.get(12)) == 0
 
 
+def test_gdsf_prices_a_partial_last_page_at_its_position():
+    """P=16: pages 10 (16 tokens), 11 (16) and a 4-token tail 12 at depth 2. The tail starts
+    after 32 tokens, so with the fake cost 1 + c/1000 per token it is worth 1.032, not
+    1 + 8/1000 (depth x its own 4 tokens) as it once was."""
+    policy = build_policy("gdsf", None, lambda n, c: n * (1 + c / 1000))
+    cache = RadixCache(100, policy)
+    cache.insert(None, [10, 11, 12], [16, 16, 4], 0.0, 0)
+    assert cache.policy.key(cache.get(12)) == pytest.approx(1.032)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_unbounded_fast_path_equals_a_replay(seed):
     requests = random_trace(seed, 200)

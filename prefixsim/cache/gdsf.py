@@ -52,7 +52,8 @@ class GDSF(GreedyDualPolicy):
         self._memo.clear()
 
     def value(self, page: Page) -> float:
-        position = page.depth * page.num_tokens
+        # tokens before the page: its ancestors are full pages (a partial page is a last one)
+        position = 0 if page.parent is None else page.depth * page.parent.num_tokens
         cost = self._memo.get(position)
         if cost is None:
             cost = self._memo[position] = self.cost_per_token(position)
