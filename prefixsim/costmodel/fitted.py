@@ -22,6 +22,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from prefixsim.costmodel.collectives import allreduce_s_per_token
 from prefixsim.costmodel.operators import (
     DecodeAttention,
     FeatureRules,
@@ -118,11 +119,7 @@ class FittedCostModel:
         self._growth_per_sequence_s = self.dims.num_layers * (
             self.predictor.time_s([DecodeAttention((1,), *heads)])
             - self.predictor.time_s([DecodeAttention((0,), *heads)]))
-        self._allreduce_s_per_token = 0.0
-        if tp > 1 and gpu is not None:
-            per_token = model.num_layers * 2 * model.hidden_size * 2  # bf16 activations
-            self._allreduce_s_per_token = (2 * (tp - 1) / tp * per_token
-                                           / gpu.interconnect_bytes_s)
+        self._allreduce_s_per_token = allreduce_s_per_token(model, gpu, tp)
 
     # ----------------------------------------------------------------- CostModel
     def step_time_s(self, batch: StepBatch) -> float:

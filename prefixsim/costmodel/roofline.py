@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from prefixsim.costmodel.collectives import allreduce_s_per_token
 from prefixsim.costmodel.protocol import COST_MODELS, StepBatch
 from prefixsim.presets import GPUSpec, ModelSpec
 
@@ -94,13 +95,7 @@ class Roofline:
         weights = model.weight_bytes(p.weight_dtype_bytes)
         self._expert_bytes = model.expert_params * p.weight_dtype_bytes
         self._dense_weight_bytes = weights - self._expert_bytes
-        if tp > 1:
-            per_token = model.num_layers * 2 * model.hidden_size * p.weight_dtype_bytes
-            self._allreduce_s_per_token = (
-                2 * (tp - 1) / tp * per_token / gpu.interconnect_bytes_s
-            )
-        else:
-            self._allreduce_s_per_token = 0.0
+        self._allreduce_s_per_token = allreduce_s_per_token(model, gpu, tp)
 
     # ------------------------------------------------------------------ pieces
     def weight_bytes_read(self, num_tokens: int) -> float:
