@@ -79,7 +79,7 @@ def test_prefix_aware_trades_cached_prefix_against_load():
 
 def test_prefix_aware_hit_is_capped_at_l_minus_1():
     r = req(0, [1, 2], tokens=20)  # pages of 16 + 4 tokens
-    assert prefix_tokens_in(r, {1, 2}) == 19
+    assert prefix_tokens_in(r, {1, 2}) == 16  # page 2 ends at token 20 > L - 1 (R3)
     assert prefix_tokens_in(r, {1}) == 16
     assert prefix_tokens_in(r, {2}) == 0  # not a prefix
 

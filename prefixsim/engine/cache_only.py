@@ -20,7 +20,7 @@ from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.records import CacheOnlyRecord
+from prefixsim.engine.records import CacheOnlyRecord, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
@@ -35,17 +35,6 @@ class CacheOnlyResult:
     records: list[CacheOnlyRecord]
     counters: CacheCounters
     states: list[tuple] | None = None
-
-
-def hit_tokens(request: Request, num_matched_pages: int) -> int:
-    """Tokens of the first `num_matched_pages` pages, capped at L - 1 (Part A rule 1)."""
-    if num_matched_pages == 0:
-        return 0
-    if num_matched_pages >= request.num_pages:
-        tokens = request.input_tokens
-    else:
-        tokens = num_matched_pages * request.page_size_tokens
-    return min(tokens, request.input_tokens - 1)
 
 
 def replay_cache_only(

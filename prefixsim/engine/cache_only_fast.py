@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.records import CacheOnlyRecord
+from prefixsim.engine.records import CacheOnlyRecord, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
@@ -49,14 +49,7 @@ def replay_segments(
                 f"request {request.request_id}: {exc} (hash ids are not chained)",
                 field="hash_ids",
             ) from None
-        if matched == 0:
-            cached = 0
-        elif matched >= len(page_ids):
-            cached = length - 1  # Part A rule 1: L - 1 at most
-        else:
-            cached = matched * size
-            if cached >= length:
-                cached = length - 1
+        cached = hit_tokens(request, matched)  # Part A rule 1: L - 1 at most
         append(CacheOnlyRecord(request.request_id, request.session_id, "completed", now,
                                length, request.output_tokens, cached))
         if on_progress is not None and (position + 1) % progress_every == 0:

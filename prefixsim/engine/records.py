@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prefixsim.trace import Request
+
 
 @dataclass(frozen=True, slots=True)
 class CacheOnlyRecord:
@@ -18,3 +20,11 @@ class CacheOnlyRecord:
     cached_tokens: int
     cached_tokens_host: int = 0  # of cached_tokens, loaded from host DRAM (R15)
     cached_tokens_disk: int = 0  # of cached_tokens, loaded from disk
+
+
+def hit_tokens(request: Request, num_matched_pages: int) -> int:
+    """Tokens of the first `num_matched_pages` pages, capped at L - 1 (Part A rule 1: the
+    cache-only cap is unaligned, unlike the timed engine's R3 cap, `Request.matchable_pages`).
+    The one place it is written: both cache-only replays (cache_only.py over a RadixCache,
+    cache_only_fast.py over a SegmentCache) call it."""
+    return min(request.prefix_tokens(num_matched_pages), request.input_tokens - 1)

@@ -19,7 +19,7 @@ from prefixsim.cache import RadixCache
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
 from prefixsim.engine.decode_steps import steps_done_by, steps_reaching
-from prefixsim.engine.replica_memory import ReplicaMemory, matchable_pages, prefix_tokens
+from prefixsim.engine.replica_memory import ReplicaMemory
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, RequestState
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.state_log import StateLog
@@ -67,8 +67,8 @@ class Replica(ReplicaMemory):
 
     def cached_prefix_tokens(self, request: Request, now: float) -> int:
         """Tokens admission would find cached now (the page-aligned cap of R3)."""
-        matchable = request.page_ids[:matchable_pages(request, request.input_tokens)]
-        return prefix_tokens(request, self.cache.match(matchable, now).num_pages)
+        matchable = request.page_ids[:request.matchable_pages(request.input_tokens)]
+        return request.prefix_tokens(self.cache.match(matchable, now).num_pages)
 
     # ------------------------------------------------------------------ arrival
     def submit(self, state: RequestState) -> None:

@@ -36,25 +36,6 @@ from prefixsim.costmodel import CostModel
 from prefixsim.engine.cache_only import lower_tier_tokens
 from prefixsim.engine.request_state import RUNNING, WAITING, RequestState
 from prefixsim.errors import InputError
-from prefixsim.trace import Request
-
-
-def matchable_pages(request: Request, prompt_tokens: int) -> int:
-    """Pages that may be matched: those ending at or before token L - 1, so the cap is
-    page-aligned (R3; P=1: L - 1 pages). After a preemption the prompt also holds generated
-    tokens, which no page names, so every page of the input may match."""
-    if request.input_tokens <= prompt_tokens - 1:
-        return request.num_pages
-    return (prompt_tokens - 1) // request.page_size_tokens
-
-
-def prefix_tokens(request: Request, num_pages: int) -> int:
-    """Tokens of the first `num_pages` pages of `request` (before the L - 1 cap)."""
-    if num_pages == 0:
-        return 0
-    if num_pages >= request.num_pages:
-        return request.input_tokens
-    return num_pages * request.page_size_tokens
 
 
 class ReplicaMemory:
@@ -90,15 +71,15 @@ class ReplicaMemory:
         """Match, lock and reserve for `state` if its KV fits (R10); False leaves no trace."""
         cache, now, request = self.cache, self.env.now, state.request
         rule = state.rule
-        limit = matchable_pages(request, state.prompt_tokens) if rule.cacheable else 0
+        limit = request.matchable_pages(state.prompt_tokens) if rule.cacheable else 0
         pages = cache.match(request.page_ids[:limit], now).pages
         num = len(pages)
-        matched = prefix_tokens(request, num)
+        matched = request.prefix_tokens(num)
         lower = None
         if self.tiers is not None and num < limit:
             lower = self.tiers.peek_run(request.page_ids[num:limit])
         if lower:
-            hit = min(prefix_tokens(request, num + lower.num_pages), state.prompt_tokens - 1)
+            hit = min(request.prefix_tokens(num + lower.num_pages), state.prompt_tokens - 1)
         else:
             hit = min(matched, state.prompt_tokens - 1)
         need = state.prompt_tokens - matched

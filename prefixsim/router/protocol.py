@@ -31,7 +31,8 @@ class ReplicaView(Protocol):
         ...
 
     def cached_prefix_tokens(self, request: Request, now: float) -> int:
-        """Tokens of `request`'s prompt the replica's cache would serve now (L-1 cap)."""
+        """Tokens of `request`'s prompt the replica's cache would serve now (the
+        page-aligned L - 1 cap of R3, `Request.matchable_pages`)."""
         ...
 
 
@@ -57,14 +58,12 @@ def least_loaded_index(replicas: Sequence[ReplicaView]) -> int:
 
 
 def prefix_tokens_in(request: Request, page_ids: set[int] | dict[int, object]) -> int:
-    """Tokens of `request`'s leading pages found in `page_ids` (chained ids), capped at L-1."""
+    """Tokens of `request`'s leading pages found in `page_ids` (chained ids), with the
+    page-aligned cap admission uses (R3, `Request.matchable_pages`): a stale snapshot and the
+    live view (`Replica.cached_prefix_tokens`) of the same cache give the same number."""
     matched = 0
-    for page_id in request.page_ids:
+    for page_id in request.page_ids[:request.matchable_pages(request.input_tokens)]:
         if page_id not in page_ids:
             break
         matched += 1
-    if matched == 0:
-        return 0
-    if matched >= request.num_pages:
-        return request.input_tokens - 1
-    return min(matched * request.page_size_tokens, request.input_tokens - 1)
+    return request.prefix_tokens(matched)

@@ -41,3 +41,21 @@ class Request:
             return []
         size = self.page_size_tokens
         return [size] * (n - 1) + [self.input_tokens - size * (n - 1)]
+
+    def matchable_pages(self, prompt_tokens: int) -> int:
+        """Pages a timed admission may match: those ending at or before token L - 1 of a
+        prompt of `prompt_tokens`, so the cap is page-aligned (cache-spec R3; P=1: L - 1
+        pages). After a preemption the prompt also holds generated tokens, which no page
+        names, so every page of the input may match. The one place the timed cap is written:
+        the replica's admission, its router view and the router's stale view all use it."""
+        if self.input_tokens <= prompt_tokens - 1:
+            return len(self.page_ids)
+        return (prompt_tokens - 1) // self.page_size_tokens
+
+    def prefix_tokens(self, num_pages: int) -> int:
+        """Tokens of the first `num_pages` pages (before any cap)."""
+        if num_pages <= 0:
+            return 0
+        if num_pages >= len(self.page_ids):
+            return self.input_tokens
+        return num_pages * self.page_size_tokens
