@@ -49,6 +49,10 @@ class TraceConfig(Section):
         1.0 / 60.0, gt=0, allow_inf_nan=False,
         description="kv-cache-tester: Poisson rate of conversation starts (modelled)",
     )
+    seed: int = Field(
+        0, ge=0, description="seed of the workload's modelled randomness (conversation starts, "
+        "request-class shares); a sweep keeps it for every run so they see one workload",
+    )
 
     @field_validator("format")
     @classmethod
@@ -141,7 +145,7 @@ class RunConfig(Section):
     router: RouterConfig = RouterConfig()
     cost_model: CostModelConfig = CostModelConfig()
     engine: EngineConfig = EngineConfig()
-    seed: int = Field(0, description="seed of the run's random generator")
+    seed: int = Field(0, ge=0, description="seed of the run's random generator")
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:

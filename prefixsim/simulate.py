@@ -104,7 +104,8 @@ def load_trace_data(config: TraceConfig,
     options = ReadOptions(
         block_size=config.block_size, max_requests=config.max_requests,
         skip_bad_lines=config.skip_bad_lines, prefix_model=config.prefix_model,
-        session_rate_per_s=config.session_rate_per_s, on_progress=on_progress,
+        session_rate_per_s=config.session_rate_per_s, seed=config.seed,
+        on_progress=on_progress,
     )
     return read_trace(config.path, config.format, options)
 
@@ -141,7 +142,7 @@ def simulate(
     cost_model = build_cost_model(config, model, gpu)
     chunk_time = chunk_time_function(cost_model)
     if not config.cache_only:
-        rules = build_rules(config.cache, config.seed)
+        rules = build_rules(config.cache, config.trace.seed)
         frame, summary, timeseries = simulate_timed(
             config, requests,
             lambda section: build_cache(section, requests, chunk_time,
@@ -160,7 +161,7 @@ def simulate(
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     cache = build_cache(config.cache, requests, chunk_time, replay_only=True)
     tiers = build_tiers(cache, config.cache)
-    rules = build_rules(config.cache, config.seed)
+    rules = build_rules(config.cache, config.trace.seed)
     duration_s = requests[-1].arrival_s if requests else 0.0
     interval_s = cache_only_interval(duration_s, config.engine.sample_interval_s)
     result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers,

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -23,11 +20,13 @@ from typing import Any
 import click
 
 from prefixsim import __version__
+from prefixsim.cli.files import write_folder
 from prefixsim.config import RunConfig, config_to_yaml
 from prefixsim.errors import InputError
 from prefixsim.simulate import RunResult
 
 RESULTS_ROOT = Path("results")
+RUN_FILES = frozenset({"summary.json", "requests.parquet", "timeseries.parquet", "config.yaml"})
 
 
 def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,11 +56,11 @@ def write_results(out_dir: Path, config: RunConfig, result: RunResult) -> None:
     """Write summary.json, requests.parquet, timeseries.parquet and config.yaml atomically.
 
     Files are written into a sibling temporary folder first; a new folder is renamed into
-    place in one step, an existing one gets each file replaced atomically.
+    place in one step, an existing one gets each file replaced atomically and loses a
+    results file of an earlier run that this run does not write (e.g. its timeseries).
     """
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+
+    def fill(staging: Path) -> None:
         (staging / "summary.json").write_text(
             json.dumps(result.summary, indent=2, default=str) + "\n", encoding="utf-8"
         )
@@ -69,15 +68,8 @@ def write_results(out_dir: Path, config: RunConfig, result: RunResult) -> None:
         if not result.timeseries.empty:
             result.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
         (staging / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")
-        if out_dir.exists():
-            for item in staging.iterdir():
-                os.replace(item, out_dir / item.name)
-            staging.rmdir()
-        else:
-            os.rename(staging, out_dir)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+
+    write_folder(out_dir, fill, RUN_FILES)
 
 
 # ----------------------------------------------------------------------- printing

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -11,6 +9,7 @@ import click
 from tqdm import tqdm
 
 from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.files import write_text
 from prefixsim.costmodel.calibrate import TARGETS, calibrate, import_torch, validate
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile import load_profile
@@ -18,21 +17,6 @@ from prefixsim.errors import InputError
 from prefixsim.presets import MODELS, get_model, load_custom_presets
 
 QUICK_CPU_TARGET_S = 120.0
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a profile is not
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 def _print_errors(errors: dict[str, dict], title: str) -> None:
@@ -68,7 +52,7 @@ def _progress(bar: tqdm):
 @click.option("--threads", type=int,
               help="torch CPU threads (default 1: timed by thread CPU time, robust to a "
                    "shared machine).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of shape sampling, order and hold-out.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Profile to write; default <device>-<model>.json.")
@@ -123,7 +107,7 @@ def calibrate_command(model_name: str | None, presets_path: str | None, device: 
     click.echo(f"wall time: {wall_s:.1f} s{quick_note}; CPU time {prov.cpu_time_s:.1f} s "
                "(on a shared machine the rest went to other processes)")
     path = Path(output or f"{device}-{prov.model.name}.json")
-    _write_atomically(path, profile.to_json())
+    write_text(path, profile.to_json())
     click.echo(f"profile: {path}")
 
 

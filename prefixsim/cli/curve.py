@@ -11,6 +11,7 @@ import numpy as np
 from prefixsim.bounds import unbounded_hit_rate
 from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.files import write_text
 from prefixsim.curve import (
     curve_from_distances,
     lru_curve,
@@ -27,11 +28,14 @@ def parse_capacities(text: str) -> list[int]:
     try:
         if ":" in text:
             start, stop, num = text.split(":")
-            values = np.geomspace(float(start), float(stop), int(num))
+            with np.errstate(invalid="ignore", over="ignore"):
+                values = np.geomspace(float(start), float(stop), int(num))
         else:
             values = [float(part) for part in text.split(",") if part.strip()]
+        if not all(np.isfinite(values)):
+            raise ValueError("not finite")
     except ValueError:
-        raise InputError(f"expected N,N,... or START:STOP:NUM, got {text!r}",
+        raise InputError(f"expected finite N,N,... or START:STOP:NUM, got {text!r}",
                          field="--capacities") from None
     capacities = sorted({int(round(v)) for v in values})
     if not capacities or capacities[0] < 0:
@@ -97,7 +101,7 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
         lines = ["capacity_tokens,hit_tokens,token_hit_rate"]
         lines += [f"{r['capacity_tokens']},{r['hit_tokens']},{r['token_hit_rate']:.6f}"
                   for r in rows]
-        Path(output).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_text(Path(output), "\n".join(lines) + "\n")
     unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
     if as_json:
         click.echo(json.dumps({"policy": policy, "method": method, "points": rows,

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
 from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.files import write_bytes
 from prefixsim.errors import InputError
 from prefixsim.report import PlotSkipped, build_report, load_report_data, png_bytes, xy_figure
-
-
-def _write_atomic(path: Path, content: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(content)
-        os.chmod(temp, 0o644)  # mkstemp creates 0600; a report is meant to be shared
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
 
 
 @app.command()
@@ -39,8 +25,8 @@ def report(results_dir: str, quiet: bool) -> None:
     folder = Path(results_dir)
     built = build_report(load_report_data(folder))
     for name, png in built.pngs.items():
-        _write_atomic(folder / "plots" / f"{name}.png", png)
-    _write_atomic(folder / "report.html", built.html.encode("utf-8"))
+        write_bytes(folder / "plots" / f"{name}.png", png)
+    write_bytes(folder / "report.html", built.html.encode("utf-8"))
     if quiet:
         return
     click.echo(f"{len(built.pngs)} plots: {', '.join(built.pngs) or '-'}")
@@ -102,7 +88,7 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
     except PlotSkipped as exc:
         raise InputError(f"nothing to plot: {exc}") from None
     target = Path(output) if output else folder / "plots" / f"{var_y}-vs-{var_x}.png"
-    _write_atomic(target, png_bytes(figure))
+    write_bytes(target, png_bytes(figure))
     click.echo(f"plot: {target}")
 
 

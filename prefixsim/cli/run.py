@@ -59,7 +59,13 @@ from prefixsim.trace import READERS
               help="Also report belady's hit rate at the same capacity (cache.bounds).")
 @click.option("--pricing",
               help="Price the run (cache.pricing): anthropic, anthropic-haiku, openai, FILE.yaml.")
-@click.option("--seed", type=int, help="Random seed (seed).")
+@click.option("--seed", type=click.IntRange(min=0), help="Random seed (seed).")
+@click.option("--trace-seed", type=click.IntRange(min=0),
+              help="Seed of the workload's modelled randomness: conversation starts of "
+                   "kv-cache-tester folders, request-class shares (trace.seed; 0).")
+@click.option("--session-rate", "session_rate_per_s", type=float,
+              help="kv-cache-tester: conversations start as a Poisson process of this rate "
+                   "per second (trace.session_rate_per_s; 1/60).")
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Results folder (written into directly); default results/<time>-<label>/.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary block.")
@@ -74,7 +80,8 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         disk_bandwidth_gb_s: float | None, tier_min_load_tokens: int | None,
         bounds: bool | None, pricing: str | None,
         seed: int | None, output: str | None, quiet: bool, skip_bad_lines: bool | None,
-        prefix_model: str | None, **serving: Any) -> None:
+        prefix_model: str | None, trace_seed: int | None, session_rate_per_s: float | None,
+        **serving: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
 
     Timed by default (replicas of a model on GPUs, continuous batching, a router; also
@@ -93,6 +100,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "trace.path": trace_path, "trace.format": trace_format,
         "trace.block_size": block_size, "trace.max_requests": max_requests,
         "trace.skip_bad_lines": skip_bad_lines, "trace.prefix_model": prefix_model,
+        "trace.seed": trace_seed, "trace.session_rate_per_s": session_rate_per_s,
         "cache_only": cache_only, "cache.policy": policy, "cache.capacity_tokens": cache_tokens,
         "cache.ttl_s": ttl_s, "cache.ttl_mode": ttl_mode, "seed": seed,
         "cache.mode": cache_mode, "cache.min_cacheable_tokens": min_cacheable_tokens,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +15,7 @@ from tqdm import tqdm
 from prefixsim.characterize import characterize
 from prefixsim.characterize_plots import plot_characterisation, popularity, top_share
 from prefixsim.cli.app import app, fail_cleanly, format_value
+from prefixsim.cli.files import write_file
 from prefixsim.errors import InputError
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
 from prefixsim.trace.generate import PRESETS, generate, load_preset
@@ -49,7 +48,7 @@ def read_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--session-rate", type=float, default=1.0 / 60.0, show_default="1/60",
                      help="kv-cache-tester: conversations start as a Poisson process of this "
                           "rate per second (the files carry no absolute time)."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Seed of the arrival model (kv-cache-tester)."),
     ]
     for option in reversed(options):
@@ -152,19 +151,6 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
         _print_stats(stats)
 
 
-def _write_atomically(out: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary sibling, renamed into place only when complete."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(handle)
-    try:
-        write(Path(temp))
-        os.replace(temp, out)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
-
-
 def write_trace(requests: Iterable, out: Path, fmt: str | None) -> str:
     fmt = fmt or ("parquet" if out.suffix == ".parquet" else "jsonl")
 
@@ -175,7 +161,7 @@ def write_trace(requests: Iterable, out: Path, fmt: str | None) -> str:
             with temp.open("w", encoding="utf-8") as handle:
                 handle.writelines(mooncake_lines(requests))
 
-    _write_atomically(out, write)
+    write_file(out, write)
     return fmt
 
 
@@ -206,8 +192,11 @@ def convert(source: Path, out: Path, out_format: str | None, **kwargs: Any) -> N
               help=f"Built-in preset ({', '.join(PRESETS)}) or a preset YAML file.")
 @click.option("--requests", "num_requests", type=int, required=True,
               help="Number of requests.")
-@click.option("--rate", type=float, help="Requests per second (the preset's by default).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--rate", type=float,
+              help="Target requests per second (the preset's by default). Sessions start at "
+                   "rate / mean turns, so a short trace, still ramping up, comes out slower.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Random seed.")
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Output file: Mooncake JSONL (or .parquet).")
 @fail_cleanly

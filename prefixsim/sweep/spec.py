@@ -127,7 +127,11 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
     for dotted, value in params.items():
         _set_dotted(data, dotted, value, source)
     if "seed" not in params:
-        data["seed"] = derive_seed(int(data.get("seed", 0)), params)
+        base_seed = data.get("seed", 0)
+        if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
+            raise InputError(f"must be an integer >= 0, got {base_seed!r}", file=source,
+                             field="seed")
+        data["seed"] = derive_seed(base_seed, params)
     try:
         config = build_config(data, source=source)
     except InputError as exc:
