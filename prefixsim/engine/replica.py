@@ -177,7 +177,8 @@ class Replica(ReplicaMemory):
                 self.cache.release(unused * num)
                 for state in decodes:
                     state.private_tokens -= unused
-        self.num_steps += 1
+        if done:  # a run woken before its first step ends ran no step
+            self.num_steps += 1
         self.busy_s += total_s
         for state in decodes:
             state.generated_tokens += done
