@@ -96,3 +96,14 @@ def test_request_classes_follow_the_workload_seed_not_the_run_seed():
 
     assert hit_rate(1, 0) == hit_rate(2, 0)
     assert hit_rate(1, 0) != hit_rate(1, 3)
+
+
+def test_a_sweep_with_failed_runs_exits_1_after_finishing_the_rest(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"base: {{trace: {{path: {DEMO}}}, cache_only: true}}\n"
+        "grid: {trace.path: [" + os.path.abspath(DEMO) + ", missing.jsonl]}\n")
+    out = tmp_path / "sweep"
+    result = invoke("sweep", str(spec), "-o", str(out), "--quiet", "-j", "1")
+    assert result.exit_code == 1
+    assert (out / "sweep.parquet").exists()

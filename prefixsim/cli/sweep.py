@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -71,10 +72,11 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
                            on_start=started, on_outcome=finished)
     finally:
         bar.close()
-    if quiet:
-        return
-    click.echo(f"{len(result.points)} runs: {len(result.executed) - len(result.failed)} ran, "
-               f"{len(result.failed)} failed, {len(result.skipped)} already finished")
-    for run_id, error in result.failed.items():
-        click.echo(f"failed {run_id}: {error}", err=True)
-    click.echo(f"results: {result.table_path}")
+    if not quiet:
+        click.echo(f"{len(result.points)} runs: {len(result.executed) - len(result.failed)} "
+                   f"ran, {len(result.failed)} failed, {len(result.skipped)} already finished")
+        for run_id, error in result.failed.items():
+            click.echo(f"failed {run_id}: {error}", err=True)
+        click.echo(f"results: {result.table_path}")
+    if result.failed:  # the sweep went on; its exit status still says not all runs finished
+        sys.exit(1)
