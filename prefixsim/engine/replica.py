@@ -193,9 +193,21 @@ class Replica(ReplicaMemory):
         cache.check_invariants()
         private = sum(s.private_tokens for s in self.running)
         assert private == cache.reserved_tokens, "private tokens != cache reservation"
-        assert cache.free_tokens >= 0, "negative free memory"
-        assert (cache.free_tokens + cache.evictable_tokens + cache.locked_tokens
-                + cache.reserved_tokens == self.capacity_tokens), "R13"
+        # R13 against sums made here, not from the cache's own counters (whose four terms
+        # add up to the capacity by construction): resident from the pages, locked from the
+        # pages with a lock, reserved from the running requests' private KV.
+        resident = locked = 0
+        for page in cache.pages():
+            resident += page.num_tokens
+            if page.lock_count > 0:
+                locked += page.num_tokens
+        free = self.capacity_tokens - resident - private
+        assert free >= 0, "negative free memory"
+        accounts = (cache.free_tokens, cache.evictable_tokens, cache.locked_tokens,
+                    cache.reserved_tokens)
+        assert accounts == (free, resident - locked, locked, private), (
+            f"R13: cache says free/evictable/locked/reserved = {accounts}, "
+            f"pages and requests say {(free, resident - locked, locked, private)}")
         assert len(self.running) <= self.scheduler.max_num_seqs, "too many sequences"
         for state in self.running:
             assert state.status == RUNNING
