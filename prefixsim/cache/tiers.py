@@ -149,6 +149,21 @@ class TierStack:
         for index, page_id in zip(hit.tiers, hit.page_ids, strict=True):
             self.tiers[index].take(page_id)
 
+    def put_back(self, hit: LowerHit, from_page: int) -> None:
+        """Return the pages of a taken `hit` from position `from_page` on to the tiers they
+        were taken from (HBM could not keep them), pushing out to lower tiers as a demotion
+        does: a page loaded but not kept is never lost from every tier."""
+        for index, page_id, tokens in zip(hit.tiers[from_page:], hit.page_ids[from_page:],
+                                          hit.tokens[from_page:], strict=True):
+            pending = [(page_id, tokens)]
+            for tier in self.tiers[index:]:
+                pushed: list[tuple[int, int]] = []
+                for pending_id, pending_tokens in pending:
+                    pushed.extend(tier.put(pending_id, pending_tokens))
+                pending = pushed
+                if not pending:
+                    break
+
     def take_run(self, page_ids: Sequence[int]) -> LowerHit:
         """`peek_run` then `take`: the run found below HBM, taken out to be loaded."""
         hit = self.peek_run(page_ids)

@@ -50,6 +50,10 @@ def replay_cache_only(
 
     With `tiers` (lower tiers under `cache`, R15), the match continues below HBM: pages
     found there are hits of their tier, loaded back and inserted into HBM like new pages.
+    The whole run found below counts as hits of its tiers even when HBM keeps only part of
+    it (as many pages as fit, like any insert): the request read those tokens from the tier
+    rather than recomputing them. The pages HBM could not keep go back to the tier they came
+    from, so a page is never lost from every tier by being loaded.
     With `rules` (cache/classes.py), each request's class sets its TTL and priority, and a
     prompt below the minimum cacheable length bypasses the cache.
     A SegmentCache (compressed tree, same results) is replayed by engine/cache_only_fast.py;
@@ -93,19 +97,22 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         matched = match.pages
         num_matched = len(matched)
         cache.touch(matched, now, position, rule.ttl_s, rule.priority)
+        # taken before the evictions below, whose demotions could push these pages out
         lower = tiers.take_run(page_ids[num_matched:]) if tiers is not None else None
         if num_matched < len(page_ids):
             tip = matched[-1] if matched else None
             new_tokens = request.page_tokens()[num_matched:]
             cache.evict(sum(new_tokens), protect=tip)
             try:
-                cache.insert(tip, page_ids[num_matched:], new_tokens, now, position,
-                             rule.ttl_s, rule.priority)
+                placed = cache.insert(tip, page_ids[num_matched:], new_tokens, now, position,
+                                      rule.ttl_s, rule.priority)
             except ChainConflict as exc:
                 raise InputError(
                     f"request {request.request_id}: {exc} (hash ids are not chained)",
                     field="hash_ids",
                 ) from None
+            if lower and len(placed) < lower.num_pages:  # HBM kept only part of the run
+                tiers.put_back(lower, len(placed))
         append(
             CacheOnlyRecord(
                 request_id=request.request_id,
