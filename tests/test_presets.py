@@ -19,6 +19,8 @@ KV_BF16 = {
     "llama-3.1-8b": 131_072, "llama-3.1-70b": 327_680, "llama-3.1-405b": 516_096,
     "qwen2.5-7b": 57_344, "qwen2.5-72b": 327_680, "mistral-7b": 131_072,
     "mixtral-8x7b": 131_072, "deepseek-v3": 70_272,
+    # not in the reference table: 2 x layers x kv_heads x 128 x 2 bytes, worked by hand
+    "llama-2-7b": 524_288, "llama-2-70b": 327_680, "codellama-34b": 196_608,
 }
 
 
