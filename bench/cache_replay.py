@@ -37,7 +37,7 @@ from pathlib import Path
 
 from prefixsim.config import CacheConfig
 from prefixsim.engine import replay_cache_only
-from prefixsim.simulate import build_cache
+from prefixsim.pipeline.build import build_cache
 from prefixsim.trace import Request, load_trace
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prefixsim.curve import lru_curve, lru_curve_sampled, replay_curve
+from prefixsim.analysis.curve import lru_curve, lru_curve_sampled, replay_curve
 from prefixsim.trace import Request, load_trace
 from prefixsim.trace.generate import generate, load_preset
 

@@ -19,9 +19,16 @@ from pathlib import Path
 from prefixsim.config import load_config
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
+from prefixsim.pipeline.build import (
+    build_cache,
+    build_cost_model,
+    replica_pool_tokens,
+    resolve_gpu,
+    resolve_model,
+)
+from prefixsim.pipeline.inputs import load_requests
+from prefixsim.pipeline.run import simulate
 from prefixsim.router import ROUTERS
-from prefixsim.serving import build_cost_model, replica_pool_tokens, resolve_gpu, resolve_model
-from prefixsim.simulate import build_cache, load_requests, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 MOONCAKE = ROOT.parent / "shared/traces/mooncake/conversation_trace.jsonl"

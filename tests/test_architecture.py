@@ -1,17 +1,42 @@
-"""The house rules of design.md that code structure can break, checked with `ast`.
+"""The structure rules of docs/architecture.md, checked with `ast` and by importing.
 
-- Imports between the package's parts (trace, cache, costmodel, engine, ...) form no cycle.
+- The package's parts import one way, down the layer order of docs/architecture.md (a bare
+  `from prefixsim import X` counts as importing the top of the package); hence no cycle.
 - No function-local import of a prefixsim module (a hidden cycle).
 - torch is imported only by costmodel/calibrate.py, inside functions (an optional extra).
+- No engine module imports pandas (the engine emits records; metrics/ makes frames).
+- The top level holds at most 6 modules besides packages; every module imports cleanly.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "prefixsim"
+
+# docs/architecture.md, bottom to top: a part may import its own layer or any below it.
+LAYERS = (
+    ("_version", "errors", "registry", "presets"),
+    ("trace",),
+    ("cache",),
+    ("costmodel",),
+    ("router",),
+    ("config",),
+    ("engine",),
+    ("metrics",),
+    ("analysis",),
+    ("pipeline",),
+    ("report",),
+    ("sweep", "tune"),
+    ("cli",),
+    ("__init__", "__main__"),
+)
+RANK = {part: rank for rank, layer in enumerate(LAYERS) for part in layer}
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -24,9 +49,23 @@ def _modules() -> dict[str, ast.Module]:
 
 
 def _part(module: str) -> str:
-    """The top-level part of the package a dotted module name belongs to."""
+    """The top-level part of the package a dotted module name belongs to (`prefixsim`
+    itself, the public API, is `__init__`)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _upward(modules: dict[str, ast.Module]) -> list[tuple[str, str]]:
+    """(module, imported) pairs where a part imports a part of a higher layer."""
+    found = []
+    for module, tree in modules.items():
+        for imported, _ in _imports(tree):
+            if imported != "prefixsim" and not imported.startswith("prefixsim."):
+                continue
+            mine, theirs = _part(module), _part(imported)
+            if mine != theirs and RANK[theirs] > RANK[mine]:
+                found.append((module, imported))
+    return found
 
 
 def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
@@ -45,11 +84,20 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool]]:
     return found
 
 
-def test_parts_import_one_way():
+def test_every_part_has_a_layer():
+    parts = {_part(module) for module in _modules()}
+    assert parts <= set(RANK), f"parts without a layer: {sorted(parts - set(RANK))}"
+
+
+def test_parts_import_down_the_layers():
+    assert not _upward(_modules())
+
+
+def test_no_cycles_between_parts():
     edges: dict[str, set[str]] = defaultdict(set)
     for module, tree in _modules().items():
         for imported, _ in _imports(tree):
-            if imported.startswith("prefixsim.") and _part(imported) != _part(module):
+            if imported.startswith("prefixsim") and _part(imported) != _part(module):
                 edges[_part(module)].add(_part(imported))
 
     def reaches(start: str) -> set[str]:
@@ -87,8 +135,33 @@ def test_torch_only_in_calibrate_and_lazily():
     assert all(users.values()), "torch must be imported inside functions"
 
 
+def test_engine_makes_no_frames():
+    users = [module for module, tree in _modules().items()
+             if _part(module) == "engine"
+             for imported, _ in _imports(tree) if imported.split(".")[0] == "pandas"]
+    assert not users
+
+
+def test_top_level_is_small():
+    loose = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(loose) <= 6, loose
+
+
+@pytest.mark.parametrize("module", sorted(
+    ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for path in PACKAGE.rglob("*.py") if path.name != "__main__.py"))
+def test_every_module_imports(module):
+    importlib.import_module(module)
+
+
 def test_the_checks_can_fail():
-    """A cycle and a local import planted in a synthetic tree are found."""
+    """A cycle, an upward import (a bare `from prefixsim import` included) and a local
+    import planted in synthetic trees are found."""
     tree = ast.parse("def f():\n    from prefixsim.cache import tree\n")
     assert _imports(tree) == [("prefixsim.cache", True)]
     assert _part("prefixsim.cache.tree") == "cache" and _part("prefixsim") == "__init__"
+    planted = {"prefixsim.engine.x": ast.parse("from prefixsim.metrics import summary\n"),
+               "prefixsim.cache.y": ast.parse("from prefixsim import __version__\n"),
+               "prefixsim.cli.z": ast.parse("from prefixsim.engine import timed\n")}
+    assert _upward(planted) == [("prefixsim.engine.x", "prefixsim.metrics"),
+                                ("prefixsim.cache.y", "prefixsim")]

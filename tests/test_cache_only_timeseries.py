@@ -19,8 +19,9 @@ from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cli import app
 from prefixsim.config import RunConfig
 from prefixsim.engine import replay_cache_only
-from prefixsim.engine.cache_samples import CACHE_ONLY_COLUMNS, next_sample
-from prefixsim.simulate import simulate
+from prefixsim.engine.cache_samples import next_sample
+from prefixsim.metrics.timeseries import CACHE_ONLY_COLUMNS
+from prefixsim.pipeline.run import simulate
 from prefixsim.trace import Request
 
 NAN = float("nan")

@@ -10,7 +10,7 @@ import yaml
 from prefixsim.cache import TTLMode
 from prefixsim.config import RunConfig, build_config, config_to_yaml, load_config
 from prefixsim.errors import InputError
-from prefixsim.simulate import resolve_trace_defaults
+from prefixsim.pipeline.inputs import resolve_trace_defaults
 
 
 def test_defaults_unbounded_no_ttl_lru():

@@ -11,15 +11,15 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.cli import app
-from prefixsim.cli.curve import parse_capacities
-from prefixsim.curve import (
+from prefixsim.analysis.curve import (
     _sampled,
     lru_curve,
     lru_curve_sampled,
     replay_curve,
     stack_distances,
 )
+from prefixsim.cli import app
+from prefixsim.cli.curve import parse_capacities
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 from prefixsim.trace.generate import generate, load_preset

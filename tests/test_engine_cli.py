@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 from prefixsim.config import load_config
 from prefixsim.costmodel import Roofline
+from prefixsim.pipeline.run import simulate
 from prefixsim.presets import get_gpu, get_model
-from prefixsim.simulate import simulate
 
 MOONCAKE = Path(__file__).parents[2] / "shared" / "traces" / "mooncake" / \
     "conversation_trace.jsonl"

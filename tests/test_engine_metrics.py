@@ -11,11 +11,11 @@ from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import Roofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
-from prefixsim.metrics import distribution
+from prefixsim.metrics.requests import distribution
+from prefixsim.metrics.serving import serving_summary, weighted_distribution
+from prefixsim.metrics.timeseries import timeseries
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
-from prefixsim.serving_metrics import serving_summary, weighted_distribution
-from prefixsim.serving_timeseries import timeseries
 from prefixsim.trace import Request
 
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))

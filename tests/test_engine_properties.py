@@ -16,10 +16,10 @@ from prefixsim.costmodel import Roofline
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
-from prefixsim.metrics import records_frame
+from prefixsim.metrics.requests import records_frame
+from prefixsim.metrics.timeseries import timeseries
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
-from prefixsim.serving_timeseries import timeseries
 from prefixsim.trace import Request
 
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))

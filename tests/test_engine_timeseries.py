@@ -15,15 +15,16 @@ from prefixsim.config import load_config
 from prefixsim.costmodel import Roofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
-from prefixsim.presets import get_gpu, get_model
-from prefixsim.router import ROUTERS
-from prefixsim.serving_timeseries import (
+from prefixsim.metrics.summary import sampling_keys
+from prefixsim.metrics.timeseries import (
     TIMESERIES_COLUMNS,
     effective_interval,
     sample_states,
     timeseries,
 )
-from prefixsim.simulate import simulate
+from prefixsim.pipeline.run import simulate
+from prefixsim.presets import get_gpu, get_model
+from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 NAN = float("nan")
@@ -63,7 +64,7 @@ def test_known_answer_by_hand():
                           ROUTERS.build("round_robin"), check_invariants=True)
     assert result.duration_s == 3.25
     frame, about = timeseries(result, 0.5)
-    assert about == {"timeseries_interval_s": 0.5, "timeseries_rows": 7}
+    assert sampling_keys(about) == {"timeseries_interval_s": 0.5, "timeseries_rows": 7}
     assert list(frame.columns) == list(TIMESERIES_COLUMNS)
     assert frame["time_s"].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
     assert frame["running"].tolist() == [0, 1, 1, 1, 1, 2, 2]
@@ -122,12 +123,13 @@ def test_row_cap_widens_the_interval_and_says_so():
                           OneSecondSteps(), ContinuousBatching(64, 4),
                           ROUTERS.build("round_robin"))
     assert result.duration_s == 38.0 + 4.0  # the last request: arrival 38, 4 steps
-    frame, about = timeseries(result, 0.5, max_rows=30)
+    frame, info = timeseries(result, 0.5, max_rows=30)
+    about = sampling_keys(info)
     assert about["timeseries_interval_s"] == 3.0  # 15 samples per replica: 0, 3, .., 42
     assert about["timeseries_rows"] == len(frame) == 30
     assert "instead of 0.5 s" in about["timeseries_warning"]
-    fine, about_fine = timeseries(result, 0.5)
-    assert "timeseries_warning" not in about_fine
+    fine, info_fine = timeseries(result, 0.5)
+    assert "timeseries_warning" not in sampling_keys(info_fine)
     coarse = fine[np.isin(fine["time_s"], frame["time_s"])].reset_index(drop=True)
     same = ["time_s", "replica", "running", "waiting", "cache_usage", "evictions"]
     assert coarse[same].equals(frame[same])  # the wide grid samples the same states

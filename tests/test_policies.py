@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.bounds import replay_hit_rate, unbounded_hit_rate
+from prefixsim.analysis.bounds import replay_hit_rate, unbounded_hit_rate
 from prefixsim.cache import POLICIES, CacheMode, Page, RadixCache, TTLRule, build_policy
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, CacheMode, RadixCache
 from prefixsim.config import load_config
-from prefixsim.simulate import simulate
+from prefixsim.pipeline.run import simulate
 from prefixsim.trace import Request
 
 

@@ -8,14 +8,15 @@ import pytest
 
 from prefixsim.config import CacheConfig, load_config
 from prefixsim.errors import InputError
-from prefixsim.pricing import (
+from prefixsim.metrics.pricing import (
     PRESETS,
     billed_tokens,
     load_pricing,
     prefill_savings,
     pricing_summary,
 )
-from prefixsim.simulate import build_rules, request_ttls, simulate
+from prefixsim.pipeline.build import build_rules, request_ttls
+from prefixsim.pipeline.run import simulate
 from prefixsim.trace import Request
 
 

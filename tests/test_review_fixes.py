@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
-from prefixsim.simulate import simulate
+from prefixsim.pipeline.run import simulate
 from prefixsim.sweep.spec import make_point
 
 DEMO = "traces/demo_chat.jsonl"

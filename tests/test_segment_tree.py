@@ -22,9 +22,10 @@ from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.engine import replay_cache_only
-from prefixsim.engine.cache_samples import sample_cache_states
 from prefixsim.errors import InputError
-from prefixsim.simulate import build_cache, simulate
+from prefixsim.metrics.timeseries import sample_cache_states
+from prefixsim.pipeline.build import build_cache
+from prefixsim.pipeline.run import simulate
 from prefixsim.trace import Request, load_trace
 
 TRACE = Path(__file__).parents[2] / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"

@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,6 +19,7 @@ from prefixsim.sweep import (
     EXECUTORS,
     derive_seed,
     expand,
+    load_spec,
     parse_spec,
     plan,
     run_sweep,
@@ -28,7 +30,7 @@ from prefixsim.sweep import (
 from prefixsim.sweep.executors import RayExecutor
 from prefixsim.sweep.worker import _cached_trace
 
-DEMO = "traces/demo_chat.jsonl"
+DEMO = str(Path(__file__).resolve().parents[1] / "traces" / "demo_chat.jsonl")
 BASE = {"trace": {"path": DEMO}, "cache_only": True}
 CAPACITIES = [5000, 20000, 80000]
 # Figures that legitimately differ between a sweep point and a separate run.
@@ -398,3 +400,22 @@ def test_dry_run_lists_the_plan_and_writes_nothing(tmp_path):
     ids = [p.run_id for p in plan(parse_spec(yaml.safe_load(open(spec))))]
     assert [line.split()[0] for line in result.output.splitlines()[:-1]] == ids
     assert result.output.splitlines()[-1] == "3 runs" and not (tmp_path / "out").exists()
+
+
+def test_relative_trace_path_resolves_against_the_spec_folder(tmp_path, monkeypatch):
+    """A spec beside its trace runs from any working directory: the bundled demo spec's
+    `../demo_chat.jsonl` and a copied spec in its own folder both find their trace."""
+    bundled = load_spec(Path(DEMO).parent / "sweeps" / "timed_demo.yaml")
+    assert all(p.config.trace.path == Path(DEMO) for p in expand(bundled))
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "trace.jsonl").write_text(Path(DEMO).read_text().splitlines()[0] + "\n")
+    spec = write_spec(folder / "spec.yaml", {"cache.capacity_tokens": [100]},
+                      base={"trace": {"path": "trace.jsonl"}, "cache_only": True})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = invoke("sweep", spec, "-o", tmp_path / "out", "--quiet")
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
+    assert list(table["status"]) == ["ok"] and list(table["completed"]) == [1]

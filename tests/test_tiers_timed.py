@@ -11,9 +11,9 @@ from prefixsim.config import load_config
 from prefixsim.costmodel import PrefillChunk, Roofline, StepBatch
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
+from prefixsim.pipeline.run import simulate
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
-from prefixsim.simulate import simulate
 from prefixsim.trace import Request
 
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prefixsim.characterize_plots import popularity, reuse_times_s, top_share
 from prefixsim.cli import app
+from prefixsim.report.trace_plots import popularity, reuse_times_s, top_share
 from prefixsim.trace import ReadOptions, Request, read_trace, readers
 
 DEMO = Path(__file__).parents[1] / "traces" / "demo_chat.jsonl"

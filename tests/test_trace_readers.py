@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.characterize import token_hit_rate
+from prefixsim.analysis.characterize import token_hit_rate
 from prefixsim.errors import InputError
 from prefixsim.trace import ReadOptions, detect_format, read_trace
 from prefixsim.trace.pages import coarsen

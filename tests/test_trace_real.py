@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prefixsim.characterize import token_hit_rate
+from prefixsim.analysis.characterize import token_hit_rate
 from prefixsim.cli import app
 from prefixsim.trace import read_trace
 from prefixsim.trace.generate import generate, load_preset

@@ -19,11 +19,11 @@ from typing import Any
 
 import click
 
-from prefixsim import __version__
+from prefixsim._version import __version__
 from prefixsim.cli.files import write_folder
 from prefixsim.config import RunConfig, config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.simulate import RunResult
+from prefixsim.pipeline import RunResult
 
 RESULTS_ROOT = Path("results")
 RUN_FILES = frozenset({"summary.json", "requests.parquet", "timeseries.parquet", "config.yaml"})

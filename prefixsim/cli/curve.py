@@ -8,17 +8,17 @@ from pathlib import Path
 import click
 import numpy as np
 
-from prefixsim.bounds import unbounded_hit_rate
-from prefixsim.cache import POLICIES, replay_cache
-from prefixsim.cli.app import app, fail_cleanly
-from prefixsim.cli.files import write_text
-from prefixsim.curve import (
+from prefixsim.analysis.bounds import unbounded_hit_rate
+from prefixsim.analysis.curve import (
     curve_from_distances,
     lru_curve,
     lru_curve_sampled,
     replay_curve,
     stack_distances,
 )
+from prefixsim.cache import POLICIES, replay_cache
+from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.files import write_text
 from prefixsim.errors import InputError
 from prefixsim.trace import READERS, load_trace
 

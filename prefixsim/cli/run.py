@@ -14,7 +14,7 @@ from prefixsim.cache import POLICIES
 from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
 from prefixsim.cli.serving_options import serving_options, serving_overrides
 from prefixsim.config import load_config
-from prefixsim.simulate import load_trace_data, resolve_trace_defaults, simulate
+from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.trace import READERS
 
 
@@ -116,16 +116,13 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
     config = resolve_trace_defaults(config)
     with tqdm(unit="req", disable=quiet or None, leave=False, desc="read") as bar:
         trace_data = load_trace_data(config.trace, on_progress=bar.update)
-    requests = trace_data.requests
     if trace_data.skipped_lines:
         click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
     out_dir = Path(output) if output else default_output_dir(config)
-    with tqdm(total=len(requests), unit="req", disable=quiet or None, leave=False,
+    with tqdm(total=len(trace_data.requests), unit="req", disable=quiet or None, leave=False,
               desc="replay") as bar:
-        result = simulate(config, requests, on_progress=bar.update)
-    result.summary["command"] = shlex.join(["prefixsim", *sys.argv[1:]])
-    result.summary["trace_skipped_lines"] = trace_data.skipped_lines
-    result.summary.update({f"trace_{k}": v for k, v in trace_data.labels.items()})
+        result = simulate(config, on_progress=bar.update, trace=trace_data,
+                          command=shlex.join(["prefixsim", *sys.argv[1:]]))
     write_results(out_dir, config, result)
     if not quiet:
         print_summary(result.summary, out_dir)

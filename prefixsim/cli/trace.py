@@ -12,11 +12,11 @@ import click
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from prefixsim.characterize import characterize
-from prefixsim.characterize_plots import plot_characterisation, popularity, top_share
+from prefixsim.analysis.characterize import characterize
 from prefixsim.cli.app import app, fail_cleanly, format_value
 from prefixsim.cli.files import write_file
 from prefixsim.errors import InputError
+from prefixsim.report.trace_plots import plot_characterisation, popularity, top_share
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
 from prefixsim.trace.generate import PRESETS, generate, load_preset
 from prefixsim.trace.pages import convert_pages

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from prefixsim import __version__
+from prefixsim._version import __version__
 from prefixsim.costmodel.fit import error_summary, fit_relative, holdout_split, relative_errors
 from prefixsim.costmodel.fitted import GemmInterpolation, Predictor
 from prefixsim.costmodel.operators import (

@@ -6,7 +6,7 @@ also expire pages of TTL caches, cache-spec R11), the start of a step (admission
 preemptions, reservations; the previous step's inserts and completions happen at the same
 instant) and a replica going idle. Those points append one row here, so recording costs one
 row per event, however long the simulated time; nothing wakes up to poll. Between rows the
-state is constant, which is how serving_timeseries.py derives the fixed-interval samples
+state is constant, which is how metrics/timeseries.py derives the fixed-interval samples
 after the run. Rows are kept as tuples and packed into a float64 block every `CHUNK_ROWS`
 (80 bytes a row; counters stay exact below 2**53).
 """

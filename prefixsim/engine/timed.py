@@ -4,13 +4,13 @@
 replica (replica.py). The router is asked once per arrival. The run ends when every request
 has finished (completed or rejected); it emits frozen `ServedRecord`s, the per-replica
 figures and (with `record_state`) the replicas' state after every change as column arrays
-(state_log.py), from which serving_timeseries.py derives timeseries.parquet after the run:
+(state_log.py), from which metrics/timeseries.py derives timeseries.parquet after the run:
 no process wakes up to sample, so the cost follows engine events, not simulated time.
 `max_run_steps` caps decode-only runs (1 = one timeout per step, the naive reference the
 tests compare the fast path against). `rules` gives each request its cache class (TTL,
 priority, cacheable). `tiers` (one TierStack or None per cache) puts host/disk tiers under
 each replica's HBM; loads are timed at `kv_bytes_per_token`. Building caches and cost
-models from a config is serving.py's job.
+models from a config is pipeline/build.py's job. No pandas here: records only.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def replay_timed(
     cost_model: CostModel,
     scheduler: ContinuousBatching,
     router: Router,
+    *,
     time_scale: float = 1.0,
     record_state: bool = True,
     check_invariants: bool = False,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from prefixsim import __version__
+from prefixsim._version import __version__
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import PlotSkipped, png_bytes, show_value
 from prefixsim.report.plots import PLOTS

@@ -5,6 +5,9 @@ A spec is a YAML mapping with `base:` (a run config as `prefixsim run --config` 
 of dotted-key mappings, each one more point on top of `base`), plus an optional `name:`.
 Every point is validated here, so a bad key or value fails before anything runs.
 
+A relative `trace.path` is read relative to the spec file's folder (so a spec runs the same
+from any working directory); a spec given as a mapping resolves it against the current one.
+
 Run ids and seeds derive only from the parameters (never from order, time or executor): the
 seed from the base seed and the point's parameters (unless the point sets `seed` itself),
 the run id from a readable slug of the values and a hash of the whole validated config.
@@ -14,9 +17,11 @@ This module reads the spec file and nothing else; it neither runs nor writes.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +53,7 @@ class SweepSpec:
     base: dict[str, Any]
     grid: dict[str, list[Any]]
     runs: list[dict[str, Any]]
+    root: Path | None = None  # the spec file's folder: relative trace paths start there
 
 
 def column_name(dotted: str) -> str:
@@ -86,7 +92,8 @@ def parse_spec(data: Any, source: str | None = None, name: str = "sweep") -> Swe
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and shape-check a sweep spec file."""
     path = Path(path)
-    return parse_spec(read_config_file(path), source=str(path), name=path.stem)
+    spec = parse_spec(read_config_file(path), source=str(path), name=path.stem)
+    return dataclasses.replace(spec, root=path.parent)
 
 
 def _canonical(value: Any) -> str:
@@ -121,8 +128,9 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | Non
 
 
 def make_point(base: dict[str, Any], params: dict[str, Any],
-               source: str | None = None) -> SweepPoint:
-    """Validate base + params into a point with its derived seed and run id."""
+               source: str | None = None, root: Path | None = None) -> SweepPoint:
+    """Validate base + params into a point with its derived seed and run id; a relative
+    trace path is made absolute from `root` (the spec's folder; default: the current one)."""
     data = copy.deepcopy(base)
     for dotted, value in params.items():
         _set_dotted(data, dotted, value, source)
@@ -142,7 +150,8 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
     trace = config.trace
     if trace.path is not None and not trace.path.is_absolute():
         # workers may start elsewhere (a cluster); the id keeps the path as written
-        trace = trace.model_copy(update={"path": trace.path.absolute()})
+        trace = trace.model_copy(update={
+            "path": Path(os.path.abspath((root or Path()) / trace.path))})
         config = config.model_copy(update={"trace": trace})
     return SweepPoint(run_id=run_id, params=dict(params), config=config)
 
@@ -157,7 +166,7 @@ def expand(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
               for values in itertools.product(*(spec.grid[k] for k in keys))] if keys else []
     points: dict[str, SweepPoint] = {}
     for params in [*combos, *spec.runs]:
-        point = make_point(spec.base, params, source)
+        point = make_point(spec.base, params, source, spec.root)
         points.setdefault(point.run_id, point)
     return list(points.values())
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from prefixsim.config import TraceConfig, config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.simulate import load_trace_data, resolve_trace_defaults, simulate
+from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.sweep.spec import SweepPoint
 from prefixsim.trace.readers import TraceData
 
@@ -65,7 +65,7 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
     try:
         config = resolve_trace_defaults(point.config)
         data = trace_data_for(config.trace)
-        result = simulate(config, data.requests)
+        result = simulate(config, trace=data)
     except Exception as exc:  # noqa: BLE001 - a failing run must not stop the sweep
         error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run_id=point.run_id, params=point.params, status=FAILED,
@@ -74,8 +74,7 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
                           wall_time_s=time.perf_counter() - started)
     return RunOutcome(
         run_id=point.run_id, params=point.params, status=OK,
-        summary={**result.summary, "trace_skipped_lines": data.skipped_lines,  # as `run` does
-                 **{f"trace_{k}": v for k, v in data.labels.items()}},
+        summary=result.summary,
         config_yaml=config_to_yaml(config),
         requests=result.requests if keep_requests else pd.DataFrame(),
         timeseries=result.timeseries, wall_time_s=time.perf_counter() - started,

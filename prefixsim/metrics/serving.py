@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.cache import CacheCounters
-from prefixsim.metrics import distribution
+from prefixsim.metrics.requests import distribution
 
 STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
 from prefixsim.engine import hit_tokens, replay_cache_only
+from prefixsim.metrics.summary import Bounds
 from prefixsim.trace import Request
 
 CacheFactory = Callable[[str, bool], RadixCache]
@@ -51,20 +52,17 @@ def unbounded_hit_rate(
     return hits / query if query else 0.0
 
 
-def bounds_summary(
+def reference_bounds(
     requests: Sequence[Request],
     hit_rate: float,
     with_belady: bool,
     unbounded: bool,
     make_cache: CacheFactory,
     rules: CacheRules | None = None,
-) -> dict[str, float]:
+) -> Bounds:
     """The bounds for a run whose HBM hit rate was `hit_rate` (`unbounded`: it had no
     capacity limit, so it is its own bound)."""
     rate = hit_rate if unbounded else unbounded_hit_rate(requests, make_cache("lru", True), rules)
-    summary = {"cache_unbounded_token_hit_rate": rate}
-    if with_belady:
-        summary["cache_belady_token_hit_rate"] = replay_hit_rate(
-            requests, make_cache("belady", False), rules
-        )
-    return summary
+    belady = (replay_hit_rate(requests, make_cache("belady", False), rules)
+              if with_belady else None)
+    return Bounds(rate, belady)

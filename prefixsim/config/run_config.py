@@ -16,8 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from prefixsim.cache import POLICIES, CacheMode, TTLMode
-from prefixsim.errors import InputError
-from prefixsim.serving_config import (
+from prefixsim.config.serving import (
     CostModelConfig,
     EngineConfig,
     HardwareConfig,
@@ -25,6 +24,7 @@ from prefixsim.serving_config import (
     RouterConfig,
     SchedulerConfig,
 )
+from prefixsim.errors import InputError
 from prefixsim.trace import READERS
 
 
@@ -148,7 +148,7 @@ class RunConfig(Section):
     seed: int = Field(0, ge=0, description="seed of the run's random generator")
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, leaf = dotted.split(".")
     node = tree
     for key in parents:
@@ -205,7 +205,7 @@ def load_config(
     data = read_config_file(path) if path is not None else {}
     for dotted, value in (overrides or {}).items():
         if value is not None:
-            _set_dotted(data, dotted, value)
+            set_dotted(data, dotted, value)
     return build_config(data, source=None if path is None else str(path))
 
 

@@ -1,7 +1,7 @@
 """Config sections of the timed simulation: model, hardware, scheduler, router, cost model,
-engine. Frozen and validated like config.py's sections (which nests them in RunConfig);
+engine. Frozen and validated like run_config.py's sections (which nests them in RunConfig);
 registry and preset names are checked here, at load time, listing the valid names.
-Building plug-ins from these sections is serving.py's job.
+Building plug-ins from these sections is pipeline/build.py's job.
 """
 
 from __future__ import annotations

@@ -1,0 +1,183 @@
+"""summary.json: the one place a run's summary is assembled.
+
+The pipeline (pipeline/) computes the parts of a run (the requests frame, the engine's
+result, bounds, pricing, how the timeseries was sampled, the trace's labels) and hands them
+over as one `RunFacts`; `summarize` turns them into flat scalars with vLLM's names for
+serving figures, `cache_*` for the cache, `cost_*` for prices and metadata last. Every key
+is listed and explained in schema.py (and docs/results.md, which a test keeps in step).
+Pure: no I/O, no clock (the pipeline measures wall time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from prefixsim._version import __version__
+from prefixsim.cache import CacheCounters
+from prefixsim.config import RunConfig
+from prefixsim.costmodel import CostModel
+from prefixsim.engine.timed import TimedResult
+from prefixsim.metrics.pricing import Pricing, prefill_savings, pricing_summary
+from prefixsim.metrics.requests import cache_summary, request_summary
+from prefixsim.metrics.serving import replica_summary, serving_summary, total_counters
+from prefixsim.metrics.timeseries import SamplingInfo
+from prefixsim.presets import GPUSpec, ModelSpec
+from prefixsim.trace import TraceData
+
+CACHE_ONLY = "cache_only"
+TIMED = "timed"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Reference token hit rates of a run: the unbounded cache and (when asked for) belady
+    at the run's capacity (computed by analysis/bounds.py)."""
+
+    unbounded_token_hit_rate: float
+    belady_token_hit_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything a summary is made of, as the pipeline computed it.
+
+    `capacity_tokens`: the whole run's HBM cache (all replicas; None: unbounded).
+    `timed`: the timed engine's result (None in cache-only mode), whose replicas each held
+    `pool_tokens_per_replica`. `orphan_tokens`: block-mode pages left unreachable at the end
+    (cache-only). `request_ttls`: each request's TTL, which prices its cache writes.
+    `trace`: the trace as read (its labels and skipped lines go in the summary).
+    """
+
+    mode: str
+    config: RunConfig
+    requests: pd.DataFrame
+    counters: CacheCounters
+    capacity_tokens: int | None
+    cost_model: CostModel
+    model: ModelSpec
+    gpu: GPUSpec
+    bounds: Bounds
+    num_requests: int
+    wall_time_s: float
+    timed: TimedResult | None = None
+    pool_tokens_per_replica: int | None = None
+    orphan_tokens: int | None = None
+    pricing: Pricing | None = None
+    request_ttls: list[float | None] = field(default_factory=list)
+    sampling: SamplingInfo | None = None
+    trace: TraceData | None = None
+    command: str | None = None
+
+
+def summarize(facts: RunFacts) -> dict[str, Any]:
+    """The flat summary of a run (key order: figures first, metadata after)."""
+    if facts.mode == TIMED:
+        summary = _timed_figures(facts)
+    else:
+        summary = _cache_only_figures(facts)
+    summary.update(_trace_keys(facts))
+    return summary
+
+
+def _cache_only_figures(facts: RunFacts) -> dict[str, Any]:
+    config = facts.config
+    summary: dict[str, Any] = {"mode": CACHE_ONLY}
+    summary.update(request_summary(facts.requests))
+    summary.update(cache_summary(facts.requests, facts.counters, facts.capacity_tokens))
+    summary["cache_orphan_tokens_end"] = facts.orphan_tokens
+    summary.update(_bounds_keys(facts.bounds))
+    summary.update(_pricing_keys(facts))
+    summary.update(_savings_keys(facts))
+    summary["prefill_model"] = f"{facts.model.name} on {config.hardware.tp} x {facts.gpu.name}"
+    summary.update({
+        "cache_policy": config.cache.policy,
+        "cache_ttl_s": config.cache.ttl_s,
+        "num_requests": facts.num_requests,
+        "seed": config.seed,
+        "prefixsim_version": __version__,
+        "wall_time_s": facts.wall_time_s,
+    })
+    summary.update(sampling_keys(facts.sampling))
+    return summary
+
+
+def _timed_figures(facts: RunFacts) -> dict[str, Any]:
+    config, result = facts.config, facts.timed
+    assert result is not None, "a timed summary needs the engine's result"
+    engine = config.engine
+    summary: dict[str, Any] = {"mode": TIMED}
+    summary.update(request_summary(facts.requests))
+    summary.update(serving_summary(facts.requests, result.duration_s, result.itl_segments,
+                                   engine.goodput_ttft_ms, engine.goodput_tpot_ms))
+    summary.update(cache_summary(facts.requests, total_counters(result.replicas),
+                                 facts.capacity_tokens))
+    summary.update(replica_summary(facts.requests, result.replicas, result.duration_s))
+    wall = facts.wall_time_s
+    summary.update({
+        "model": facts.model.name, "gpu": facts.gpu.name, "tp": config.hardware.tp,
+        "replicas": engine.replicas, "router": config.router.name,
+        "cost_model": config.cost_model.name,
+        "kv_pool_tokens_per_replica": facts.pool_tokens_per_replica,
+        "cache_policy": config.cache.policy, "cache_ttl_s": config.cache.ttl_s,
+        "num_requests": facts.num_requests, "num_events": result.num_events,
+        "seed": config.seed, "prefixsim_version": __version__, "wall_time_s": wall,
+        "simulated_s_per_wall_s": result.duration_s / wall if wall > 0 else float("nan"),
+    })
+    describe = getattr(facts.cost_model, "describe", None)  # a fitted model names its profile
+    if describe is not None:
+        summary.update(describe())
+    summary.update(sampling_keys(facts.sampling))
+    summary.update(_pricing_keys(facts))
+    summary["cache_unbounded_token_hit_rate"] = facts.bounds.unbounded_token_hit_rate
+    summary.update(_savings_keys(facts))
+    return summary
+
+
+def _bounds_keys(bounds: Bounds) -> dict[str, float]:
+    keys = {"cache_unbounded_token_hit_rate": bounds.unbounded_token_hit_rate}
+    if bounds.belady_token_hit_rate is not None:
+        keys["cache_belady_token_hit_rate"] = bounds.belady_token_hit_rate
+    return keys
+
+
+def _pricing_keys(facts: RunFacts) -> dict[str, Any]:
+    if facts.pricing is None:
+        return {}
+    return pricing_summary(facts.requests, facts.pricing, facts.request_ttls)
+
+
+def _savings_keys(facts: RunFacts) -> dict[str, Any]:
+    config = facts.config
+    return prefill_savings(facts.requests, facts.cost_model, config.hardware.tp,
+                           config.scheduler.max_batched_tokens)
+
+
+def sampling_keys(info: SamplingInfo | None) -> dict[str, Any]:
+    """timeseries_interval_s, timeseries_rows and, when the row cap coarsened the interval,
+    timeseries_warning."""
+    if info is None:
+        return {}
+    keys: dict[str, Any] = {"timeseries_interval_s": info.used_s, "timeseries_rows": info.rows}
+    if info.coarsened:
+        span = f"{info.duration_s:,.0f} simulated s"
+        if info.num_replicas is not None:
+            span += f" x {info.num_replicas} replicas"
+        keys["timeseries_warning"] = (
+            f"timeseries sampled every {info.used_s:g} s instead of {info.requested_s:g} s "
+            f"to stay under {info.max_rows:,} rows ({span})")
+    return keys
+
+
+def _trace_keys(facts: RunFacts) -> dict[str, Any]:
+    """The command line and the trace's skipped lines and labels (format, detected
+    settings), when the pipeline read the trace itself."""
+    keys: dict[str, Any] = {}
+    if facts.command is not None:
+        keys["command"] = facts.command
+    if facts.trace is not None:
+        keys["trace_skipped_lines"] = facts.trace.skipped_lines
+        keys.update({f"trace_{k}": v for k, v in facts.trace.labels.items()})
+    return keys

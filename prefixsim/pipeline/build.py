@@ -1,0 +1,194 @@
+"""build(config, requests) -> Components: every plug-in of a run, resolved once.
+
+Resolves the model and GPU presets (or a presets file), the cost model, the request rules
+(classes, minimum cacheable prompt), the price list, and the caches: one per replica in
+timed mode, sized to the replica's KV pool (docs/cache-semantics.md R13: memory x
+utilisation - weights/tp - activation reserve, over KV bytes per token; `cache.capacity_tokens`
+replaces it when set), with their lower tiers; one cache in cache-only mode (a SegmentCache
+where it gives the same results faster). Plug-in names come from the registries; a bad
+parameter is a one-line InputError naming its key. Runs nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from prefixsim.cache import RadixCache, SegmentCache, TTLRule, build_policy, replay_cache
+from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.tiers import TierStack, build_tier_stack
+from prefixsim.config import CacheConfig, HardwareConfig, ModelConfig, RunConfig
+from prefixsim.costmodel import COST_MODELS, CostModel
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.errors import InputError
+from prefixsim.metrics.pricing import Pricing, chunk_time_function, load_pricing
+from prefixsim.presets import (
+    GIB,
+    GPUSpec,
+    ModelSpec,
+    get_gpu,
+    get_model,
+    kv_pool_tokens,
+    load_custom_presets,
+)
+from prefixsim.router import ROUTERS, Router
+from prefixsim.trace import Request
+
+DTYPE_BYTES = {"bf16": 2, "fp8": 1}
+AnyCache = RadixCache | SegmentCache
+
+
+@dataclass(frozen=True)
+class Components:
+    """What a run is made of, built once from its config.
+
+    `caches[i]` and `tiers[i]` belong to replica i (timed) or are the one replayed cache
+    (cache-only). `pool_tokens_per_replica` is each replica's KV pool (timed only);
+    `kv_bytes_per_token_per_gpu` times lower-tier loads (each of the tp GPUs moves its share
+    over its own link). `router` and `scheduler` are None in cache-only mode.
+    """
+
+    config: RunConfig
+    model: ModelSpec
+    gpu: GPUSpec
+    cost_model: CostModel
+    rules: CacheRules | None
+    pricing: Pricing | None
+    caches: list[AnyCache]
+    tiers: list[TierStack | None]
+    pool_tokens_per_replica: int | None = None
+    kv_bytes_per_token_per_gpu: int = 0
+    router: Router | None = None
+    scheduler: ContinuousBatching | None = None
+
+
+def build(config: RunConfig, requests: Sequence[Request]) -> Components:
+    """Every component of a run of `config` over `requests` (in replay order: offline
+    policies such as belady learn the future from them)."""
+    model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
+    cost_model = build_cost_model(config, model, gpu)
+    chunk_time = chunk_time_function(cost_model)
+    pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
+    rules = build_rules(config.cache, config.trace.seed)
+    if config.cache_only:
+        cache = build_cache(config.cache, requests, chunk_time, replay_only=True)
+        return Components(config, model, gpu, cost_model, rules, pricing, [cache],
+                          [build_tiers(cache, config.cache)])
+    if config.cache.bounds:
+        raise InputError("bounds are cache-only for now; pass --cache-only",
+                         field="cache.bounds")
+    pool = replica_pool_tokens(config, model, gpu)
+    section = config.cache.model_copy(update={"capacity_tokens": pool})
+    caches = [build_cache(section, requests, chunk_time, time_scale=config.engine.time_scale)
+              for _ in range(config.engine.replicas)]
+    kv_bytes = model.kv_bytes_per_token(DTYPE_BYTES[config.model.kv_dtype])
+    try:
+        router = ROUTERS.build(config.router.name, **config.router.params)
+    except (TypeError, ValueError) as exc:
+        raise InputError(str(exc), field="router.params") from None
+    return Components(
+        config, model, gpu, cost_model, rules, pricing, caches,
+        [build_tiers(cache, config.cache) for cache in caches],
+        pool_tokens_per_replica=pool,
+        kv_bytes_per_token_per_gpu=kv_bytes // max(config.hardware.tp, 1),
+        router=router,
+        scheduler=ContinuousBatching(config.scheduler.max_batched_tokens,
+                                     config.scheduler.max_num_seqs),
+    )
+
+
+def resolve_model(config: ModelConfig) -> ModelSpec:
+    """The model preset, or the custom model of the same name from `presets_file`."""
+    if config.presets_file is not None:
+        models, _ = load_custom_presets(config.presets_file)
+        if config.name in models:
+            return models[config.name]
+    return get_model(config.name)
+
+
+def resolve_gpu(config: HardwareConfig) -> GPUSpec:
+    """The GPU preset, or the custom GPU of the same name from `presets_file`."""
+    if config.presets_file is not None:
+        _, gpus = load_custom_presets(config.presets_file)
+        if config.gpu in gpus:
+            return gpus[config.gpu]
+    return get_gpu(config.gpu)
+
+
+def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostModel:
+    """The configured cost model (registry), with the dtypes of the model section."""
+    params = dict(config.cost_model.params)
+    if config.cost_model.profile is not None:
+        params.setdefault("profile", config.cost_model.profile)
+    if config.cost_model.name == "roofline":
+        params.setdefault("weight_dtype_bytes", DTYPE_BYTES[config.model.weight_dtype])
+        params.setdefault("kv_dtype_bytes", DTYPE_BYTES[config.model.kv_dtype])
+    try:
+        return COST_MODELS.build(config.cost_model.name, model=model, gpu=gpu,
+                                 tp=config.hardware.tp, **params)
+    except (TypeError, ValueError) as exc:
+        raise InputError(str(exc), field="cost_model.params") from None
+
+
+def replica_pool_tokens(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> int:
+    """KV pool of one replica in tokens (or cache.capacity_tokens when set)."""
+    if config.cache.capacity_tokens is not None:
+        return config.cache.capacity_tokens
+    hw = config.hardware
+    pool = kv_pool_tokens(
+        model, gpu, hw.tp, hw.memory_utilization, int(hw.activation_reserve_gib * GIB),
+        DTYPE_BYTES[config.model.weight_dtype], DTYPE_BYTES[config.model.kv_dtype])
+    if pool <= 0:
+        raise InputError(
+            f"{model.name} does not fit on {hw.tp} x {gpu.name} with memory_utilization "
+            f"{hw.memory_utilization}: no memory left for KV (raise --tp or use "
+            "--weight-dtype fp8)", field="hardware.tp")
+    return pool
+
+
+def build_cache(
+    config: CacheConfig,
+    requests: Sequence[Request] | None = None,
+    prefill_time_s: Callable[[int, int], float] | None = None,
+    replay_only: bool = False,
+    time_scale: float = 1.0,
+) -> AnyCache:
+    """A fresh cache for the `cache` section (policy resolved through the registry; an
+    offline policy such as belady needs `requests`, the trace in replay order; a
+    cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
+    `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
+    section allows it (radix mode, a node-uniform policy, no tiers, no request classes).
+    `time_scale`: the timed engine's, so an offline policy reads the trace on its clock."""
+    ttl_s = config.ttl_s
+    if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
+        ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
+    ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
+    policy = build_policy(config.policy, requests, prefill_time_s, time_scale)
+    plain = (replay_only and config.host_capacity_tokens is None
+             and config.disk_capacity_tokens is None and not config.classes
+             and config.min_cacheable_tokens == 0)
+    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain)
+
+
+def build_tiers(cache: AnyCache, config: CacheConfig) -> TierStack | None:
+    """Host DRAM and disk tiers under `cache` (R15), or None when neither is configured."""
+    return build_tier_stack(cache, config.host_capacity_tokens, config.host_bandwidth_gb_s,
+                            config.disk_capacity_tokens, config.disk_bandwidth_gb_s,
+                            config.tier_min_load_tokens)
+
+
+def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
+    """Request classes and the minimum cacheable prompt, or None when neither is set."""
+    if not config.classes and config.min_cacheable_tokens == 0:
+        return None
+    classes = [RequestClass(**c.model_dump()) for c in config.classes]
+    return CacheRules(classes, config.min_cacheable_tokens, seed)
+
+
+def request_ttls(config: CacheConfig, rules: CacheRules | None,
+                 requests: Sequence[Request]) -> list[float | None]:
+    """Each request's TTL (its class's, else the cache's), which prices its cache writes."""
+    if rules is None:
+        return [config.ttl_s] * len(requests)
+    ttls = (rules.for_request(r).ttl_s for r in requests)
+    return [config.ttl_s if ttl is None else ttl for ttl in ttls]

@@ -1,0 +1,46 @@
+"""The trace a run reads: its section resolved (format detected, block size filled in) and
+the file read into a TraceData (requests in arrival order, skipped lines, labels).
+Writes nothing."""
+
+from __future__ import annotations
+
+from prefixsim.config import RunConfig, TraceConfig
+from prefixsim.engine import ProgressCallback
+from prefixsim.errors import InputError
+from prefixsim.trace import DEFAULT_BLOCK_SIZES, ReadOptions, Request, TraceData, detect_format
+from prefixsim.trace import read_trace as read_trace_file
+
+
+def load_trace_data(config: TraceConfig,
+                    on_progress: ProgressCallback | None = None) -> TraceData:
+    """The trace named by the `trace` section, with skipped-line count and labels;
+    `on_progress(n)` is told of every n requests read."""
+    if config.path is None:
+        raise InputError("no trace given (pass --trace PATH or set trace.path)",
+                         field="trace.path")
+    options = ReadOptions(
+        block_size=config.block_size, max_requests=config.max_requests,
+        skip_bad_lines=config.skip_bad_lines, prefix_model=config.prefix_model,
+        session_rate_per_s=config.session_rate_per_s, seed=config.seed,
+        on_progress=on_progress,
+    )
+    return read_trace_file(config.path, config.format, options)
+
+
+def load_requests(config: TraceConfig) -> list[Request]:
+    """The trace named by the `trace` section, in arrival order."""
+    return load_trace_data(config).requests
+
+
+def resolve_trace_defaults(config: RunConfig) -> RunConfig:
+    """The config with the trace format detected and the format's block size filled in,
+    so the effective config written beside the results says what was actually used."""
+    trace = config.trace
+    if trace.path is None:
+        raise InputError("no trace given (pass --trace PATH or set trace.path)",
+                         field="trace.path")
+    fmt = trace.format or detect_format(trace.path)
+    block_size = trace.block_size or DEFAULT_BLOCK_SIZES.get(fmt)
+    return config.model_copy(
+        update={"trace": trace.model_copy(update={"format": fmt, "block_size": block_size})}
+    )

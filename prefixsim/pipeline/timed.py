@@ -1,0 +1,52 @@
+"""A timed run of built components: the simpy engine over the trace, then the figures the
+summary needs (requests frame, timeseries, bounds). Writes nothing; summarising is
+metrics/summary.py's job (pipeline/run.py calls it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from prefixsim.analysis.bounds import unbounded_hit_rate
+from prefixsim.engine import ProgressCallback
+from prefixsim.engine.request_state import ServedRecord
+from prefixsim.engine.timed import replay_timed
+from prefixsim.metrics.requests import records_frame
+from prefixsim.metrics.serving import total_counters
+from prefixsim.metrics.summary import TIMED, Bounds, RunFacts
+from prefixsim.metrics.timeseries import timeseries
+from prefixsim.pipeline.build import Components, build_cache, request_ttls
+from prefixsim.trace import Request
+
+
+def run_timed(parts: Components, requests: Sequence[Request],
+              on_progress: ProgressCallback | None = None) -> tuple[RunFacts, pd.DataFrame]:
+    """Serve `requests` on the components' replicas; returns the run's facts (wall time 0:
+    the caller stamps it) and its timeseries frame."""
+    config = parts.config
+    engine = config.engine
+    assert parts.router is not None and parts.scheduler is not None
+    result = replay_timed(
+        requests, parts.caches, parts.cost_model, parts.scheduler, parts.router,
+        time_scale=engine.time_scale, record_state=engine.sample_interval_s is not None,
+        check_invariants=engine.check_invariants, on_progress=on_progress,
+        rules=parts.rules, tiers=parts.tiers,
+        kv_bytes_per_token=parts.kv_bytes_per_token_per_gpu)
+    frame = records_frame(result.records, ServedRecord)
+    samples, sampling = timeseries(result, engine.sample_interval_s)
+    unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
+                                                            "policy": "lru"}),
+                            replay_only=True)
+    pool = parts.pool_tokens_per_replica
+    facts = RunFacts(
+        mode=TIMED, config=config, requests=frame, counters=total_counters(result.replicas),
+        capacity_tokens=None if pool is None else pool * engine.replicas,
+        cost_model=parts.cost_model, model=parts.model, gpu=parts.gpu,
+        bounds=Bounds(unbounded_hit_rate(requests, unbounded, parts.rules)),
+        num_requests=len(requests), wall_time_s=0.0, timed=result,
+        pool_tokens_per_replica=pool, pricing=parts.pricing,
+        request_ttls=(request_ttls(config.cache, parts.rules, requests)
+                      if parts.pricing is not None else []),
+        sampling=sampling)
+    return facts, samples
