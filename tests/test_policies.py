@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from prefixsim.analysis.bounds import replay_hit_rate, unbounded_hit_rate
 from prefixsim.cache import POLICIES, CacheMode, Page, RadixCache, TTLRule, build_policy
+from prefixsim.cache.policy import EvictionPolicy, Policy, overrides
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
@@ -386,7 +387,7 @@ def test_requeue_rekeys_an_evictable_leaf_and_ignores_other_pages():
     the tree evicts by the new key (without it the stale-but-valid entry of A, key 0,
     would go first); requeue of an inner page is a no-op."""
 
-    class Keyed:
+    class Keyed(Policy):
         def __init__(self):
             self.keys = {}
             self.bound = None
@@ -396,15 +397,6 @@ def test_requeue_rekeys_an_evictable_leaf_and_ignores_other_pages():
 
         def key(self, page):
             return self.keys.get(page.page_id, 0)
-
-        def on_insert(self, page):
-            return None
-
-        def on_access(self, page):
-            return None
-
-        def on_evict(self, page):
-            return None
 
     policy = Keyed()
     cache = RadixCache(4, policy)
@@ -475,3 +467,24 @@ def test_belady_reads_the_future_on_the_timed_engines_clock():
     page = Page(7, None, 4, 5.0, 0)
     assert build_policy("belady", requests, time_scale=0.5).key(page) == -1
     assert build_policy("belady", requests).key(page) == 0
+
+
+@pytest.mark.parametrize("name", POLICIES.names())
+def test_every_policy_states_its_hooks_through_the_protocol(name):
+    """Each registered policy subclasses Policy, so every hook of the EvictionPolicy
+    protocol exists (with a do-nothing default) and only `key` is required."""
+    policy = POLICIES.build(name)
+    assert isinstance(policy, Policy)
+    hooks = [n for n in dir(EvictionPolicy) if not n.startswith("_")]
+    assert {"key", "on_insert", "on_access", "on_evict", "on_expire", "reconsider",
+            "bind_cache", "bind_prefill_time", "prepare"} <= set(hooks)
+    for hook in hooks:
+        assert hasattr(policy, hook), hook
+    assert policy.offline == (name == "belady")
+
+
+def test_default_hooks_are_skipped_and_overrides_are_seen():
+    assert not overrides(POLICIES.build("lru"), "on_access")
+    assert overrides(POLICIES.build("s3fifo"), "reconsider")
+    assert overrides(POLICIES.build("lfu"), "on_expire")
+    assert not overrides(POLICIES.build("fifo"), "on_expire")

@@ -12,9 +12,10 @@ raise `L`: they are not victims the policy chose, and their priority may be high
 from __future__ import annotations
 
 from prefixsim.cache.page import Page
+from prefixsim.cache.policy import Policy
 
 
-class GreedyDualPolicy:
+class GreedyDualPolicy(Policy):
     """Key = L + value(page), set at insert and at every hit; L = H of the last leaver."""
 
     def __init__(self) -> None:

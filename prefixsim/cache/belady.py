@@ -17,13 +17,15 @@ from bisect import bisect_right
 from collections.abc import Sequence
 
 from prefixsim.cache.page import INFINITY, Page
-from prefixsim.cache.policy import POLICIES, StatelessPolicy
+from prefixsim.cache.policy import POLICIES, Policy
 from prefixsim.trace import Request
 
 
 @POLICIES.register("belady")
-class Belady(StatelessPolicy):
+class Belady(Policy):
     """Key = -(position of next use); never used again = -inf (evicted first)."""
+
+    offline = True
 
     def __init__(self) -> None:
         self._uses: dict[int, list[tuple[float, int]]] | None = None

@@ -5,11 +5,11 @@ from __future__ import annotations
 from itertools import count
 
 from prefixsim.cache.page import Page
-from prefixsim.cache.policy import POLICIES
+from prefixsim.cache.policy import POLICIES, Policy
 
 
 @POLICIES.register("fifo")
-class FIFO:
+class FIFO(Policy):
     """First in, first out by insertion order (a re-inserted page starts at the back)."""
 
     def __init__(self) -> None:
@@ -21,9 +21,6 @@ class FIFO:
 
     def on_insert(self, page: Page) -> None:
         self._order[page.page_id] = next(self._next)
-
-    def on_access(self, page: Page) -> None:
-        return None
 
     def on_evict(self, page: Page) -> None:
         self._order.pop(page.page_id, None)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from prefixsim.cache.page import Page
-from prefixsim.cache.policy import POLICIES, StatelessPolicy
+from prefixsim.cache.policy import POLICIES, Policy
 
 
 @POLICIES.register("lru")
-class LRU(StatelessPolicy):
+class LRU(Policy):
     """Least recently used first; recency is the replay position of the last access."""
 
     # The key reads only statistics every page of a segment shares, and the hooks are

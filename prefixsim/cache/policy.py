@@ -2,8 +2,9 @@
 
 A policy only *orders* victims: `key(page)` returns a sortable value, lowest evicted first,
 computed when a page becomes an evictable leaf or is accessed while it is one. The tree
-breaks ties by older access, then deeper page, then page id (cache-spec R11), and owns all
-structure, locks, TTL and accounting. Stateful policies use the hooks; none may mutate pages.
+breaks ties by older access, then deeper page, then page id (docs/cache-semantics.md R11),
+and owns all structure, locks, TTL and accounting. Stateful policies use the hooks declared
+in the `EvictionPolicy` protocol (defaults in `Policy`); none may mutate pages.
 """
 
 from __future__ import annotations
@@ -17,10 +18,24 @@ from prefixsim.trace import Request
 
 
 class EvictionPolicy(Protocol):
-    """Victim order over evictable pages (unlocked leaves)."""
+    """Victim order over evictable pages (unlocked leaves), and the hooks the caches call.
+
+    Only `key` is needed; every hook has a do-nothing default in `Policy`, which each
+    registered policy subclasses, so a policy overrides just what it uses. The tree (and
+    SegmentCache) skip hooks a policy left at their default.
+    """
+
+    node_uniform: bool
+    """Class attribute: True when `key` reads only statistics shared by all pages of a
+    segment (recency, last access, deadline, hits, priority) and the hooks are stateless, so
+    a cache-only replay may run on SegmentCache (cache/segment_tree.py)."""
+
+    offline: bool
+    """Class attribute: True for a policy that must learn the future first (`prepare`)."""
 
     def key(self, page: Page) -> float:
-        """Sort key of `page` as a victim; lower goes first. Read-only on `page`."""
+        """Sort key of `page` as a victim; lower goes first. Read-only on `page`. Called
+        when a page becomes an evictable leaf or is accessed while it is one."""
         ...
 
     def on_insert(self, page: Page) -> None:
@@ -32,12 +47,44 @@ class EvictionPolicy(Protocol):
         ...
 
     def on_evict(self, page: Page) -> None:
-        """Called after `page` left the cache by eviction or expiry."""
+        """Called after `page` left the cache by eviction (or by expiry, unless the policy
+        overrides `on_expire`)."""
+        ...
+
+    def on_expire(self, page: Page) -> None:
+        """Called instead of `on_evict` when `page` left by TTL expiry (GreedyDual's clock
+        rises only on evictions). Default: `on_evict`."""
+        ...
+
+    def reconsider(self, page: Page) -> bool:
+        """Second chance (S3-FIFO, CLOCK): True re-queues a popped victim under its new key
+        instead of evicting it. Default: False (never called when not overridden)."""
+        ...
+
+    def bind_cache(self, cache: object) -> None:
+        """Called by the RadixCache built over the policy (S3-FIFO learns the capacity and
+        calls `cache.requeue(page)` when a key changes without an access)."""
+        ...
+
+    def bind_prefill_time(self, prefill_time_s: Callable[[int, int], float]) -> None:
+        """Cost-aware policies (gdsf): price recomputation with `prefill_time_s(new_tokens,
+        cached_tokens)` from the run's cost model, when the run has one."""
+        ...
+
+    def prepare(self, requests: Sequence[Request], time_scale: float = 1.0) -> None:
+        """Offline policies: learn the future from the whole trace in replay order
+        (arrivals at arrival_s x time_scale, the timed engine's clock)."""
         ...
 
 
-class StatelessPolicy:
-    """Hooks that do nothing, for policies whose key reads only page fields."""
+class Policy:
+    """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses."""
+
+    node_uniform = False
+    offline = False
+
+    def key(self, page: Page) -> float:
+        raise NotImplementedError
 
     def on_insert(self, page: Page) -> None:
         return None
@@ -47,6 +94,26 @@ class StatelessPolicy:
 
     def on_evict(self, page: Page) -> None:
         return None
+
+    def on_expire(self, page: Page) -> None:
+        self.on_evict(page)
+
+    def reconsider(self, page: Page) -> bool:
+        return False
+
+    def bind_cache(self, cache: object) -> None:
+        return None
+
+    def bind_prefill_time(self, prefill_time_s: Callable[[int, int], float]) -> None:
+        return None
+
+    def prepare(self, requests: Sequence[Request], time_scale: float = 1.0) -> None:
+        return None
+
+
+def overrides(policy: EvictionPolicy, hook: str) -> bool:
+    """Whether `policy`'s class overrides `hook` (the caches skip hooks left at default)."""
+    return getattr(type(policy), hook) is not getattr(Policy, hook)
 
 
 POLICIES: Registry[EvictionPolicy] = Registry("eviction policy")
@@ -58,31 +125,13 @@ def build_policy(
     prefill_time_s: Callable[[int, int], float] | None = None,
     time_scale: float = 1.0,
 ) -> EvictionPolicy:
-    """Build policy `name`; an offline one (it has `prepare(requests)`, e.g. belady) is
-    given the whole trace in replay order first, so it must be passed `requests`.
-
-    Optional extras a policy may define, found by the tree with getattr:
-      prepare(requests, time_scale)  offline policies: learn the future from the trace
-                          (arrivals at arrival_s x time_scale, the timed engine's clock)
-      reconsider(page)    second chance: True re-queues a popped victim under its new key
-      on_expire(page)     called instead of on_evict when a page leaves by TTL expiry
-      bind_cache(cache)   called by the RadixCache built over the policy (s3fifo: learns
-                          the capacity, calls `cache.requeue(page)` when a key changes)
-      bind_prefill_time(f)  cost-aware policies (gdsf): price recomputation with
-                            `prefill_time_s(new_tokens, cached_tokens)` from the run's
-                            cost model, when it is given
-      node_uniform = True   a class attribute: `key` reads only statistics shared by all
-                            pages of a segment (recency, last access, deadline, hits,
-                            priority) and the hooks are stateless, so the cache-only
-                            replay may run on SegmentCache (cache/segment_tree.py)
-    """
+    """Build policy `name`; an offline one (e.g. belady) is given the whole trace in replay
+    order first, so it must be passed `requests`; a cost-aware one learns `prefill_time_s`."""
     policy = POLICIES.build(name)
-    bind = getattr(policy, "bind_prefill_time", None)
-    if bind is not None and prefill_time_s is not None:
-        bind(prefill_time_s)
-    prepare = getattr(policy, "prepare", None)
-    if prepare is not None:
+    if prefill_time_s is not None:
+        policy.bind_prefill_time(prefill_time_s)
+    if policy.offline:
         if requests is None:
             raise ValueError(f"eviction policy {name!r} is offline: it needs the trace")
-        prepare(requests, time_scale)
+        policy.prepare(requests, time_scale)
     return policy

@@ -7,11 +7,11 @@ it); the tree's tie order (older access first) makes each class LRU inside.
 from __future__ import annotations
 
 from prefixsim.cache.page import Page
-from prefixsim.cache.policy import POLICIES, StatelessPolicy
+from prefixsim.cache.policy import POLICIES, Policy
 
 
 @POLICIES.register("priority")
-class Priority(StatelessPolicy):
+class Priority(Policy):
     """Key = page priority (higher stays); ties by recency."""
 
     # The key reads only statistics every page of a segment shares, and the hooks are

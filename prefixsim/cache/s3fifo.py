@@ -53,7 +53,7 @@ from itertools import count
 from typing import TYPE_CHECKING
 
 from prefixsim.cache.page import Page
-from prefixsim.cache.policy import POLICIES
+from prefixsim.cache.policy import POLICIES, Policy
 
 if TYPE_CHECKING:
     from prefixsim.cache.tree import RadixCache
@@ -66,7 +66,7 @@ BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a 
 
 
 @POLICIES.register("s3fifo")
-class S3FIFO:
+class S3FIFO(Policy):
     """Small/main FIFO queues with a ghost list; see the module docstring."""
 
     def __init__(self) -> None:

@@ -129,7 +129,7 @@ class SegmentCache:
     def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX) -> bool:
         """Whether a replay with `policy` in `mode` can run here (see the module docstring)."""
         return (CacheMode(mode) is CacheMode.RADIX
-                and getattr(type(policy), "node_uniform", False) is True)
+                and type(policy).node_uniform is True)
 
     # ----------------------------------------------------------------- accounting
     @property

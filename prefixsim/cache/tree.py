@@ -33,7 +33,7 @@ from enum import StrEnum
 from heapq import heappop, heappush
 
 from prefixsim.cache.page import INFINITY, Page
-from prefixsim.cache.policy import EvictionPolicy, StatelessPolicy
+from prefixsim.cache.policy import EvictionPolicy, overrides
 from prefixsim.cache.ttl import TTLRule
 
 
@@ -117,21 +117,21 @@ class RadixCache:
         self._victims: list[tuple] = []
         self._deadlines: list[tuple] = []
         self._until_compact = 1024  # queue operations until the next look at stale entries
-        cls = type(policy)
-        self._hook_access = cls.on_access is not StatelessPolicy.on_access
-        self._hook_insert = cls.on_insert is not StatelessPolicy.on_insert
-        self._hook_evict = cls.on_evict is not StatelessPolicy.on_evict
-        # Optional second chance (S3-FIFO, CLOCK): a popped victim for which the policy's
+        # hooks left at their default (cache/policy.py: Policy) are skipped, not called
+        self._hook_access = overrides(policy, "on_access")
+        self._hook_insert = overrides(policy, "on_insert")
+        self._hook_evict = overrides(policy, "on_evict")
+        # Second chance (S3-FIFO, CLOCK): a popped victim for which the policy's
         # `reconsider(page)` returns True is re-queued under its new key instead of evicted.
-        self._reconsider: Callable[[Page], bool] | None = getattr(policy, "reconsider", None)
-        # Optional: a policy whose state should not treat expiry as eviction (GreedyDual's
-        # clock rises only on evictions) gets expired pages through `on_expire(page)`.
-        self._on_expire: Callable[[Page], None] | None = getattr(policy, "on_expire", None)
-        # Optional: a policy whose keys change without an access (S3-FIFO's small queue
-        # overflowing) is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
-        bind = getattr(policy, "bind_cache", None)
-        if bind is not None:
-            bind(self)
+        self._reconsider: Callable[[Page], bool] | None = (
+            policy.reconsider if overrides(policy, "reconsider") else None)
+        # A policy whose state should not treat expiry as eviction (GreedyDual's clock rises
+        # only on evictions) gets expired pages through `on_expire(page)`.
+        self._on_expire: Callable[[Page], None] | None = (
+            policy.on_expire if overrides(policy, "on_expire") else None)
+        # A policy whose keys change without an access (S3-FIFO's small queue overflowing)
+        # is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
+        policy.bind_cache(self)
         # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
         # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
         self.on_demote: Callable[[Page], None] | None = None

@@ -7,11 +7,11 @@ every deadline is infinite and the tree's tie order makes this LRU.
 from __future__ import annotations
 
 from prefixsim.cache.page import Page
-from prefixsim.cache.policy import POLICIES, StatelessPolicy
+from prefixsim.cache.policy import POLICIES, Policy
 
 
 @POLICIES.register("ttl")
-class EarliestDeadlineFirst(StatelessPolicy):
+class EarliestDeadlineFirst(Policy):
     """Key = TTL deadline (simulated seconds); the soonest to expire goes first."""
 
     # The key reads only statistics every page of a segment shares, and the hooks are
