@@ -5,7 +5,7 @@ CPU) and the held-out median / p90 relative error per class (targets: <= 10% gem
 prefill_attention, decode_attention; <= 15% layer). Baselines measured in the same run:
 - the plain linear GEMM form t = a*FLOPs + b*bytes + c (the profile keeps its errors),
 - with --naive, the same shapes timed by a single wall-clock pass (one call per shape, no
-  repeats), the protocol reference.md warns about on a shared machine.
+  repeats), the protocol docs/cost-models.md warns about on a shared machine.
 
     .venv/bin/python bench/calibrate_quick.py [--model llama-3.1-8b] [--naive]
 """

@@ -1,4 +1,4 @@
-"""Model and GPU presets (reference.md tables) and custom ones from YAML.
+"""Model and GPU presets (docs/cost-models.md tables) and custom ones from YAML.
 
 A `ModelSpec` holds the architecture figures the cost model and the KV pool need; a `GPUSpec`
 holds the datasheet figures of one accelerator. `MODELS` and `GPUS` map preset names (exactly
@@ -8,7 +8,7 @@ the valid names. Custom specs come from YAML mappings with the same field names
 
 Conventions: HBM sizes are binary (a datasheet "80 GB" H100 shows 81,559 MiB in nvidia-smi,
 so GB of HBM are taken as GiB); bandwidths and FLOP/s are decimal (TB/s = 1e12). Link
-bandwidths are per direction. Figures marked uncertain in reference.md say so in `notes`.
+bandwidths are per direction. Figures marked uncertain in docs/cost-models.md say so in `notes`.
 Cost formulas live in costmodel/; this module computes only sizes.
 """
 
@@ -30,7 +30,7 @@ TFLOPS = 1e12
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """Architecture figures of one model (a row of reference.md "Models").
+    """Architecture figures of one model (a row of docs/cost-models.md "Models").
 
     num_params / num_active_params include embeddings (and the LM head when untied);
     `linear_params_per_token` is the reference's P: active parameters without embeddings.
@@ -101,7 +101,8 @@ class ModelSpec:
         return 2 * self.num_kv_heads * self.head_dim
 
     def kv_bytes_per_token(self, dtype_bytes: float = 2) -> int:
-        """KV cache bytes per token over all layers (2 = bf16, 1 = fp8) (cache-spec R13)."""
+        """KV cache bytes per token over all layers (2 = bf16, 1 = fp8) (docs/cache-semantics.md
+        R13)."""
         return int(self.num_layers * self.kv_values_per_token_per_layer() * dtype_bytes)
 
     def weight_bytes(self, dtype_bytes: float = 2) -> int:
@@ -111,7 +112,7 @@ class ModelSpec:
 
 @dataclass(frozen=True, slots=True)
 class GPUSpec:
-    """Datasheet figures of one accelerator (a row of reference.md "Hardware"), dense FLOP/s.
+    """Datasheet figures of one accelerator (a row of docs/cost-models.md "Hardware"), dense FLOP/s.
 
     nvlink_bytes_s is the per-direction GPU-to-GPU bandwidth for tensor-parallel all-reduce
     (None: no NVLink, all-reduce goes over the host link). fp8_flops None: no FP8 units.
@@ -175,10 +176,10 @@ GPUS: dict[str, GPUSpec] = {
         _gpu("l40s", 48, 0.864, 362, 733, 32, None, _PCIE4),
         _gpu("l4", 24, 0.300, 121, 242, 32, None, _PCIE4),
         _gpu("b200", 180, 8.0, 2250, 4500, 64, 1800,
-             "HBM bandwidth ~8 TB/s is uncertain (reference.md); NVLink 5 1.8 TB/s total is "
-             "from the datasheet, not reference.md"),
+             "HBM bandwidth ~8 TB/s is uncertain (a projected figure); NVLink 5 1.8 TB/s total is "
+             "from the datasheet"),
         _gpu("mi300x", 192, 5.3, 1307, 2615, 64, 896,
-             "Infinity Fabric 896 GB/s total is from the datasheet, not reference.md"),
+             "Infinity Fabric 896 GB/s total is from the datasheet"),
     )
 }
 

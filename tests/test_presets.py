@@ -1,4 +1,4 @@
-"""Presets match reference.md; derived sizes worked by hand; custom specs from YAML."""
+"""Presets match docs/cost-models.md; derived sizes worked by hand; custom specs from YAML."""
 
 import pytest
 
@@ -14,7 +14,7 @@ from prefixsim.presets import (
     model_from_mapping,
 )
 
-# reference.md "KV bytes/token bf16" column.
+# docs/cost-models.md "KV bytes/token bf16" column.
 KV_BF16 = {
     "llama-3.1-8b": 131_072, "llama-3.1-70b": 327_680, "llama-3.1-405b": 516_096,
     "qwen2.5-7b": 57_344, "qwen2.5-72b": 327_680, "mistral-7b": 131_072,

@@ -1,7 +1,8 @@
 """Workload characterisation of a trace (what `prefixsim trace inspect` prints).
 
 Counts, length statistics, arrival rate, page reuse and the hit rate an unbounded cache
-and TTL-only caches would reach (cache-only replay, cache-spec Part A). Plots live elsewhere.
+and TTL-only caches would reach (cache-only replay, docs/cache-semantics.md Part A). Plots live
+elsewhere.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ tokens, divided by the chunk (compute-bound, so weights are amortised as in a bu
 Without one the proxy is `1 + position_tokens / ATTENTION_EQUAL_TOKENS`, where
 ATTENTION_EQUAL_TOKENS is the context length at which a token's attention FLOPs equal its
 linear-layer FLOPs: 2 * P / (4 * layers * q_heads * head_dim) ~ 26,700 for Llama-3.1-8B
-(reference.md roofline: P ~ 7.0e9, 32 layers, 32 heads, head dim 128).
+(docs/cost-models.md roofline: P ~ 7.0e9, 32 layers, 32 heads, head dim 128).
 Positions assume full pages before this one (depth x page tokens).
 """
 

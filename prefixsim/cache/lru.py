@@ -1,4 +1,4 @@
-"""LRU: evict the least recently used leaf (by logical recency, cache-spec Part A)."""
+"""LRU: evict the least recently used leaf (by logical recency, docs/cache-semantics.md Part A)."""
 
 from __future__ import annotations
 

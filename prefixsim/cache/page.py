@@ -1,6 +1,6 @@
 """A resident page of the prefix cache: one node of the radix tree.
 
-A page is the unit of storage and matching (cache-spec R1). The tree owns every field;
+A page is the unit of storage and matching (docs/cache-semantics.md R1). The tree owns every field;
 eviction policies read them to compute a victim key and never write them.
 """
 

@@ -1,4 +1,4 @@
-"""Priority: lowest request priority class first, LRU within a class (cache-spec R16).
+"""Priority: lowest request priority class first, LRU within a class (docs/cache-semantics.md R16).
 
 A page's priority is the highest priority of any request that touched it (the tree keeps
 it); the tree's tie order (older access first) makes each class LRU inside.

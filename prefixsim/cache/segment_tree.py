@@ -4,7 +4,8 @@ RadixCache (tree.py) keeps one Python object per page, which costs more per page
 flat-LRU replay does. SegmentCache stores a *segment*: a run of consecutive pages that have
 always been touched together, as a tuple of chained page ids with token counts and one set of
 statistics (created, last access, recency, deadline, hits, priority) shared by its pages. It
-replays cache-spec Part A with exactly the results of RadixCache (per-request hits and every
+replays docs/cache-semantics.md Part A with exactly the results of RadixCache (per-request hits and
+every
 counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
 simulate.build_cache(..., replay_only=True) the rest):
 

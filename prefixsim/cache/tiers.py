@@ -1,4 +1,4 @@
-"""Lower memory tiers below HBM: host DRAM and disk (cache-spec R15), write-back.
+"""Lower memory tiers below HBM: host DRAM and disk (docs/cache-semantics.md R15), write-back.
 
 HBM is the radix tree; each lower tier is a flat, LRU, token-bounded store of pages keyed by
 chained page id (a flat store needs no parent resident in the same tier, since a chain may

@@ -4,7 +4,7 @@ Pages are keyed by chained page id (an id names its whole prefix), so a lookup i
 probe per page and a request's work is O(its pages). The tree owns structure, locks, TTL
 deadlines and token accounting; the eviction policy only orders victims.
 
-Victims are unlocked leaves (cache-spec R9), kept in a heap ordered by
+Victims are unlocked leaves (docs/cache-semantics.md R9), kept in a heap ordered by
 (policy key, recency, -depth, page id) with lazy invalidation: an entry is valid while its
 page's `version` is unchanged and the page is still an unlocked resident leaf. TTL expiry uses
 a second heap over the same leaves by deadline; since a parent's deadline is never earlier than

@@ -1,4 +1,4 @@
-"""TTL as a cache rule (cache-spec R12), independent of the eviction policy.
+"""TTL as a cache rule (docs/cache-semantics.md R12), independent of the eviction policy.
 
 Sliding TTL (default, as hosted APIs do): deadline = last access + ttl. Fixed TTL:
 deadline = creation + ttl. A page is alive through its deadline and gone after it.

@@ -1,4 +1,4 @@
-"""Earliest deadline first: evict the page whose TTL runs out soonest (cache-spec R11).
+"""Earliest deadline first: evict the page whose TTL runs out soonest (docs/cache-semantics.md R11).
 
 Deadlines come from the cache's TTL rule (per-request TTL classes included); without a TTL
 every deadline is infinite and the tree's tie order makes this LRU.

@@ -33,7 +33,7 @@ from prefixsim.trace import READERS
               help="Lengths-only traces: none (default) or synthetic shared:TOKENS "
                    "(trace.prefix_model).")
 @click.option("--cache-only", is_flag=True, default=None,
-              help="Replay the cache alone (cache-spec Part A), no timing model.")
+              help="Replay the cache alone (docs/cache-semantics.md Part A), no timing model.")
 @click.option("--policy", help=f"Eviction policy (cache.policy): {', '.join(POLICIES.names())}.")
 @click.option("--cache-tokens", type=int,
               help="Cache capacity in tokens (cache.capacity_tokens); unbounded by default.")

@@ -59,7 +59,8 @@ _OPTIONS = [
                  help="SLO for request_goodput: ttft:MS and/or tpot:MS (repeat the flag, or "
                       "quote both: --goodput 'ttft:500 tpot:50')."),
     click.option("--check-invariants", "serving_check", is_flag=True, default=None,
-                 help="Check cache-spec R13 after every engine step (slow; for debugging)."),
+                 help="Check memory accounting (free + evictable + locked + private = pool) "
+                      "after every engine step (slow; for debugging)."),
 ]
 
 _KEYS = {

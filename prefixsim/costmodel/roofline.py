@@ -1,4 +1,4 @@
-"""The analytic roofline cost model (reference.md "Cost formulas").
+"""The analytic roofline cost model (docs/cost-models.md "Cost formulas").
 
 For one step of a replica (a model on `tp` GPUs sharing FLOPs, weights and KV evenly):
 
@@ -31,7 +31,7 @@ from prefixsim.presets import GPUSpec, ModelSpec
 
 @dataclass(frozen=True, slots=True)
 class RooflineParams:
-    """Efficiencies and overheads (reference.md defaults)."""
+    """Efficiencies and overheads (docs/cost-models.md defaults)."""
 
     gemm_efficiency: float = 0.65
     attention_efficiency: float = 0.5

@@ -1,4 +1,4 @@
-"""Cache-only replay: cache-spec Part A, exactly, with no timing model.
+"""Cache-only replay: docs/cache-semantics.md Part A, exactly, with no timing model.
 
 Requests are processed one at a time in arrival order; for each, at `now` = its arrival:
 match the longest alive resident prefix (hits capped at L - 1), refresh the matched path,

@@ -1,4 +1,5 @@
-"""Cache-only replay (cache-spec Part A) through a SegmentCache (cache/segment_tree.py).
+"""Cache-only replay (docs/cache-semantics.md Part A) through a SegmentCache
+(cache/segment_tree.py).
 
 The same steps and records as `replay_cache_only` over a RadixCache, with per-segment rather
 than per-page Python work: match (splitting the segment where the match ends), refresh the

@@ -1,6 +1,7 @@
 """One serving replica: its queue, the simpy loop that runs its steps, the router's view.
 
-Memory (admission, preemption, prefill inserts; cache-spec Part B) is replica_memory.py's
+Memory (admission, preemption, prefill inserts; docs/cache-semantics.md Part B) is
+replica_memory.py's
 `ReplicaMemory`, which `Replica` extends. Time moves per batch change: a step with prefill
 chunks is one timeout; a decode-only batch runs until its first completion, or until free
 memory runs out (then one more page is evicted), in one timeout, cut short at the next step

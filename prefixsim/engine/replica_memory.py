@@ -1,4 +1,5 @@
-"""A replica's KV memory accounting: admission, preemption, prefill inserts (cache-spec Part B).
+"""A replica's KV memory accounting: admission, preemption, prefill inserts
+(docs/cache-semantics.md Part B).
 
 At admission the request's prompt is matched (whole pages ending by token L - 1: the cap is
 page-aligned, R3, so a partial last page is never a hit; it is private KV, never inserted,

@@ -87,7 +87,7 @@ class ServedRecord:
     reached that point (rejected) and `tpot_ms` NaN for one output token. `output_tokens` is
     what was generated: a trace's 0 is served as 1 (the prefill's token). `cached_tokens` is
     the hit at first admission; prompt tokens computed again after preemptions are
-    `recomputed_tokens` (cache-spec R14).
+    `recomputed_tokens` (docs/cache-semantics.md R14).
     """
 
     request_id: int

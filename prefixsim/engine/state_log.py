@@ -2,7 +2,7 @@
 
 A replica's queue lengths, cache occupancy and cumulative counters (query and hit tokens,
 evicted pages, preemptions) change only at engine events: an arrival (routing, which may
-also expire pages of TTL caches, cache-spec R11), the start of a step (admissions,
+also expire pages of TTL caches, docs/cache-semantics.md R11), the start of a step (admissions,
 preemptions, reservations; the previous step's inserts and completions happen at the same
 instant) and a replica going idle. Those points append one row here, so recording costs one
 row per event, however long the simulated time; nothing wakes up to poll. Between rows the

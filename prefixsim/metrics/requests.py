@@ -25,7 +25,7 @@ def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
 def cache_summary(
     requests: pd.DataFrame, counters: CacheCounters, capacity_tokens: int | None
 ) -> dict[str, float | int | None]:
-    """Hit rates and cache activity of a replay (cache-spec Part A figures)."""
+    """Hit rates and cache activity of a replay (docs/cache-semantics.md Part A figures)."""
     query = int(requests["input_tokens"].sum())
     hits = int(requests["cached_tokens"].sum())
     num = len(requests)

@@ -108,7 +108,8 @@ class ChainCheck:
     def check(self, ids: list[int] | tuple[int, ...], where: dict, key: str = "hash_ids",
               namespace: str | None = None) -> None:
         """Raise if an id follows a different parent than before. Ids of a `namespace` are
-        their own id space (cache-spec R2: read_trace gives them distinct ids), so they are
+        their own id space (docs/cache-semantics.md R2: read_trace gives them distinct ids), so
+        they are
         checked as (namespace, id) pairs."""
         if namespace is not None:
             ids = [(namespace, page_id) for page_id in ids]
@@ -138,7 +139,8 @@ def _raw(page_id: object) -> object:
 
 
 def namespace_field(obj: dict, where: dict, key: str = "namespace") -> str | None:
-    """An optional non-empty namespace string (cache-spec R2); None when absent or null."""
+    """An optional non-empty namespace string (docs/cache-semantics.md R2); None when absent or
+    null."""
     value = obj.get(key)
     if value is None:
         return None

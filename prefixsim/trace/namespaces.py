@@ -1,4 +1,4 @@
-"""Namespaces (cache-spec R2): same ids in two namespaces never name the same page.
+"""Namespaces (docs/cache-semantics.md R2): same ids in two namespaces never name the same page.
 
 A cache key is (namespace, content). Rather than carry the namespace through every cache,
 router and curve, a trace that sets any namespace has each distinct (namespace, page id)

@@ -1,6 +1,6 @@
 """Reader for the Parquet traces `prefixsim trace convert` writes (Mooncake columns:
 timestamp in ms, input_length, output_length, hash_ids, session_id, block_size, and an
-optional `namespace`: cache-spec R2, pages of different namespaces never match)."""
+optional `namespace`: docs/cache-semantics.md R2, pages of different namespaces never match)."""
 
 from __future__ import annotations
 

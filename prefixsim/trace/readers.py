@@ -221,7 +221,7 @@ def read_trace(
     """Read a trace file or folder into requests sorted by arrival (stable on file order).
 
     Request ids are renumbered 0.. in arrival order. When any request has a namespace, page
-    ids are renumbered per (namespace, id) (trace/namespaces.py, cache-spec R2).
+    ids are renumbered per (namespace, id) (trace/namespaces.py, docs/cache-semantics.md R2).
     """
     path = Path(path)
     options = options or ReadOptions()

@@ -1,0 +1,126 @@
+"""Every key summary.json may hold, with its meaning: the one schema of the summary.
+
+metrics/summary.py assembles the summary; this module says what each key means, so a test
+can check that every key a run writes is listed here, that docs/results.md documents every
+key listed here, and that the README names only keys that exist. Families of keys are
+written with a placeholder: `replica{i}_...` (one per replica) and `trace_*` (labels a
+trace reader adds, such as `trace_prefix_model`). Latency figures come as
+`{mean,median,std,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`.
+"""
+
+from __future__ import annotations
+
+import re
+
+STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
+LATENCIES = {
+    "ttft": "time to first token (arrival to first output token)",
+    "tpot": "time per output token after the first (per request)",
+    "itl": "inter-token latency (per output token, over all requests)",
+    "e2el": "end-to-end latency (arrival to last token)",
+}
+
+_RUN = {
+    "mode": "cache_only or timed",
+    "completed": "requests that finished",
+    "failed": "requests that did not finish (rejected included)",
+    "total_input_tokens": "prompt tokens over all requests",
+    "total_output_tokens": "output tokens over all requests",
+    "num_requests": "requests in the trace replayed",
+    "seed": "the run's seed",
+    "prefixsim_version": "version of prefixsim that wrote the results",
+    "wall_time_s": "wall-clock seconds the run took (reading the trace excluded)",
+    "command": "the command line (prefixsim run only)",
+    "trace_skipped_lines": "malformed trace records skipped (--skip-bad-lines)",
+    "trace_*": "labels the trace reader adds (e.g. trace_prefix_model, trace_arrival_model)",
+}
+_CACHE = {
+    "cache_query_tokens": "prompt tokens looked up in the cache (sum of L)",
+    "cache_hit_tokens": "prompt tokens found in the cache (all tiers)",
+    "cache_token_hit_rate": "token-weighted hit rate: cache_hit_tokens / cache_query_tokens",
+    "cache_request_hit_rate": "request-weighted hit rate: share of requests with a hit",
+    "cache_hit_tokens_hbm": "hit tokens found in GPU memory",
+    "cache_hit_tokens_host": "hit tokens loaded from the host DRAM tier",
+    "cache_hit_tokens_disk": "hit tokens loaded from the disk tier",
+    "cache_evictions": "pages evicted (capacity)",
+    "cache_evicted_tokens": "tokens evicted (capacity)",
+    "cache_expirations": "pages expired (TTL)",
+    "cache_expired_tokens": "tokens expired (TTL)",
+    "cache_inserted_tokens": "tokens inserted into the cache",
+    "cache_peak_tokens": "most tokens resident at once (largest replica in timed mode)",
+    "cache_capacity_tokens": "cache capacity in tokens (all replicas; null: unbounded)",
+    "cache_orphan_tokens_end": "block mode: tokens left unreachable at the end (cache-only)",
+    "cache_policy": "eviction policy",
+    "cache_ttl_s": "TTL in seconds (null: none)",
+    "cache_unbounded_token_hit_rate": "hit rate of an unbounded cache on the same trace",
+    "cache_belady_token_hit_rate": "hit rate of offline belady at the same capacity (--bounds)",
+}
+_SERVING = {
+    "duration": "simulated seconds from the first arrival to the last finish",
+    "request_throughput": "completed requests per simulated second",
+    "output_throughput": "output tokens of completed requests per simulated second",
+    "total_token_throughput": "input + output tokens of completed requests per second",
+    "request_goodput": "completed requests meeting every --goodput SLO, per second",
+    "rejected": "requests that could never fit a replica's KV pool",
+    "num_preemptions": "preemptions (recompute) over all requests",
+    "num_events": "engine steps plus requests (how much work the simulation did)",
+    "simulated_s_per_wall_s": "simulated seconds per wall-clock second",
+    "model": "model preset",
+    "gpu": "GPU preset",
+    "tp": "tensor-parallel degree",
+    "replicas": "number of replicas",
+    "router": "router",
+    "cost_model": "cost model (roofline or fitted)",
+    "cost_model_profile": "fitted profile used (path or name)",
+    "cost_model_profile_device": "device the profile was measured on",
+    "cost_model_profile_model": "model whose shapes the profile measured",
+    "cost_model_warning": "the profile was measured on another device or model",
+    "kv_pool_tokens_per_replica": "KV pool of one replica in tokens",
+    "replica{i}_completed": "requests completed on replica i",
+    "replica{i}_kv_pool_tokens": "KV pool of replica i in tokens",
+    "replica{i}_busy_fraction": "share of the run replica i was stepping",
+    "replica{i}_steps": "engine steps of replica i",
+    "replica{i}_preemptions": "preemptions on replica i",
+    "replica{i}_cache_token_hit_rate": "token hit rate of replica i",
+    "replica{i}_cache_evictions": "pages evicted on replica i",
+    "timeseries_interval_s": "interval of timeseries.parquet's rows in simulated seconds",
+    "timeseries_rows": "rows in timeseries.parquet",
+    "timeseries_warning": "the interval was coarsened to keep the row cap",
+}
+_COST = {
+    "cost_pricing": "price list (--pricing)",
+    "cost_total_usd": "what the run's tokens cost with prompt caching",
+    "cost_no_cache_usd": "what they cost with every prompt token uncached",
+    "cost_saved_usd": "cost_no_cache_usd - cost_total_usd",
+    "cost_cache_read_tokens": "billed cache-read tokens",
+    "cost_cache_write_tokens": "billed cache-write tokens",
+    "cost_uncached_input_tokens": "billed uncached input tokens",
+    "prefill_gpu_s": "GPU seconds of prefill with the cache's hits (cost model)",
+    "prefill_gpu_s_no_cache": "GPU seconds of prefill with no cache",
+    "prefill_gpu_s_saved": "prefill_gpu_s_no_cache - prefill_gpu_s",
+    "prefill_model": "model and GPUs the prefill seconds are priced on (cache-only)",
+}
+
+SUMMARY_KEYS: dict[str, str] = {
+    **_RUN, **_CACHE, **_SERVING, **_COST,
+    **{f"{stat}_{name}_ms": f"{stat} of the {meaning}, ms"
+       for name, meaning in LATENCIES.items() for stat in STATS},
+}
+
+
+def _pattern(key: str) -> re.Pattern[str]:
+    escaped = re.escape(key).replace(r"\{i\}", r"\d+").replace(r"\*", r"[a-z0-9_]+")
+    return re.compile(escaped)
+
+
+_PATTERNS = [(key, _pattern(key)) for key in SUMMARY_KEYS]
+
+
+def schema_key(name: str) -> str | None:
+    """The schema entry a summary key belongs to (itself, or its family), else None."""
+    if name in SUMMARY_KEYS:
+        return name
+    for key, pattern in _PATTERNS:
+        if pattern.fullmatch(name):
+            return key
+    return None

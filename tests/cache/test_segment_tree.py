@@ -1,0 +1,220 @@
+"""Differential tests: the compressed tree (SegmentCache) replays Part A exactly as RadixCache.
+
+Every node-uniform policy, over generated traces (chained ids, many equal timestamps,
+partial last pages that later prompts sometimes extend, tiny or no capacity, sliding and fixed
+TTL), must give the same per-request hits, the same counters and the same resident pages as
+the per-page RadixCache; so must the Mooncake conversation trace (../shared/traces, skipped
+when absent). Unchained ids must fail the same way, at the same request. The cache-only run
+must pick SegmentCache only where it applies and summarise the same; both record the same
+timeseries rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.config import CacheConfig, RunConfig
+from prefixsim.engine import replay_cache_only
+from prefixsim.errors import InputError
+from prefixsim.metrics.timeseries import sample_cache_states
+from prefixsim.pipeline.build import build_cache
+from prefixsim.pipeline.run import simulate
+from prefixsim.trace import Request, load_trace
+
+TRACE = Path(__file__).parents[3] / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+
+NODE_UNIFORM = [name for name in POLICIES.names()
+                if getattr(type(POLICIES.build(name)), "node_uniform", False)]
+
+
+def test_node_uniform_policies_are_the_stateless_per_node_ones():
+    """lru (recency), ttl (deadline), priority (priority): keys of shared statistics only."""
+    assert NODE_UNIFORM == ["lru", "priority", "ttl"]
+
+
+@st.composite
+def traces(draw, chained: bool = True):
+    """Requests over a random tree of prefixes: a prompt takes a prefix of an earlier prompt
+    (or nothing) and appends fresh pages; a partial last page may be extended by a later
+    prompt (its id then stands for a full page there). Unchained: ids drawn from a small
+    range, so the same id comes back after different prefixes."""
+    page = draw(st.sampled_from([1, 2, 4, 16]))
+    num_requests = draw(st.integers(1, 40))
+    prompts: list[tuple[int, ...]] = []
+    next_id, now = 1, 0.0
+    requests = []
+    for position in range(num_requests):
+        now += draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 1.0, 2.0, 4.0]))
+        base: tuple[int, ...] = ()
+        if prompts and draw(st.integers(0, 3)):
+            base = draw(st.sampled_from(prompts))
+            base = base[: draw(st.integers(0, len(base)))]
+        num_new = draw(st.integers(0 if base else 1, 5))
+        new = []
+        for _ in range(num_new):
+            if chained:
+                new.append(next_id)
+                next_id += 1
+            else:
+                new.append(draw(st.integers(1, 8)))
+        ids = base + tuple(new)
+        last = draw(st.integers(1, page))
+        length = (len(ids) - 1) * page + last
+        requests.append(Request(position, now, length, 1, ids, page))
+        prompts.append(ids)
+    return requests
+
+
+def replay(cache, requests, interval=1.0):
+    """(hits per request, counters, sorted resident page ids, state rows, timeseries as
+    lists with NaN as -1) or the InputError message."""
+    try:
+        result = replay_cache_only(requests, cache, sample_interval_s=interval)
+    except InputError as exc:
+        return str(exc)
+    if isinstance(cache, SegmentCache):
+        cache.check_invariants()
+        resident = sorted(pid for node in cache.segments() for pid in node.ids)
+    else:
+        resident = sorted(page.page_id for page in cache.pages())
+    hits = [r.cached_tokens for r in result.records]
+    series = sample_cache_states(
+        result.states, np.array([r.arrival_s for r in requests]),
+        np.array([r.input_tokens for r in requests]), np.array(hits), cache.capacity_tokens,
+        interval, requests[-1].arrival_s)
+    return hits, result.counters, resident, result.states, series.fillna(-1).to_dict("list")
+
+
+def both(requests, capacity, policy, ttl, interval=1.0):
+    return (replay(RadixCache(capacity, POLICIES.build(policy), ttl), requests, interval),
+            replay(SegmentCache(capacity, POLICIES.build(policy), ttl), requests, interval))
+
+
+capacities = st.one_of(st.none(), st.integers(0, 12), st.integers(12, 200))
+ttls = st.one_of(
+    st.none(),
+    st.builds(TTLRule, st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0]),
+              st.sampled_from(list(TTLMode))),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(traces(), capacities, st.sampled_from(NODE_UNIFORM), ttls,
+       st.sampled_from([0.3, 1.0, 2.5]))
+def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capacity, policy,
+                                                                 ttl, interval):
+    ours, reference = both(requests, capacity, policy, ttl, interval)
+    assert not isinstance(reference, str)
+    assert ours == reference
+    assert len(ours[4]["time_s"]) == int(requests[-1].arrival_s // interval) + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(traces(chained=False), capacities, st.sampled_from(NODE_UNIFORM), ttls)
+def test_unchained_ids_fail_the_same_way(requests, capacity, policy, ttl):
+    """Same error message (request and page id) or the same results when no conflict is hit."""
+    ours, reference = both(requests, capacity, policy, ttl)
+    assert ours == reference
+
+
+def test_unchained_ids_are_an_input_error():
+    """Page 2 cached after 1 cannot reappear after 7, nor a page twice in one prompt."""
+    for ids in ([7, 2], [1, 2, 1], [3, 3]):
+        cache = SegmentCache(None, POLICIES.build("lru"))
+        with pytest.raises(InputError) as info:
+            replay_cache_only([Request(0, 0.0, 32, 1, (1, 2), 16),
+                               Request(1, 0.0, 16 * len(ids), 1, tuple(ids), 16)], cache)
+        assert info.value.field == "hash_ids"
+
+
+def test_split_then_page_at_a_time_eviction_known_answer():
+    """P=1, capacity 5. r0 [1,2,3,4] at t=0; r1 [1,2,5] hits 2 (splits 1-2 | 3-4, refreshes
+    1-2 to recency 1) and inserts 5 (5 tokens, full). r2 [6,7] needs 2 tokens: leaves 4 (of 3-4,
+    recency 0) and 5 (recency 1): evict 4 then 3 (edge case 7: the suffix goes first; edge
+    case 8: exactly two pages, not the rest of any node)."""
+    requests = [Request(0, 0.0, 4, 1, (1, 2, 3, 4), 1), Request(1, 0.0, 3, 1, (1, 2, 5), 1),
+                Request(2, 0.0, 2, 1, (6, 7), 1)]
+    cache = SegmentCache(5, POLICIES.build("lru"))
+    hits, counters, resident = replay(cache, requests)[:3]
+    assert hits == [0, 2, 0]
+    assert (counters.evicted_pages, counters.evicted_tokens) == (2, 2)
+    assert resident == [1, 2, 5, 6, 7]
+
+
+# ------------------------------------------------------------------- real trace
+real = pytest.mark.skipif(
+    not TRACE.is_file(), reason=f"real trace absent: {TRACE} (see ../shared/traces/README.md)")
+
+
+@pytest.fixture(scope="module")
+def mooncake():
+    return load_trace(TRACE)
+
+
+@real
+@pytest.mark.parametrize("capacity,ttl", [
+    (3_000_000, None),
+    (None, TTLRule(300.0)),
+    (500_000, TTLRule(120.0, TTLMode.FIXED)),
+])
+def test_mooncake_full_trace_matches_radix_cache(mooncake, capacity, ttl):
+    ours, reference = both(mooncake, capacity, "lru", ttl)
+    assert ours[0] == reference[0]  # hits, request by request
+    assert ours[1:] == reference[1:]
+
+
+@real
+@pytest.mark.parametrize("policy", NODE_UNIFORM)
+def test_mooncake_first_requests_every_policy(mooncake, policy):
+    ours, reference = both(mooncake[:3000], 400_000, policy, TTLRule(60.0))
+    assert ours == reference
+
+
+# ------------------------------------------------------------------- selection
+@pytest.mark.parametrize("update,expected", [
+    ({}, SegmentCache),
+    ({"policy": "ttl", "ttl_s": 30.0}, SegmentCache),
+    ({"policy": "priority"}, SegmentCache),
+    ({"policy": "fifo"}, RadixCache),
+    ({"policy": "lfu"}, RadixCache),
+    ({"policy": "gdsf"}, RadixCache),
+    ({"policy": "s3fifo"}, RadixCache),
+    ({"mode": "block"}, RadixCache),
+    ({"host_capacity_tokens": 1000}, RadixCache),
+    ({"disk_capacity_tokens": 1000}, RadixCache),
+    ({"min_cacheable_tokens": 10}, RadixCache),
+    ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, RadixCache),
+])
+def test_replay_cache_is_segments_only_where_it_applies(update, expected):
+    config = CacheConfig(capacity_tokens=1000, **update)
+    assert type(build_cache(config, replay_only=True)) is expected
+    assert type(build_cache(config)) is RadixCache  # the timed engine's cache
+
+
+@pytest.mark.parametrize("cache", [
+    {"capacity_tokens": 40},
+    {"capacity_tokens": None, "ttl_s": 1.0},
+    {"capacity_tokens": 24, "ttl_s": 2.0, "ttl_mode": "fixed", "policy": "ttl"},
+])
+def test_cache_only_run_summary_is_the_same(cache, monkeypatch):
+    """simulate(): SegmentCache and RadixCache runs give the same rows and summary."""
+    requests = [Request(i, float(i // 3), 30 + 7 * (i % 5), 2,
+                        tuple(range(1, 2 + (30 + 7 * (i % 5) - 1) // 16)), 16)
+                for i in range(30)]
+    config = RunConfig.model_validate({"cache_only": True, "cache": cache})
+    fast = simulate(config, requests)
+    monkeypatch.setattr(SegmentCache, "supports", staticmethod(lambda *a, **k: False))
+    slow = simulate(config, requests)
+    assert fast.requests.equals(slow.requests)
+    assert len(fast.timeseries) == 10  # t = 0 .. 9 s, every second (the default)
+    assert fast.timeseries.equals(slow.timeseries)
+    fast.summary.pop("wall_time_s")
+    slow.summary.pop("wall_time_s")
+    assert fast.summary == slow.summary

@@ -1,0 +1,103 @@
+"""Prompt-caching economics (docs/cache-semantics.md R17): hand-worked bills per provider preset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from prefixsim.config import CacheConfig, load_config
+from prefixsim.errors import InputError
+from prefixsim.metrics.pricing import (
+    PRESETS,
+    billed_tokens,
+    load_pricing,
+    prefill_savings,
+    pricing_summary,
+)
+from prefixsim.pipeline.build import build_rules, request_ttls
+from prefixsim.pipeline.run import simulate
+from prefixsim.trace import Request
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["input_tokens", "cached_tokens", "output_tokens"])
+
+
+def test_anthropic_known_answer():
+    """L=2000, hit 1500, out 100: read 1500, write 500 at 3.75, output 100 at 15:
+    (500*3.75 + 1500*0.30 + 100*15) / 1e6 = 3825e-6; no cache 2000*3 + 1500 = 7500e-6.
+    A second prompt of 800 tokens is under the 1,024 minimum: all uncached input."""
+    s = pricing_summary(frame([(2000, 1500, 100), (800, 500, 0)]), PRESETS["anthropic"], None)
+    assert s["cost_total_usd"] == pytest.approx((3825 + 800 * 3) / 1e6)
+    assert s["cost_no_cache_usd"] == pytest.approx((7500 + 800 * 3) / 1e6)
+    assert (s["cost_cache_read_tokens"], s["cost_cache_write_tokens"]) == (1500, 500)
+
+
+def test_anthropic_one_hour_writes_cost_double():
+    s = pricing_summary(frame([(2000, 1500, 0)]), PRESETS["anthropic"], 3600.0)
+    assert s["cost_total_usd"] == pytest.approx((500 * 6.0 + 1500 * 0.30) / 1e6)
+
+
+def test_openai_reads_in_128_token_steps_from_1024():
+    """Hit 1500 -> 1024 + 3*128 = 1408 read; 592 at the input price; hit 1000 -> 0."""
+    read, write = billed_tokens(np.array([2000, 2000]), np.array([1500, 1000]),
+                                PRESETS["openai"])
+    assert list(read) == [1408, 0] and list(write) == [592, 2000]
+    s = pricing_summary(frame([(2000, 1500, 100)]), PRESETS["openai"], None)
+    assert s["cost_total_usd"] == pytest.approx((592 * 2 + 1408 * 0.5 + 100 * 8) / 1e6)
+
+
+def test_pricing_file(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("input_usd_per_mtok: 1\noutput_usd_per_mtok: 2\n"
+                    "cache_read_usd_per_mtok: 0.1\ncache_write_usd_per_mtok: 1\n"
+                    "cache_write_1h_usd_per_mtok: 1\n")
+    pricing = load_pricing(str(path))
+    assert pricing.name == "p" and pricing.min_cacheable_tokens == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("input_usd_per_mtok: 1\nsurprise: 2\n")
+    with pytest.raises(InputError, match="surprise"):
+        load_pricing(str(bad))
+    with pytest.raises(InputError, match="presets"):
+        load_pricing("nowhere")
+
+
+def test_caching_costs_less_on_a_reuse_heavy_trace():
+    """A 4,096-token shared prefix with 512 new tokens per request, 50 requests."""
+    trace = [Request(i, float(i), 4096 + 512, 50, (1, 2, 3, 4, 1000 + i), 1024)
+             for i in range(50)]
+    config = load_config(overrides={"cache_only": True, "cache.pricing": "anthropic"})
+    summary = simulate(config, trace).summary
+    assert summary["cost_total_usd"] < 0.5 * summary["cost_no_cache_usd"]
+
+
+class LinearCost:
+    """A fake cost model: 1 ms per new token + 0.01 ms per cached token + 5 ms per step."""
+
+    def step_time_s(self, batch):
+        return sum(c.new_tokens * 1e-3 + c.cached_tokens * 1e-5 for c in batch.prefills) + 5e-3
+
+
+def test_prefill_savings_known_answer():
+    """L=1000, hit 600, chunks of 256. With cache: 400 new in chunks 256 + 144 after 600 and
+    856 cached: 0.4 + (600 + 856) * 1e-5 + 2 * 5e-3. Without: 1000 in 4 chunks (256, 256,
+    256, 232) after 0, 256, 512, 768: 1.0 + 1536e-5 + 4 * 5e-3. Two GPUs double both."""
+    s = prefill_savings(frame([(1000, 600, 1)]), LinearCost(), 2, 256)
+    with_cache = 0.4 + 1456e-5 + 0.01
+    without = 1.0 + 1536e-5 + 0.02
+    assert s["prefill_gpu_s"] == pytest.approx(2 * with_cache)
+    assert s["prefill_gpu_s_no_cache"] == pytest.approx(2 * without)
+    assert s["prefill_gpu_s_saved"] == pytest.approx(2 * (without - with_cache))
+
+
+def test_a_class_ttl_of_zero_is_not_the_cache_ttl():
+    """Writes are priced by each request's TTL: a class with ttl_s 0 keeps 0 (a falsy value
+    once fell through to the cache's 3600 s, billed as 1-hour writes)."""
+    config = CacheConfig(ttl_s=3600, classes=[
+        {"name": "none", "ttl_s": 0, "min_input_tokens": 100},
+        {"name": "default", "min_input_tokens": 10},
+    ])
+    requests = [Request(0, 0.0, 200, 1, (1,), 512), Request(1, 1.0, 50, 1, (2,), 512)]
+    assert request_ttls(config, build_rules(config, seed=0), requests) == [0, 3600]
+    assert request_ttls(config, None, requests) == [3600, 3600]

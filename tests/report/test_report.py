@@ -1,0 +1,208 @@
+"""Reports: which plots are drawn or skipped, what they show, the HTML, `prefixsim plot`."""
+
+import base64
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from prefixsim.cli import app
+from prefixsim.report import PLOTS, PlotSkipped, build_report, load_report_data
+from prefixsim.sweep import load_spec, parse_spec, run_sweep
+
+BASE = {"trace": {"path": "traces/demo_chat.jsonl"}, "cache_only": True}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def demo_sweep(tmp_path_factory):
+    """The bundled demo spec, run once for the module."""
+    out = tmp_path_factory.mktemp("report") / "demo"
+    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, n_jobs=1)
+    return out
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _check_labels(fig):
+    """Every panel has a title, axis labels (with a unit in parentheses) and a legend."""
+    for ax in fig.axes:
+        assert ax.get_title() or fig._suptitle is not None
+        assert "(" in ax.get_xlabel() or ax.get_xlabel() == "run"
+        assert "(" in ax.get_ylabel() or "share" in ax.get_ylabel()
+        assert ax.get_legend() is not None
+
+
+def test_report_of_the_demo_sweep(demo_sweep):
+    result = invoke("report", demo_sweep)
+    assert result.exit_code == 0, result.output
+    html = (demo_sweep / "report.html").read_text()
+    pngs = sorted(p.stem for p in (demo_sweep / "plots").glob("*.png"))
+    assert {"hit_rate_vs_capacity", "hit_rate_vs_ttl", "workload"} <= set(pngs)
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(embedded) == len(pngs) == html.count("<img")
+    on_disk = {(demo_sweep / "plots" / f"{n}.png").read_bytes() for n in pngs}
+    assert {base64.b64decode(e) for e in embedded} == on_disk
+    assert all(b.startswith(PNG_SIGNATURE) for b in on_disk)
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+    assert "p99_ttft_vs_capacity" in html and "cache-only runs have no timing" in html
+    assert "<h2>spec.yaml</h2>" in html and "cache.capacity_tokens" in html
+    assert "skipped p99_ttft_vs_capacity" in result.output
+
+
+def test_hit_rate_vs_capacity_shows_the_sweep_values(demo_sweep):
+    """Known answer: one curve per policy holding exactly the sweep's rows sorted by
+    capacity; the unbounded hit rate (a summary key) is a dashed line above every point."""
+    data = load_report_data(demo_sweep)
+    fig = dict(PLOTS)["hit_rate_vs_capacity"](data)
+    _check_labels(fig)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    table = data.ok
+    curves = {line.get_label(): line for line in ax.get_lines()}
+    bounded = table[table["cache_capacity_tokens"].notna()]
+    assert set(bounded["cache_policy"]) == {"lru", "s3fifo"}
+    for policy, rows in bounded.groupby("cache_policy"):
+        rows = rows.sort_values("cache_capacity_tokens")
+        line = curves[f"cache_policy={policy}"]
+        np.testing.assert_allclose(line.get_xdata(), rows["cache_capacity_tokens"])
+        np.testing.assert_allclose(line.get_ydata(), rows["cache_token_hit_rate"])
+    unbounded = next(line for label, line in curves.items() if label.startswith("unbounded"))
+    assert unbounded.get_linestyle() == "--"
+    top = table["cache_unbounded_token_hit_rate"].iloc[0]
+    np.testing.assert_allclose(unbounded.get_ydata(), top)
+    assert bounded["cache_token_hit_rate"].max() <= top + 1e-12
+    offline = next(line for label, line in curves.items() if label.startswith("offline"))
+    assert offline.get_linestyle() == "--" and len(offline.get_xdata()) == 5
+
+
+def _fake_sweep(root):
+    """A sweep folder with the columns other components add (timing, tiers, cost)."""
+    rng = np.random.default_rng(0)
+    rows, runs = [], root / "runs"
+    points = [(p, c, None) for p in ("lru", "belady") for c in (1000, 4000, None)]
+    points += [("lru", None, ttl) for ttl in (10, 60, 300)]
+    for i, (policy, capacity, ttl) in enumerate(points):
+        run_id = f"r{i}"
+        (runs / run_id).mkdir(parents=True)
+        n = 50
+        cached = rng.integers(0, 100, n)
+        pd.DataFrame({"request_id": range(n), "arrival_s": np.sort(rng.uniform(0, 100, n)),
+                      "input_tokens": np.full(n, 100), "output_tokens": rng.integers(1, 50, n),
+                      "cached_tokens": cached, "ttft_ms": 200 - cached + rng.uniform(0, 5, n),
+                      "tpot_ms": rng.uniform(5, 10, n), "e2el_ms": rng.uniform(300, 900, n)}
+                     ).to_parquet(runs / run_id / "requests.parquet")
+        pd.DataFrame({"time_s": np.arange(10.0), "cache_used_tokens": np.arange(10) * 10,
+                      "cache_evictions": np.arange(10), "cache_expirations": np.zeros(10)}
+                     ).to_parquet(runs / run_id / "timeseries.parquet")
+        rows.append({"run_id": run_id, "status": "ok", "error": None, "cache_policy": policy,
+                     "cache_capacity_tokens": capacity, "cache_ttl_s": ttl,
+                     "cache_token_hit_rate": 0.1 * i + (0 if capacity else 0.5),
+                     "p99_ttft_ms": 100.0 - i, "cache_hit_tokens_hbm": 10 * i,
+                     "cache_hit_tokens_host": 5, "cost_total_usd": 1.0 + i,
+                     "cost_no_cache_usd": 3.0 + i})
+    pd.DataFrame(rows).to_parquet(root / "sweep.parquet")
+    (root / "sweep.json").write_text(json.dumps(
+        {"name": "fake",
+         "swept_columns": ["cache_policy", "cache_capacity_tokens", "cache_ttl_s"]}))
+    return root
+
+
+def test_every_plot_draws_when_its_columns_exist(tmp_path):
+    data = load_report_data(_fake_sweep(tmp_path / "fake"))
+    for _name, plot in PLOTS:
+        fig = plot(data)
+        _check_labels(fig)
+    report = build_report(data)
+    assert report.skipped == {} and list(report.pngs) == [name for name, _ in PLOTS]
+    fig = dict(PLOTS)["hit_rate_vs_capacity"](data)
+    styles = {line.get_label(): line.get_linestyle() for line in fig.axes[0].get_lines()}
+    assert styles["cache_policy=belady"] == "--" and styles["cache_policy=lru"] == "-"
+    assert styles["unbounded (cache_policy=lru)"] == "--"  # the run with no capacity
+    bound = next(ln for ln in fig.axes[0].get_lines()
+                 if ln.get_label() == "unbounded (cache_policy=lru)")
+    assert bound.get_ydata()[0] == pytest.approx(0.2 + 0.5)  # row r2: 0.1 * 2 + 0.5
+    ecdf = dict(PLOTS)["latency_ecdfs"](data)
+    assert [ax.get_title() for ax in ecdf.axes] == ["ECDF of TTFT", "ECDF of TPOT",
+                                                   "ECDF of E2EL"]
+
+
+def test_report_of_a_single_run_skips_sweep_plots(tmp_path):
+    out = tmp_path / "run"
+    assert invoke("run", "--trace", BASE["trace"]["path"], "--cache-only", "--cache-tokens",
+                  20000, "-o", out, "--quiet").exit_code == 0
+    data = load_report_data(out)
+    assert data.kind == "run" and len(data.table) == 1
+    with pytest.raises(PlotSkipped, match="2 or more distinct cache_capacity_tokens"):
+        dict(PLOTS)["hit_rate_vs_capacity"](data)
+    result = invoke("report", out)
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert "cache_token_hit_rate" in html and (out / "plots" / "workload.png").is_file()
+
+
+def test_plot_command(demo_sweep, tmp_path):
+    target = tmp_path / "custom.png"
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
+                    "cache_evictions", "--curve-by", "cache_policy", "--filter-by",
+                    "cache_policy=lru", "--scale-x", "log", "-o", target)
+    assert result.exit_code == 0, result.output
+    assert target.read_bytes().startswith(PNG_SIGNATURE)
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
+                    "cache_token_hit_rate", "--col-by", "cache_policy", "--scale-x", "log")
+    assert result.exit_code == 0, result.output
+    panels = demo_sweep / "plots" / "cache_token_hit_rate-vs-cache_capacity_tokens.png"
+    assert panels.read_bytes().startswith(PNG_SIGNATURE)
+    result = invoke("plot", demo_sweep, "--var-x", "nope", "--var-y", "cache_evictions")
+    assert result.exit_code == 2 and "--var-x: no column 'nope'" in result.output
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
+                    "cache_evictions", "--filter-by", "cache_policy=nope")
+    assert result.exit_code == 2 and "no runs left" in result.output
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y", "error")
+    assert result.exit_code == 2 and "nothing to plot: no error" in result.output  # all empty
+    assert invoke("report", tmp_path / "absent").exit_code == 2
+
+
+def test_timed_sweep_draws_the_latency_plots(tmp_path):
+    """The bundled timed spec (trimmed to 80 requests): latency, timeseries and tier plots
+    are drawn from the timed engine's columns without report changes."""
+    spec = yaml.safe_load(open("traces/sweeps/timed_demo.yaml"))
+    spec["base"]["trace"]["max_requests"] = 80
+    spec["grid"]["cache.capacity_tokens"] = [10000, 160000]
+    out = tmp_path / "timed"
+    result = run_sweep(dataclasses.replace(parse_spec(spec), root=Path("traces/sweeps")), out,
+                       n_jobs=1)
+    assert not result.failed, result.failed
+    report = build_report(load_report_data(out))
+    assert {"hit_rate_vs_capacity", "p99_ttft_vs_capacity", "latency_ecdfs", "cache_over_time",
+            "ttft_vs_cached_fraction"} <= set(report.pngs), report.skipped
+    fig = dict(PLOTS)["p99_ttft_vs_capacity"](load_report_data(out))
+    _check_labels(fig)
+    table = pd.read_parquet(out / "sweep.parquet")
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    rows = table[table["router_name"] == "prefix_aware"].sort_values("cache_capacity_tokens")
+    np.testing.assert_allclose(lines["router_name=prefix_aware"].get_ydata(), rows["p99_ttft_ms"])
+
+
+def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
+    missing = str(tmp_path / "missing.jsonl")
+    spec = parse_spec({"base": BASE, "grid": {"trace.path": [BASE["trace"]["path"], missing],
+                                               "cache.capacity_tokens": [5000, 20000]}})
+    out = tmp_path / "sweep"
+    run_sweep(spec, out, n_jobs=1)
+    result = invoke("report", out)
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert "Failed runs" in html and html.count("no such file") == 2
+    assert (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+    data = load_report_data(out)
+    line = dict(PLOTS)["hit_rate_vs_capacity"](data).axes[0].get_lines()[0]
+    assert len(line.get_xdata()) == 2  # the two successful runs only

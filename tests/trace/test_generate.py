@@ -1,0 +1,116 @@
+"""The workload generator: determinism, session structure, presets, the page chainer."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prefixsim.cli import app
+from prefixsim.errors import InputError
+from prefixsim.trace import read_trace
+from prefixsim.trace.generate import PRESETS, generate, load_preset
+from prefixsim.trace.generate.model import PRIVATE, SHARED, Pager
+from prefixsim.trace.generate.preset import Turns
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_are_deterministic_and_well_formed(name):
+    preset = load_preset(name)
+    first = generate(preset, 300, seed=11)
+    assert first == generate(preset, 300, seed=11)
+    assert first != generate(preset, 300, seed=12)
+    assert len(first) == 300
+    assert [r.request_id for r in first] == list(range(300))
+    arrivals = [r.arrival_s for r in first]
+    assert arrivals == sorted(arrivals) and arrivals[0] >= 0
+    for r in first:
+        assert r.num_pages == -(-r.input_tokens // preset.page_size_tokens)
+        assert r.session_id is not None and r.output_tokens >= 1
+
+
+@pytest.mark.parametrize("name", ["chat", "agent"])
+def test_append_sessions_grow_and_keep_their_pages(name):
+    """next prompt = previous prompt + answer + message: longer, and every full page of the
+    previous prompt is a prefix of the next one's pages."""
+    requests = generate(load_preset(name), 400, seed=5)
+    sessions = defaultdict(list)
+    for r in requests:
+        sessions[r.session_id].append(r)
+    follow_ups = 0
+    for turns in sessions.values():
+        for before, after in zip(turns, turns[1:], strict=False):
+            full = before.input_tokens // before.page_size_tokens
+            assert after.input_tokens >= before.input_tokens + before.output_tokens + 1
+            assert after.page_ids[:full] == before.page_ids[:full]
+            follow_ups += 1
+    assert follow_ups > 0
+
+
+def test_rate_option_sets_the_request_rate():
+    """Half the requests arrive by about half the nominal span (N / rate)."""
+    slow = generate(load_preset("chat"), 3000, seed=1, rate_per_s=2.0)
+    fast = generate(load_preset("chat"), 3000, seed=1, rate_per_s=8.0)
+    assert 1500 / slow[1500].arrival_s == pytest.approx(2.0, rel=0.2)
+    assert 3.0 < slow[1500].arrival_s / fast[1500].arrival_s < 5.0
+
+
+def test_shared_prefix_layers_are_shared_across_sessions():
+    """In `rag`, every prompt starts with the same 512-token chunk: page 0 is one id."""
+    requests = generate(load_preset("rag"), 200, seed=2)
+    assert len({r.page_ids[0] for r in requests}) == 1
+    assert len({r.session_id for r in requests}) > 50
+
+
+def test_pager_known_answer():
+    """4-token pages. Shared segment A (6 tokens) then private m (3): page 0 = A[0:4] is
+    shared (interned), page 1 = A[4:6] + m[0:2] and page 2 = m[2:3] are fresh. A second
+    prompt with A then private n gets the same page 0 and new ids after it; keeping the first
+    full page of the first prompt reuses it."""
+    pager = Pager(4)
+    a = ((SHARED, 0, 0, 0), 6)
+    first = pager.pages([a, ((PRIVATE, 1, 0), 3)])
+    second = pager.pages([a, ((PRIVATE, 2, 0), 3)])
+    assert first == (0, 1, 2)
+    assert second == (0, 3, 4)
+    extended = pager.pages([a, ((PRIVATE, 1, 0), 3), ((PRIVATE, 1, 1), 5)], first[:2], 8)
+    assert extended[:2] == (0, 1) and len(extended) == 4
+
+
+def test_turns_expected_matches_sampling():
+    turns = Turns(mean=3.0, max=5)
+    rng = np.random.default_rng(0)
+    samples = [turns.sample(rng) for _ in range(20000)]
+    assert np.mean(samples) == pytest.approx(turns.expected(), rel=0.02)
+    assert max(samples) == 5
+
+
+def test_bad_preset_names_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(__file__).parents[2].joinpath("traces", "chat.yaml").read_text()
+                   .replace("dist: fixed, value: 700", "dist: fixed"))
+    with pytest.raises(InputError, match="value") as caught:
+        load_preset(str(bad))
+    assert caught.value.field == "workloads.0.prefix_layers.0.tokens"
+    with pytest.raises(InputError, match="no preset"):
+        load_preset("nonesuch")
+
+
+def test_cli_generate_is_byte_identical(tmp_path):
+    outs = []
+    for name in ("a.jsonl", "b.jsonl"):
+        out = tmp_path / name
+        result = CliRunner().invoke(app, ["trace", "generate", "--preset", "chat",
+                                          "--requests", "150", "--seed", "9", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    data = read_trace(tmp_path / "a.jsonl")
+    assert data.format == "mooncake" and len(data.requests) == 150
+    assert all(r.session_id for r in data.requests)
+    result = CliRunner().invoke(app, ["trace", "generate", "--preset", "chat", "--requests",
+                                      "0", "-o", str(tmp_path / "c.jsonl")])
+    assert result.exit_code == 2 and "--requests" in result.output
