@@ -5,7 +5,7 @@ command's wall time, and resident bytes per cached page.
 
 1. Replay speed on the Mooncake conversation trace, in pages per second, for an LRU cache of
    3,000,000 tokens and for an unbounded cache with a 300 s sliding TTL; prefixsim's cache as
-   `prefixsim run --cache-only` builds and samples it (simulate.build_cache(...,
+   `prefixsim run --cache-only` builds and samples it (pipeline/build.py: build_cache(...,
    replay_only=True), timeseries rows every simulated second as by default: the
    compressed SegmentCache for these configurations) against a minimal flat page-LRU (an
    OrderedDict of page id -> tokens, capacity counted

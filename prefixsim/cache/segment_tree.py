@@ -7,7 +7,7 @@ statistics (created, last access, recency, deadline, hits, priority) shared by i
 replays docs/cache-semantics.md Part A with exactly the results of RadixCache (per-request hits and
 every
 counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
-simulate.build_cache(..., replay_only=True) the rest):
+pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
 - radix mode (leaves only are victims), no lower tiers, no request classes, no locks or
   reservations (the cache-only replay takes none);

@@ -1,4 +1,4 @@
-"""Frozen per-request records the engines emit; metrics.py turns them into DataFrames."""
+"""Frozen per-request records the engines emit; metrics/ turns them into DataFrames."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Records -> pandas DataFrames -> flat summary scalars (pure functions, no I/O).
 
 Summary keys follow vLLM's benchmark names where they exist (`completed`, `failed`,
-`total_input_tokens`, ...); cache keys are prefixed `cache_`. Plotting lives in report.py.
+`total_input_tokens`, ...); cache keys are prefixed `cache_`. Plotting lives in report/.
 """
 
 from __future__ import annotations

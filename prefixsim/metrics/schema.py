@@ -56,7 +56,7 @@ _CACHE = {
     "cache_belady_token_hit_rate": "hit rate of offline belady at the same capacity (--bounds)",
 }
 _SERVING = {
-    "duration": "simulated seconds from the first arrival to the last finish",
+    "duration": "simulated seconds from t = 0 of the trace clock to the last finish",
     "request_throughput": "completed requests per simulated second",
     "output_throughput": "output tokens of completed requests per simulated second",
     "total_token_throughput": "input + output tokens of completed requests per second",
@@ -79,7 +79,7 @@ _SERVING = {
     "replica{i}_completed": "requests completed on replica i",
     "replica{i}_kv_pool_tokens": "KV pool of replica i in tokens",
     "replica{i}_busy_fraction": "share of the run replica i was stepping",
-    "replica{i}_steps": "engine steps of replica i",
+    "replica{i}_steps": "batches replica i ran (a decode-only run of many steps counts once)",
     "replica{i}_preemptions": "preemptions on replica i",
     "replica{i}_cache_token_hit_rate": "token hit rate of replica i",
     "replica{i}_cache_evictions": "pages evicted on replica i",
