@@ -5,8 +5,7 @@ flat-LRU replay does. SegmentCache stores a *segment*: a run of consecutive page
 always been touched together, as a tuple of chained page ids with token counts and one set of
 statistics (created, last access, recency, deadline, hits, priority) shared by its pages. It
 replays docs/cache-semantics.md Part A with exactly the results of RadixCache (per-request hits and
-every
-counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
+every counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
 pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
 - radix mode (leaves only are victims), no lower tiers, no request classes, no locks or

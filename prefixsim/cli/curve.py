@@ -65,8 +65,7 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
           max_requests: int | None, policy: str, capacities: str, sample_rate: float | None,
           force_replay: bool, as_json: bool, output: str | None) -> None:
     """Hit rate against capacity. LRU uses one exact stack-distance pass (docs/cache-semantics.md
-    Part A,
-    no TTL); other policies replay once per capacity.
+    Part A, no TTL); other policies replay once per capacity.
 
     --sample-rate R estimates the LRU curve from the page ids whose hash falls under R
     (SHARDS; misses estimated, hits = query - misses, so hot shared prefixes do not skew

@@ -122,8 +122,7 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
     """Characterise a trace file or folder: sizes, arrival rate, page reuse, hit rates.
 
     Hit rates are those of an unbounded cache replayed in arrival order (docs/cache-semantics.md
-    Part A),
-    with no TTL and with sliding TTLs of 10 s, 1 min, 5 min and 1 h. A folder that is one
+    Part A), with no TTL and with sliding TTLs of 10 s, 1 min, 5 min and 1 h. A folder that is one
     trace (RAGPulse, kv-cache-tester) is read whole; any other folder, trace by trace.
     """
     fmt, options, page_size = _options(kwargs)

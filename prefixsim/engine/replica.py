@@ -1,13 +1,13 @@
 """One serving replica: its queue, the simpy loop that runs its steps, the router's view.
 
 Memory (admission, preemption, prefill inserts; docs/cache-semantics.md Part B) is
-replica_memory.py's
-`ReplicaMemory`, which `Replica` extends. Time moves per batch change: a step with prefill
-chunks is one timeout; a decode-only batch runs until its first completion, or until free
-memory runs out (then one more page is evicted), in one timeout, cut short at the next step
-boundary when an arrival could join the batch. A router reading the load mid-run sees the
-steps completed by then. With a `StateLog` (state_log.py) the replica records its state at
-the start of each step and when it goes idle (the arrivals process records arrivals).
+replica_memory.py's `ReplicaMemory`, which `Replica` extends. Time moves per batch change: a
+step with prefill chunks is one timeout; a decode-only batch runs until its first
+completion, or until free memory runs out (then one more page is evicted), in one timeout,
+cut short at the next step boundary when an arrival could join the batch. A router reading
+the load mid-run sees the steps completed by then. With a `StateLog` (state_log.py) the
+replica records its state at the start of each step and when it goes idle (the arrivals
+process records arrivals).
 """
 
 from __future__ import annotations

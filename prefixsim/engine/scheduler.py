@@ -5,8 +5,7 @@ decoding request gets one token; prefilling requests continue in admission order
 under the token budget; then waiting requests are admitted first-come first-served while the
 budget, `max_num_seqs` and memory allow (the replica's `admit` callback says whether the KV
 pages fit, docs/cache-semantics.md R10; the first that does not fit blocks the queue). It never
-yields,
-sleeps or records. Priorities, SLO-aware ordering and disaggregated prefill are not here.
+yields, sleeps or records. Priorities, SLO-aware ordering and disaggregated prefill are not here.
 """
 
 from __future__ import annotations

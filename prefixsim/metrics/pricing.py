@@ -1,5 +1,5 @@
-"""Prompt-caching economics: price a run's tokens like a hosted API does (docs/cache-semantics.md
-R17).
+"""Prompt-caching economics: price a run's tokens like a hosted API does
+(docs/cache-semantics.md R17).
 
 Per request, with L prompt tokens, h cached (hit) tokens and o output tokens:
   read   = billable cached tokens: 0 below the provider's minimum cacheable prompt, else

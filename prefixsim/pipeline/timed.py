@@ -4,6 +4,7 @@ metrics/summary.py's job (pipeline/run.py calls it)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pandas as pd
@@ -38,12 +39,17 @@ def run_timed(parts: Components, requests: Sequence[Request],
     unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
                                                             "policy": "lru"}),
                             replay_only=True)
+    on_engine_clock = requests
+    if engine.time_scale != 1.0 and unbounded.ttl is not None:
+        # the bound must see the gaps the run saw: TTLs run on the engine's clock
+        on_engine_clock = [dataclasses.replace(r, arrival_s=r.arrival_s * engine.time_scale)
+                           for r in requests]
     pool = parts.pool_tokens_per_replica
     facts = RunFacts(
         mode=TIMED, config=config, requests=frame, counters=total_counters(result.replicas),
         capacity_tokens=None if pool is None else pool * engine.replicas,
         cost_model=parts.cost_model, model=parts.model, gpu=parts.gpu,
-        bounds=Bounds(unbounded_hit_rate(requests, unbounded, parts.rules)),
+        bounds=Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules)),
         num_requests=len(requests), wall_time_s=0.0, timed=result,
         pool_tokens_per_replica=pool, pricing=parts.pricing,
         request_ttls=(request_ttls(config.cache, parts.rules, requests)

@@ -109,8 +109,7 @@ class ChainCheck:
               namespace: str | None = None) -> None:
         """Raise if an id follows a different parent than before. Ids of a `namespace` are
         their own id space (docs/cache-semantics.md R2: read_trace gives them distinct ids), so
-        they are
-        checked as (namespace, id) pairs."""
+        they are checked as (namespace, id) pairs."""
         if namespace is not None:
             ids = [(namespace, page_id) for page_id in ids]
         parent_of = self.parent_of

@@ -4,8 +4,7 @@ One JSON object per line: `timestamp` (integer ms from trace start), `input_leng
 `output_length`, `hash_ids` (chained ids, one per `block_size`-token block, default 512;
 `len(hash_ids) == ceil(input_length / block_size)`). Optional `session_id`/`chat_id` is kept;
 an optional `namespace` (tenant, model, LoRA or cache salt: docs/cache-semantics.md R2) is kept,
-and pages
-of different namespaces never match (their ids are separate id spaces);
+and pages of different namespaces never match (their ids are separate id spaces);
 an optional per-row `block_size` (written by `prefixsim trace convert` for non-512 pages)
 says that row's page size and wins over --block-size (which defaults to 512 in a run).
 Writing traces lives in trace/write.py.

@@ -17,9 +17,8 @@ class Request:
     `page_ids[i]` names the prefix ending with page i; every page holds `page_size_tokens`
     tokens except the last, which holds the remainder (`input_tokens - P*(n-1)`).
     `namespace` (tenant, model, LoRA or cache salt; docs/cache-semantics.md R2) is kept as read;
-    pages of
-    different namespaces never match because `read_trace` gives each (namespace, id) its own
-    id when a trace sets any (trace/namespaces.py).
+    pages of different namespaces never match because `read_trace` gives each (namespace, id)
+    its own id when a trace sets any (trace/namespaces.py).
     """
 
     request_id: int
@@ -46,8 +45,7 @@ class Request:
     def matchable_pages(self, prompt_tokens: int) -> int:
         """Pages a timed admission may match: those ending at or before token L - 1 of a
         prompt of `prompt_tokens`, so the cap is page-aligned (docs/cache-semantics.md R3; P=1: L -
-        1
-        pages). After a preemption the prompt also holds generated tokens, which no page
+        1 pages). After a preemption the prompt also holds generated tokens, which no page
         names, so every page of the input may match. The one place the timed cap is written:
         the replica's admission, its router view and the router's stale view all use it."""
         if self.input_tokens <= prompt_tokens - 1:

@@ -1,8 +1,8 @@
 """Hypothesis state machine: RadixCache against a brute-force model.
 
 The model is plain dicts and O(n) scans, written from docs/cache-semantics.md Part A / R8-R12
-rather than
-from the tree's heaps: the victim is the minimum over unlocked resident leaves (excluding the
+rather than from the tree's heaps: the victim is the minimum over unlocked resident leaves
+(excluding the
 protected page) of (policy key = recency, recency, -depth, page id); expiry repeatedly removes
 unlocked leaves whose deadline is before `now`; a lock counts on the page and every ancestor;
 a new page raises every ancestor's deadline to its own. After every step the tree's
