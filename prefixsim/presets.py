@@ -105,6 +105,20 @@ class ModelSpec:
         R13)."""
         return int(self.num_layers * self.kv_values_per_token_per_layer() * dtype_bytes)
 
+    def kv_heads_per_gpu(self, tp: int = 1) -> int:
+        """KV heads each of `tp` GPUs holds: split evenly, or one replicated on every GPU
+        when tp exceeds the KV heads (as vLLM does). MLA's latent counts as one head."""
+        return max(1, -(-self.num_kv_heads // tp))
+
+    def kv_bytes_per_token_per_gpu(self, tp: int = 1, dtype_bytes: float = 2) -> int:
+        """KV bytes per token on each of `tp` GPUs (docs/cache-semantics.md R13): the heads of
+        `kv_heads_per_gpu`; MLA's latent is replicated on every GPU, not sharded."""
+        if self.uses_mla:
+            per_layer = self.kv_lora_rank + self.rope_dim
+        else:
+            per_layer = 2 * self.kv_heads_per_gpu(tp) * self.head_dim
+        return int(self.num_layers * per_layer * dtype_bytes)
+
     def weight_bytes(self, dtype_bytes: float = 2) -> int:
         """Bytes of all weights (every expert) at `dtype_bytes` per parameter."""
         return int(self.num_params * dtype_bytes)
@@ -330,7 +344,8 @@ def kv_pool_tokens(
     weight_dtype_bytes: float = 2,
     kv_dtype_bytes: float = 2,
 ) -> int:
-    """Tokens of KV one replica (tp GPUs, KV heads split across them) can hold."""
+    """Tokens of KV one replica (tp GPUs) can hold: every GPU holds its share of each token
+    (KV heads split across them; replicated heads and MLA's latent in full on each)."""
     per_gpu = kv_pool_bytes_per_gpu(model, gpu, tp, memory_utilization,
                                     activation_reserve_bytes, weight_dtype_bytes)
-    return int(per_gpu * tp // model.kv_bytes_per_token(kv_dtype_bytes))
+    return int(per_gpu // model.kv_bytes_per_token_per_gpu(tp, kv_dtype_bytes))

@@ -6,7 +6,8 @@ A class is picked per request by the first rule whose conditions all hold: a reg
 expression on the session id, a minimum prompt length, and a seeded share of sessions (a
 hash of the session id, or of the request id without one, so a session stays in one class).
 Requests matching no rule get the cache's default TTL and priority 0. A request shorter than
-`min_cacheable_tokens` bypasses the cache: no match, no insert, no hit.
+`min_cacheable_tokens` bypasses the cache: no match, no insert, no hit; with prefix caching
+off (`enabled=False`, vLLM's --no-enable-prefix-caching) every request does.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class CacheRules:
     """Per-request cache rules from classes and the minimum cacheable prompt."""
 
     def __init__(
-        self, classes: Sequence[RequestClass] = (), min_cacheable_tokens: int = 0, seed: int = 0
+        self, classes: Sequence[RequestClass] = (), min_cacheable_tokens: int = 0, seed: int = 0,
+        enabled: bool = True,
     ) -> None:
+        self.enabled = enabled  # False: prefix caching off, every request bypasses the cache
         self.classes = list(classes)
         self.min_cacheable_tokens = min_cacheable_tokens
         self.seed = seed
@@ -71,7 +74,7 @@ class CacheRules:
         return any(c.ttl_s is not None for c in self.classes)
 
     def for_request(self, request: Request) -> RequestRule:
-        if request.input_tokens < self.min_cacheable_tokens:
+        if not self.enabled or request.input_tokens < self.min_cacheable_tokens:
             return BYPASS_RULE
         for cls, pattern in zip(self.classes, self._patterns, strict=True):
             if pattern is not None and (

@@ -117,6 +117,10 @@ class CacheConfig(Section):
     min_cacheable_tokens: int = Field(
         0, ge=0, description="prompts shorter than this bypass the cache (API minimum)"
     )
+    prefix_caching: bool = Field(
+        True, description="false: every request bypasses the cache, no hits (vLLM "
+                          "--no-enable-prefix-caching)"
+    )
     tier_min_load_tokens: int = Field(
         0, ge=0, description="lower-tier runs shorter than this are recomputed, not loaded"
     )

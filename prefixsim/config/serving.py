@@ -61,6 +61,9 @@ class SchedulerConfig(_Section):
 
     max_batched_tokens: int = Field(8192, ge=1, description="token budget of one step")
     max_num_seqs: int = Field(256, ge=1, description="running requests per replica")
+    chunked_prefill: bool = Field(
+        True, description="split prompts into chunks under the token budget (vLLM "
+                          "--enable-chunked-prefill); false: whole prompts only")
 
     @model_validator(mode="after")
     def _consistent(self) -> SchedulerConfig:

@@ -1,8 +1,18 @@
-"""Cost models: the CostModel protocol, its registry, the roofline and the fitted model."""
+"""Cost models: the CostModel protocol, its registry, the per-operator roofline (default),
+the whole-step roofline and the fitted model."""
 
 from prefixsim.costmodel.fitted import FittedCostModel  # registers "fitted"
-from prefixsim.costmodel.protocol import COST_MODELS, CostModel, PrefillChunk, StepBatch
-from prefixsim.costmodel.roofline import Roofline, RooflineParams
+from prefixsim.costmodel.protocol import (
+    COST_MODELS,
+    NO_OVERHEADS,
+    CostModel,
+    PrefillChunk,
+    ServingOverheads,
+    StepBatch,
+)
+from prefixsim.costmodel.roofline import Roofline, ServingParams
+from prefixsim.costmodel.step_roofline import StepRoofline, StepRooflineParams
 
-__all__ = ["COST_MODELS", "CostModel", "FittedCostModel", "PrefillChunk", "Roofline",
-           "RooflineParams", "StepBatch"]
+__all__ = ["COST_MODELS", "NO_OVERHEADS", "CostModel", "FittedCostModel", "PrefillChunk",
+           "ServingOverheads", "Roofline", "ServingParams", "StepBatch", "StepRoofline",
+           "StepRooflineParams"]

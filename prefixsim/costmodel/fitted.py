@@ -33,7 +33,7 @@ from prefixsim.costmodel.operators import (
     lm_head,
 )
 from prefixsim.costmodel.profile import Profile, load_profile
-from prefixsim.costmodel.protocol import COST_MODELS, StepBatch
+from prefixsim.costmodel.protocol import COST_MODELS, NO_OVERHEADS, StepBatch
 from prefixsim.presets import GPUSpec, ModelSpec
 
 
@@ -103,6 +103,7 @@ class FittedCostModel:
     parallel all-reduces and is compared with the device the profile was measured on."""
 
     name = "fitted"
+    serving_overheads = NO_OVERHEADS
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec | None = None, tp: int = 1, *,
                  profile: Profile | str | Path) -> None:

@@ -20,10 +20,13 @@ from prefixsim.registry import Registry
 @dataclass(frozen=True, slots=True)
 class PrefillChunk:
     """One sequence's prefill work in a step: `new_tokens` computed now, after
-    `cached_tokens` whose KV is already present (a cached prefix or earlier chunks)."""
+    `cached_tokens` whose KV is already present (a cached prefix or earlier chunks).
+    `emits_token`: the chunk finishes its prompt, so the step samples a token for it (only
+    then are its logits computed)."""
 
     new_tokens: int
     cached_tokens: int
+    emits_token: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +43,36 @@ class StepBatch:
         return sum(c.new_tokens for c in self.prefills) + len(self.decode_contexts)
 
 
+@dataclass(frozen=True, slots=True)
+class ServingOverheads:
+    """Time outside the engine's steps, in seconds (docs/cost-models.md "Serving
+    overheads"): `frontend_s` from the client's send to the request reaching the scheduler
+    (HTTP, tokenisation, hand-off to the engine), `emission_s` from a token's step end to the
+    client (detokenisation, streaming), `idle_wakeup_s` added to the first step a replica
+    runs after standing idle. A request is scheduled `frontend_s` after its arrival; its
+    first and last tokens reach the client `emission_s` after their steps, so TTFT and E2E
+    include both and TPOT neither."""
+
+    frontend_s: float = 0.0
+    emission_s: float = 0.0
+    idle_wakeup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("frontend_s", "emission_s", "idle_wakeup_s"):
+            value = getattr(self, name)
+            if not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+
+
+NO_OVERHEADS = ServingOverheads()
+
+
 class CostModel(Protocol):
     """Step times of one replica (a model on `tp` GPUs); all times in simulated seconds."""
 
     name: str
+    serving_overheads: ServingOverheads
+    """Time spent outside the steps (the engine adds it; NO_OVERHEADS: none)."""
 
     def step_time_s(self, batch: StepBatch) -> float:
         """Time of one engine step over `batch` (> 0 for a non-empty batch).

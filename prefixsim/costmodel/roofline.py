@@ -1,76 +1,79 @@
-"""The analytic roofline cost model (docs/cost-models.md "Cost formulas").
+"""The roofline cost model (`roofline`, the default; docs/cost-models.md "Per-operator
+roofline"): what one step of a vLLM-style server costs on `tp` GPUs.
 
-For one step of a replica (a model on `tp` GPUs sharing FLOPs, weights and KV evenly):
+A step is timed as its kernels run, one GPU of the replica standing for all (shapes per
+GPU): per layer the QKV, O, gate/up and down GEMMs (MoE: the experts the step's tokens
+touch, in expectation), the element-wise kernels, one attention call (a floor, each prefill
+chunk's work, the decodes' KV reads) and two all-reduces (collectives.py, latency + bytes /
+bandwidth); then the LM head over the sequences that sample a token (decodes and chunks
+that finish their prompt), the embedding gather and the final norm; then the CPU time of
+the step (scheduling, input preparation, sampling, output processing), which grows with the
+sequences and tokens in the batch. Operator times are operator_times.py's. Each request
+also spends `frontend_s` before it reaches the scheduler and `emission_s` before a token
+reaches the client (`serving_overheads`).
 
-  GEMM FLOPs      = 2·P·T + 2·hidden·vocab·S          (T tokens computed, S sequences: logits)
-  attention FLOPs = L·4·Hq·d · Σ_prefill (n·c + n(n+1)/2) + L·4·Hq·d · Σ_decode ctx
-  bytes           = weight bytes read + B · (Σ_prefill (c + n) + Σ_decode ctx)
-  time            = max(GEMM/(peak·ηG) + attention/(peak·ηA), bytes/(bandwidth·ηB)) / per tp
-                    + all-reduce time + step overhead
-
-P = active linear parameters per token, B = KV bytes per token. MoE reads the non-expert
-weights plus the share of experts the step's T tokens touch, 1 - (1 - k/E)^T in expectation.
-Tensor parallelism: two ring all-reduces per layer of T·hidden activations,
-2·(tp-1)/tp · bytes over the per-direction GPU link, not overlapped with compute.
-Logits are charged once per prefill chunk (real engines skip them on intermediate chunks:
-an overcount of 2·hidden·vocab FLOPs, about 1 GFLOP for Llama-8B, per extra chunk).
-Not modelled: kernel launch detail beyond the fixed overhead, pipeline parallelism,
-communication latency, quantised weights other than `weight_dtype_bytes`.
+Decode-only runs are summed in closed form: with a fixed batch only the decodes' KV reads
+grow, by one token per sequence per step, so the run is arithmetic.
+Leaves out: pipeline parallelism, speculative decoding, CUDA-graph padding of batch sizes,
+overlap of CPU work with the GPU (vLLM's async scheduling is off by default).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
-from prefixsim.costmodel.collectives import allreduce_s_per_token
-from prefixsim.costmodel.protocol import COST_MODELS, StepBatch
+from prefixsim.costmodel.collectives import ACTIVATION_BYTES, AllReduceCost
+from prefixsim.costmodel.operator_times import OperatorParams, OperatorTimes
+from prefixsim.costmodel.operators import LayerDims
+from prefixsim.costmodel.protocol import COST_MODELS, ServingOverheads, StepBatch
 from prefixsim.presets import GPUSpec, ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
-class RooflineParams:
-    """Efficiencies and overheads (docs/cost-models.md defaults)."""
+class ServingParams:
+    """CPU time per step, per-request overheads and all-reduce figures, in seconds (sources
+    in docs/cost-models.md "Serving overheads" and "All-reduce")."""
 
-    gemm_efficiency: float = 0.65
-    attention_efficiency: float = 0.5
-    bandwidth_efficiency: float = 0.8
-    step_overhead_s: float = 0.0002
+    step_overhead_s: float = 0.0005
+    step_overhead_s_per_seq: float = 0.000005
+    step_overhead_s_per_token: float = 0.0
+    frontend_s: float = 0.007
+    emission_s: float = 0.007
+    idle_wakeup_s: float = 0.006
+    allreduce_ring_latency_s: float | None = None
+    allreduce_ring_bus_bytes_s: float | None = None
+    allreduce_small_latency_s: float | None = None
+    allreduce_small_bytes_s: float | None = None
     weight_dtype_bytes: float = 2
     kv_dtype_bytes: float = 2
 
     def __post_init__(self) -> None:
-        for name in ("gemm_efficiency", "attention_efficiency", "bandwidth_efficiency"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {value}")
-        if self.step_overhead_s < 0:
-            raise ValueError(f"step_overhead_s must be >= 0, got {self.step_overhead_s}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not 0 <= value < float("inf"):
+                raise ValueError(f"{f.name} must be a finite number >= 0, got {value}")
+        for name in ("weight_dtype_bytes", "kv_dtype_bytes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
 
 
-def _sum_max_of_lines(a1: float, b1: float, a2: float, b2: float, num_steps: int) -> float:
-    """Σ_{j=0}^{num_steps-1} max(a1 + b1·j, a2 + b2·j), in closed form."""
-
-    def line_sum(a: float, b: float, lo: int, hi: int) -> float:  # Σ_{j=lo}^{hi-1}
-        count = hi - lo
-        return a * count + b * (lo + hi - 1) * count / 2 if count > 0 else 0.0
-
-    if b1 == b2:
-        return line_sum(max(a1, a2), b1, 0, num_steps)
-    # the lines cross at j* = (a2 - a1) / (b1 - b2); split the range there.
-    cross = (a2 - a1) / (b1 - b2)
-    cross = min(max(cross, -1.0), num_steps + 1.0)  # only its place within [0, num_steps]
-    if b1 > b2:  # line 1 rises faster: it is the max for j >= cross
-        split = min(num_steps, max(0, math.ceil(cross)))
-        return line_sum(a2, b2, 0, split) + line_sum(a1, b1, split, num_steps)
-    split = min(num_steps, max(0, math.floor(cross) + 1))  # line 1 is the max for j <= cross
-    return line_sum(a1, b1, 0, split) + line_sum(a2, b2, split, num_steps)
+def split_params(params: dict[str, float]) -> tuple[OperatorParams, ServingParams]:
+    """`cost_model.params` of the roofline into its two parameter sets (an unknown name is
+    a TypeError that names it)."""
+    ops = {f.name for f in fields(OperatorParams)}
+    serving = {f.name for f in fields(ServingParams)}
+    unknown = sorted(set(params) - ops - serving)
+    if unknown:
+        raise TypeError(f"unknown roofline parameter {unknown[0]!r} (valid: "
+                        f"{', '.join(sorted(ops | serving))})")
+    return (OperatorParams(**{k: v for k, v in params.items() if k in ops}),
+            ServingParams(**{k: v for k, v in params.items() if k in serving}))
 
 
 @COST_MODELS.register("roofline")
 class Roofline:
-    """Roofline step times of `model` on `tp` × `gpu` (see the module docstring)."""
+    """Per-operator step times of `model` on `tp` x `gpu` (see the module docstring)."""
 
     name = "roofline"
 
@@ -80,88 +83,117 @@ class Roofline:
         self.model = model
         self.gpu = gpu
         self.tp = tp
-        self.params = RooflineParams(**params)
-        p = self.params
-        peak = gpu.peak_flops(p.weight_dtype_bytes) * tp
-        bandwidth = gpu.hbm_bandwidth_bytes_s * tp * p.bandwidth_efficiency
-        # seconds per unit of work, for the whole replica
-        self._s_per_gemm_flop = 1.0 / (peak * p.gemm_efficiency)
-        self._s_per_attn_flop = 1.0 / (peak * p.attention_efficiency)
-        self._s_per_byte = 1.0 / bandwidth
-        self._linear_flops_per_token = 2.0 * model.linear_params_per_token
-        self._logit_flops_per_seq = 2.0 * model.hidden_size * model.vocab_size
-        self._attn_flops_per_pair = 4.0 * model.num_layers * model.num_heads * model.head_dim
-        self._kv_bytes_per_token = model.kv_bytes_per_token(p.kv_dtype_bytes)
-        weights = model.weight_bytes(p.weight_dtype_bytes)
-        self._expert_bytes = model.expert_params * p.weight_dtype_bytes
-        self._dense_weight_bytes = weights - self._expert_bytes
-        self._allreduce_s_per_token = allreduce_s_per_token(model, gpu, tp)
+        self.operator_params, self.params = split_params(params)
+        s = self.params
+        self.serving_overheads = ServingOverheads(s.frontend_s, s.emission_s, s.idle_wakeup_s)
+        dims = LayerDims.from_spec(model, tp)
+        self.dims = replace(dims, num_kv_heads=model.kv_heads_per_gpu(tp))
+        kv_values = model.kv_bytes_per_token_per_gpu(tp, 1) // model.num_layers
+        self.ops = OperatorTimes(self.dims, gpu, self.operator_params, s.weight_dtype_bytes,
+                                 s.kv_dtype_bytes, kv_values)
+        self.allreduce = AllReduceCost.for_gpu(
+            gpu, tp, ring_latency_s=s.allreduce_ring_latency_s,
+            ring_bus_bytes_s=s.allreduce_ring_bus_bytes_s,
+            small_latency_s=s.allreduce_small_latency_s, small_bytes_s=s.allreduce_small_bytes_s)
+        self._layer_cache: dict[int, float] = {}
+        self._decode_fixed_cache: dict[int, float] = {}
+        self._s_per_context = (self.dims.num_layers
+                               * self.ops.decode_attention_s_per_context_token())
 
     # ------------------------------------------------------------------ pieces
-    def weight_bytes_read(self, num_tokens: int) -> float:
-        """Weight bytes one step over `num_tokens` tokens reads (MoE: touched experts)."""
-        model = self.model
-        if not model.is_moe or num_tokens <= 0:
-            return self._dense_weight_bytes + self._expert_bytes
-        untouched = (1.0 - model.experts_per_token / model.num_experts) ** num_tokens
-        return self._dense_weight_bytes + self._expert_bytes * (1.0 - untouched)
-
     def prefill_flops(self, new_tokens: int, cached_tokens: int) -> tuple[float, float]:
-        """(GEMM FLOPs incl. logits, attention FLOPs) of one prefill chunk."""
+        """(GEMM FLOPs incl. logits, attention FLOPs) of one prefill chunk, whole replica,
+        without padding: the least work any GPU arrangement must do."""
+        model = self.model
         n, c = new_tokens, cached_tokens
-        gemm = self._linear_flops_per_token * n + self._logit_flops_per_seq
-        attn = self._attn_flops_per_pair * (n * c + n * (n + 1) / 2)
+        gemm = 2.0 * model.linear_params_per_token * n + 2.0 * model.hidden_size * (
+            model.vocab_size)
+        attn = 4.0 * model.num_layers * model.num_heads * model.head_dim * (
+            n * c + n * (n + 1) / 2)
         return gemm, attn
 
-    def _time(self, gemm: float, attn: float, num_bytes: float, num_tokens: int) -> float:
-        compute = gemm * self._s_per_gemm_flop + attn * self._s_per_attn_flop
-        memory = num_bytes * self._s_per_byte
-        return (max(compute, memory) + self._allreduce_s_per_token * num_tokens
-                + self.params.step_overhead_s)
+    def _mlp_s(self, tokens: int) -> float:
+        d, ops = self.dims, self.ops
+        h, inter = d.hidden_size, d.intermediate_size
+        if d.num_experts is None or d.experts_per_token is None:
+            return ops.gemm_s(tokens, h, 2 * inter) + ops.gemm_s(tokens, inter, h)
+        experts, k = d.num_experts, d.experts_per_token
+        touched = experts * (1.0 - (1.0 - k / experts) ** tokens)
+        rows = tokens * k / touched
+        return touched * (ops.gemm_s(rows, h, 2 * inter) + ops.gemm_s(rows, inter, h))
+
+    def layer_s(self, tokens: int) -> float:
+        """One layer's GEMMs, element-wise kernels and all-reduces over `tokens` (attention
+        apart), memoised by token count."""
+        cached = self._layer_cache.get(tokens)
+        if cached is not None:
+            return cached
+        d, ops = self.dims, self.ops
+        h = d.hidden_size
+        q_out, kv_out = d.num_heads * d.head_dim, 2 * d.num_kv_heads * d.head_dim
+        routed = tokens * (d.experts_per_token or 1)
+        total = (ops.gemm_s(tokens, h, q_out + kv_out) + ops.gemm_s(tokens, q_out, h)
+                 + self._mlp_s(tokens) + ops.layer_elementwise_s(tokens, routed,
+                                                                  d.intermediate_size)
+                 + 2 * self.allreduce.time_s(tokens * h * ACTIVATION_BYTES))
+        if len(self._layer_cache) < 65536:
+            self._layer_cache[tokens] = total
+        return total
+
+    def _head_s(self, tokens: int, sampled: int) -> float:
+        """LM head over `sampled` sequences, embedding gather and final norm over `tokens`."""
+        d, ops = self.dims, self.ops
+        row = ACTIVATION_BYTES * tokens * d.hidden_size
+        return (ops.gemm_s(sampled, d.hidden_size, d.vocab_size)
+                + ops.elementwise_s("embedding", 2 * row) + ops.elementwise_s("norm", 2 * row))
+
+    def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
+        """CPU time of a step scheduling `num_seqs` sequences and `num_tokens` tokens."""
+        s = self.params
+        return (s.step_overhead_s + s.step_overhead_s_per_seq * num_seqs
+                + s.step_overhead_s_per_token * num_tokens)
+
+    def _decode_fixed_s(self, num_seqs: int) -> float:
+        """A decode-only step of `num_seqs` sequences, less their KV reads."""
+        cached = self._decode_fixed_cache.get(num_seqs)
+        if cached is not None:
+            return cached
+        ops = self.ops
+        per_layer = (self.layer_s(num_seqs) + ops.attention_floor_s(False)
+                     + ops.decode_attention_fixed_s(num_seqs))
+        total = (self.dims.num_layers * per_layer + self._head_s(num_seqs, num_seqs)
+                 + self.cpu_s(num_seqs, num_seqs))
+        if len(self._decode_fixed_cache) < 65536:
+            self._decode_fixed_cache[num_seqs] = total
+        return total
 
     # -------------------------------------------------------------- protocol
     def step_time_s(self, batch: StepBatch) -> float:
-        gemm = attn = 0.0
-        kv_tokens = 0
-        tokens = 0
-        for chunk in batch.prefills:
-            g, a = self.prefill_flops(chunk.new_tokens, chunk.cached_tokens)
-            gemm += g
-            attn += a
-            kv_tokens += chunk.cached_tokens + chunk.new_tokens
-            tokens += chunk.new_tokens
-        contexts = batch.decode_contexts
-        if contexts:
-            num = len(contexts)
-            total = sum(contexts)
-            gemm += (self._linear_flops_per_token + self._logit_flops_per_seq) * num
-            attn += self._attn_flops_per_pair * total
-            kv_tokens += total
-            tokens += num
+        tokens = batch.num_tokens
         if tokens == 0:
             return 0.0
-        num_bytes = self.weight_bytes_read(tokens) + self._kv_bytes_per_token * kv_tokens
-        return self._time(gemm, attn, num_bytes, tokens)
-
-    def decode_run_lines(self, num_seqs: int, context_sum: int) -> tuple[float, ...]:
-        """(compute a, b, memory a, b, fixed) with step j taking max(a1+b1·j, a2+b2·j)+fixed."""
-        n = num_seqs
-        gemm = (self._linear_flops_per_token + self._logit_flops_per_seq) * n
-        a1 = gemm * self._s_per_gemm_flop + self._attn_flops_per_pair * context_sum * (
-            self._s_per_attn_flop)
-        b1 = self._attn_flops_per_pair * n * self._s_per_attn_flop
-        weights = self.weight_bytes_read(n)
-        a2 = (weights + self._kv_bytes_per_token * context_sum) * self._s_per_byte
-        b2 = self._kv_bytes_per_token * n * self._s_per_byte
-        fixed = self._allreduce_s_per_token * n + self.params.step_overhead_s
-        return a1, b1, a2, b2, fixed
+        prefills, contexts = batch.prefills, batch.decode_contexts
+        if not prefills:
+            return self._decode_fixed_s(len(contexts)) + self._s_per_context * sum(contexts)
+        ops = self.ops
+        attention = ops.attention_floor_s(True) + sum(
+            ops.prefill_attention_s(c.new_tokens, c.cached_tokens)
+            for c in prefills if c.new_tokens > 0)
+        if contexts:
+            attention += ops.decode_attention_fixed_s(len(contexts))
+        sampled = len(contexts) + sum(1 for c in prefills if c.emits_token)
+        num_seqs = len(contexts) + len(prefills)
+        return (self.dims.num_layers * (self.layer_s(tokens) + attention)
+                + self._s_per_context * sum(contexts) + self._head_s(tokens, sampled)
+                + self.cpu_s(num_seqs, tokens))
 
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
         """`decode_steps_time_s` from the batch size and context sum alone."""
         if num_seqs <= 0 or num_steps <= 0:
             return 0.0
-        a1, b1, a2, b2, fixed = self.decode_run_lines(num_seqs, context_sum)
-        return _sum_max_of_lines(a1, b1, a2, b2, num_steps) + fixed * num_steps
+        growth = num_seqs * num_steps * (num_steps - 1) / 2
+        return (num_steps * self._decode_fixed_s(num_seqs)
+                + self._s_per_context * (num_steps * context_sum + growth))
 
     def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
         return self.decode_run_time_s(len(decode_contexts), sum(decode_contexts), num_steps)

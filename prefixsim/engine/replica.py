@@ -49,6 +49,7 @@ class Replica(ReplicaMemory):
         self.itl_segments: list[tuple[float, int]] = []  # (step seconds, tokens produced)
         self._wake: simpy.Event | None = None
         self._run: tuple[float, tuple[int, ...], int] | None = None  # decode run in progress
+        self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
         if state_log is not None:
             state_log.record(self)  # the state at t = 0
         self.process = env.process(self._loop())
@@ -109,6 +110,7 @@ class Replica(ReplicaMemory):
                 self._wake = env.event()
                 yield self._wake
                 self._wake = None
+                self._idle_wakeup_s = cost.serving_overheads.idle_wakeup_s
                 continue
             self._make_decode_room()
             plan = self.scheduler.plan(self.running, self.waiting, self.admit)
@@ -116,10 +118,13 @@ class Replica(ReplicaMemory):
             if plan.chunks:
                 self._reserve_decode(decodes, 1)
                 batch = StepBatch(
-                    tuple(PrefillChunk(n, s.computed_tokens) for s, n in plan.chunks),
+                    tuple(PrefillChunk(n, s.computed_tokens,
+                                       s.computed_tokens + n >= s.prompt_tokens)
+                          for s, n in plan.chunks),
                     tuple(s.context_tokens for s in decodes),
                 )
-                step_s = cost.step_time_s(batch)
+                step_s = cost.step_time_s(batch) + self._idle_wakeup_s
+                self._idle_wakeup_s = 0.0
                 for state, _ in plan.chunks:
                     step_s += state.load_s  # lower-tier loads before the chunk (R15)
                     state.load_s = 0.0

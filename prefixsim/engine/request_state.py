@@ -113,11 +113,12 @@ class ServedRecord:
 NAN = float("nan")
 
 
-def served_record(state: RequestState) -> ServedRecord:
-    """The final record of a finished (completed or rejected) request."""
+def served_record(state: RequestState, emission_s: float = 0.0) -> ServedRecord:
+    """The final record of a finished (completed or rejected) request; its first token and
+    finish times are when the client saw them, `emission_s` after their steps."""
     arrival = state.arrival_s
-    first = NAN if state.first_token_s is None else state.first_token_s
-    finish = NAN if state.finish_s is None else state.finish_s
+    first = NAN if state.first_token_s is None else state.first_token_s + emission_s
+    finish = NAN if state.finish_s is None else state.finish_s + emission_s
     admitted = NAN if state.admitted_s is None else state.admitted_s
     generated = state.generated_tokens
     tpot = (finish - first) / (generated - 1) * 1e3 if generated > 1 else NAN

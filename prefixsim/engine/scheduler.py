@@ -5,7 +5,10 @@ decoding request gets one token; prefilling requests continue in admission order
 under the token budget; then waiting requests are admitted first-come first-served while the
 budget, `max_num_seqs` and memory allow (the replica's `admit` callback says whether the KV
 pages fit, docs/cache-semantics.md R10; the first that does not fit blocks the queue). It never
-yields, sleeps or records. Priorities, SLO-aware ordering and disaggregated prefill are not here.
+yields, sleeps or records. With `chunked_prefill` off (vLLM's --no-enable-chunked-prefill) a
+waiting prompt is admitted only into a step with budget for all of it (one longer than the
+whole budget is still chunked, alone, rather than never served). Priorities, SLO-aware
+ordering and disaggregated prefill are not here.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class ContinuousBatching:
 
     max_batched_tokens: int = 8192
     max_num_seqs: int = 256
+    chunked_prefill: bool = True  # False: a prompt is prefilled in one step (vLLM's
+    # --no-enable-chunked-prefill), or waits until a step has the budget for all of it
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1 or self.max_batched_tokens < self.max_num_seqs:
@@ -60,6 +65,10 @@ class ContinuousBatching:
                 budget -= size
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             state = waiting[0]
+            if not self.chunked_prefill and state.remaining_prefill_tokens > budget \
+                    and (chunks or decodes or state.remaining_prefill_tokens
+                         <= self.max_batched_tokens):
+                break  # whole prompts only: it waits for a step with room for all of it
             if not admit(state):
                 break
             waiting.popleft()

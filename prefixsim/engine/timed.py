@@ -100,12 +100,14 @@ def replay_timed(
     # a router's match expires pages of TTL caches (R11) on every replica it looks at
     record_all = any(cache.ttl is not None for cache in caches)
 
+    frontend_s = cost_model.serving_overheads.frontend_s
+
     def arrivals():
         for request in requests:
             arrival_s = request.arrival_s * time_scale
-            if arrival_s > env.now:
-                yield env.timeout(arrival_s - env.now)
-            state = RequestState(request, env.now)
+            if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
+                yield env.timeout(arrival_s + frontend_s - env.now)
+            state = RequestState(request, arrival_s)
             if rules is not None:
                 state.rule = rules.for_request(request)
             states.append(state)
@@ -121,7 +123,8 @@ def replay_timed(
     if on_progress is not None:
         on_progress(len(finished) % progress_every)
     order = sorted(states, key=lambda s: s.request.request_id)
-    records = [served_record(s) for s in order]
+    emission_s = cost_model.serving_overheads.emission_s
+    records = [served_record(s, emission_s) for s in order]
     figures = [ReplicaFigures(r.index, r.capacity_tokens, r.num_steps, r.busy_s,
                               r.num_preemptions, r.query_tokens, r.hit_tokens,
                               r.cache.counters) for r in replicas]

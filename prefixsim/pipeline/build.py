@@ -81,7 +81,8 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
     section = config.cache.model_copy(update={"capacity_tokens": pool})
     caches = [build_cache(section, requests, chunk_time, time_scale=config.engine.time_scale)
               for _ in range(config.engine.replicas)]
-    kv_bytes = model.kv_bytes_per_token(DTYPE_BYTES[config.model.kv_dtype])
+    kv_bytes_per_gpu = model.kv_bytes_per_token_per_gpu(config.hardware.tp,
+                                                        DTYPE_BYTES[config.model.kv_dtype])
     try:
         router = ROUTERS.build(config.router.name, **config.router.params)
     except (TypeError, ValueError) as exc:
@@ -90,10 +91,11 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
         config, model, gpu, cost_model, rules, pricing, caches,
         [build_tiers(cache, config.cache) for cache in caches],
         pool_tokens_per_replica=pool,
-        kv_bytes_per_token_per_gpu=kv_bytes // max(config.hardware.tp, 1),
+        kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
         router=router,
         scheduler=ContinuousBatching(config.scheduler.max_batched_tokens,
-                                     config.scheduler.max_num_seqs),
+                                     config.scheduler.max_num_seqs,
+                                     config.scheduler.chunked_prefill),
     )
 
 
@@ -120,7 +122,7 @@ def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostM
     params = dict(config.cost_model.params)
     if config.cost_model.profile is not None:
         params.setdefault("profile", config.cost_model.profile)
-    if config.cost_model.name == "roofline":
+    if config.cost_model.name in ("roofline", "step_roofline"):
         params.setdefault("weight_dtype_bytes", DTYPE_BYTES[config.model.weight_dtype])
         params.setdefault("kv_dtype_bytes", DTYPE_BYTES[config.model.kv_dtype])
     try:
@@ -166,7 +168,7 @@ def build_cache(
     policy = build_policy(config.policy, requests, prefill_time_s, time_scale)
     plain = (replay_only and config.host_capacity_tokens is None
              and config.disk_capacity_tokens is None and not config.classes
-             and config.min_cacheable_tokens == 0)
+             and config.min_cacheable_tokens == 0 and config.prefix_caching)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain)
 
 
@@ -178,11 +180,13 @@ def build_tiers(cache: AnyCache, config: CacheConfig) -> TierStack | None:
 
 
 def build_rules(config: CacheConfig, seed: int) -> CacheRules | None:
-    """Request classes and the minimum cacheable prompt, or None when neither is set."""
-    if not config.classes and config.min_cacheable_tokens == 0:
+    """Request classes and the minimum cacheable prompt (every prompt bypasses the cache
+    when prefix caching is off), or None when none of these is set."""
+    if not config.classes and config.min_cacheable_tokens == 0 and config.prefix_caching:
         return None
     classes = [RequestClass(**c.model_dump()) for c in config.classes]
-    return CacheRules(classes, config.min_cacheable_tokens, seed)
+    return CacheRules(classes, config.min_cacheable_tokens, seed,
+                      enabled=config.prefix_caching)
 
 
 def request_ttls(config: CacheConfig, rules: CacheRules | None,

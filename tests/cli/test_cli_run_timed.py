@@ -35,7 +35,7 @@ def test_timed_demo_run_writes_everything(tmp_path):
     out = tmp_path / "timed"
     result = invoke("--trace", "traces/demo_chat.jsonl", "--model", "llama-3.1-8b",
                     "--gpu", "h100-sxm", "--replicas", "2", "--router", "prefix_aware",
-                    "--goodput", "ttft:40", "--goodput", "tpot:7", "-o", str(out))
+                    "--goodput", "ttft:50", "--goodput", "tpot:7.6", "-o", str(out))
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     for key in SUMMARY_KEYS:
@@ -94,8 +94,11 @@ def test_mooncake_acceptance():
     assert result.summary["completed"] == 12_031
     assert result.summary["cache_token_hit_rate"] <= 0.3736
     cost = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+    peak = get_gpu("h100-sxm").peak_flops(2)
+    ops = cost.operator_params
     df = result.requests
     for row in df.itertuples():
         gemm, attn = cost.prefill_flops(row.input_tokens - row.cached_tokens, row.cached_tokens)
-        floor_ms = (gemm * cost._s_per_gemm_flop + attn * cost._s_per_attn_flop) * 1e3
+        floor_ms = (gemm / (peak * ops.gemm_efficiency)
+                    + attn / (peak * ops.prefill_attention_efficiency)) * 1e3
         assert row.ttft_ms >= floor_ms * (1 - 1e-12)

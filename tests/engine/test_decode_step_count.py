@@ -2,6 +2,7 @@
 so it must not count in the replica's steps or the run's events."""
 
 from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
@@ -12,6 +13,7 @@ class Ticks:
     """Every step takes 1 s."""
 
     name = "ticks"
+    serving_overheads = NO_OVERHEADS
 
     def step_time_s(self, batch) -> float:
         return 1.0

@@ -5,6 +5,7 @@ cache's own check is switched off (the four counters alone always add up to the 
 import pytest
 
 from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine import replica as replica_module
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -14,6 +15,7 @@ from prefixsim.trace import Request
 
 class Ticks:
     name = "ticks"
+    serving_overheads = NO_OVERHEADS
 
     def step_time_s(self, batch) -> float:
         return 1.0

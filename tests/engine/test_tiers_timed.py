@@ -9,7 +9,7 @@ import pytest
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
-from prefixsim.costmodel import PrefillChunk, Roofline, StepBatch
+from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.pipeline.run import simulate
@@ -17,7 +17,7 @@ from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
-COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+COST = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 KV = 131_072  # bytes per token, llama-3.1-8b bf16
 LINK = 50e9
 P = 16

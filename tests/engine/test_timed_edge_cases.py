@@ -10,6 +10,7 @@ Timelines are worked by hand in each docstring; "t=a->b" is one step.
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.ttl import TTLRule
+from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -23,6 +24,7 @@ class Ticks:
     """Every step takes 1 s; `probe(kind)` is called for every step time asked for."""
 
     name = "ticks"
+    serving_overheads = NO_OVERHEADS
 
     def __init__(self, probe=None) -> None:
         self.probe = probe

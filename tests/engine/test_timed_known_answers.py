@@ -8,7 +8,7 @@ arithmetic of a single step.
 import pytest
 
 from prefixsim.cache import POLICIES, RadixCache
-from prefixsim.costmodel import PrefillChunk, Roofline, StepBatch
+from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.presets import get_gpu, get_model
@@ -17,7 +17,7 @@ from prefixsim.trace import Request
 
 LLAMA = get_model("llama-3.1-8b")
 H100 = get_gpu("h100-sxm")
-COST = Roofline(LLAMA, H100)
+COST = StepRoofline(LLAMA, H100)
 P = 16
 
 PEAK, BW = 989e12, 3.35e12

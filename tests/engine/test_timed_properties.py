@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
-from prefixsim.costmodel import Roofline
+from prefixsim.costmodel import StepRoofline
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -22,7 +22,7 @@ from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
-COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+COST = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 P = 16
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
-from prefixsim.costmodel import Roofline
+from prefixsim.costmodel import StepRoofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.requests import distribution
@@ -18,7 +18,7 @@ from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
-COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+COST = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import prefixsim.engine.timed as timed
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.config import load_config
-from prefixsim.costmodel import Roofline
+from prefixsim.costmodel import NO_OVERHEADS, StepRoofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.summary import sampling_keys
@@ -28,13 +28,14 @@ from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 NAN = float("nan")
-ROOFLINE = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+ROOFLINE = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 
 
 class OneSecondSteps:
     """Every step takes 1 s, whatever its batch (times stay exact binary fractions)."""
 
     name = "one_second"
+    serving_overheads = NO_OVERHEADS
 
     def step_time_s(self, batch):
         return 1.0

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cli import app
+from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -42,6 +43,7 @@ def write_trace(path, namespaces, ids=None):
 
 class OneSecondSteps:
     name = "one_second"
+    serving_overheads = NO_OVERHEADS
 
     def step_time_s(self, batch):
         return 1.0

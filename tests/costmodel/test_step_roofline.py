@@ -1,11 +1,12 @@
-"""Roofline known answers (worked by hand) and the decode fast path against a naive sum."""
+"""Whole-step roofline known answers (worked by hand) and the decode fast path of both
+roofline models against a naive sum."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.costmodel import COST_MODELS, PrefillChunk, Roofline, StepBatch
-from prefixsim.costmodel.roofline import _sum_max_of_lines
+from prefixsim.costmodel import COST_MODELS, PrefillChunk, StepBatch, StepRoofline
+from prefixsim.costmodel.step_roofline import _sum_max_of_lines
 from prefixsim.presets import get_gpu, get_model
 
 LLAMA = get_model("llama-3.1-8b")
@@ -19,7 +20,7 @@ def test_prefill_known_answer():
     compute = 1.3959704e13/(989e12·0.65) + 2.62406e11/(989e12·0.5) = 21.7159 + 0.5307 ms
     bytes = 16.06e9 + 131072·1000 = 16.191e9 -> /(3.35e12·0.8) = 6.0415 ms
     step = max(22.2466, 6.0415) + 0.2 = 22.4466 ms."""
-    model = Roofline(LLAMA, H100)
+    model = StepRoofline(LLAMA, H100)
     gemm = 2 * LLAMA.linear_params_per_token * 1000 + 2 * 4096 * 128256
     attn = 32 * 4 * 32 * 128 * (1000 * 1001 / 2)
     expected = gemm / (989e12 * 0.65) + attn / (989e12 * 0.5) + 0.0002
@@ -31,7 +32,7 @@ def test_prefill_known_answer():
 def test_cached_prefix_saves_exactly_the_formula():
     """4,096 tokens of which 2,048 cached: compute covers 2,048 new tokens attending to
     2,048 cached ones plus their causal triangle."""
-    model = Roofline(LLAMA, H100)
+    model = StepRoofline(LLAMA, H100)
     full = model.step_time_s(StepBatch((PrefillChunk(4096, 0),)))
     part = model.step_time_s(StepBatch((PrefillChunk(2048, 2048),)))
     saved_gemm = 2 * LLAMA.linear_params_per_token * 2048 / (989e12 * 0.65)
@@ -44,7 +45,7 @@ def test_cached_prefix_saves_exactly_the_formula():
 def test_decode_is_memory_bound_by_hand():
     """One sequence at context 1,000: bytes = 16.06e9 + 131,072,000 -> 6.0415 ms; compute
     ≈ 0.023 ms; step = 6.0415 + 0.2 ms."""
-    model = Roofline(LLAMA, H100)
+    model = StepRoofline(LLAMA, H100)
     got = model.step_time_s(StepBatch(decode_contexts=(1000,)))
     assert got == pytest.approx((16.06e9 + 131072 * 1000) / (3.35e12 * 0.8) + 0.0002)
 
@@ -52,8 +53,8 @@ def test_decode_is_memory_bound_by_hand():
 def test_tensor_parallel_adds_allreduce_and_splits_work():
     """tp=2: peak and bandwidth double; two all-reduces per layer of T·4096·2 bytes each,
     ring factor 2·(2-1)/2 = 1, over 450 GB/s: 1000 tokens -> 32·2·8,192,000/450e9 s."""
-    one = Roofline(LLAMA, H100, tp=1)
-    two = Roofline(LLAMA, H100, tp=2)
+    one = StepRoofline(LLAMA, H100, tp=1)
+    two = StepRoofline(LLAMA, H100, tp=2)
     batch = StepBatch((PrefillChunk(1000, 0),))
     allreduce = 32 * 2 * 1000 * 4096 * 2 / 450e9
     expected = (one.step_time_s(batch) - 0.0002) / 2 + allreduce + 0.0002
@@ -61,7 +62,7 @@ def test_tensor_parallel_adds_allreduce_and_splits_work():
 
 
 def test_moe_reads_only_touched_experts():
-    model = Roofline(get_model("mixtral-8x7b"), H100)
+    model = StepRoofline(get_model("mixtral-8x7b"), H100)
     one = model.weight_bytes_read(1)
     many = model.weight_bytes_read(10_000)
     assert many == pytest.approx(get_model("mixtral-8x7b").weight_bytes())
@@ -72,8 +73,8 @@ def test_moe_reads_only_touched_experts():
 
 
 def test_empty_batch_takes_no_time():
-    assert Roofline(LLAMA, H100).step_time_s(StepBatch()) == 0.0
-    assert Roofline(LLAMA, H100).decode_steps_time_s((), 10) == 0.0
+    assert StepRoofline(LLAMA, H100).step_time_s(StepBatch()) == 0.0
+    assert StepRoofline(LLAMA, H100).decode_steps_time_s((), 10) == 0.0
 
 
 @settings(max_examples=200, deadline=None)
@@ -87,17 +88,18 @@ def test_sum_max_of_lines_matches_naive(a1, b1, a2, b2, k):
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(1, 200_000), min_size=1, max_size=300),
        st.integers(1, 3000), st.sampled_from(["llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b"]),
-       st.sampled_from([1, 2, 4]))
-def test_decode_fast_path_equals_step_by_step(contexts, steps, name, tp):
-    """The protocol's contract: decode_steps_time_s == Σ step_time_s over the growing batch.
-    (Large contexts and batches make both the compute- and memory-bound regimes occur.)"""
-    model = COST_MODELS.build("roofline", model=get_model(name), gpu=H100, tp=tp)
+       st.sampled_from([1, 2, 4]), st.sampled_from(["roofline", "step_roofline"]))
+def test_decode_fast_path_equals_step_by_step(contexts, steps, name, tp, cost_model):
+    """The protocol's contract: decode_steps_time_s == Σ step_time_s over the growing batch,
+    for both roofline models. (Large contexts and batches make both the compute- and
+    memory-bound regimes occur.)"""
+    model = COST_MODELS.build(cost_model, model=get_model(name), gpu=H100, tp=tp)
     naive = sum(model.step_time_s(StepBatch(decode_contexts=tuple(c + j for c in contexts)))
                 for j in range(steps))
     assert model.decode_steps_time_s(contexts, steps) == pytest.approx(naive, rel=1e-9)
 
 
 def test_transfer_time():
-    assert Roofline(LLAMA, H100).transfer_time_s(64_000_000_000, 64e9) == 1.0
+    assert StepRoofline(LLAMA, H100).transfer_time_s(64_000_000_000, 64e9) == 1.0
     with pytest.raises(ValueError):
-        Roofline(LLAMA, H100).transfer_time_s(1, 0)
+        StepRoofline(LLAMA, H100).transfer_time_s(1, 0)
