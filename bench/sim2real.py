@@ -1,0 +1,212 @@
+"""Bench: simulated against measured latencies of real vLLM servers (issue 11).
+
+Reads the real runs under ../shared/validation/ (inference-perf load sweeps of vLLM v0.11 on
+one H100; see that folder's README), rebuilds each open-loop stage's workload with the
+package's shared-prefix generator (trace/generate/shared_prefix.py: 10 groups x 10 prompts,
+a 128-token system prompt, the question making up the measured prompt length, 64 output
+tokens, the stage's rate with inference-perf's rescaled exponential gaps, after a warm-up
+probe of every prompt), replays it with the server's limits (max-num-seqs, prefix caching
+and chunked prefill on or off, vLLM's default token budget: 8192 with chunked prefill, 2048
+without) and prints measured vs simulated per stage and the median |relative error| per
+metric. TPOT is derived as the README says: (mean E2E - mean TTFT) / (64 - 1), for both.
+
+Defaults only: no per-stage or per-run fitting. `--cost-model` / `--param KEY=VALUE` /
+`--profile` compare other cost models; every extra `--compare NAME` adds a column set (a
+cost-model name, or `profile:PATH`).
+
+    .venv/bin/python bench/sim2real.py [VALIDATION_DIR] [--compare roofline-step] [--quiet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from prefixsim.config import load_config
+from prefixsim.pipeline import simulate
+from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_prefix_requests
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIR = ROOT.parent / "shared" / "validation" / "inference-perf-kubecon-na-2025"
+MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+          "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3.1-8b"}
+METRICS = ("mean_ttft", "median_ttft", "p99_ttft", "mean_tpot", "mean_e2el", "p99_e2el",
+           "throughput")
+TARGETS = {"mean_ttft": 0.15, "median_ttft": 0.15, "p99_ttft": 0.25, "mean_tpot": 0.10,
+           "mean_e2el": 0.10}
+SYSTEM_PROMPT_TOKENS = 129  # the config's 128 tokens plus the BOS token
+
+
+@dataclass(frozen=True)
+class ServerRun:
+    """One real server configuration and its load stages."""
+
+    name: str
+    model: str
+    max_num_seqs: int
+    prefix_caching: bool
+    chunked_prefill: bool
+    memory_utilization: float
+    workload: dict
+    stages: list[dict]
+
+
+def _args(manifest: Path) -> dict[str, str]:
+    """The vLLM container's --key=value arguments and its MODEL_ID."""
+    found: dict[str, str] = {}
+    for doc in yaml.safe_load_all(manifest.read_text()):
+        for container in _containers(doc):
+            for arg in container.get("args", []):
+                key, _, value = str(arg).partition("=")
+                found[key.lstrip("-").replace("_", "-")] = value
+            for env in container.get("env", []):
+                if env.get("name") == "MODEL_ID":
+                    found["model"] = env.get("value", "")
+    return found
+
+
+def _containers(doc) -> list[dict]:
+    if not isinstance(doc, dict):
+        return []
+    spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+    return [c for c in spec.get("containers", []) if "vllm" in str(c.get("image", ""))]
+
+
+def load_runs(folder: Path) -> list[ServerRun]:
+    config = yaml.safe_load(next(folder.glob("config*.yaml")).read_text())
+    workload = config["data"]["shared_prefix"]
+    runs = []
+    for run_dir in sorted(p for p in folder.iterdir() if (p / "manifests.yaml").is_file()):
+        args = _args(run_dir / "manifests.yaml")
+        stages = []
+        for path in sorted((run_dir / "results").glob("stage_*_lifecycle_metrics.json"),
+                           key=lambda p: int(p.name.split("_")[1])):
+            stages.append(json.loads(path.read_text()) | {"stage": int(path.name.split("_")[1])})
+        runs.append(ServerRun(
+            name=run_dir.name, model=MODELS[args["model"]],
+            max_num_seqs=int(args.get("max-num-seqs", 256)),
+            prefix_caching="enable-prefix-caching" in args,
+            chunked_prefill="no-enable-chunked-prefill" not in args,
+            memory_utilization=float(args.get("gpu-memory-utilization", 0.9)),
+            workload=workload, stages=stages))
+    return runs
+
+
+def open_loop(stage: dict) -> bool:
+    load = stage["load_summary"]
+    failures = (stage.get("failures") or {}).get("count", 0)
+    return load["achieved_rate"] >= 0.98 * load["requested_rate"] and not failures
+
+
+def measured(stage: dict, output_tokens: int) -> dict[str, float]:
+    lat = stage["successes"]["latency"]
+    ttft, e2e = lat["time_to_first_token"], lat["request_latency"]
+    return {
+        "mean_ttft": ttft["mean"] * 1e3, "median_ttft": ttft["median"] * 1e3,
+        "p99_ttft": ttft["p99"] * 1e3,
+        "mean_tpot": (e2e["mean"] - ttft["mean"]) / (output_tokens - 1) * 1e3,
+        "mean_e2el": e2e["mean"] * 1e3, "p99_e2el": e2e["p99"] * 1e3,
+        "throughput": stage["successes"]["throughput"]["requests_per_sec"],
+    }
+
+
+def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[str, float]:
+    wl = run.workload
+    prompt = round(stage["successes"]["prompt_len"]["mean"])
+    spec = SharedPrefix(wl["num_groups"], wl["num_prompts_per_group"], SYSTEM_PROMPT_TOKENS,
+                        prompt - SYSTEM_PROMPT_TOKENS, wl["output_len"], 16)
+    rate = stage["load_summary"]["requested_rate"]
+    requests = shared_prefix_requests(spec, [Stage(rate, 60.0)], seed=seed + stage["stage"])
+    config = load_config(overrides={
+        "model.name": run.model, "hardware.gpu": "h100-sxm",
+        "hardware.memory_utilization": run.memory_utilization,
+        "scheduler.max_num_seqs": run.max_num_seqs,
+        "scheduler.max_batched_tokens": 8192 if run.chunked_prefill else 2048,
+        "scheduler.chunked_prefill": run.chunked_prefill,
+        "cache.prefix_caching": run.prefix_caching,
+        "engine.sample_interval_s": None, **cost})
+    result = simulate(config, requests)
+    frame = result.requests
+    done = frame[(frame["session_id"] == "stage0") & (frame["status"] == "completed")]
+    ttft, e2e = done["ttft_ms"].to_numpy(), done["e2el_ms"].to_numpy()
+    span = done["finish_s"].max() - done["arrival_s"].min()
+    return {
+        "mean_ttft": float(ttft.mean()), "median_ttft": float(np.median(ttft)),
+        "p99_ttft": float(np.percentile(ttft, 99)),
+        "mean_tpot": float((e2e.mean() - ttft.mean()) / (wl["output_len"] - 1)),
+        "mean_e2el": float(e2e.mean()), "p99_e2el": float(np.percentile(e2e, 99)),
+        "throughput": len(done) / span if span > 0 else float("nan"),
+    }
+
+
+def cost_overrides(label: str) -> dict:
+    if label.startswith("profile:"):
+        return {"cost_model.profile": label.removeprefix("profile:")}
+    if label == "default":
+        return {}
+    name, _, params = label.partition("?")
+    out: dict = {"cost_model.name": name}
+    if params:
+        out["cost_model.params"] = {k: float(v) for k, v in
+                                    (kv.split("=") for kv in params.split("&"))}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--compare", action="append", default=[],
+                        help="another cost model: NAME[?k=v&k=v] or profile:PATH")
+    parser.add_argument("--quiet", action="store_true", help="only the error summary")
+    args = parser.parse_args()
+    if not args.folder.is_dir():
+        print(f"skipped: no validation data at {args.folder}")
+        return 0
+    labels = ["default", *args.compare]
+    runs = load_runs(args.folder)
+    errors: dict[str, dict[str, list[float]]] = {lab: {m: [] for m in METRICS} for lab in labels}
+    for run in runs:
+        output = run.workload["output_len"]
+        stages = [s for s in run.stages if open_loop(s)]
+        if not args.quiet:
+            print(f"\n{run.name}: {run.model}, max-num-seqs {run.max_num_seqs}, prefix "
+                  f"caching {'on' if run.prefix_caching else 'off'}, chunked prefill "
+                  f"{'on' if run.chunked_prefill else 'off'}; {len(stages)} of "
+                  f"{len(run.stages)} stages open-loop")
+        for stage in stages:
+            real = measured(stage, output)
+            rate = stage["load_summary"]["requested_rate"]
+            for label in labels:
+                sim = simulated(run, stage, cost_overrides(label))
+                cells = []
+                for m in METRICS:
+                    err = sim[m] / real[m] - 1
+                    errors[label][m].append(err)
+                    cells.append(f"{m} {real[m]:8.1f} {sim[m]:8.1f} {err:+6.0%}")
+                if not args.quiet:
+                    print(f"  stage {stage['stage']} {rate:6.1f} req/s [{label}] "
+                          + " | ".join(cells))
+    print("\nmedian |relative error| over "
+          f"{len(next(iter(errors.values()))['mean_ttft'])} open-loop stages "
+          "(measured vs simulated; target in brackets):")
+    for label in labels:
+        parts = []
+        for m in METRICS:
+            med = statistics.median(abs(e) for e in errors[label][m])
+            target = TARGETS.get(m)
+            mark = "" if target is None else (f" [<= {target:.0%} "
+                                              f"{'met' if med <= target else 'MISSED'}]")
+            parts.append(f"{m} {med:.1%}{mark}")
+        print(f"  {label:>14}: " + ", ".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
