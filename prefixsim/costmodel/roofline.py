@@ -95,6 +95,7 @@ class Roofline:
             gpu, tp, ring_latency_s=s.allreduce_ring_latency_s,
             ring_bus_bytes_s=s.allreduce_ring_bus_bytes_s,
             small_latency_s=s.allreduce_small_latency_s, small_bytes_s=s.allreduce_small_bytes_s)
+        self._vocab_per_gpu = -(-model.vocab_size // tp)  # the LM head is split tp ways
         self._layer_cache: dict[int, float] = {}
         self._decode_fixed_cache: dict[int, float] = {}
         self._s_per_context = (self.dims.num_layers
@@ -144,7 +145,7 @@ class Roofline:
         """LM head over `sampled` sequences, embedding gather and final norm over `tokens`."""
         d, ops = self.dims, self.ops
         row = ACTIVATION_BYTES * tokens * d.hidden_size
-        return (ops.gemm_s(sampled, d.hidden_size, d.vocab_size)
+        return (ops.gemm_s(sampled, d.hidden_size, self._vocab_per_gpu)
                 + ops.elementwise_s("embedding", 2 * row) + ops.elementwise_s("norm", 2 * row))
 
     def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
