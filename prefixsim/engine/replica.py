@@ -46,7 +46,7 @@ class Replica(ReplicaMemory):
         self.state_log = state_log
         self.num_steps = 0
         self.busy_s = 0.0
-        self.itl_segments: list[tuple[float, int]] = []  # (step seconds, tokens produced)
+        self.itl_segments: list[tuple[float, int]] = []  # (gap seconds, tokens produced)
         self._wake: simpy.Event | None = None
         self._run: tuple[float, tuple[int, ...], int] | None = None  # decode run in progress
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
@@ -113,7 +113,11 @@ class Replica(ReplicaMemory):
                 self._idle_wakeup_s = cost.serving_overheads.idle_wakeup_s
                 continue
             self._make_decode_room()
-            plan = self.scheduler.plan(self.running, self.waiting, self.admit)
+            plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
+            while not plan.chunks and not plan.decodes and self.running:
+                # every running request prefills and none has room for its next chunk
+                self._preempt(self.running[-1])
+                plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
             decodes = plan.decodes
             if plan.chunks:
                 self._reserve_decode(decodes, 1)
@@ -137,7 +141,10 @@ class Replica(ReplicaMemory):
                     state.generated_tokens += 1
                 self._outstanding -= len(decodes)
                 for state, num_tokens in plan.chunks:
+                    resumed = state.generated_tokens > 0  # re-prefilled after a preemption
                     self._advance_prefill(state, num_tokens)
+                    if resumed and not state.prefilling:  # its next token, after the stall
+                        self.itl_segments.append((env.now - state.last_token_s, 1))
                 if decodes:
                     self.itl_segments.append((step_s, len(decodes)))
             elif decodes:

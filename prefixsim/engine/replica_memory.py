@@ -4,8 +4,11 @@
 At admission the request's prompt is matched (whole pages ending by token L - 1: the cap is
 page-aligned, R3, so a partial last page is never a hit; it is private KV, never inserted,
 freed at finish: Part C edge case 4), its path is
-locked (R8) and refreshed (R5), and the KV it still needs is reserved, evicting unlocked
-cache pages first (R10; if free + evictable cannot cover it the request waits). Each prefill
+locked (R8) and refreshed (R5), and the KV of its first chunk is reserved, evicting unlocked
+cache pages first (R10; if free + evictable cannot cover it the request waits). Each later
+chunk reserves its own KV when it is scheduled (`grow`, as vLLM v1 allocates per scheduled
+chunk); when that does not fit the chunk waits (vLLM would preempt newer requests to make
+room), and only a step that could run nothing at all preempts the newest request. Each prefill
 chunk's fully computed pages move from the request's private reservation into the tree (R6;
 an already-resident page is reused and the private copy freed, R7). Each decode step
 reserves one token per decoding request; when that cannot be had, the newest running request
@@ -68,8 +71,9 @@ class ReplicaMemory:
         self.cache.evict(num_tokens)
         self.cache.reserve(num_tokens)
 
-    def admit(self, state: RequestState) -> bool:
-        """Match, lock and reserve for `state` if its KV fits (R10); False leaves no trace."""
+    def admit(self, state: RequestState, budget: int) -> int:
+        """Match, lock and reserve the first chunk of `state` (at most `budget` tokens) if
+        its KV fits (R10); returns the chunk's tokens, 0 when it does not fit (no trace)."""
         cache, now, request = self.cache, self.env.now, state.request
         rule = state.rule
         limit = request.matchable_pages(state.prompt_tokens) if rule.cacheable else 0
@@ -83,14 +87,15 @@ class ReplicaMemory:
             hit = min(request.prefix_tokens(num + lower.num_pages), state.prompt_tokens - 1)
         else:
             hit = min(matched, state.prompt_tokens - 1)
-        need = state.prompt_tokens - matched
+        size = min(state.prompt_tokens - hit, budget)
+        need = hit + size - matched  # the first chunk's KV (and lower-tier copies) beyond the tree
         tip = pages[-1] if pages else None
         if tip is not None:
             cache.lock(tip)
         if need + self._decode_room > self._available():
             if tip is not None:
                 cache.unlock(tip, now)
-            return False
+            return 0
         if lower:  # before _reserve: its evictions demote pages and could push these out
             self.tiers.take(lower)
         self._reserve(need)
@@ -117,6 +122,15 @@ class ReplicaMemory:
             self.hit_tokens += hit
         else:
             state.recomputed_tokens += state.prompt_tokens - hit
+        return size
+
+    def grow(self, state: RequestState, num_tokens: int) -> bool:
+        """Reserve the KV of a running request's next prefill chunk (vLLM v1 allocates per
+        scheduled chunk); False, reserving nothing, when it does not fit (the chunk waits)."""
+        if num_tokens + self._decode_room > self._available():
+            return False
+        self._reserve(num_tokens)
+        state.private_tokens += num_tokens
         return True
 
     def _release(self, state: RequestState) -> None:
@@ -131,6 +145,7 @@ class ReplicaMemory:
         self._release(state)
         self.running.remove(state)
         self._outstanding -= state.outstanding_tokens
+        state.last_token_s = self.env.now  # preemption comes at a step boundary
         state.status = WAITING
         state.prompt_tokens = state.request.input_tokens + state.generated_tokens
         state.computed_tokens = state.tree_tokens = state.num_tree_pages = 0

@@ -29,7 +29,7 @@ class RequestState:
         "finish_s", "cached_tokens", "recomputed_tokens", "preemptions", "prompt_tokens",
         "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
         "generated_tokens", "target_tokens", "rule", "cached_tokens_host",
-        "cached_tokens_disk", "load_s",
+        "cached_tokens_disk", "load_s", "last_token_s",
     )
 
     def __init__(self, request: Request, arrival_s: float) -> None:
@@ -55,6 +55,7 @@ class RequestState:
         self.cached_tokens_host = 0  # of cached_tokens, loaded from host DRAM (R15)
         self.cached_tokens_disk = 0
         self.load_s = 0.0  # lower-tier load time not yet charged to a step
+        self.last_token_s = 0.0  # when a preempted request produced its last token
 
     @property
     def prefilling(self) -> bool:
@@ -70,8 +71,9 @@ class RequestState:
 
     @property
     def context_tokens(self) -> int:
-        """Tokens a decode step attends to: the prompt and the tokens generated since."""
-        return self.prompt_tokens + self.generated_tokens
+        """Tokens a decode step attends to: the input and every token generated (after a
+        preemption the prompt already holds the tokens generated before it)."""
+        return self.request.input_tokens + self.generated_tokens
 
     @property
     def outstanding_tokens(self) -> int:

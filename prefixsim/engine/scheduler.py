@@ -3,8 +3,9 @@
 A pure decision over the replica's running and waiting requests (vLLM V1 order): every
 decoding request gets one token; prefilling requests continue in admission order with chunks
 under the token budget; then waiting requests are admitted first-come first-served while the
-budget, `max_num_seqs` and memory allow (the replica's `admit` callback says whether the KV
-pages fit, docs/cache-semantics.md R10; the first that does not fit blocks the queue). It never
+budget, `max_num_seqs` and memory allow (the replica's `admit` and `grow` callbacks reserve
+each chunk's KV as it is scheduled, docs/cache-semantics.md R10; the first chunk that does
+not fit blocks the prefills and the queue behind it). It never
 yields, sleeps or records. With `chunked_prefill` off (vLLM's --no-enable-chunked-prefill) a
 waiting prompt is admitted only into a step with budget for all of it (one longer than the
 whole budget is still chunked, alone, rather than never served). Priorities, SLO-aware
@@ -49,31 +50,39 @@ class ContinuousBatching:
         self,
         running: list[RequestState],
         waiting: deque[RequestState],
-        admit: Callable[[RequestState], bool],
+        admit: Callable[[RequestState, int], int],
+        grow: Callable[[RequestState, int], bool],
     ) -> StepPlan:
-        """Plan the next step; admitted requests move from `waiting` to `running`."""
+        """Plan the next step; admitted requests move from `waiting` to `running`.
+        `admit(state, budget)` reserves a waiting request's first chunk of at most `budget`
+        tokens and returns its size (0: it does not fit); `grow(state, tokens)` reserves a
+        running request's next chunk (False: it does not fit)."""
         budget = self.max_batched_tokens
         decodes = [s for s in running if not s.prefilling]
         budget -= len(decodes)
         chunks: list[tuple[RequestState, int]] = []
+        starved = False
         for state in running:
             if budget <= 0:
                 break
             if state.prefilling:
                 size = min(state.remaining_prefill_tokens, budget)
+                if not grow(state, size):
+                    starved = True  # no memory for it: later prefills and admissions wait
+                    break
                 chunks.append((state, size))
                 budget -= size
-        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+        while not starved and waiting and budget > 0 and len(running) < self.max_num_seqs:
             state = waiting[0]
             if not self.chunked_prefill and state.remaining_prefill_tokens > budget \
                     and (chunks or decodes or state.remaining_prefill_tokens
                          <= self.max_batched_tokens):
                 break  # whole prompts only: it waits for a step with room for all of it
-            if not admit(state):
+            size = admit(state, budget)
+            if not size:
                 break
             waiting.popleft()
             running.append(state)
-            size = min(state.remaining_prefill_tokens, budget)
             chunks.append((state, size))
             budget -= size
         return StepPlan(decodes, chunks)

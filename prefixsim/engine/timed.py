@@ -107,7 +107,7 @@ def replay_timed(
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
                 yield env.timeout(arrival_s + frontend_s - env.now)
-            state = RequestState(request, arrival_s)
+            state = RequestState(request, env.now - frontend_s)
             if rules is not None:
                 state.rule = rules.for_request(request)
             states.append(state)

@@ -25,7 +25,9 @@ def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
 def cache_summary(
     requests: pd.DataFrame, counters: CacheCounters, capacity_tokens: int | None
 ) -> dict[str, float | int | None]:
-    """Hit rates and cache activity of a replay (docs/cache-semantics.md Part A figures)."""
+    """Hit rates and cache activity of a replay (docs/cache-semantics.md Part A figures).
+    Rejected requests (never served) count in no hit rate."""
+    requests = served(requests)
     query = int(requests["input_tokens"].sum())
     hits = int(requests["cached_tokens"].sum())
     num = len(requests)
@@ -57,14 +59,21 @@ def tier_hits(requests: pd.DataFrame) -> dict[str, int]:
     }
 
 
+def served(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests that were served (every status but `rejected`)."""
+    return requests[requests["status"] != "rejected"]
+
+
 def request_summary(requests: pd.DataFrame) -> dict[str, float | int]:
-    """Counts and token totals over requests (vLLM names)."""
+    """Counts over every request and token totals over the completed ones (as vLLM's
+    benchmark counts them: a rejected request's tokens were never processed)."""
     status = requests["status"]
+    done = requests[status == "completed"]
     return {
         "completed": int((status == "completed").sum()),
         "failed": int((status != "completed").sum()),
-        "total_input_tokens": int(requests["input_tokens"].sum()),
-        "total_output_tokens": int(requests["output_tokens"].sum()),
+        "total_input_tokens": int(done["input_tokens"].sum()),
+        "total_output_tokens": int(done["output_tokens"].sum()),
     }
 
 

@@ -16,7 +16,8 @@ STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
 LATENCIES = {
     "ttft": "time to first token (arrival to first output token)",
     "tpot": "time per output token after the first (per request)",
-    "itl": "inter-token latency (per output token, over all requests)",
+    "itl": "inter-token latency (per output token, over all requests; stalls after a "
+           "preemption included)",
     "e2el": "end-to-end latency (arrival to last token)",
 }
 
@@ -24,8 +25,8 @@ _RUN = {
     "mode": "cache_only or timed",
     "completed": "requests that finished",
     "failed": "requests that did not finish (rejected included)",
-    "total_input_tokens": "prompt tokens over all requests",
-    "total_output_tokens": "output tokens over all requests",
+    "total_input_tokens": "prompt tokens of the completed requests",
+    "total_output_tokens": "output tokens of the completed requests",
     "num_requests": "requests in the trace replayed",
     "seed": "the run's seed",
     "prefixsim_version": "version of prefixsim that wrote the results",
@@ -35,7 +36,8 @@ _RUN = {
     "trace_*": "labels the trace reader adds (e.g. trace_prefix_model, trace_arrival_model)",
 }
 _CACHE = {
-    "cache_query_tokens": "prompt tokens looked up in the cache (sum of L)",
+    "cache_query_tokens": "prompt tokens looked up in the cache (sum of L over served "
+                          "requests)",
     "cache_hit_tokens": "prompt tokens found in the cache (all tiers)",
     "cache_token_hit_rate": "token-weighted hit rate: cache_hit_tokens / cache_query_tokens",
     "cache_request_hit_rate": "request-weighted hit rate: share of requests with a hit",
@@ -60,7 +62,8 @@ _SERVING = {
     "request_throughput": "completed requests per simulated second",
     "output_throughput": "output tokens of completed requests per simulated second",
     "total_token_throughput": "input + output tokens of completed requests per second",
-    "request_goodput": "completed requests meeting every --goodput SLO, per second",
+    "request_goodput": "completed requests meeting every --goodput SLO, per second (null "
+                       "without an SLO)",
     "rejected": "requests that could never fit a replica's KV pool",
     "num_preemptions": "preemptions (recompute) over all requests",
     "num_events": "engine steps plus requests (how much work the simulation did)",

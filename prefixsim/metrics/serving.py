@@ -2,10 +2,13 @@
 
 From the requests frame (one row per ServedRecord) and the engine's per-replica figures:
 `duration`, `request_throughput`, `output_throughput`, `total_token_throughput`,
-`request_goodput`, `{mean,median,std,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`, and
+`request_goodput` (null without an SLO),
+`{mean,median,std,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`, and
 `replica{i}_*` figures. Latency distributions are over completed requests. ITL comes from
-the engine's step segments (step time, tokens produced), each decode-only run entering with
-its mean step time: exact for mixed steps, within a run's context growth for decode runs.
+the engine's segments (gap, tokens produced): each step with its time and the tokens it
+produced, each decode-only run with its mean step time (exact for mixed steps, within a run's
+context growth for decode runs), and the stall of a resumed request, from its last token
+before a preemption to its next one, as one gap (vLLM's ITL includes it).
 """
 
 from __future__ import annotations
@@ -52,24 +55,25 @@ def serving_summary(
     itl_segments: Sequence[tuple[float, int]],
     goodput_ttft_ms: float | None = None,
     goodput_tpot_ms: float | None = None,
-) -> dict[str, float | int]:
+) -> dict[str, float | int | None]:
     """Throughputs, goodput and latency distributions (vLLM benchmark keys)."""
     done = requests[requests["status"] == "completed"]
     duration = duration_s if duration_s > 0 else float("nan")
     output = int(done["output_tokens"].sum())
     total = int(done["input_tokens"].sum()) + output
+    slo = goodput_ttft_ms is not None or goodput_tpot_ms is not None
     good = np.ones(len(done), dtype=bool)
     if goodput_ttft_ms is not None:
         good &= done["ttft_ms"].to_numpy() <= goodput_ttft_ms
     if goodput_tpot_ms is not None:
         tpot = done["tpot_ms"].to_numpy()
         good &= np.isnan(tpot) | (tpot <= goodput_tpot_ms)
-    summary: dict[str, float | int] = {
+    summary: dict[str, float | int | None] = {
         "duration": duration_s,
         "request_throughput": len(done) / duration,
         "output_throughput": output / duration,
         "total_token_throughput": total / duration,
-        "request_goodput": int(good.sum()) / duration,
+        "request_goodput": int(good.sum()) / duration if slo else None,
         "rejected": int((requests["status"] == "rejected").sum()),
         "num_preemptions": int(requests["preemptions"].sum()),
     }

@@ -42,8 +42,8 @@ def test_r13_catches_a_corrupted_cache_counter(monkeypatch, counter):
     the pages do not match, so the R13 check fails."""
     original = replica_module.Replica.admit
 
-    def corrupting(self, state):
-        admitted = original(self, state)
+    def corrupting(self, state, budget):
+        admitted = original(self, state, budget)
         if admitted:
             setattr(self.cache, counter, getattr(self.cache, counter) + 1)
         return admitted

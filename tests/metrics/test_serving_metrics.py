@@ -85,8 +85,8 @@ def test_debug_mode_catches_a_broken_account():
 
     original = replica_module.Replica.admit
 
-    def leaky(self, state):
-        admitted = original(self, state)
+    def leaky(self, state, budget):
+        admitted = original(self, state, budget)
         if admitted:
             state.private_tokens -= 1  # the cache still holds the token: R13 account broken
         return admitted
