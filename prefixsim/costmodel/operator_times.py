@@ -20,6 +20,7 @@ CPU time (roofline.py adds it), MoE routing kernels, sampling kernels.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from prefixsim.costmodel.operators import LayerDims
@@ -95,10 +96,13 @@ class OperatorTimes:
         self._attn_byte_s = 1.0 / (gpu.hbm_bandwidth_bytes_s * p.decode_attention_efficiency)
         self._hbm_s = 1.0 / gpu.hbm_bandwidth_bytes_s
         self._p = p.overlap_exponent
+        self._weights: dict[tuple[int, int], tuple[float, float, float]] = {}
 
     def blend(self, compute_s: float, memory_s: float) -> float:
         """The p-norm of compute and memory time (their max when p is infinite)."""
         p = self._p
+        if p == 2.0:
+            return math.hypot(compute_s, memory_s)
         if p == float("inf"):
             return max(compute_s, memory_s)
         return (compute_s**p + memory_s**p) ** (1.0 / p)
@@ -107,12 +111,17 @@ class OperatorTimes:
         """One GEMM of `tokens` rows through an `in_features` x `out_features` weight."""
         if tokens <= 0:
             return 0.0
-        p = self.params
-        rows = _tiles(int(-(-tokens // 1)), p.gemm_tile_tokens)
-        compute = 2.0 * rows * in_features * out_features * self._gemm_flop_s
-        memory = ((tokens * in_features + tokens * out_features) * ACT_BYTES
-                  + in_features * out_features * self.weight_bytes) * self._gemm_byte_s
-        return self.blend(compute, memory) + p.gemm_floor_s
+        shape = (in_features, out_features)
+        terms = self._weights.get(shape)
+        if terms is None:  # seconds per padded row, per row of bytes, for the weight's bytes
+            terms = self._weights[shape] = (
+                2.0 * in_features * out_features * self._gemm_flop_s,
+                (in_features + out_features) * ACT_BYTES * self._gemm_byte_s,
+                in_features * out_features * self.weight_bytes * self._gemm_byte_s)
+        per_row, per_token, weight = terms
+        rows = _tiles(math.ceil(tokens), self.params.gemm_tile_tokens)
+        return (self.blend(per_row * rows, per_token * tokens + weight)
+                + self.params.gemm_floor_s)
 
     def elementwise_s(self, kind: str, num_bytes: float) -> float:
         """An element-wise kernel moving `num_bytes` (ELEMENTWISE_EFFICIENCY[kind])."""

@@ -177,12 +177,14 @@ class Roofline:
         if not prefills:
             return self._decode_fixed_s(len(contexts)) + self._s_per_context * sum(contexts)
         ops = self.ops
-        attention = ops.attention_floor_s(True) + sum(
-            ops.prefill_attention_s(c.new_tokens, c.cached_tokens)
-            for c in prefills if c.new_tokens > 0)
+        attention = ops.attention_floor_s(True)
+        sampled = len(contexts)
+        for chunk in prefills:
+            if chunk.new_tokens > 0:
+                attention += ops.prefill_attention_s(chunk.new_tokens, chunk.cached_tokens)
+            sampled += chunk.emits_token
         if contexts:
             attention += ops.decode_attention_fixed_s(len(contexts))
-        sampled = len(contexts) + sum(1 for c in prefills if c.emits_token)
         num_seqs = len(contexts) + len(prefills)
         return (self.dims.num_layers * (self.layer_s(tokens) + attention)
                 + self._s_per_context * sum(contexts) + self._head_s(tokens, sampled)
