@@ -134,7 +134,8 @@ def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[st
         "engine.sample_interval_s": None, **cost})
     result = simulate(config, requests)
     frame = result.requests
-    done = frame[(frame["session_id"] == "stage0") & (frame["status"] == "completed")]
+    done = frame[frame["session_id"].str.startswith("stage0/")
+                 & (frame["status"] == "completed")]
     ttft, e2e = done["ttft_ms"].to_numpy(), done["e2el_ms"].to_numpy()
     span = done["finish_s"].max() - done["arrival_s"].min()
     return {

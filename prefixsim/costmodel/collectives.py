@@ -9,7 +9,7 @@ replica. Activations are bf16 (2 bytes) whatever the weights' dtype. Two models:
   algorithms as vLLM picks them: a one-shot "custom" all-reduce for small messages (latency
   `small_latency_s`, `small_bytes_s` of payload per second) and the NCCL ring for large ones
   (`ring_latency_s`, bus bandwidth `ring_bus_bytes_s` carrying 2 (tp - 1) / tp of the
-  payload). Defaults and their sources are in docs/cost-models.md "All-reduce".
+  payload). Defaults and their sources: docs/cost-models.md "Defaults and their sources".
 
 Compute and memory time are not here.
 """

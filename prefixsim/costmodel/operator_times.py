@@ -30,7 +30,7 @@ ACT_BYTES = 2  # bf16 activations
 # Element-wise kernels of a layer: bytes moved per token (as a function of the layer's
 # per-GPU dims) and the fraction of HBM bandwidth each reached in Vidur's H100 and A100
 # measurements (median fits over Llama-2-7B/70B, CodeLlama-34B, InternLM-20B, Qwen-72B at
-# TP 1-8; docs/cost-models.md "Element-wise operators").
+# TP 1-8; docs/cost-models.md "Defaults and their sources").
 ELEMENTWISE_EFFICIENCY = {"norm": 0.4, "rope": 0.5, "activation": 0.6, "residual": 1.0,
                           "kv_write": 0.5, "embedding": 0.2}
 

@@ -33,7 +33,7 @@ from prefixsim.presets import GPUSpec, ModelSpec
 @dataclass(frozen=True, slots=True)
 class ServingParams:
     """CPU time per step, per-request overheads and all-reduce figures, in seconds (sources
-    in docs/cost-models.md "Serving overheads" and "All-reduce")."""
+    in docs/cost-models.md "Serving overheads" and "Defaults and their sources")."""
 
     step_overhead_s: float = 0.0005
     step_overhead_s_per_seq: float = 0.000005

@@ -1,7 +1,8 @@
 """Synthetic production-like workloads: `generate(preset, num_requests, seed)` -> requests.
 
 Sessions start by the preset's arrival process; each picks a workload (by share of
-requests), shared prefixes (Zipf), documents, and runs its turns with think times.
+requests), shared prefixes (Zipf), documents, and runs its turns with think times. A
+`kind: shared_prefix` preset is a benchmark client's workload instead (shared_prefix.py).
 Deterministic: the same preset, count, rate and seed give the same requests.
 """
 
@@ -11,15 +12,18 @@ import numpy as np
 
 from prefixsim.trace.generate.arrivals import session_starts
 from prefixsim.trace.generate.model import Corpus, Pager, Row, session_rows
-from prefixsim.trace.generate.preset import PRESETS, Preset, load_preset
+from prefixsim.trace.generate.preset import PRESETS, Preset, SharedPrefixPreset, load_preset
+from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_prefix_requests
 from prefixsim.trace.record import Request
 
-__all__ = ["PRESETS", "Preset", "generate", "load_preset"]
+__all__ = ["PRESETS", "Preset", "SharedPrefixPreset", "generate", "load_preset"]
 
 
-def generate(preset: Preset, num_requests: int, seed: int,
+def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
              rate_per_s: float | None = None) -> list[Request]:
     """`num_requests` requests (the earliest ones) in arrival order, session ids kept."""
+    if isinstance(preset, SharedPrefixPreset):
+        return _shared_prefix(preset, num_requests, seed, rate_per_s)
     rng = np.random.default_rng(seed)
     pager = Pager(preset.page_size_tokens)
     corpora = [Corpus(i, w, rng) for i, w in enumerate(preset.workloads)]
@@ -54,3 +58,16 @@ def generate(preset: Preset, num_requests: int, seed: int,
                 row.page_ids, preset.page_size_tokens, row.session)
         for index, row in enumerate(rows)
     ]
+
+
+def _shared_prefix(preset: SharedPrefixPreset, num_requests: int, seed: int,
+                   rate_per_s: float | None) -> list[Request]:
+    """One stage of `num_requests` at the rate (after the warm-up probe when asked for)."""
+    spec = SharedPrefix(preset.num_groups, preset.prompts_per_group,
+                        preset.system_prompt_tokens, preset.question_tokens,
+                        preset.output_tokens, preset.page_size_tokens)
+    rate = rate_per_s if rate_per_s is not None else preset.rate_per_s
+    warm = spec.num_prompts if preset.warmup else 0
+    requests = shared_prefix_requests(spec, [Stage(rate, num_requests / rate)], seed,
+                                      warmup=preset.warmup)
+    return requests[:warm + num_requests]

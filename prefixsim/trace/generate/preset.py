@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from prefixsim.errors import InputError
 
 PRESET_DIR = Path(__file__).resolve().parents[3] / "traces"
-PRESETS = ("chat", "agent", "rag", "api-mixed")
+PRESETS = ("chat", "agent", "rag", "api-mixed", "shared-prefix")
 
 
 class Model(BaseModel):
@@ -162,6 +162,25 @@ class Preset(Model):
     workloads: list[Workload] = Field(min_length=1)
 
 
+class SharedPrefixPreset(Model):
+    """A benchmark client's shared-prefix workload (`kind: shared_prefix`; the generator is
+    shared_prefix.py): groups of prompts sharing a system prompt, fixed output lengths,
+    arrivals at `rate_per_s` (exponential gaps rescaled to fill the run), optionally after a
+    warm-up that sends every prompt once."""
+
+    kind: Literal["shared_prefix"]
+    name: str
+    description: str = ""
+    page_size_tokens: int = Field(16, ge=1)
+    num_groups: int = Field(10, ge=1)
+    prompts_per_group: int = Field(10, ge=1)
+    system_prompt_tokens: int = Field(128, ge=1)
+    question_tokens: int = Field(64, ge=1)
+    output_tokens: int = Field(64, ge=1)
+    rate_per_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    warmup: bool = False
+
+
 def preset_path(name_or_path: str) -> Path:
     """A built-in preset name (traces/<name>.yaml) or a YAML path."""
     path = Path(name_or_path)
@@ -170,7 +189,7 @@ def preset_path(name_or_path: str) -> Path:
     return PRESET_DIR / f"{name_or_path}.yaml"
 
 
-def load_preset(name_or_path: str) -> Preset:
+def load_preset(name_or_path: str) -> Preset | SharedPrefixPreset:
     path = preset_path(name_or_path)
     if not path.is_file():
         raise InputError(f"no preset {name_or_path!r} (built in: {', '.join(PRESETS)})",
@@ -179,8 +198,9 @@ def load_preset(name_or_path: str) -> Preset:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    model = SharedPrefixPreset if isinstance(data, dict) and "kind" in data else Preset
     try:
-        return Preset.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"])

@@ -93,8 +93,9 @@ def stage_arrivals(stage: Stage, start_s: float, rng: np.random.Generator) -> np
 def shared_prefix_requests(spec: SharedPrefix, stages: Sequence[Stage], seed: int,
                            warmup: bool = True, gap_s: float = 10.0) -> list[Request]:
     """Requests of `stages` run back to back (`gap_s` apart), after a warm-up that sends every
-    prompt once, `warmup_spacing` apart, when `warmup`. Session ids name the stage
-    (`warmup`, `stage0`, ...), so a caller can pick one stage's requests out of the records."""
+    prompt once, 10 ms apart, when `warmup`. Session ids name the stage and the group
+    (`warmup/g3`, `stage0/g7`, ...), so a caller can pick one stage's requests out of the
+    records."""
     rng = np.random.default_rng(seed)
     pages = spec.prompt_pages()
     order = rng.permutation(spec.num_prompts)
@@ -109,8 +110,9 @@ def shared_prefix_requests(spec: SharedPrefix, stages: Sequence[Stage], seed: in
         rows += [(float(t), int(order[i % spec.num_prompts]), f"stage{number}")
                  for i, t in enumerate(times)]
         now += stage.duration_s + gap_s
+    per_group = spec.prompts_per_group
     return [
         Request(index, round(arrival, 6), spec.input_tokens, spec.output_tokens, pages[prompt],
-                spec.page_size_tokens, session)
-        for index, (arrival, prompt, session) in enumerate(rows)
+                spec.page_size_tokens, f"{stage}/g{prompt // per_group}")
+        for index, (arrival, prompt, stage) in enumerate(rows)
     ]
