@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from heapq import heappop, heappush
+from typing import Protocol
 
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, overrides
@@ -91,6 +92,14 @@ def _is_current_block(entry: tuple, page: Page) -> bool:
     return entry[-2] == page.version and page.resident and page.lock_count == 0
 
 
+class CacheObserver(Protocol):
+    """Told of every page that enters or leaves a RadixCache (after the change)."""
+
+    def added(self, page: Page) -> None: ...
+
+    def removed(self, page: Page) -> None: ...
+
+
 class RadixCache:
     """A capacity-bounded (in tokens) prefix cache over chained page ids."""
 
@@ -132,6 +141,9 @@ class RadixCache:
         # A policy whose keys change without an access (S3-FIFO's small queue overflowing)
         # is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
         policy.bind_cache(self)
+        # A prefix index (router/index.py) sets this to hear of every page that becomes
+        # resident (`added(page)`) or leaves, by eviction or expiry (`removed(page)`).
+        self.observer: CacheObserver | None = None
         # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
         # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
         self.on_demote: Callable[[Page], None] | None = None
@@ -245,6 +257,7 @@ class RadixCache:
         pages = self._pages
         get = pages.get
         hook = self.policy.on_insert if self._hook_insert else None
+        observer = self.observer
         resident = self.resident_tokens
         counters = self.counters
         try:
@@ -272,6 +285,8 @@ class RadixCache:
                 counters.inserted_tokens += tokens
                 if hook is not None:
                     hook(page)
+                if observer is not None:
+                    observer.added(page)
                 placed.append(page)
                 parent = page
         finally:
@@ -476,6 +491,8 @@ class RadixCache:
         page goes to the policy's `on_expire` when it has one, else to `on_evict`."""
         page.resident = False
         del self._pages[page.page_id]
+        if self.observer is not None:
+            self.observer.removed(page)
         self.resident_tokens -= page.num_tokens
         parent = page.parent
         entry = None

@@ -35,3 +35,47 @@ def steps_reaching(cost_model: CostModel, contexts: tuple[int, ...], steps: int,
     if done < steps and cost_model.decode_steps_time_s(contexts, done) < elapsed_s:
         done += 1
     return done
+
+
+class RunClock:
+    """Steps of one decode run completed by a time, for repeated, mostly increasing queries
+    (a router reading a replica's load at every arrival): a cursor on the last answer, so a
+    query inside the same step costs no cost-model call and one a step later costs one.
+    Same answers as `steps_done_by`."""
+
+    __slots__ = ("cost_model", "contexts", "num_seqs", "steps", "total_s", "done", "done_s",
+                 "next_s")
+
+    def __init__(self, cost_model: CostModel, contexts: tuple[int, ...], steps: int,
+                 total_s: float) -> None:
+        self.cost_model = cost_model
+        self.contexts = contexts
+        self.num_seqs = len(contexts)
+        self.steps = steps
+        self.total_s = total_s
+        # the cursor: `done` steps end at done_s, the next at next_s (-1: not asked yet); a
+        # caller may read done directly when done_s <= elapsed < next_s
+        self.done = 0
+        self.done_s = 0.0
+        self.next_s = -1.0
+
+    def steps_done(self, elapsed_s: float) -> int:
+        """Most steps (0..steps) whose total time fits in `elapsed_s`."""
+        if elapsed_s >= self.total_s:
+            return self.steps
+        if self.next_s < 0:
+            self.next_s = self.cost_model.decode_steps_time_s(self.contexts, 1)
+        if self.done_s <= elapsed_s < self.next_s:
+            return self.done
+        if self.next_s <= elapsed_s < 2 * self.next_s - self.done_s:
+            self._advance(self.done + 1)  # the next step: one call
+            if elapsed_s < self.next_s:
+                return self.done
+        self._advance(steps_done_by(self.cost_model, self.contexts, self.steps, elapsed_s))
+        return self.done
+
+    def _advance(self, done: int) -> None:
+        time_of = self.cost_model.decode_steps_time_s
+        self.done_s = self.next_s if done == self.done + 1 else time_of(self.contexts, done)
+        self.done = done
+        self.next_s = time_of(self.contexts, done + 1) if done < self.steps else self.total_s

@@ -30,6 +30,7 @@ from prefixsim.engine.request_state import RequestState, ServedRecord, served_re
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.state_log import StateLog
 from prefixsim.router import Router
+from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
 
 ProgressCallback = Callable[[int], None]
@@ -97,8 +98,12 @@ def replay_timed(
     replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants,
                         max_run_steps, tier_stacks[i], kv_bytes_per_token, log)
                 for i, cache in enumerate(caches)]
-    # a router's match expires pages of TTL caches (R11) on every replica it looks at
-    record_all = any(cache.ttl is not None for cache in caches)
+    indexed = isinstance(router, IndexedRouter) and not any(cache.block for cache in caches)
+    if indexed:
+        router.bind_caches(caches, lambda: env.now)
+    # a router reading the caches live expires pages of TTL caches (R11) on every replica it
+    # looks at (one following them through an index changes nothing)
+    record_all = not indexed and any(cache.ttl is not None for cache in caches)
 
     frontend_s = cost_model.serving_overheads.frontend_s
 

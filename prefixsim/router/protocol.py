@@ -8,11 +8,14 @@ register in `ROUTERS`; `ROUTERS.build(name, **params)` makes one per run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from prefixsim.registry import Registry
 from prefixsim.trace import Request
+
+if TYPE_CHECKING:
+    from prefixsim.cache import RadixCache
 
 
 class ReplicaView(Protocol):
@@ -41,6 +44,17 @@ class Router(Protocol):
 
     def route(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         """Index (into `replicas`) of the replica that gets `request`."""
+        ...
+
+
+@runtime_checkable
+class IndexedRouter(Router, Protocol):
+    """A router that may follow the replicas' caches through their events (router/index.py)
+    instead of asking each replica: the timed engine hands it the caches, in replica order,
+    and its clock before the first arrival when the caches allow it (radix mode)."""
+
+    def bind_caches(self, caches: Sequence[RadixCache], clock: Callable[[], float]) -> None:
+        """Follow `caches` (replica i's is caches[i]) from now on; `clock()` is `now`."""
         ...
 
 

@@ -177,13 +177,25 @@ def _workload(seed, num, num_prefixes):
     return out
 
 
+class LivePrefixAware:
+    """prefix_aware reading every replica's cache live (no PrefixIndex: not an
+    IndexedRouter), so its matches expire dead pages on each replica it looks at."""
+
+    def __init__(self):
+        self.inner = ROUTERS.build("prefix_aware")
+
+    def route(self, request, replicas, now):
+        return self.inner.route(request, replicas, now)
+
+
 def _assert_matches_polling(requests, replicas, router, ttl, capacity):
     with pytest.MonkeyPatch.context() as monkeypatch:
         polled = _poll_reference(monkeypatch, 0.125)
         rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
         caches = [RadixCache(capacity, POLICIES.build("lru"), rule) for _ in range(replicas)]
+        router = ROUTERS.build(router) if isinstance(router, str) else router
         result = timed.replay_timed(requests, caches, ROOFLINE, ContinuousBatching(512, 8),
-                                    ROUTERS.build(router))
+                                    router)
     frame = sample_states(result.states, [capacity] * replicas, 0.125, result.duration_s)
     reference = [row for row in polled if row[0] <= result.duration_s]
     assert len(reference) == len(frame)
@@ -216,16 +228,21 @@ def test_matches_a_polling_sampler(seed, replicas, router, ttl, capacity):
 
 def test_routing_expiry_on_a_busy_replica_shows_at_once():
     """TTL 1 s. A (4 pages, 1 output) and then D (5 pages, 3000 outputs: a long decode run)
-    go to replica 0. B at 5.01 s goes to replica 1 (replica 0 has the load), but prefix_aware
-    matched B on replica 0 too, which expired A's pages there (R11) while D's run goes on
-    without a step boundary. The 5.125 s sample shows them gone, as a poller would."""
+    go to replica 0. B at 5.01 s goes to replica 1 (replica 0 has the load), but a
+    prefix_aware reading the caches live matched B on replica 0 too, which expired A's pages
+    there (R11) while D's run goes on without a step boundary. The 5.125 s sample shows them
+    gone, as a poller would. (Through the PrefixIndex the router expires nothing: A's pages
+    stay until replica 0's next match, as its next sample shows.)"""
     requests = [Request(0, 0.1, 64, 1, (1, 2, 3, 4), 16),
                 Request(1, 0.2, 80, 3000, (100, 101, 102, 103, 104), 16),
                 Request(2, 5.01, 64, 1, (200, 201, 202, 203), 16)]
-    frame = _assert_matches_polling(requests, 2, "prefix_aware", 1.0, 100_000)
+    frame = _assert_matches_polling(requests, 2, LivePrefixAware(), 1.0, 100_000)
     replica0 = frame[frame["replica"] == 0].set_index("time_s")
     assert replica0.loc[4.875, "cached_tokens"] == 64 + 80
     assert replica0.loc[5.125, "cached_tokens"] == 80
+    indexed = _assert_matches_polling(requests, 2, "prefix_aware", 1.0, 100_000)
+    assert indexed[indexed["replica"] == 0].set_index("time_s").loc[5.125,
+                                                                   "cached_tokens"] == 64 + 80
 
 
 # ------------------------------------------------------------- slow cost model: events, not time

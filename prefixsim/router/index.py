@@ -1,0 +1,135 @@
+"""PrefixIndex: one index of which replica holds which prefix, for routing in O(prompt pages).
+
+Looking a prompt up in every replica's cache costs O(replicas x pages) per arrival, so a
+fleet of hundreds of replicas is slow to study. The index keeps, per page id, the replicas
+whose HBM cache holds it, updated by the caches' events (a page added; a page removed by
+eviction or expiry: cache/tree.py's `observer`). A lookup walks the prompt's pages once,
+narrowing the set of replicas still matching: O(pages + holders), whatever the fleet size.
+
+With `event_delay_s` = 0 the index is exact: a page counts for a replica only while it is
+resident and alive (locked, or its deadline not passed: the test `RadixCache.match` applies
+before matching), so `prefix_tokens` equals each replica's live `cached_prefix_tokens` (the
+page-aligned cap of docs/cache-semantics.md R3) without expiring anything as a side effect.
+With `event_delay_s` > 0 each event reaches the index that many simulated seconds late, as
+a router fed by KV events sees the caches (additions and removals alike); the stale view
+then counts pages whose removal it has not heard of yet. Radix mode only: block mode's
+re-adoption of orphans changes what matches without an event, so routers read block-mode
+caches live.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from prefixsim.cache import Page, RadixCache
+from prefixsim.trace import Request
+
+
+class _ReplicaFeed:
+    """The observer one replica's cache reports to."""
+
+    __slots__ = ("index", "replica")
+
+    def __init__(self, index: PrefixIndex, replica: int) -> None:
+        self.index, self.replica = index, replica
+
+    def added(self, page: Page) -> None:
+        self.index.event(self.replica, page, True)
+
+    def removed(self, page: Page) -> None:
+        self.index.event(self.replica, page, False)
+
+
+class PrefixIndex:
+    """page id -> {replica: page} over every replica's HBM cache (module docstring)."""
+
+    def __init__(self, clock: Callable[[], float], event_delay_s: float = 0.0) -> None:
+        if not event_delay_s >= 0:
+            raise ValueError(f"event_delay_s must be >= 0, got {event_delay_s}")
+        self.clock = clock
+        self.event_delay_s = event_delay_s
+        self._holders: dict[int, dict[int, Page]] = {}
+        self._pending: deque[tuple[float, int, Page, bool]] = deque()
+        self._live = event_delay_s == 0
+        self._immortal = True  # no attached cache has a TTL: every indexed page is alive
+
+    def attach(self, replica: int, cache: RadixCache) -> None:
+        """Follow `cache` as replica `replica`'s (its resident pages are indexed now)."""
+        cache.observer = _ReplicaFeed(self, replica)
+        self._immortal = self._immortal and cache.ttl is None
+        for page in cache.pages():
+            self._apply(replica, page, True)
+
+    def event(self, replica: int, page: Page, added: bool) -> None:
+        if self._live:
+            self._apply(replica, page, added)
+        else:
+            self._pending.append((self.clock() + self.event_delay_s, replica, page, added))
+
+    def _apply(self, replica: int, page: Page, added: bool) -> None:
+        if added:
+            self._holders.setdefault(page.page_id, {})[replica] = page
+            return
+        holders = self._holders.get(page.page_id)
+        if holders is not None and holders.get(replica) is page:
+            del holders[replica]
+            if not holders:
+                del self._holders[page.page_id]
+
+    def _catch_up(self, now: float) -> None:
+        pending = self._pending
+        while pending and pending[0][0] <= now:
+            _, replica, page, added = pending.popleft()
+            self._apply(replica, page, added)
+
+    def prefix_tokens(self, request: Request, now: float) -> dict[int, int]:
+        """Cached prompt tokens per replica that holds at least the first page (others: 0),
+        with the page-aligned cap admission uses (R3)."""
+        if not self._live:
+            self._catch_up(now)
+        page_ids = request.page_ids[:request.matchable_pages(request.input_tokens)]
+        matched: dict[int, int] = {}
+        if not page_ids:
+            return matched
+        if not self._live or self._immortal:
+            return self._walk_sets(request, page_ids)
+        still = list(self._holders.get(page_ids[0], ()))  # with TTLs: check each page alive
+        depth = 0
+        for page_id in page_ids:  # narrow the replicas still matching, page by page
+            holders = self._holders.get(page_id)
+            if not holders:
+                break
+            keep = []
+            for replica in still:
+                page = holders.get(replica)
+                if page is not None and (page.lock_count > 0 or page.deadline_s >= now):
+                    keep.append(replica)
+                elif depth:
+                    matched[replica] = depth
+            still = keep
+            depth += 1
+            if not still:
+                break
+        for replica in still:
+            matched[replica] = depth
+        return {replica: request.prefix_tokens(pages) for replica, pages in matched.items()}
+
+    def _walk_sets(self, request: Request, page_ids: tuple[int, ...]) -> dict[int, int]:
+        """The walk when every indexed page counts (no TTL, or a stale view): set
+        intersections page by page, the replicas dropping out at each depth recorded."""
+        holders = self._holders
+        still = set(holders.get(page_ids[0], ()))
+        found: dict[int, int] = {}
+        depth = 0
+        while still:
+            depth += 1
+            nxt = holders.get(page_ids[depth]) if depth < len(page_ids) else None
+            kept = still & nxt.keys() if nxt else set()
+            dropped = still - kept if kept else still
+            if dropped:
+                tokens = request.prefix_tokens(depth)
+                for replica in dropped:
+                    found[replica] = tokens
+            still = kept
+        return found
