@@ -41,6 +41,10 @@ class TraceConfig(Section):
         None, ge=1, description="tokens per hash id (page); the format's default when null"
     )
     max_requests: int | None = Field(None, ge=1, description="replay only the first N requests")
+    time_window: tuple[float, float] | None = Field(
+        None, description="replay only [start, end) of the trace's time span, as fractions "
+        "0 <= start < end <= 1 (e.g. [0, 0.5]: the first half; a train/test split by time)",
+    )
     skip_bad_lines: bool = Field(False, description="skip (and count) malformed trace records")
     prefix_model: str = Field(
         "none", description="lengths-only traces: none, or synthetic shared:TOKENS"
@@ -58,6 +62,14 @@ class TraceConfig(Section):
     @classmethod
     def _known_format(cls, value: str | None) -> str | None:
         return value if value is None else READERS.check(value)
+
+    @field_validator("time_window")
+    @classmethod
+    def _fractions(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0.0 <= value[0] < value[1] <= 1.0:
+            raise ValueError(f"expected [start, end] with 0 <= start < end <= 1, got "
+                             f"{list(value)}")
+        return value
 
 
 class RequestClassConfig(Section):

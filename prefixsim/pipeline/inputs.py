@@ -4,17 +4,22 @@ Writes nothing."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from prefixsim.config import RunConfig, TraceConfig
 from prefixsim.engine import ProgressCallback
 from prefixsim.errors import InputError
 from prefixsim.trace import DEFAULT_BLOCK_SIZES, ReadOptions, Request, TraceData, detect_format
 from prefixsim.trace import read_trace as read_trace_file
+from prefixsim.trace.window import time_window, window_label
 
 
 def load_trace_data(config: TraceConfig,
                     on_progress: ProgressCallback | None = None) -> TraceData:
     """The trace named by the `trace` section, with skipped-line count and labels;
-    `on_progress(n)` is told of every n requests read."""
+    `on_progress(n)` is told of every n requests read. A `time_window` keeps that share of
+    the trace's time span (trace/window.py; after `max_requests`) and labels the data with
+    it (`trace_time_window` in the summary)."""
     if config.path is None:
         raise InputError("no trace given (pass --trace PATH or set trace.path)",
                          field="trace.path")
@@ -24,7 +29,16 @@ def load_trace_data(config: TraceConfig,
         session_rate_per_s=config.session_rate_per_s, seed=config.seed,
         on_progress=on_progress,
     )
-    return read_trace_file(config.path, config.format, options)
+    data = read_trace_file(config.path, config.format, options)
+    if config.time_window is None:
+        return data
+    start, end = config.time_window
+    kept = time_window(data.requests, start, end)
+    if not kept:
+        raise InputError(f"no requests arrive in the window [{start:g}, {end:g}] of the trace",
+                         file=str(config.path), field="trace.time_window")
+    return dataclasses.replace(data, requests=kept,
+                               labels={**data.labels, "time_window": window_label(start, end)})
 
 
 def load_requests(config: TraceConfig) -> list[Request]:
