@@ -47,6 +47,10 @@ class Registry(Generic[T]):
             raise ValueError(f"unknown {self.kind} {name!r} (valid: {valid})")
         return name
 
+    def factory(self, name: str) -> Callable[..., T]:
+        """The factory (usually the class) registered as `name`."""
+        return self._factories[self.check(name)]
+
     def build(self, name: str, **params: Any) -> T:
         """Instantiate the plug-in registered as `name` with `params`."""
         return self._factories[self.check(name)](**params)

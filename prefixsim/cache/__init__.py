@@ -11,7 +11,7 @@ from prefixsim.cache import ttl_first as _ttl_first  # noqa: F401
 from prefixsim.cache import workload_aware as _workload_aware  # noqa: F401
 from prefixsim.cache.factory import replay_cache
 from prefixsim.cache.page import Page
-from prefixsim.cache.policy import POLICIES, EvictionPolicy, build_policy
+from prefixsim.cache.policy import POLICIES, EvictionPolicy, build_policy, check_policy_params
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import (
     CacheCounters,
@@ -35,5 +35,6 @@ __all__ = [
     "TTLMode",
     "TTLRule",
     "build_policy",
+    "check_policy_params",
     "replay_cache",
 ]

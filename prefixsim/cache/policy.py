@@ -9,7 +9,8 @@ in the `EvictionPolicy` protocol (defaults in `Policy`); none may mutate pages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Protocol
 
 from prefixsim.cache.page import Page
@@ -32,6 +33,11 @@ class EvictionPolicy(Protocol):
 
     offline: bool
     """Class attribute: True for a policy that must learn the future first (`prepare`)."""
+
+    parameters: Mapping[str, str]
+    """Class attribute: the policy's own knobs (keyword arguments of its constructor) ->
+    what each means, e.g. S3-FIFO's `small_fraction`; `cache.policy_params` sets them. The
+    constructor checks their values (ValueError). Empty for a policy without knobs."""
 
     def key(self, page: Page) -> float:
         """Sort key of `page` as a victim; lower goes first. Read-only on `page`. Called
@@ -82,6 +88,7 @@ class Policy:
 
     node_uniform = False
     offline = False
+    parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:
         raise NotImplementedError
@@ -119,15 +126,30 @@ def overrides(policy: EvictionPolicy, hook: str) -> bool:
 POLICIES: Registry[EvictionPolicy] = Registry("eviction policy")
 
 
+def check_policy_params(name: str, params: Mapping[str, object]) -> None:
+    """Raise ValueError (its message names the parameter) unless `params` are knobs policy
+    `name` declares in `parameters`, with values its constructor accepts. Building a policy
+    has no side effects, so this builds one and throws it away."""
+    declared = getattr(POLICIES.factory(name), "parameters", {})
+    for param in params:
+        if param not in declared:
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"{name} has no parameter {param!r} (its parameters: {valid})")
+    if params:
+        POLICIES.build(name, **params)
+
+
 def build_policy(
     name: str,
     requests: Sequence[Request] | None = None,
     prefill_time_s: Callable[[int, int], float] | None = None,
     time_scale: float = 1.0,
+    params: Mapping[str, object] | None = None,
 ) -> EvictionPolicy:
-    """Build policy `name`; an offline one (e.g. belady) is given the whole trace in replay
-    order first, so it must be passed `requests`; a cost-aware one learns `prefill_time_s`."""
-    policy = POLICIES.build(name)
+    """Build policy `name` with its own `params` (its declared `parameters`); an offline
+    one (e.g. belady) is given the whole trace in replay order first, so it must be passed
+    `requests`; a cost-aware one learns `prefill_time_s`."""
+    policy = POLICIES.build(name, **(params or {}))
     if prefill_time_s is not None:
         policy.bind_prefill_time(prefill_time_s)
     if policy.offline:

@@ -1,6 +1,7 @@
 """S3-FIFO (Yang et al., SOSP'23) adapted to a radix tree whose victims are unlocked leaves.
 
-As published: a small FIFO S (10% of the capacity, in tokens), a main FIFO M (the rest) and
+As published: a small FIFO S (10% of the capacity, in tokens; the parameter
+`small_fraction`, `cache.policy_params.small_fraction`), a main FIFO M (the rest) and
 a ghost FIFO G of ids evicted from S (as many tokens as M, at least one id). A new page
 enters S, or M when its id is in G. A hit bumps a 2-bit frequency (at most 3). When S holds
 more than its 10% the victim comes from the head of S: a page that was hit moves to the back
@@ -50,6 +51,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import OrderedDict, deque
 from itertools import count
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from prefixsim.cache.page import Page
@@ -69,7 +71,17 @@ BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a 
 class S3FIFO(Policy):
     """Small/main FIFO queues with a ghost list; see the module docstring."""
 
-    def __init__(self) -> None:
+    parameters = MappingProxyType({
+        "small_fraction": "share of the capacity (tokens) the small FIFO S holds, "
+                          "0 < f < 1 (the paper's 10%)",
+    })
+
+    def __init__(self, small_fraction: float = SMALL_FRACTION) -> None:
+        if isinstance(small_fraction, bool) or not isinstance(small_fraction, int | float) \
+                or not 0.0 < small_fraction < 1.0:
+            raise ValueError(f"small_fraction: expected a number in (0, 1), got "
+                             f"{small_fraction!r}")
+        self.small_fraction = float(small_fraction)
         self._clock = count()
         self._queue: dict[int, int] = {}  # page id -> DUE / MAIN / SMALL
         self._position: dict[int, int] = {}  # page id -> sequence number in its queue
@@ -85,10 +97,11 @@ class S3FIFO(Policy):
         self._ghost_budget = float("inf")
 
     def bind_cache(self, cache: RadixCache) -> None:
-        """Learn the capacity (the 10% budget of S) and where to `requeue` pages."""
+        """Learn the capacity (S's budget: `small_fraction` of it) and where to `requeue`
+        pages."""
         self._cache = cache
         if cache.capacity_tokens is not None:
-            self._small_budget = SMALL_FRACTION * cache.capacity_tokens
+            self._small_budget = self.small_fraction * cache.capacity_tokens
             self._ghost_budget = cache.capacity_tokens - self._small_budget
 
     def key(self, page: Page) -> float:

@@ -13,9 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-from prefixsim.cache import POLICIES, CacheMode, TTLMode
+from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
 from prefixsim.config.serving import (
     CostModelConfig,
     EngineConfig,
@@ -101,6 +111,10 @@ class CacheConfig(Section):
     """The prefix cache: eviction policy, capacity in tokens, TTL rule."""
 
     policy: str = Field("lru", description="eviction policy (registry name)")
+    policy_params: dict[str, StrictFloat | StrictInt | StrictBool | str] = Field(
+        default_factory=dict, description="the policy's own parameters, e.g. s3fifo's "
+        "small_fraction (docs/cache-semantics.md, policies); none by default",
+    )
     capacity_tokens: int | None = Field(
         None, ge=0, description="tokens the cache can hold; null = unbounded"
     )
@@ -147,6 +161,14 @@ class CacheConfig(Section):
     @classmethod
     def _known_policy(cls, value: str) -> str:
         return POLICIES.check(value)
+
+    @field_validator("policy_params")
+    @classmethod
+    def _declared_params(cls, value: dict[str, object], info: ValidationInfo
+                         ) -> dict[str, object]:
+        if "policy" in info.data:  # else the policy itself failed and is reported
+            check_policy_params(info.data["policy"], value)
+        return value
 
 
 class RunConfig(Section):

@@ -165,7 +165,8 @@ def build_cache(
     if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
     ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
-    policy = build_policy(config.policy, requests, prefill_time_s, time_scale)
+    policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
+                          config.policy_params)
     plain = (replay_only and config.host_capacity_tokens is None
              and config.disk_capacity_tokens is None and not config.classes
              and config.min_cacheable_tokens == 0 and config.prefix_caching)

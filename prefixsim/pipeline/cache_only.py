@@ -38,7 +38,7 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
     bounds = reference_bounds(
         requests, hbm_rate, config.cache.bounds, config.cache.capacity_tokens is None,
         lambda policy, unbounded: build_cache(config.cache.model_copy(update={
-            "policy": policy,
+            "policy": policy, "policy_params": {},
             "capacity_tokens": None if unbounded else config.cache.capacity_tokens,
         }), requests, replay_only=True),
         parts.rules,

@@ -37,7 +37,8 @@ def run_timed(parts: Components, requests: Sequence[Request],
     frame = records_frame(result.records, ServedRecord)
     samples, sampling = timeseries(result, engine.sample_interval_s)
     unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
-                                                            "policy": "lru"}),
+                                                            "policy": "lru",
+                                                            "policy_params": {}}),
                             replay_only=True)
     on_engine_clock = requests
     if engine.time_scale != 1.0 and unbounded.ttl is not None:
