@@ -6,6 +6,7 @@ from prefixsim.cli import report as _report  # noqa: F401
 from prefixsim.cli import run as _run  # noqa: F401
 from prefixsim.cli import sweep as _sweep  # noqa: F401
 from prefixsim.cli import trace as _trace  # noqa: F401
+from prefixsim.cli import tune as _tune  # noqa: F401
 from prefixsim.cli.app import app
 
 

@@ -10,6 +10,7 @@ from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import write_bytes
 from prefixsim.errors import InputError
 from prefixsim.report import PlotSkipped, build_report, load_report_data, png_bytes, xy_figure
+from prefixsim.tune.plots import tune_view
 
 
 @app.command()
@@ -17,13 +18,16 @@ from prefixsim.report import PlotSkipped, build_report, load_report_data, png_by
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 @fail_cleanly
 def report(results_dir: str, quiet: bool) -> None:
-    """Write DIR/report.html (self-contained) and DIR/plots/*.png for a run or sweep folder.
+    """Write DIR/report.html (self-contained) and DIR/plots/*.png for a run, sweep or tune
+    folder (a tune adds its optimisation history, importances, Pareto front and
+    objective-vs-parameter plots).
 
     Plots that need data the runs lack (latencies of cache-only runs, tiers, cost) are
     skipped; the report lists them with the reason.
     """
     folder = Path(results_dir)
-    built = build_report(load_report_data(folder))
+    data, plots = tune_view(folder, load_report_data(folder))
+    built = build_report(data, plots)
     for name, png in built.pngs.items():
         write_bytes(folder / "plots" / f"{name}.png", png)
     write_bytes(folder / "report.html", built.html.encode("utf-8"))

@@ -93,7 +93,8 @@ def load_report_data(path: str | Path) -> ReportData:
         swept = [c for c in meta.get("swept_columns", []) if c in table]
         run_dirs = {rid: folder / "runs" / rid for rid in table.get("run_id", [])}
         name = meta.get("name") or folder.name
-        return ReportData(title=f"prefixsim sweep: {name}", kind="sweep", table=table,
+        kind = meta.get("kind", "sweep")  # a tune folder has the sweep layout
+        return ReportData(title=f"prefixsim {kind}: {name}", kind="sweep", table=table,
                           swept=swept, run_dirs=run_dirs,
                           config_text=_read_text(folder / "spec.yaml"))
     if (folder / "summary.json").is_file():

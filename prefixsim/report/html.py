@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -18,6 +19,8 @@ from prefixsim._version import __version__
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import PlotSkipped, png_bytes, show_value
 from prefixsim.report.plots import PLOTS
+
+Plot = Callable[[ReportData], object]
 
 TABLE_METRICS = ("cache_token_hit_rate", "cache_request_hit_rate", "cache_hit_tokens",
                  "cache_evictions", "cache_expirations", "cache_peak_tokens", "p50_ttft_ms",
@@ -42,10 +45,12 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def draw_plots(data: ReportData) -> tuple[dict[str, tuple[bytes, str]], dict[str, str]]:
-    """Every standard plot as (PNG, caption), and {name: reason} for the skipped ones."""
+def draw_plots(data: ReportData, plots: Sequence[tuple[str, Plot]] = PLOTS
+               ) -> tuple[dict[str, tuple[bytes, str]], dict[str, str]]:
+    """Every plot of `plots` (the standard ones by default) as (PNG, caption), and
+    {name: reason} for the skipped ones."""
     drawn, skipped = {}, {}
-    for name, plot in PLOTS:
+    for name, plot in plots:
         try:
             figure = plot(data)
         except PlotSkipped as exc:
@@ -81,8 +86,9 @@ def runs_table(data: ReportData) -> pd.DataFrame:
     return data.table[[c for c in dict.fromkeys(columns) if c in data.table]]
 
 
-def build_report(data: ReportData) -> Report:
-    drawn, skipped = draw_plots(data)
+def build_report(data: ReportData, plots: Sequence[tuple[str, Plot]] = PLOTS) -> Report:
+    """The page and PNGs of `plots` over `data` (a tune adds its own plots, tune/plots.py)."""
+    drawn, skipped = draw_plots(data, plots)
     parts = [f"<h1>{html.escape(data.title)}</h1>",
              f"<p>{len(data.table)} run(s); prefixsim {html.escape(__version__)}.</p>"]
     if "status" in data.table:

@@ -1,0 +1,129 @@
+"""`prefixsim tune`: an Optuna study over a run config, written as a tune folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, format_value
+from prefixsim.sweep import EXECUTORS
+from prefixsim.tune import TrialReport, load_tune_spec, run_tune
+
+MAX_ERRORS_SHOWN = 5
+
+
+@app.command()
+@click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "output", type=click.Path(file_okay=False),
+              help="Tune folder; default results/tune-<spec name>/.")
+@click.option("--split", metavar="time:F",
+              help="Tune on the first F of the trace's time span, re-run the best on the rest.")
+@click.option("--train", "train", type=click.Path(dir_okay=False),
+              help="Tune on this trace (instead of the spec's) ...")
+@click.option("--test", "test", type=click.Path(dir_okay=False),
+              help="... and re-run the best on this held-out trace.")
+@click.option("--trials", type=click.IntRange(min=1),
+              help="Finished trials the study should hold (default: the spec's trials:).")
+@click.option("-j", "--jobs", "n_jobs", type=click.IntRange(min=1),
+              help="Trials run at once by worker processes (default: the CPUs available).")
+@click.option("--executor", type=click.Choice(EXECUTORS.names()), default="local",
+              show_default=True, help="Where trials run, as for sweep: local, dask or ray.")
+@click.option("--address", help="Scheduler address of a running Dask or Ray cluster.")
+@click.option("--storage", "storage_url", metavar="URL",
+              help="Join a shared study: an RDB URL (sqlite:///f.db, postgresql://...) or "
+                   "journal:PATH; default DIR/study.db.")
+@click.option("--resume", is_flag=True, help="Continue the study in -o.")
+@click.option("--no-requests", is_flag=True, help="Do not keep requests.parquet per run.")
+@click.option("--quiet", is_flag=True, help="No progress bar or closing summary.")
+@fail_cleanly
+def tune(spec_path: str, output: str | None, split: str | None, train: str | None,
+         test: str | None, trials: int | None, n_jobs: int | None, executor: str,
+         address: str | None, storage_url: str | None, resume: bool, no_requests: bool,
+         quiet: bool) -> None:
+    """Tune a run config with Optuna (pip install 'prefixsim[tune]'): SPEC.yaml has base: (a
+    run config), space: (dotted keys -> a list, or {int: [lo, hi]} / {float: [lo, hi]} with
+    log: or step:, and when: for conditional knobs), objectives: (summary key -> maximize or
+    minimize), constraints: ('KEY + KEY <= N'), trials: and sampler: (tpe, cmaes, nsga2,
+    random, grid; seeded).
+
+    Writes runs/<run_id>/ per trial (as a sweep does), trials.parquet, best.yaml (repeat it
+    with prefixsim run --config), tune.json (the best trial's figures on each part of the
+    trace), pareto.parquet for several objectives, and the study (DIR/study.db): --resume
+    continues it, and prefixsim report DIR draws it.
+
+    \b
+    Example (the bundled demo, ~50 cache-only trials, then its report):
+      prefixsim tune traces/tune/demo.yaml -o results/demo-tune --split time:0.5
+      prefixsim report results/demo-tune
+    """
+    spec = load_tune_spec(spec_path)
+    out_dir = Path(output) if output else RESULTS_ROOT / f"tune-{spec.name}"
+    bar = tqdm(total=0, unit="trial", disable=quiet or None, desc="tune", leave=not quiet)
+    counts = {"pruned": 0, "failed": 0}
+
+    def started(total: int) -> None:
+        bar.reset(total=total)
+
+    def finished(report: TrialReport) -> None:
+        if report.state in counts:
+            counts[report.state] += 1
+        postfix: dict[str, Any] = {}
+        if report.best is not None:
+            postfix["best"] = f"{report.best[0]:.4g}"
+        postfix.update({k: v for k, v in counts.items() if v})
+        bar.set_postfix(postfix, refresh=False)
+        bar.update()
+
+    try:
+        result = run_tune(spec, out_dir, split=split, train=train, test=test,
+                          executor=executor, n_jobs=n_jobs, address=address,
+                          storage_url=storage_url, resume=resume, trials=trials,
+                          keep_requests=not no_requests, on_start=started, on_trial=finished)
+    finally:
+        bar.close()
+    summary = result.summary
+    if not quiet:
+        _print_summary(summary, out_dir)
+        for number, error in list(result.failed.items())[:MAX_ERRORS_SHOWN]:
+            click.echo(f"trial {number}: {error}", err=True)
+    if not summary.get("best"):
+        click.echo("no feasible trial finished", err=True)
+        sys.exit(1)
+
+
+def _print_summary(summary: dict[str, Any], out_dir: Path) -> None:
+    trials = summary["trials"]
+    states = ", ".join(f"{trials[s]} {s}" for s in ("complete", "pruned", "failed")
+                       if trials.get(s))
+    click.echo(f"tune {summary['name']}: {trials['total']} trials ({states or 'none'})")
+    parts = ["train", "test"] if summary["split"] else ["all"]
+    for entry in summary["best"][:3]:
+        params = "  ".join(f"{k}={format_value(v)}" for k, v in entry["params"].items())
+        click.echo(f"best trial {entry['trial']}: {params or '(the base config)'}")
+        click.echo(f"  {'objective':<28}{'part':<7}{'base':>12}{'best':>12}{'gain':>12}")
+        for objective in summary["objectives"]:
+            key = objective["key"]
+            for part in parts:
+                best = (entry.get(part) or {}).get(key)
+                base = (summary["base"].get(part) or {}).get(key)
+                gain = None if best is None or base is None else best - base
+                flag = "" if summary["base_feasible"].get(part) is not False else \
+                    "  (the base breaks a constraint)"
+                click.echo(f"  {key:<28}{part:<7}{format_value(base):>12}"
+                           f"{format_value(best):>12}{_signed(gain):>12}{flag}")
+            share = (entry.get("retained") or {}).get(key)
+            if share is not None:
+                click.echo(f"  {'':<28}the test part keeps {share:.0%} of the train gain")
+    if len(summary["best"]) > 3:
+        click.echo(f"... {len(summary['best']) - 3} more on the Pareto front (pareto.parquet)")
+    if summary["best"]:
+        click.echo(f"best config: {out_dir / 'best.yaml'}")
+    click.echo(f"results: {out_dir}  (prefixsim report {out_dir})")
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.4f}"
