@@ -104,7 +104,8 @@ def _print_summary(summary: dict[str, Any], out_dir: Path) -> None:
     for entry in summary["best"][:3]:
         params = "  ".join(f"{k}={format_value(v)}" for k, v in entry["params"].items())
         click.echo(f"best trial {entry['trial']}: {params or '(the base config)'}")
-        click.echo(f"  {'objective':<28}{'part':<7}{'base':>12}{'best':>12}{'gain':>12}")
+        click.echo(f"  {'objective':<28}{'part':<7}{'base':>12}{'best':>12}"
+                   f"{'best-base':>12}")
         for objective in summary["objectives"]:
             key = objective["key"]
             for part in parts:
@@ -115,9 +116,12 @@ def _print_summary(summary: dict[str, Any], out_dir: Path) -> None:
                     "  (the base breaks a constraint)"
                 click.echo(f"  {key:<28}{part:<7}{format_value(base):>12}"
                            f"{format_value(best):>12}{_signed(gain):>12}{flag}")
-            share = (entry.get("retained") or {}).get(key)
-            if share is not None:
-                click.echo(f"  {'':<28}the test part keeps {share:.0%} of the train gain")
+            retained = entry.get("retained") or {}
+            if retained.get(key) is not None:
+                click.echo(f"  {'':<28}the test part keeps {retained[key]:.0%} of the train "
+                           "gain")
+            elif key in retained:
+                click.echo(f"  {'':<28}no gain over the base on the train part")
     if len(summary["best"]) > 3:
         click.echo(f"... {len(summary['best']) - 3} more on the Pareto front (pareto.parquet)")
     if summary["best"]:

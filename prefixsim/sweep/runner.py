@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.sweep.executors import EXECUTORS
+from prefixsim.sweep.executors import EXECUTORS, close_executor
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
 from prefixsim.sweep.store import (
     clean_staging,
@@ -104,6 +104,7 @@ def run_sweep(
             if index not in seen:
                 _store(out_dir, _lost(point, exc), result, on_outcome)
     finally:
+        close_executor(runner)
         result.table_path = table_path
         write_parquet_atomic(table_path, sweep_table(out_dir, points, keys))
     return result

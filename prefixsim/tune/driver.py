@@ -28,6 +28,7 @@ import yaml
 
 from prefixsim.errors import InputError
 from prefixsim.sweep import EXECUTORS, OK, RunOutcome, run_point
+from prefixsim.sweep.executors import close_executor
 from prefixsim.sweep.runner import TABLE_REFRESH_S
 from prefixsim.sweep.spec import SweepPoint
 from prefixsim.sweep.store import (
@@ -94,7 +95,6 @@ def run_tune(
         raise InputError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS.names())})",
                          field="--executor")
     runner = EXECUTORS.build(executor, n_jobs=n_jobs, address=address)
-    jobs = max(1, getattr(runner, "n_jobs", 1))
     _check_folder(out_dir, spec, resume, storage_url)
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_staging(out_dir)
@@ -107,27 +107,40 @@ def run_tune(
     if grid is not None:
         _enqueue_grid(study, grid, budget)
     result = TuneResult(out_dir=out_dir)
-    states = optuna_module().trial.TrialState
-    finished_states = (states.COMPLETE, states.PRUNED, states.FAIL)
     if on_start is not None:
-        done = len(study.get_trials(deepcopy=False, states=finished_states))
-        on_start(max(0, budget - done))
+        on_start(max(0, budget - len(_finished(study))))
+    try:
+        _optimise(study, spec, parts, out_dir, runner, budget, keep_requests, result, on_trial)
+        result.summary = finish(study, spec, parts, out_dir, runner=runner,
+                                keep_requests=keep_requests)
+    finally:
+        close_executor(runner)
+    return result
+
+
+def _finished(study: Any) -> list[Any]:
+    states = optuna_module().trial.TrialState
+    return study.get_trials(deepcopy=False, states=(states.COMPLETE, states.PRUNED,
+                                                    states.FAIL))
+
+
+def _optimise(study: Any, spec: TuneSpec, parts: Parts, out_dir: Path, runner: Any,
+              budget: int, keep_requests: bool, result: TuneResult,
+              on_trial: Callable[[TrialReport], None] | None) -> None:
+    """Rounds of ask (as many as the workers), run, store, tell, until the study holds
+    `budget` finished trials (counting the ones other workers are running)."""
+    running_state = optuna_module().trial.TrialState.RUNNING
+    jobs = max(1, getattr(runner, "n_jobs", 1))
     worker = worker_id()
     fn = functools.partial(run_point, keep_requests=keep_requests)
     refreshed = time.monotonic()
     while True:
-        all_trials = study.get_trials(deepcopy=False)
-        finished = sum(t.state in finished_states for t in all_trials)
-        running = sum(t.state == states.RUNNING for t in all_trials)
-        batch: list[tuple[Any, SweepPoint]] = []
-        for _ in range(min(jobs, budget - finished - running)):
-            asked = _ask(study, spec, parts, worker, result, on_trial)
-            if asked is not None:
-                batch.append(asked)
-        if not batch:
-            if budget - finished - running <= 0:
-                break
-            continue
+        running = len(study.get_trials(deepcopy=False, states=(running_state,)))
+        room = budget - len(_finished(study)) - running
+        if room <= 0:
+            return
+        batch = [asked for asked in (_ask(study, spec, parts, worker, result, on_trial)
+                                     for _ in range(min(jobs, room))) if asked is not None]
         for index, outcome in runner.map_unordered(fn, [point for _, point in batch]):
             trial, point = batch[index]
             if isinstance(outcome, BaseException):
@@ -138,9 +151,6 @@ def run_tune(
         if time.monotonic() - refreshed >= TABLE_REFRESH_S:
             finish(study, spec, parts, out_dir, runner=None, keep_requests=keep_requests)
             refreshed = time.monotonic()
-    result.summary = finish(study, spec, parts, out_dir, runner=runner,
-                            keep_requests=keep_requests)
-    return result
 
 
 def _check_folder(out_dir: Path, spec: TuneSpec, resume: bool, storage_url: str | None) -> None:

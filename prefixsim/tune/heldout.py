@@ -197,7 +197,7 @@ def _tune_summary(spec: TuneSpec, parts: Parts, out_dir: Path, frame: Any, best:
             entry["test"] = _figures(spec, test_summary)
             entry["test_feasible"] = None if test_summary is None else _feasible(
                 spec, tests[number], test_summary)
-            entry["retained"] = _retained(entry.get("train"), entry["test"], base)
+            entry["retained"] = _retained(spec, entry.get("train"), entry["test"], base)
         rows.append(entry)
     return {
         "kind": "tune", "name": spec.name,
@@ -215,13 +215,16 @@ def _feasible(spec: TuneSpec, point: SweepPoint, summary: dict[str, Any]) -> boo
     return all(c.violation(config, summary) <= 0 for c in spec.constraints)
 
 
-def _retained(train: dict[str, float] | None, test: dict[str, float] | None,
+def _retained(spec: TuneSpec, train: dict[str, float] | None, test: dict[str, float] | None,
               base: dict[str, dict[str, float] | None]) -> dict[str, float | None]:
-    """Per objective: (best - base) on the test part over (best - base) on the train part."""
+    """Per objective: (best - base) on the test part over (best - base) on the train part;
+    None where the best does not improve on the base on the train part (no gain to keep)."""
     if train is None or test is None or base.get("train") is None or base.get("test") is None:
         return {}
     retained: dict[str, float | None] = {}
-    for key in train:
+    for objective in spec.objectives:
+        key = objective.key
         gain = train[key] - base["train"][key]
-        retained[key] = None if gain == 0 else (test[key] - base["test"][key]) / gain
+        improves = gain > 0 if objective.direction == "maximize" else gain < 0
+        retained[key] = (test[key] - base["test"][key]) / gain if improves else None
     return retained

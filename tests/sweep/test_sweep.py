@@ -371,7 +371,11 @@ def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
     executor = RayExecutor(n_jobs=2)
     results = list(executor.map_unordered(lambda x: x * 10, [1, 2, 3]))
     assert results == [(2, 30), (1, 20), (0, 10)]
-    assert fake.init_args["num_cpus"] == 2 and fake.shutdowns == 1
+    assert list(executor.map_unordered(lambda x: x, [4])) == [(0, 4)]  # the same session
+    assert fake.init_args["num_cpus"] == 2 and fake.shutdowns == 0
+    executor.close()
+    executor.close()
+    assert fake.shutdowns == 1
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
     run_sweep(spec, tmp_path / "local", n_jobs=1)
     result = run_sweep(spec, tmp_path / "ray", executor="ray", n_jobs=2)

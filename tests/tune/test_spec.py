@@ -3,6 +3,7 @@ write nothing (through `prefixsim tune`, exit code 2)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,18 @@ def test_a_missing_trace_or_bad_split_writes_nothing(tmp_path, monkeypatch):
         bad = CliRunner().invoke(app, ["tune", "spec.yaml", "-o", "out", "--split", split])
         assert bad.exit_code == 2 and "--split" in bad.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+def test_without_optuna_a_tune_says_how_to_install_it(tmp_path, monkeypatch):
+    """Optuna is an optional extra: with it missing, `prefixsim tune` is one line naming the
+    extra, exit 2, nothing written (and the rest of the CLI still loads)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"base": BASE, "space": {"cache.policy": ["lru"]},
+                                    "objectives": {"cache_token_hit_rate": "max"}}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    result = CliRunner().invoke(app, ["tune", "spec.yaml", "-o", "out"])
+    assert result.exit_code == 2
+    assert "pip install 'prefixsim[tune]'" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+    assert CliRunner().invoke(app, ["--help"]).exit_code == 0

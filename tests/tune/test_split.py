@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 from prefixsim.errors import InputError
 from prefixsim.tune import parse_tune_spec, parts_for, run_tune
+from prefixsim.tune.heldout import _retained
 
 PAGE = 512  # Mooncake's tokens per hash id
 BUDGET = 9216  # peak resident tokens allowed: 3 sessions of 6 pages
@@ -109,3 +110,19 @@ def test_bad_splits(args, message, tmp_path):
     spec = parse_tune_spec(spec_for(burst_then_slow(tmp_path / "b.jsonl")))
     with pytest.raises(InputError, match=message):
         parts_for(spec, args.get("split"), args.get("train"), args.get("test"))
+
+
+def test_retained_share_known_answers(tmp_path):
+    """Maximise hit rate: base 0.4 -> best 0.6 on train (+0.2), 0.3 -> 0.35 on test (+0.05):
+    25% kept. Minimise cost: 10 -> 8 on train (-2), 9 -> 8.5 on test (-0.5): also 25%. A best
+    that does not beat the base on train has nothing to keep (None)."""
+    spec = parse_tune_spec({**spec_for(burst_then_slow(tmp_path / "b.jsonl")), "objectives": {
+        "cache_token_hit_rate": "maximize", "cost_total_usd": "minimize"}})
+    base = {"train": {"cache_token_hit_rate": 0.4, "cost_total_usd": 10.0},
+            "test": {"cache_token_hit_rate": 0.3, "cost_total_usd": 9.0}}
+    kept = _retained(spec, {"cache_token_hit_rate": 0.6, "cost_total_usd": 8.0},
+                     {"cache_token_hit_rate": 0.35, "cost_total_usd": 8.5}, base)
+    assert kept == pytest.approx({"cache_token_hit_rate": 0.25, "cost_total_usd": 0.25})
+    worse = _retained(spec, {"cache_token_hit_rate": 0.3, "cost_total_usd": 11.0},
+                      {"cache_token_hit_rate": 0.35, "cost_total_usd": 8.5}, base)
+    assert worse == {"cache_token_hit_rate": None, "cost_total_usd": None}
