@@ -100,3 +100,19 @@ def test_two_processes_on_one_folder_share_the_study(tmp_path):
     assert numbers == list(range(len(numbers))) and 12 <= len(numbers) <= 13
     assert all(t.state.name == "COMPLETE" for t in trials)
     assert all((out / "runs" / t.user_attrs["run_id"]).is_dir() for t in trials)
+
+
+def test_a_journal_storage_holds_the_study_outside_the_folder(tmp_path):
+    """--storage journal:PATH: the study is in the journal file (no DIR/study.db), and a
+    second folder joining it continues the numbering."""
+    journal = tmp_path / "study.log"
+    spec = parse_tune_spec({**SPEC, "trials": 3})
+    run_tune(spec, tmp_path / "a", storage_url=f"journal:{journal}", n_jobs=1,
+             keep_requests=False)
+    run_tune(spec, tmp_path / "b", storage_url=f"journal:{journal}", n_jobs=1,
+             keep_requests=False, trials=5)
+    assert journal.is_file() and not (tmp_path / "a" / "study.db").exists()
+    second = pd.read_parquet(tmp_path / "b" / "trials.parquet")
+    assert second["trial"].tolist() == list(range(5))
+    assert sorted(p.name for p in (tmp_path / "b" / "runs").iterdir() if "trial" in p.name) \
+        == ["trial-0003", "trial-0004"]
