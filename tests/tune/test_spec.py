@@ -178,3 +178,16 @@ def test_without_optuna_a_tune_says_how_to_install_it(tmp_path, monkeypatch):
     assert "pip install 'prefixsim[tune]'" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
     assert CliRunner().invoke(app, ["--help"]).exit_code == 0
+
+
+def test_an_objective_the_runs_lack_stops_the_tune(tmp_path, monkeypatch):
+    """p99_ttft_ms is a summary key, but a cache-only run has none: the first trial stops
+    the tune with one line naming the objective, exit 2 (the trial is recorded failed)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"base": BASE, "space": {"cache.policy": ["lru"]},
+                                    "objectives": {"p99_ttft_ms": "minimize"}, "trials": 5}))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["tune", "spec.yaml", "-o", "out", "-j", "1"])
+    assert result.exit_code == 2
+    assert "objectives: objective p99_ttft_ms is None" in result.stderr
+    assert "cache-only run has no latencies" in result.stderr
