@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
@@ -107,6 +108,30 @@ class RequestClassConfig(Section):
         return value
 
 
+class PoolConfig(Section):
+    """A KV pool shared by every replica (cache/pool.py; docs/cache-semantics.md R18)."""
+
+    capacity_tokens: int | None = Field(
+        None, ge=0, description="tokens the pool holds; null = unbounded")
+    policy: str = Field("lru", description="the pool's eviction policy (registry name)")
+    ttl_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="seconds an unused pool page stays")
+    read_gb_s: float = Field(
+        25.0, gt=0, allow_inf_nan=False,
+        description="pool -> HBM bandwidth per GPU, GB/s (RDMA 200 Gb/s NIC)")
+    write_gb_s: float = Field(
+        25.0, gt=0, allow_inf_nan=False, description="HBM -> pool bandwidth per GPU, GB/s")
+    latency_s: float = Field(
+        0.0001, ge=0, allow_inf_nan=False, description="lookup + setup time per transfer")
+    write_through: bool = Field(
+        False, description="write every prefilled page (true) or HBM's evictions (false)")
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        return POLICIES.check(value)
+
+
 class CacheConfig(Section):
     """The prefix cache: eviction policy, capacity in tokens, TTL rule."""
 
@@ -156,11 +181,21 @@ class CacheConfig(Section):
     pricing: str | None = Field(
         None, description="price the run: anthropic, anthropic-haiku, openai or a YAML file"
     )
+    pool: PoolConfig | None = Field(
+        None, description="a KV pool shared by every replica, below HBM (null: none)")
 
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, value: str) -> str:
         return POLICIES.check(value)
+
+    @model_validator(mode="after")
+    def _pool_alone(self) -> CacheConfig:
+        if self.pool is not None and (self.host_capacity_tokens is not None
+                                      or self.disk_capacity_tokens is not None):
+            raise ValueError("a shared pool and per-replica host/disk tiers together are not "
+                             "supported: use one of them")
+        return self
 
     @field_validator("policy_params")
     @classmethod

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
 from prefixsim.cache.classes import DEFAULT_RULE, CacheRules
+from prefixsim.cache.pool import SharedPool
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
@@ -45,6 +46,7 @@ def replay_cache_only(
     tiers: TierStack | None = None,
     rules: CacheRules | None = None,
     sample_interval_s: float | None = None,
+    pool: SharedPool | None = None,
 ) -> CacheOnlyResult:
     """Replay `requests` (already in arrival order) through `cache`.
 
@@ -56,6 +58,9 @@ def replay_cache_only(
     from, so a page is never lost from every tier by being loaded.
     With `rules` (cache/classes.py), each request's class sets its TTL and priority, and a
     prompt below the minimum cacheable length bypasses the cache.
+    With `pool` (a shared KV pool, cache/pool.py, R18) the match continues in the pool after
+    HBM: the pool's run beyond HBM's is a hit of the pool, inserted into HBM like new pages;
+    HBM's evictions are written to the pool (or, write-through, every insert).
     A SegmentCache (compressed tree, same results) is replayed by engine/cache_only_fast.py;
     it takes neither tiers nor rules.
     With `sample_interval_s`, the result's `states` are the rows the timeseries is sampled
@@ -69,25 +74,30 @@ def replay_cache_only(
     states = None if sample_interval_s is None else []
     try:
         if isinstance(cache, SegmentCache):
-            if tiers is not None or rules is not None:
-                raise ValueError("a SegmentCache replay takes no tiers and no request rules")
+            if tiers is not None or rules is not None or pool is not None:
+                raise ValueError("a SegmentCache replay takes no tiers, pool or request rules")
             records = replay_segments(requests, cache, on_progress, progress_every,
                                       sample_interval_s, states)
             return CacheOnlyResult(records=records, counters=cache.counters, states=states)
         return _replay(requests, cache, on_progress, progress_every, tiers, rules,
-                       sample_interval_s, states)
+                       sample_interval_s, states, pool)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval,
-            states) -> CacheOnlyResult:
+            states, pool) -> CacheOnlyResult:
     records: list[CacheOnlyRecord] = []
     append = records.append
     upcoming = 0.0 if interval is not None else math.inf
+    clock = [0.0]
+    if pool is not None:
+        pool.clock = lambda: clock[0]
+        if not pool.spec.write_through:
+            cache.on_demote = pool.write_evicted
     for position, request in enumerate(requests):
-        now = request.arrival_s
+        now = clock[0] = request.arrival_s
         if now > upcoming:  # the state so far holds from `upcoming` until `now`
             states.append(state_row(upcoming, cache))
             upcoming = next_sample(now, interval)
@@ -99,6 +109,9 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         cache.touch(matched, now, position, rule.ttl_s, rule.priority)
         # taken before the evictions below, whose demotions could push these pages out
         lower = tiers.take_run(page_ids[num_matched:]) if tiers is not None else None
+        pooled = [] if pool is None else pool.run_after(page_ids, num_matched, now)
+        if pooled:
+            pool.read(pooled, sum(p.num_tokens for p in pooled), now)
         if num_matched < len(page_ids):
             tip = matched[-1] if matched else None
             new_tokens = request.page_tokens()[num_matched:]
@@ -113,19 +126,12 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
                 ) from None
             if lower and len(placed) < lower.num_pages:  # HBM kept only part of the run
                 tiers.put_back(lower, len(placed))
-        append(
-            CacheOnlyRecord(
-                request_id=request.request_id,
-                session_id=request.session_id,
-                status="completed",
-                arrival_s=now,
-                input_tokens=request.input_tokens,
-                output_tokens=request.output_tokens,
-                cached_tokens=hit_tokens(request, num_matched),
-            )
-            if lower is None or not lower.tiers
-            else _tiered_record(request, num_matched, lower)
-        )
+            if pool is not None and (pool.spec.write_through
+                                     or len(placed) < len(new_tokens)):
+                # write-through writes every prefilled page; write-back, those HBM could not
+                # keep (as if inserted and evicted at once)
+                pool.write(page_ids, request.page_tokens())
+        append(_record(request, num_matched, lower, len(pooled)))
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
     if on_progress is not None:
@@ -147,10 +153,17 @@ def lower_tier_tokens(request: Request, num_hbm_pages: int, lower: LowerHit) -> 
     return by_tier[0], by_tier[1]
 
 
-def _tiered_record(request: Request, num_hbm_pages: int, lower: LowerHit) -> CacheOnlyRecord:
-    """A record whose hits continue below HBM."""
-    total = hit_tokens(request, num_hbm_pages + lower.num_pages)
-    by_tier = lower_tier_tokens(request, num_hbm_pages, lower)
+def _record(request: Request, num_hbm_pages: int, lower: LowerHit | None,
+            num_pool_pages: int) -> CacheOnlyRecord:
+    """A request's record: its hits in HBM, then below it (tiers or the pool)."""
+    host = disk = pool = 0
+    total = hit_tokens(request, num_hbm_pages)
+    if lower:
+        host, disk = lower_tier_tokens(request, num_hbm_pages, lower)
+        total = hit_tokens(request, num_hbm_pages + lower.num_pages)
+    elif num_pool_pages:
+        pool = hit_tokens(request, num_hbm_pages + num_pool_pages) - total
+        total += pool
     return CacheOnlyRecord(
         request_id=request.request_id,
         session_id=request.session_id,
@@ -159,6 +172,7 @@ def _tiered_record(request: Request, num_hbm_pages: int, lower: LowerHit) -> Cac
         input_tokens=request.input_tokens,
         output_tokens=request.output_tokens,
         cached_tokens=total,
-        cached_tokens_host=by_tier[0],
-        cached_tokens_disk=by_tier[1],
+        cached_tokens_host=host,
+        cached_tokens_disk=disk,
+        cached_tokens_pool=pool,
     )

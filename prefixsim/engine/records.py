@@ -20,6 +20,7 @@ class CacheOnlyRecord:
     cached_tokens: int
     cached_tokens_host: int = 0  # of cached_tokens, loaded from host DRAM (R15)
     cached_tokens_disk: int = 0  # of cached_tokens, loaded from disk
+    cached_tokens_pool: int = 0  # of cached_tokens, read from the shared KV pool (R18)
 
 
 def hit_tokens(request: Request, num_matched_pages: int) -> int:

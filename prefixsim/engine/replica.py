@@ -17,6 +17,7 @@ from collections.abc import Callable
 import simpy
 
 from prefixsim.cache import RadixCache
+from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
 from prefixsim.engine.decode_steps import RunClock, steps_reaching
@@ -36,8 +37,10 @@ class Replica(ReplicaMemory):
                  cost_model: CostModel, scheduler: ContinuousBatching,
                  on_finish: FinishCallback, check_invariants: bool = False,
                  max_run_steps: int | None = None, tiers: TierStack | None = None,
-                 kv_bytes_per_token: int = 0, state_log: StateLog | None = None) -> None:
-        super().__init__(env, cache, cost_model, tiers, kv_bytes_per_token)
+                 kv_bytes_per_token: int = 0, state_log: StateLog | None = None, *,
+                 pool: SharedPool | None = None, link: PoolLink | None = None) -> None:
+        super().__init__(env, cache, cost_model, tiers, kv_bytes_per_token, pool=pool,
+                         link=link)
         self.index = index
         self.scheduler = scheduler
         self.on_finish = on_finish
@@ -130,9 +133,12 @@ class Replica(ReplicaMemory):
                 )
                 step_s = cost.step_time_s(batch) + self._idle_wakeup_s
                 self._idle_wakeup_s = 0.0
+                loads = [state.load_s for state, _ in plan.chunks]
                 for state, _ in plan.chunks:
-                    step_s += state.load_s  # lower-tier loads before the chunk (R15)
                     state.load_s = 0.0
+                # loads before the chunks: lower tiers copy one after another (R15); pool
+                # reads are booked on the link already, so the step waits for the last (R18)
+                step_s += max(loads) if self.link is not None else sum(loads)
                 if self.state_log is not None:
                     self.state_log.record(self)
                 yield env.timeout(step_s)

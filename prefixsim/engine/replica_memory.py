@@ -22,7 +22,10 @@ private.
 With lower tiers (cache/tiers.py, R15) the match continues below HBM at admission: those
 pages count as hits of their tier, are taken out of it and held as the request's private KV
 until its first chunk inserts them; their copy time (the cost model's `transfer_time_s`) is
-added to the step that runs the request's next prefill chunk (a blocking load).
+added to the step that runs the request's next prefill chunk (a blocking load). With a shared
+KV pool (cache/pool.py, R18) the match continues in the pool the same way; its pages are read
+over the replica's link (waiting for the link's earlier reads), HBM's evictions (or, with
+write-through, every inserted chunk) are written to it.
 
 `ReplicaMemory` holds this state and these transitions; replica.py's `Replica` adds the
 queue, the step loop and the router's view on top.
@@ -35,6 +38,7 @@ from collections import deque
 import simpy
 
 from prefixsim.cache import ChainConflict, RadixCache
+from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.cache_only import lower_tier_tokens
@@ -46,7 +50,8 @@ class ReplicaMemory:
     """The HBM prefix cache of one replica and the requests charged to it."""
 
     def __init__(self, env: simpy.Environment, cache: RadixCache, cost_model: CostModel,
-                 tiers: TierStack | None = None, kv_bytes_per_token: int = 0) -> None:
+                 tiers: TierStack | None = None, kv_bytes_per_token: int = 0, *,
+                 pool: SharedPool | None = None, link: PoolLink | None = None) -> None:
         if cache.capacity_tokens is None:
             raise ValueError("a replica's cache needs a capacity (its KV pool)")
         self.env = env
@@ -55,6 +60,9 @@ class ReplicaMemory:
         self.cost_model = cost_model
         self.tiers = tiers  # host/disk tiers under this replica's HBM cache (R15)
         self.kv_bytes_per_token = kv_bytes_per_token
+        self.pool, self.link = pool, link  # the shared KV pool and this replica's link (R18)
+        if pool is not None and link is not None and not pool.spec.write_through:
+            cache.on_demote = self._write_evicted
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []
         self.num_preemptions = 0
@@ -83,10 +91,12 @@ class ReplicaMemory:
         lower = None
         if self.tiers is not None and num < limit:
             lower = self.tiers.peek_run(request.page_ids[num:limit])
+        pooled = [] if self.pool is None else self.pool.run_after(
+            request.page_ids[:limit], num, now)
         if lower:
             hit = min(request.prefix_tokens(num + lower.num_pages), state.prompt_tokens - 1)
         else:
-            hit = min(matched, state.prompt_tokens - 1)
+            hit = min(request.prefix_tokens(num + len(pooled)), state.prompt_tokens - 1)
         size = min(state.prompt_tokens - hit, budget)
         need = hit + size - matched  # the first chunk's KV (and lower-tier copies) beyond the tree
         tip = pages[-1] if pages else None
@@ -108,16 +118,22 @@ class ReplicaMemory:
         state.computed_tokens = hit
         self._outstanding -= hit
         state.private_tokens = need
-        host = disk = 0
+        host = disk = from_pool = 0
         if lower:
             state.load_s = self.tiers.load_time_s(lower, self.kv_bytes_per_token,
                                                   self.cost_model.transfer_time_s)
             host, disk = lower_tier_tokens(request, num, lower)
+        elif pooled:  # read over this replica's link, charged to the first chunk's step
+            from_pool = hit - min(matched, state.prompt_tokens - 1)
+            self.pool.read(pooled, from_pool, now)
+            state.load_s = self.link.read(from_pool * self.kv_bytes_per_token, now,
+                                          self.cost_model.transfer_time_s)
         if state.admitted_s is None:
             state.admitted_s = now
             state.cached_tokens = hit
             state.cached_tokens_host = host
             state.cached_tokens_disk = disk
+            state.cached_tokens_pool = from_pool
             self.query_tokens += request.input_tokens
             self.hit_tokens += hit
         else:
@@ -132,6 +148,12 @@ class ReplicaMemory:
         self._reserve(num_tokens)
         state.private_tokens += num_tokens
         return True
+
+    def _write_evicted(self, page) -> None:
+        """HBM evicted `page`: write it (and the ancestors the pool lacks) to the pool."""
+        written = self.pool.write_evicted(page)
+        if written:
+            self.link.write(written * self.kv_bytes_per_token, self.env.now)
 
     def _release(self, state: RequestState) -> None:
         self.cache.release(state.private_tokens)
@@ -197,6 +219,11 @@ class ReplicaMemory:
                                  "chained)", field="hash_ids") from None
             if len(placed) != covered - first:
                 raise AssertionError("released pages did not fit back into the cache")
+            if self.pool is not None and self.pool.spec.write_through:
+                written = self.pool.write(request.page_ids[:covered],
+                                          request.page_tokens()[:covered])
+                if written:
+                    self.link.write(written * self.kv_bytes_per_token, self.env.now)
             self.cache.lock(placed[-1])
             if state.tip is not None:
                 self.cache.unlock(state.tip, self.env.now)

@@ -29,7 +29,7 @@ class RequestState:
         "finish_s", "cached_tokens", "recomputed_tokens", "preemptions", "prompt_tokens",
         "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
         "generated_tokens", "target_tokens", "rule", "cached_tokens_host",
-        "cached_tokens_disk", "load_s", "last_token_s",
+        "cached_tokens_disk", "cached_tokens_pool", "load_s", "last_token_s",
     )
 
     def __init__(self, request: Request, arrival_s: float) -> None:
@@ -54,6 +54,7 @@ class RequestState:
         self.rule = DEFAULT_RULE  # the request's cache class (cache/classes.py)
         self.cached_tokens_host = 0  # of cached_tokens, loaded from host DRAM (R15)
         self.cached_tokens_disk = 0
+        self.cached_tokens_pool = 0  # of cached_tokens, read from the shared pool (R18)
         self.load_s = 0.0  # lower-tier load time not yet charged to a step
         self.last_token_s = 0.0  # when a preempted request produced its last token
 
@@ -110,6 +111,7 @@ class ServedRecord:
     recomputed_tokens: int
     cached_tokens_host: int = 0  # of cached_tokens, loaded from host DRAM (R15)
     cached_tokens_disk: int = 0  # of cached_tokens, loaded from disk
+    cached_tokens_pool: int = 0  # of cached_tokens, read from the shared KV pool (R18)
 
 
 NAN = float("nan")
@@ -144,4 +146,5 @@ def served_record(state: RequestState, emission_s: float = 0.0) -> ServedRecord:
         recomputed_tokens=state.recomputed_tokens,
         cached_tokens_host=state.cached_tokens_host,
         cached_tokens_disk=state.cached_tokens_disk,
+        cached_tokens_pool=state.cached_tokens_pool,
     )

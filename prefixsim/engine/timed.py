@@ -9,20 +9,22 @@ no process wakes up to sample, so the cost follows engine events, not simulated 
 `max_run_steps` caps decode-only runs (1 = one timeout per step, the naive reference the
 tests compare the fast path against). `rules` gives each request its cache class (TTL,
 priority, cacheable). `tiers` (one TierStack or None per cache) puts host/disk tiers under
-each replica's HBM; loads are timed at `kv_bytes_per_token`. Building caches and cost
-models from a config is pipeline/build.py's job. No pandas here: records only.
+each replica's HBM; loads are timed at `kv_bytes_per_token`. `pool` (cache/pool.py) is a KV
+pool all replicas share, each over a link of its own (`pool_links` in the result). Building
+caches and cost models from a config is pipeline/build.py's job. No pandas here: records only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
 
 from prefixsim.cache import CacheCounters, RadixCache
 from prefixsim.cache.classes import CacheRules
+from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.replica import Replica
@@ -60,6 +62,7 @@ class TimedResult:
     itl_segments: list[tuple[float, int]]
     duration_s: float
     num_events: int
+    pool_links: list[PoolLink] = field(default_factory=list)  # one per replica, with a pool
 
 
 def replay_timed(
@@ -78,6 +81,7 @@ def replay_timed(
     rules: CacheRules | None = None,
     tiers: Sequence[TierStack | None] | None = None,
     kv_bytes_per_token: int = 0,
+    pool: SharedPool | None = None,
 ) -> TimedResult:
     """Serve `requests` (in arrival order) on one replica per cache; see module docstring."""
     env = simpy.Environment()
@@ -95,8 +99,12 @@ def replay_timed(
 
     tier_stacks = list(tiers) if tiers is not None else [None] * len(caches)
     log = StateLog() if record_state else None
+    links = [] if pool is None else [PoolLink(pool.spec) for _ in caches]
+    if pool is not None:
+        pool.clock = lambda: env.now
     replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants,
-                        max_run_steps, tier_stacks[i], kv_bytes_per_token, log)
+                        max_run_steps, tier_stacks[i], kv_bytes_per_token, log,
+                        pool=pool, link=links[i] if links else None)
                 for i, cache in enumerate(caches)]
     indexed = isinstance(router, IndexedRouter) and not any(cache.block for cache in caches)
     if indexed:
@@ -137,4 +145,4 @@ def replay_timed(
     duration = env.now
     state_columns = log.columns() if log is not None else None
     return TimedResult(records, state_columns, figures, itl, duration,
-                       sum(r.num_steps for r in replicas) + total)
+                       sum(r.num_steps for r in replicas) + total, links)

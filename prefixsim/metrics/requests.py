@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.cache import CacheCounters
+from prefixsim.cache.pool import PoolFigures
 
 
 def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
@@ -48,14 +49,13 @@ def cache_summary(
 
 
 def tier_hits(requests: pd.DataFrame) -> dict[str, int]:
-    """Hit tokens by the tier they were found in (R15); all HBM without lower tiers."""
+    """Hit tokens by the tier they were found in (R15, R18); all HBM without lower tiers."""
     hits = int(requests["cached_tokens"].sum())
-    host = int(requests["cached_tokens_host"].sum()) if "cached_tokens_host" in requests else 0
-    disk = int(requests["cached_tokens_disk"].sum()) if "cached_tokens_disk" in requests else 0
+    below = {name: int(requests[f"cached_tokens_{name}"].sum())
+             if f"cached_tokens_{name}" in requests else 0 for name in ("host", "disk", "pool")}
     return {
-        "cache_hit_tokens_hbm": hits - host - disk,
-        "cache_hit_tokens_host": host,
-        "cache_hit_tokens_disk": disk,
+        "cache_hit_tokens_hbm": hits - sum(below.values()),
+        **{f"cache_hit_tokens_{name}": tokens for name, tokens in below.items()},
     }
 
 
@@ -92,4 +92,23 @@ def distribution(values: Sequence[float] | np.ndarray, name: str) -> dict[str, f
         f"p90_{name}": float(p90),
         f"p95_{name}": float(p95),
         f"p99_{name}": float(p99),
+    }
+
+
+def pool_summary(figures: PoolFigures | None) -> dict[str, float | int | None]:
+    """`cache_pool_*` figures of the shared KV pool (R18); none without one."""
+    if figures is None:
+        return {}
+    counters = figures.counters
+    return {
+        "cache_pool_capacity_tokens": figures.capacity_tokens,
+        "cache_pool_peak_tokens": counters.peak_tokens,
+        "cache_pool_inserted_tokens": counters.inserted_tokens,
+        "cache_pool_evictions": counters.evicted_pages,
+        "cache_pool_expirations": counters.expired_pages,
+        "cache_pool_read_tokens": figures.read_tokens,
+        "cache_pool_write_tokens": figures.write_tokens,
+        "cache_pool_read_bytes": figures.read_bytes,
+        "cache_pool_write_bytes": figures.write_bytes,
+        "cache_pool_link_busy_share": figures.busiest_link_share,
     }

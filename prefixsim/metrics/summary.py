@@ -17,11 +17,12 @@ import pandas as pd
 
 from prefixsim._version import __version__
 from prefixsim.cache import CacheCounters
+from prefixsim.cache.pool import PoolFigures
 from prefixsim.config import RunConfig
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.timed import TimedResult
 from prefixsim.metrics.pricing import Pricing, prefill_savings, pricing_summary
-from prefixsim.metrics.requests import cache_summary, request_summary
+from prefixsim.metrics.requests import cache_summary, pool_summary, request_summary
 from prefixsim.metrics.serving import replica_summary, serving_summary, total_counters
 from prefixsim.metrics.timeseries import SamplingInfo
 from prefixsim.presets import GPUSpec, ModelSpec
@@ -49,6 +50,7 @@ class RunFacts:
     `pool_tokens_per_replica`. `orphan_tokens`: block-mode pages left unreachable at the end
     (cache-only). `request_ttls`: each request's TTL, which prices its cache writes.
     `trace`: the trace as read (its labels and skipped lines go in the summary).
+    `pool`: the shared KV pool's figures (R18), None without one.
     """
 
     mode: str
@@ -70,6 +72,7 @@ class RunFacts:
     sampling: SamplingInfo | None = None
     trace: TraceData | None = None
     command: str | None = None
+    pool: PoolFigures | None = None
 
 
 def summarize(facts: RunFacts) -> dict[str, Any]:
@@ -87,6 +90,7 @@ def _cache_only_figures(facts: RunFacts) -> dict[str, Any]:
     summary: dict[str, Any] = {"mode": CACHE_ONLY}
     summary.update(request_summary(facts.requests))
     summary.update(cache_summary(facts.requests, facts.counters, facts.capacity_tokens))
+    summary.update(pool_summary(facts.pool))
     summary["cache_orphan_tokens_end"] = facts.orphan_tokens
     summary.update(_bounds_keys(facts.bounds))
     summary.update(_pricing_keys(facts))
@@ -114,6 +118,7 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
                                    engine.goodput_ttft_ms, engine.goodput_tpot_ms))
     summary.update(cache_summary(facts.requests, total_counters(result.replicas),
                                  facts.capacity_tokens))
+    summary.update(pool_summary(facts.pool))
     summary.update(replica_summary(facts.requests, result.replicas, result.duration_s))
     wall = facts.wall_time_s
     summary.update({

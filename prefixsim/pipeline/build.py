@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from prefixsim.cache import RadixCache, SegmentCache, TTLRule, build_policy, replay_cache
 from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import TierStack, build_tier_stack
 from prefixsim.config import CacheConfig, HardwareConfig, ModelConfig, RunConfig
 from prefixsim.costmodel import COST_MODELS, CostModel
@@ -44,8 +45,9 @@ class Components:
 
     `caches[i]` and `tiers[i]` belong to replica i (timed) or are the one replayed cache
     (cache-only). `pool_tokens_per_replica` is each replica's KV pool (timed only);
-    `kv_bytes_per_token_per_gpu` times lower-tier loads (each of the tp GPUs moves its share
-    over its own link). `router` and `scheduler` are None in cache-only mode.
+    `kv_bytes_per_token_per_gpu` times lower-tier and pool transfers (each of the tp GPUs
+    moves its share over its own link). `router` and `scheduler` are None in cache-only mode.
+    `shared_pool`: the KV pool every replica shares (R18), None without `cache.pool`.
     """
 
     config: RunConfig
@@ -60,6 +62,7 @@ class Components:
     kv_bytes_per_token_per_gpu: int = 0
     router: Router | None = None
     scheduler: ContinuousBatching | None = None
+    shared_pool: SharedPool | None = None
 
 
 def build(config: RunConfig, requests: Sequence[Request]) -> Components:
@@ -70,10 +73,11 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
     chunk_time = chunk_time_function(cost_model)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     rules = build_rules(config.cache, config.trace.seed)
+    shared = build_shared_pool(config.cache, requests, chunk_time, config.engine.time_scale)
     if config.cache_only:
         cache = build_cache(config.cache, requests, chunk_time, replay_only=True)
         return Components(config, model, gpu, cost_model, rules, pricing, [cache],
-                          [build_tiers(cache, config.cache)])
+                          [build_tiers(cache, config.cache)], shared_pool=shared)
     if config.cache.bounds:
         raise InputError("bounds are cache-only for now; pass --cache-only",
                          field="cache.bounds")
@@ -96,6 +100,7 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
         scheduler=ContinuousBatching(config.scheduler.max_batched_tokens,
                                      config.scheduler.max_num_seqs,
                                      config.scheduler.chunked_prefill),
+        shared_pool=shared,
     )
 
 
@@ -169,8 +174,25 @@ def build_cache(
                           config.policy_params)
     plain = (replay_only and config.host_capacity_tokens is None
              and config.disk_capacity_tokens is None and not config.classes
-             and config.min_cacheable_tokens == 0 and config.prefix_caching)
+             and config.min_cacheable_tokens == 0 and config.prefix_caching
+             and config.pool is None)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain)
+
+
+def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = None,
+                      prefill_time_s: Callable[[int, int], float] | None = None,
+                      time_scale: float = 1.0) -> SharedPool | None:
+    """The KV pool of `cache.pool` (R18): its own tree, policy and TTL (sliding, as the
+    cache's mode), and the link figures; its clock is set by the engine that runs it."""
+    section = config.pool
+    if section is None:
+        return None
+    ttl = None if section.ttl_s is None else TTLRule(section.ttl_s, config.ttl_mode)
+    policy = build_policy(section.policy, requests, prefill_time_s, time_scale)
+    spec = PoolSpec(section.read_gb_s * 1e9, section.write_gb_s * 1e9, section.latency_s,
+                    section.write_through)
+    cache = RadixCache(section.capacity_tokens, policy, ttl)
+    return SharedPool(cache, spec, lambda: 0.0)
 
 
 def build_tiers(cache: AnyCache, config: CacheConfig) -> TierStack | None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from prefixsim.analysis.bounds import reference_bounds
+from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.metrics.requests import records_frame, tier_hits
 from prefixsim.metrics.summary import CACHE_ONLY, RunFacts
@@ -27,7 +28,8 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
     duration_s = requests[-1].arrival_s if requests else 0.0
     interval_s = cache_only_interval(duration_s, config.engine.sample_interval_s)
     result = replay_cache_only(requests, cache, on_progress=on_progress, tiers=tiers,
-                               rules=parts.rules, sample_interval_s=interval_s)
+                               rules=parts.rules, sample_interval_s=interval_s,
+                               pool=parts.shared_pool)
     frame = records_frame(result.records, CacheOnlyRecord)
     samples, sampling = cache_only_timeseries(result.states, frame,
                                               config.cache.capacity_tokens,
@@ -38,7 +40,7 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
     bounds = reference_bounds(
         requests, hbm_rate, config.cache.bounds, config.cache.capacity_tokens is None,
         lambda policy, unbounded: build_cache(config.cache.model_copy(update={
-            "policy": policy, "policy_params": {},
+            "policy": policy, "policy_params": {}, "pool": None,
             "capacity_tokens": None if unbounded else config.cache.capacity_tokens,
         }), requests, replay_only=True),
         parts.rules,
@@ -50,5 +52,6 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
         wall_time_s=0.0, orphan_tokens=cache.orphan_tokens(), pricing=parts.pricing,
         request_ttls=(request_ttls(config.cache, parts.rules, requests)
                       if parts.pricing is not None else []),
-        sampling=sampling)
+        sampling=sampling,
+        pool=None if parts.shared_pool is None else PoolFigures.of(parts.shared_pool))
     return facts, samples

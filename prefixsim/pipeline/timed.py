@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from prefixsim.analysis.bounds import unbounded_hit_rate
+from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import ProgressCallback
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.timed import replay_timed
@@ -33,12 +34,13 @@ def run_timed(parts: Components, requests: Sequence[Request],
         time_scale=engine.time_scale, record_state=engine.sample_interval_s is not None,
         check_invariants=engine.check_invariants, on_progress=on_progress,
         rules=parts.rules, tiers=parts.tiers,
-        kv_bytes_per_token=parts.kv_bytes_per_token_per_gpu)
+        kv_bytes_per_token=parts.kv_bytes_per_token_per_gpu, pool=parts.shared_pool)
     frame = records_frame(result.records, ServedRecord)
     samples, sampling = timeseries(result, engine.sample_interval_s)
     unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
                                                             "policy": "lru",
-                                                            "policy_params": {}}),
+                                                            "policy_params": {},
+                                                            "pool": None}),
                             replay_only=True)
     on_engine_clock = requests
     if engine.time_scale != 1.0 and unbounded.ttl is not None:
@@ -55,5 +57,7 @@ def run_timed(parts: Components, requests: Sequence[Request],
         pool_tokens_per_replica=pool, pricing=parts.pricing,
         request_ttls=(request_ttls(config.cache, parts.rules, requests)
                       if parts.pricing is not None else []),
-        sampling=sampling)
+        sampling=sampling,
+        pool=None if parts.shared_pool is None else PoolFigures.of(
+            parts.shared_pool, result.pool_links, result.duration_s))
     return facts, samples

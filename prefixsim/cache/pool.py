@@ -1,0 +1,152 @@
+"""A KV pool shared by every replica (docs/cache-semantics.md R18), as Mooncake's store,
+LMCache or Dynamo pool cluster DRAM/SSD.
+
+The pool is one radix tree of its own (a `RadixCache`: capacity in tokens, eviction policy,
+TTL rule) that every replica reads and writes. It is inclusive: a page read into a replica's
+HBM stays in the pool for the others. Pages enter it when a replica's HBM evicts them
+(write-back, the default: the evicted page and whichever of its ancestors the pool lacks,
+so its chain stays whole) or, with `write_through`, as soon as a prefill inserts them into
+HBM. A request's match continues in the pool after its HBM match: the pool's run from the
+root, beyond the pages HBM holds, is a hit of the pool, copied into HBM over the replica's
+link. Pool pages are never locked (copies in flight are not modelled, like the tiers').
+
+Each replica reaches the pool over a `PoolLink` (per GPU, as each GPU moves its share of a
+token's KV over its own NIC): a read takes latency + bytes / read bandwidth after the link's
+earlier reads finish; writes are asynchronous but keep the write direction busy. The links
+count bytes and busy seconds. Not here: network topology beyond one link per replica, RDMA
+contention between replicas at the pool side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from prefixsim.cache.page import Page
+from prefixsim.cache.tree import CacheCounters, RadixCache
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    """The links to the pool and when pages are written (bandwidths in bytes/s per GPU)."""
+
+    read_bytes_s: float
+    write_bytes_s: float
+    latency_s: float = 0.0
+    write_through: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.read_bytes_s > 0 or not self.write_bytes_s > 0:
+            raise ValueError("pool bandwidths must be > 0")
+        if not 0 <= self.latency_s < float("inf"):
+            raise ValueError(f"pool latency must be a finite number >= 0, got {self.latency_s}")
+
+
+class PoolLink:
+    """One replica's link to the pool: reads queue behind reads, writes behind writes."""
+
+    __slots__ = ("spec", "read_free_s", "write_free_s", "read_busy_s", "write_busy_s",
+                 "read_bytes", "write_bytes")
+
+    def __init__(self, spec: PoolSpec) -> None:
+        self.spec = spec
+        self.read_free_s = self.write_free_s = 0.0
+        self.read_busy_s = self.write_busy_s = 0.0
+        self.read_bytes = self.write_bytes = 0
+
+    def read(self, num_bytes: int, now: float,
+             transfer_time_s: Callable[[int, float], float] | None = None) -> float:
+        """Book a read of `num_bytes` starting no earlier than `now`; seconds from `now`
+        until it is done (waiting for earlier reads + latency + transfer)."""
+        spec = self.spec
+        move = (num_bytes / spec.read_bytes_s if transfer_time_s is None
+                else transfer_time_s(num_bytes, spec.read_bytes_s))
+        start = max(now, self.read_free_s)
+        self.read_free_s = start + spec.latency_s + move
+        self.read_busy_s += spec.latency_s + move
+        self.read_bytes += num_bytes
+        return self.read_free_s - now
+
+    def write(self, num_bytes: int, now: float) -> None:
+        """Book an asynchronous write of `num_bytes` (nothing waits for it)."""
+        spec = self.spec
+        move = num_bytes / spec.write_bytes_s
+        start = max(now, self.write_free_s)
+        self.write_free_s = start + spec.latency_s + move
+        self.write_busy_s += spec.latency_s + move
+        self.write_bytes += num_bytes
+
+
+class SharedPool:
+    """The pool's tree and its writes; `clock()` is the current simulated time."""
+
+    def __init__(self, cache: RadixCache, spec: PoolSpec, clock: Callable[[], float]) -> None:
+        self.cache = cache
+        self.spec = spec
+        self.clock = clock
+        self._recency = 0
+        self.read_tokens = 0  # hit tokens read from the pool, all replicas
+        self.write_tokens = 0  # tokens written into it
+
+    def run_after(self, page_ids: Sequence[int], num_hbm_pages: int, now: float) -> list[Page]:
+        """The pages of `page_ids` beyond the first `num_hbm_pages` that the pool's match
+        from the root finds (empty when it finds no more than HBM did). Changes nothing."""
+        found = self.cache.match(page_ids, now).pages
+        return found[num_hbm_pages:] if len(found) > num_hbm_pages else []
+
+    def read(self, pages: Sequence[Page], num_tokens: int, now: float) -> None:
+        """Refresh the pages a request read from the pool (a hit of the pool, R5), counting
+        the `num_tokens` it read."""
+        self._recency += 1
+        self.cache.touch(pages, now, self._recency)
+        self.read_tokens += num_tokens
+
+    def write(self, page_ids: Sequence[int], page_tokens: Sequence[int]) -> int:
+        """Write the chain `page_ids` (from the root) into the pool, now; returns the tokens
+        it did not hold already (what crosses the link). Evicts by the pool's policy."""
+        cache, now = self.cache, self.clock()
+        have = cache.match(page_ids, now).pages
+        if len(have) == len(page_ids):
+            return 0
+        rest_ids, rest_tokens = page_ids[len(have):], page_tokens[len(have):]
+        tip = have[-1] if have else None
+        cache.evict(sum(rest_tokens), protect=tip)  # the chain written onto stays
+        self._recency += 1
+        placed = cache.insert(tip, rest_ids, rest_tokens, now, self._recency)
+        written = sum(page.num_tokens for page in placed)
+        self.write_tokens += written
+        return written
+
+    def write_evicted(self, page: Page) -> int:
+        """Write an evicted HBM page with the ancestors its pointers still name."""
+        chain: list[Page] = []
+        node: Page | None = page
+        while node is not None:
+            chain.append(node)
+            node = node.parent
+        chain.reverse()
+        return self.write([p.page_id for p in chain], [p.num_tokens for p in chain])
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """The pool after a run: its counters, what crossed the links, and the busiest link
+    direction's busy share of the run (0 in cache-only runs, which time nothing)."""
+
+    capacity_tokens: int | None
+    counters: CacheCounters
+    read_tokens: int
+    write_tokens: int
+    read_bytes: int
+    write_bytes: int
+    busiest_link_share: float
+
+    @classmethod
+    def of(cls, pool: SharedPool, links: Sequence[PoolLink] = (),
+           duration_s: float = 0.0) -> PoolFigures:
+        busiest = max((max(link.read_busy_s, link.write_busy_s) for link in links),
+                      default=0.0)
+        return cls(pool.cache.capacity_tokens, pool.cache.counters, pool.read_tokens,
+                   pool.write_tokens, sum(link.read_bytes for link in links),
+                   sum(link.write_bytes for link in links),
+                   busiest / duration_s if duration_s > 0 else 0.0)

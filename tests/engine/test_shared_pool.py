@@ -1,0 +1,163 @@
+"""The shared KV pool (cache/pool.py, docs/cache-semantics.md R18), worked by hand.
+
+Timed runs use 1 s steps, 4-token pages, 1,000 KV bytes per token and a pool link of
+1,000 B/s with 0.5 s latency, so reading one 4-token page takes 0.5 + 4 = 4.5 s.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache.pool import PoolFigures, PoolLink, PoolSpec, SharedPool
+from prefixsim.costmodel import NO_OVERHEADS
+from prefixsim.engine.cache_only import replay_cache_only
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.timed import replay_timed
+from prefixsim.router import ROUTERS
+from prefixsim.trace import Request
+
+SPEC = PoolSpec(read_bytes_s=1000.0, write_bytes_s=1000.0, latency_s=0.5)
+
+
+class Ticks:
+    """Every step takes 1 s; transfers take bytes / bandwidth."""
+
+    name = "ticks"
+    serving_overheads = NO_OVERHEADS
+
+    def step_time_s(self, batch) -> float:
+        return 1.0
+
+    def decode_steps_time_s(self, contexts, num_steps) -> float:
+        return float(num_steps)
+
+    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
+        return num_bytes / bandwidth_bytes_s
+
+
+def lru(capacity):
+    return RadixCache(capacity, POLICIES.build("lru"))
+
+
+def pool(capacity=None, spec=SPEC):
+    return SharedPool(lru(capacity), spec, lambda: 0.0)
+
+
+def serve(requests, hbm, shared, replicas=1):
+    return replay_timed(requests, [lru(hbm) for _ in range(replicas)], Ticks(),
+                        ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
+                        check_invariants=True, max_run_steps=1, pool=shared,
+                        kv_bytes_per_token=1000)
+
+
+def test_a_pool_hit_pays_its_transfer_in_ttft():
+    """HBM 16 tokens. A (L=8: pages 1, 2) is served 0 -> 1. C (L=12: pages 3, 4, 5) at
+    t=2 needs 12 tokens, 8 are free: HBM evicts A's leaf, page 2, which goes to the pool with
+    its ancestor (pages 1, 2: 8 tokens written). B (L=12: pages 1, 2, 6) at t=5 matches page
+    1 in HBM and page 2 in the pool (the page-aligned cap stops at 2 pages): a 4-token pool
+    hit read in 0.5 + 4,000 / 1,000 = 4.5 s before its step, so B's first token comes at
+    5 + 4.5 + 1: TTFT 5.5 s, of which 8 hit tokens (4 from the pool)."""
+    shared = pool()
+    result = serve([Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 2.0, 12, 1, (3, 4, 5), 4),
+                    Request(2, 5.0, 12, 1, (1, 2, 6), 4)], 16, shared)
+    a, c, b = result.records
+    assert (a.ttft_ms, c.ttft_ms) == (1000.0, 1000.0)
+    assert b.ttft_ms == 5500.0
+    assert (b.cached_tokens, b.cached_tokens_pool) == (8, 4)
+    link = result.pool_links[0]
+    assert link.read_bytes == 4000 and link.read_busy_s == 4.5
+    assert shared.read_tokens == 4 and shared.write_tokens >= 8
+    figures = PoolFigures.of(shared, result.pool_links, result.duration_s)
+    assert figures.read_bytes == 4000 and figures.busiest_link_share > 0
+
+
+def test_two_reads_on_one_link_queue():
+    """Link contention: two reads booked at t=5 on one link, 4,000 and 8,000 bytes: the
+    first is done at 5 + 0.5 + 4 = 9.5, the second starts then: 9.5 + 0.5 + 8 = 18, i.e.
+    13 s after it was asked for. A read booked at 30 finds the link idle again."""
+    link = PoolLink(SPEC)
+    assert link.read(4000, 5.0) == 4.5
+    assert link.read(8000, 5.0) == 13.0
+    assert link.read_busy_s == 4.5 + 8.5
+    assert link.read(1000, 30.0) == 1.5
+    link.write(2000, 0.0)
+    assert (link.write_free_s, link.write_bytes) == (2.5, 2000)
+
+
+def test_two_requests_wait_for_the_last_read_of_their_step():
+    """B and D (both L=12 over pool-held prefixes: 4 tokens each from the pool) are
+    admitted into one step at t=10 on one replica: the reads queue on the link (4.5 s, then
+    4.5 s more), the step waits for the last (9 s) and not for their sum plus the queueing:
+    both first tokens at 10 + 9 + 1 = 20."""
+    shared = pool()
+    shared.write([1, 2], [4, 4])
+    shared.write([6, 7], [4, 4])
+    hbm = lru(64)
+    hbm.insert(None, [1], [4], 0.0, 0)
+    hbm.insert(None, [6], [4], 0.0, 0)
+    result = replay_timed([Request(0, 10.0, 12, 1, (1, 2, 5), 4),
+                           Request(1, 10.0, 12, 1, (6, 7, 8), 4)], [hbm], Ticks(),
+                          ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
+                          check_invariants=True, pool=shared, kv_bytes_per_token=1000)
+    assert [r.first_token_s for r in result.records] == [20.0, 20.0]
+    assert [r.cached_tokens_pool for r in result.records] == [4, 4]
+
+
+def test_write_back_keeps_the_pools_chain_whole_and_write_through_writes_at_insert():
+    """An evicted leaf is written with the ancestors the pool lacks; with write-through the
+    pool has every page of a prefill as soon as it is inserted, before any eviction."""
+    shared = pool()
+    hbm = lru(100)
+    hbm.on_demote = shared.write_evicted
+    hbm.insert(None, [1, 2, 3], [4, 4, 4], 0.0, 0)
+    hbm.evict(100)
+    assert sorted(p.page_id for p in shared.cache.pages()) == [1, 2, 3]
+    assert shared.write_tokens == 12  # page 3 with 1, 2; then 2 and 1 were there already
+    through = SharedPool(lru(None), PoolSpec(1e9, 1e9, 0.0, write_through=True), lambda: 0.0)
+    result = serve([Request(0, 0.0, 8, 1, (1, 2), 4)], 100, through)
+    assert result.records[0].status == "completed"
+    assert sorted(p.page_id for p in through.cache.pages()) == [1, 2]
+
+
+def test_a_bounded_pool_evicts_by_its_own_policy():
+    shared = pool(capacity=8)
+    shared.write([1, 2], [4, 4])
+    shared.write([3], [4])
+    assert shared.cache.resident_tokens == 8 and shared.cache.counters.evicted_pages == 1
+
+
+def chained_trace(seed, n=60):
+    rng = np.random.default_rng(seed)
+    prefixes = [tuple(range(k * 100, k * 100 + int(rng.integers(1, 6)))) for k in range(6)]
+    out, fresh = [], 10**6
+    for i in range(n):
+        base = prefixes[int(rng.integers(0, len(prefixes)))]
+        extra = tuple(range(fresh, fresh + int(rng.integers(0, 4))))
+        fresh += 10
+        ids = base[:int(rng.integers(1, len(base) + 1))] + extra
+        tokens = 4 * (len(ids) - 1) + int(rng.integers(1, 5))
+        out.append(Request(i, float(i), tokens, 1, ids, 4))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(4, 40), st.booleans())
+def test_unbounded_pool_plus_hbm_equals_an_unbounded_cache(seed, hbm_tokens, through):
+    """Cache-only, no TTL: with an unbounded pool every page ever in HBM is in HBM or the
+    pool, chain and all, so HBM + pool hits equal an unbounded single cache's, request by
+    request (Part A's L - 1 cap included)."""
+    requests = chained_trace(seed)
+    shared = SharedPool(lru(None), PoolSpec(1e9, 1e9, 0.0, through), lambda: 0.0)
+    with_pool = replay_cache_only(requests, lru(hbm_tokens), pool=shared).records
+    alone = replay_cache_only(requests, lru(None)).records
+    assert [r.cached_tokens for r in with_pool] == [r.cached_tokens for r in alone]
+    assert all(r.cached_tokens_pool <= r.cached_tokens for r in with_pool)
+
+
+def test_pool_spec_is_checked():
+    with pytest.raises(ValueError, match="bandwidth"):
+        PoolSpec(0.0, 1.0)
+    with pytest.raises(ValueError, match="latency"):
+        PoolSpec(1.0, 1.0, latency_s=-1)
