@@ -42,39 +42,66 @@ class PoolSpec:
             raise ValueError(f"pool latency must be a finite number >= 0, got {self.latency_s}")
 
 
+class LinkDirection:
+    """One direction of a link: transfers queue one behind another, each taking latency +
+    bytes / bandwidth; counts bytes and busy seconds."""
+
+    __slots__ = ("bytes_s", "latency_s", "free_s", "busy_s", "bytes")
+
+    def __init__(self, bytes_s: float, latency_s: float = 0.0) -> None:
+        if not bytes_s > 0 or not 0 <= latency_s < float("inf"):
+            raise ValueError("a link needs a bandwidth > 0 and a finite latency >= 0")
+        self.bytes_s, self.latency_s = bytes_s, latency_s
+        self.free_s = self.busy_s = 0.0
+        self.bytes = 0
+
+    def book(self, num_bytes: int, now: float,
+             transfer_time_s: Callable[[int, float], float] | None = None) -> float:
+        """Book a transfer of `num_bytes` starting no earlier than `now`; seconds from
+        `now` until it is done (waiting for earlier transfers + latency + the move itself,
+        `transfer_time_s(bytes, bandwidth)` when given, else bytes / bandwidth)."""
+        move = (num_bytes / self.bytes_s if transfer_time_s is None
+                else transfer_time_s(num_bytes, self.bytes_s))
+        start = max(now, self.free_s)
+        self.free_s = start + self.latency_s + move
+        self.busy_s += self.latency_s + move
+        self.bytes += num_bytes
+        return self.free_s - now
+
+
 class PoolLink:
     """One replica's link to the pool: reads queue behind reads, writes behind writes."""
 
-    __slots__ = ("spec", "read_free_s", "write_free_s", "read_busy_s", "write_busy_s",
-                 "read_bytes", "write_bytes")
+    __slots__ = ("reads", "writes")
 
     def __init__(self, spec: PoolSpec) -> None:
-        self.spec = spec
-        self.read_free_s = self.write_free_s = 0.0
-        self.read_busy_s = self.write_busy_s = 0.0
-        self.read_bytes = self.write_bytes = 0
+        self.reads = LinkDirection(spec.read_bytes_s, spec.latency_s)
+        self.writes = LinkDirection(spec.write_bytes_s, spec.latency_s)
 
     def read(self, num_bytes: int, now: float,
              transfer_time_s: Callable[[int, float], float] | None = None) -> float:
-        """Book a read of `num_bytes` starting no earlier than `now`; seconds from `now`
-        until it is done (waiting for earlier reads + latency + transfer)."""
-        spec = self.spec
-        move = (num_bytes / spec.read_bytes_s if transfer_time_s is None
-                else transfer_time_s(num_bytes, spec.read_bytes_s))
-        start = max(now, self.read_free_s)
-        self.read_free_s = start + spec.latency_s + move
-        self.read_busy_s += spec.latency_s + move
-        self.read_bytes += num_bytes
-        return self.read_free_s - now
+        """Book a read; seconds from `now` until it is done."""
+        return self.reads.book(num_bytes, now, transfer_time_s)
 
     def write(self, num_bytes: int, now: float) -> None:
-        """Book an asynchronous write of `num_bytes` (nothing waits for it)."""
-        spec = self.spec
-        move = num_bytes / spec.write_bytes_s
-        start = max(now, self.write_free_s)
-        self.write_free_s = start + spec.latency_s + move
-        self.write_busy_s += spec.latency_s + move
-        self.write_bytes += num_bytes
+        """Book an asynchronous write (nothing waits for it)."""
+        self.writes.book(num_bytes, now)
+
+    @property
+    def read_bytes(self) -> int:
+        return self.reads.bytes
+
+    @property
+    def write_bytes(self) -> int:
+        return self.writes.bytes
+
+    @property
+    def read_busy_s(self) -> float:
+        return self.reads.busy_s
+
+    @property
+    def write_busy_s(self) -> float:
+        return self.writes.busy_s
 
 
 class SharedPool:

@@ -124,3 +124,29 @@ class EngineConfig(_Section):
     goodput_ttft_ms: float | None = Field(None, gt=0, description="TTFT SLO of request_goodput")
     goodput_tpot_ms: float | None = Field(None, gt=0, description="TPOT SLO of request_goodput")
     check_invariants: bool = Field(False, description="check R13 after every step (slow)")
+    prefill_replicas: int | None = Field(
+        None, ge=1, le=4096, description="disaggregated serving: replicas that only prefill")
+    decode_replicas: int | None = Field(
+        None, ge=1, le=4096, description="disaggregated serving: replicas that only decode")
+    kv_transfer_gb_s: float = Field(
+        50.0, gt=0, allow_inf_nan=False,
+        description="prefill -> decode KV link per GPU, GB/s (RDMA 400 Gb/s)")
+    kv_transfer_latency_s: float = Field(
+        0.0002, ge=0, allow_inf_nan=False, description="setup time of one KV transfer")
+
+    @model_validator(mode="after")
+    def _disaggregated(self) -> EngineConfig:
+        if (self.prefill_replicas is None) != (self.decode_replicas is None):
+            raise ValueError("prefill_replicas and decode_replicas go together")
+        if self.prefill_replicas is not None and self.replicas not in (
+                1, self.prefill_replicas + self.decode_replicas):
+            raise ValueError("with prefill_replicas and decode_replicas, replicas is their "
+                             "sum (leave it out)")
+        return self
+
+    @property
+    def num_replicas(self) -> int:
+        """Every replica of the run (prefill + decode when disaggregated)."""
+        if self.prefill_replicas is not None:
+            return self.prefill_replicas + self.decode_replicas
+        return self.replicas

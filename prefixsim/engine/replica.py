@@ -13,6 +13,7 @@ process records arrivals).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import simpy
 
@@ -30,6 +31,14 @@ from prefixsim.trace import Request
 FinishCallback = Callable[[RequestState], None]
 
 
+class HandOff(Protocol):
+    """Where a prefill replica of disaggregated serving sends its prefilled requests
+    (engine/disaggregation.py's KVTransfer)."""
+
+    def hand_off(self, state: RequestState, source: Replica) -> None:
+        ...
+
+
 class Replica(ReplicaMemory):
     """A model instance on `tp` GPUs with its own prefix cache (a router's ReplicaView)."""
 
@@ -38,9 +47,12 @@ class Replica(ReplicaMemory):
                  on_finish: FinishCallback, check_invariants: bool = False,
                  max_run_steps: int | None = None, tiers: TierStack | None = None,
                  kv_bytes_per_token: int = 0, state_log: StateLog | None = None, *,
-                 pool: SharedPool | None = None, link: PoolLink | None = None) -> None:
+                 pool: SharedPool | None = None, link: PoolLink | None = None,
+                 transfer: HandOff | None = None) -> None:
         super().__init__(env, cache, cost_model, tiers, kv_bytes_per_token, pool=pool,
                          link=link)
+        self.transfer = transfer  # set on prefill replicas of disaggregated serving
+        self.handing_off: list[RequestState] = []  # prefilled, KV still here until pulled
         self.index = index
         self.scheduler = scheduler
         self.on_finish = on_finish
@@ -104,6 +116,35 @@ class Replica(ReplicaMemory):
         for state in [s for s in self.running if s.remaining_decode_tokens <= 0]:
             self._finish(state)
 
+    # ------------------------------------------------------ disaggregated serving
+    def _hand_off(self, state: RequestState) -> None:
+        """A prefill replica's request sampled its first token: a decode replica takes it
+        (engine/disaggregation.py); its KV stays here until pulled."""
+        self.running.remove(state)
+        self.handing_off.append(state)
+        self._outstanding -= state.outstanding_tokens
+        state.last_token_s = self.env.now
+        self.transfer.hand_off(state, self)
+
+    def release_handed_off(self, state: RequestState) -> None:
+        """`state`'s KV has reached its decode replica: free it here, unlock its prefix."""
+        self.handing_off.remove(state)
+        self._release(state)
+        wake = self._wake
+        if wake is not None and not wake.triggered and self.waiting:
+            wake.succeed()
+
+    def _after_step(self) -> None:
+        """Called after every step's completions (decode replicas pull queued KV here)."""
+
+    def _held_private_tokens(self) -> int:
+        """Reserved KV of requests not running here (handed off, awaiting their pull)."""
+        return sum(s.private_tokens for s in self.handing_off)
+
+    def _queued_outstanding(self) -> int:
+        """Outstanding tokens of requests held outside `waiting` and `running`."""
+        return 0
+
     # --------------------------------------------------------------------- loop
     def _loop(self):
         env, cost = self.env, self.cost_model
@@ -152,13 +193,22 @@ class Replica(ReplicaMemory):
                     self._advance_prefill(state, num_tokens)
                     if resumed and not state.prefilling:  # its next token, after the stall
                         self.itl_segments.append((env.now - state.last_token_s, 1))
+                    if (self.transfer is not None and not state.prefilling
+                            and state.remaining_decode_tokens > 0):
+                        self._hand_off(state)
                 if decodes:
                     self.itl_segments.append((step_s, len(decodes)))
             elif decodes:
                 yield from self._decode_run(decodes)
+            elif self.handing_off:  # its memory is held by requests a decode replica pulls
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
             else:
                 raise RuntimeError(f"replica {self.index} cannot admit its queue head")
             self._finish_done()
+            self._after_step()
             if self.check:
                 self.check_invariants()
 
@@ -174,6 +224,9 @@ class Replica(ReplicaMemory):
         steps = max(1, min(steps, self.cache.free_tokens // num))
         if self.max_run_steps is not None:
             steps = min(steps, self.max_run_steps)
+        gaps = [s for s in decodes if s.gap_pending]
+        if gaps:  # their next token ends a gap: one step, so it is timed on its own
+            steps = 1
         self._reserve_decode(decodes, steps)
         contexts = tuple(s.context_tokens for s in decodes)
         total_s = cost.decode_steps_time_s(contexts, steps)
@@ -203,7 +256,13 @@ class Replica(ReplicaMemory):
         for state in decodes:
             state.generated_tokens += done
         self._outstanding -= done * num
-        if done:
+        if done and gaps:
+            for state in gaps:
+                state.gap_pending = False
+                self.itl_segments.append((env.now - state.last_token_s, 1))
+            if num > len(gaps):
+                self.itl_segments.append((total_s, num - len(gaps)))
+        elif done:
             self.itl_segments.append((total_s / done, done * num))
 
     # --------------------------------------------------------------- invariants
@@ -211,7 +270,7 @@ class Replica(ReplicaMemory):
         """R13 and the replica's own accounting (called after every step in debug mode)."""
         cache = self.cache
         cache.check_invariants()
-        private = sum(s.private_tokens for s in self.running)
+        private = sum(s.private_tokens for s in self.running) + self._held_private_tokens()
         assert private == cache.reserved_tokens, "private tokens != cache reservation"
         # R13 against sums made here, not from the cache's own counters (whose four terms
         # add up to the capacity by construction): resident from the pages, locked from the
@@ -237,4 +296,4 @@ class Replica(ReplicaMemory):
             assert state.private_tokens == 0 and state.tip is None
         assert self._outstanding == sum(
             s.outstanding_tokens for group in (self.running, self.waiting) for s in group
-        ), "outstanding tokens out of step"
+        ) + self._queued_outstanding(), "outstanding tokens out of step"

@@ -30,6 +30,7 @@ class RequestState:
         "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
         "generated_tokens", "target_tokens", "rule", "cached_tokens_host",
         "cached_tokens_disk", "cached_tokens_pool", "load_s", "last_token_s",
+        "decode_replica", "decode_source", "gap_pending",
     )
 
     def __init__(self, request: Request, arrival_s: float) -> None:
@@ -56,7 +57,10 @@ class RequestState:
         self.cached_tokens_disk = 0
         self.cached_tokens_pool = 0  # of cached_tokens, read from the shared pool (R18)
         self.load_s = 0.0  # lower-tier load time not yet charged to a step
-        self.last_token_s = 0.0  # when a preempted request produced its last token
+        self.last_token_s = 0.0  # when a preempted or handed-off request's last token came
+        self.decode_replica: int | None = None  # disaggregated: the replica that decodes it
+        self.decode_source = None  # disaggregated: the prefill replica still holding its KV
+        self.gap_pending = False  # its next token ends a gap (after a KV transfer)
 
     @property
     def prefilling(self) -> bool:
@@ -112,6 +116,7 @@ class ServedRecord:
     cached_tokens_host: int = 0  # of cached_tokens, loaded from host DRAM (R15)
     cached_tokens_disk: int = 0  # of cached_tokens, loaded from disk
     cached_tokens_pool: int = 0  # of cached_tokens, read from the shared KV pool (R18)
+    decode_replica: int | None = None  # disaggregated serving: the replica that decoded it
 
 
 NAN = float("nan")
@@ -147,4 +152,5 @@ def served_record(state: RequestState, emission_s: float = 0.0) -> ServedRecord:
         cached_tokens_host=state.cached_tokens_host,
         cached_tokens_disk=state.cached_tokens_disk,
         cached_tokens_pool=state.cached_tokens_pool,
+        decode_replica=state.decode_replica,
     )

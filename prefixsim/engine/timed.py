@@ -10,7 +10,9 @@ no process wakes up to sample, so the cost follows engine events, not simulated 
 tests compare the fast path against). `rules` gives each request its cache class (TTL,
 priority, cacheable). `tiers` (one TierStack or None per cache) puts host/disk tiers under
 each replica's HBM; loads are timed at `kv_bytes_per_token`. `pool` (cache/pool.py) is a KV
-pool all replicas share, each over a link of its own (`pool_links` in the result). Building
+pool all replicas share, each over a link of its own (`pool_links` in the result).
+`disaggregation` (engine/disaggregation.py) makes the first replicas prefill and the rest
+decode; the router chooses among the prefill replicas. Building
 caches and cost models from a config is pipeline/build.py's job. No pandas here: records only.
 """
 
@@ -24,9 +26,10 @@ import simpy
 
 from prefixsim.cache import CacheCounters, RadixCache
 from prefixsim.cache.classes import CacheRules
-from prefixsim.cache.pool import PoolLink, SharedPool
+from prefixsim.cache.pool import LinkDirection, PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
+from prefixsim.engine.disaggregation import DecodeReplica, Disaggregation, KVTransfer
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -63,6 +66,8 @@ class TimedResult:
     duration_s: float
     num_events: int
     pool_links: list[PoolLink] = field(default_factory=list)  # one per replica, with a pool
+    transfer_links: list[LinkDirection] = field(default_factory=list)  # per prefill replica
+    num_prefill_replicas: int | None = None  # disaggregated: the first this many prefill
 
 
 def replay_timed(
@@ -82,6 +87,7 @@ def replay_timed(
     tiers: Sequence[TierStack | None] | None = None,
     kv_bytes_per_token: int = 0,
     pool: SharedPool | None = None,
+    disaggregation: Disaggregation | None = None,
 ) -> TimedResult:
     """Serve `requests` (in arrival order) on one replica per cache; see module docstring."""
     env = simpy.Environment()
@@ -102,13 +108,28 @@ def replay_timed(
     links = [] if pool is None else [PoolLink(pool.spec) for _ in caches]
     if pool is not None:
         pool.clock = lambda: env.now
-    replicas = [Replica(i, env, cache, cost_model, scheduler, on_finish, check_invariants,
-                        max_run_steps, tier_stacks[i], kv_bytes_per_token, log,
-                        pool=pool, link=links[i] if links else None)
-                for i, cache in enumerate(caches)]
+    transfer = None
+    if disaggregation is not None:
+        if disaggregation.num_replicas != len(caches):
+            raise ValueError("disaggregation needs one cache per prefill and decode replica")
+        transfer = KVTransfer(disaggregation, kv_bytes_per_token, cost_model.transfer_time_s)
+
+    def replica(i: int, cache: RadixCache) -> Replica:
+        args = (i, env, cache, cost_model, scheduler, on_finish, check_invariants,
+                max_run_steps, tier_stacks[i], kv_bytes_per_token, log)
+        kwargs = {"pool": pool, "link": links[i] if links else None}
+        if transfer is not None and i >= disaggregation.prefill_replicas:
+            return DecodeReplica(*args, transfer=transfer, **kwargs)
+        return Replica(*args, transfer=transfer, **kwargs)
+
+    replicas = [replica(i, cache) for i, cache in enumerate(caches)]
+    routed = replicas  # the replicas the router chooses among (prefill ones, disaggregated)
+    if transfer is not None:
+        routed = replicas[:disaggregation.prefill_replicas]
+        transfer.decoders = replicas[disaggregation.prefill_replicas:]
     indexed = isinstance(router, IndexedRouter) and not any(cache.block for cache in caches)
     if indexed:
-        router.bind_caches(caches, lambda: env.now)
+        router.bind_caches([r.cache for r in routed], lambda: env.now)
     # a router reading the caches live expires pages of TTL caches (R11) on every replica it
     # looks at (one following them through an index changes nothing)
     record_all = not indexed and any(cache.ttl is not None for cache in caches)
@@ -124,11 +145,11 @@ def replay_timed(
             if rules is not None:
                 state.rule = rules.for_request(request)
             states.append(state)
-            chosen = replicas[router.route(request, replicas, env.now)]
+            chosen = routed[router.route(request, routed, env.now)]
             chosen.submit(state)
             if log is not None:
-                for replica in replicas if record_all else (chosen,):
-                    log.record(replica)
+                for other in routed if record_all else (chosen,):
+                    log.record(other)
 
     env.process(arrivals())
     if total:
@@ -145,4 +166,6 @@ def replay_timed(
     duration = env.now
     state_columns = log.columns() if log is not None else None
     return TimedResult(records, state_columns, figures, itl, duration,
-                       sum(r.num_steps for r in replicas) + total, links)
+                       sum(r.num_steps for r in replicas) + total, links,
+                       [] if transfer is None else transfer.links,
+                       None if disaggregation is None else disaggregation.prefill_replicas)

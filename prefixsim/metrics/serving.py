@@ -111,3 +111,23 @@ def total_counters(figures: Sequence) -> CacheCounters:
             merged = max(mine, theirs) if f.name.startswith("peak") else mine + theirs
             setattr(total, f.name, merged)
     return total
+
+
+def disaggregation_summary(result) -> dict[str, float | int]:
+    """Disaggregated serving's pools (engine/disaggregation.py): replicas per role, their
+    mean busy share, and the prefill -> decode KV links' bytes and busiest busy share."""
+    prefill = result.num_prefill_replicas
+    if prefill is None:
+        return {}
+    duration = result.duration_s
+    share = [fig.busy_s / duration if duration else 0.0 for fig in result.replicas]
+    links = result.transfer_links
+    return {
+        "prefill_replicas": prefill,
+        "decode_replicas": len(result.replicas) - prefill,
+        "prefill_busy_fraction": float(np.mean(share[:prefill])),
+        "decode_busy_fraction": float(np.mean(share[prefill:])),
+        "kv_transfer_bytes": sum(link.bytes for link in links),
+        "kv_transfer_busy_share": max(link.busy_s for link in links) / duration
+        if duration else 0.0,
+    }

@@ -23,7 +23,12 @@ from prefixsim.costmodel import CostModel
 from prefixsim.engine.timed import TimedResult
 from prefixsim.metrics.pricing import Pricing, prefill_savings, pricing_summary
 from prefixsim.metrics.requests import cache_summary, pool_summary, request_summary
-from prefixsim.metrics.serving import replica_summary, serving_summary, total_counters
+from prefixsim.metrics.serving import (
+    disaggregation_summary,
+    replica_summary,
+    serving_summary,
+    total_counters,
+)
 from prefixsim.metrics.timeseries import SamplingInfo
 from prefixsim.presets import GPUSpec, ModelSpec
 from prefixsim.trace import TraceData
@@ -120,10 +125,11 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
                                  facts.capacity_tokens))
     summary.update(pool_summary(facts.pool))
     summary.update(replica_summary(facts.requests, result.replicas, result.duration_s))
+    summary.update(disaggregation_summary(result))
     wall = facts.wall_time_s
     summary.update({
         "model": facts.model.name, "gpu": facts.gpu.name, "tp": config.hardware.tp,
-        "replicas": engine.replicas, "router": config.router.name,
+        "replicas": engine.num_replicas, "router": config.router.name,
         "cost_model": config.cost_model.name,
         "kv_pool_tokens_per_replica": facts.pool_tokens_per_replica,
         "cache_policy": config.cache.policy, "cache_ttl_s": config.cache.ttl_s,

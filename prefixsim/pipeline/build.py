@@ -84,7 +84,7 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
     pool = replica_pool_tokens(config, model, gpu)
     section = config.cache.model_copy(update={"capacity_tokens": pool})
     caches = [build_cache(section, requests, chunk_time, time_scale=config.engine.time_scale)
-              for _ in range(config.engine.replicas)]
+              for _ in range(config.engine.num_replicas)]
     kv_bytes_per_gpu = model.kv_bytes_per_token_per_gpu(config.hardware.tp,
                                                         DTYPE_BYTES[config.model.kv_dtype])
     try:

@@ -12,6 +12,7 @@ import pandas as pd
 from prefixsim.analysis.bounds import unbounded_hit_rate
 from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import ProgressCallback
+from prefixsim.engine.disaggregation import Disaggregation
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.requests import records_frame
@@ -34,7 +35,8 @@ def run_timed(parts: Components, requests: Sequence[Request],
         time_scale=engine.time_scale, record_state=engine.sample_interval_s is not None,
         check_invariants=engine.check_invariants, on_progress=on_progress,
         rules=parts.rules, tiers=parts.tiers,
-        kv_bytes_per_token=parts.kv_bytes_per_token_per_gpu, pool=parts.shared_pool)
+        kv_bytes_per_token=parts.kv_bytes_per_token_per_gpu, pool=parts.shared_pool,
+        disaggregation=_disaggregation(engine))
     frame = records_frame(result.records, ServedRecord)
     samples, sampling = timeseries(result, engine.sample_interval_s)
     unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
@@ -50,7 +52,7 @@ def run_timed(parts: Components, requests: Sequence[Request],
     pool = parts.pool_tokens_per_replica
     facts = RunFacts(
         mode=TIMED, config=config, requests=frame, counters=total_counters(result.replicas),
-        capacity_tokens=None if pool is None else pool * engine.replicas,
+        capacity_tokens=None if pool is None else pool * engine.num_replicas,
         cost_model=parts.cost_model, model=parts.model, gpu=parts.gpu,
         bounds=Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules)),
         num_requests=len(requests), wall_time_s=0.0, timed=result,
@@ -61,3 +63,10 @@ def run_timed(parts: Components, requests: Sequence[Request],
         pool=None if parts.shared_pool is None else PoolFigures.of(
             parts.shared_pool, result.pool_links, result.duration_s))
     return facts, samples
+
+
+def _disaggregation(engine) -> Disaggregation | None:
+    if engine.prefill_replicas is None:
+        return None
+    return Disaggregation(engine.prefill_replicas, engine.decode_replicas,
+                          engine.kv_transfer_gb_s * 1e9, engine.kv_transfer_latency_s)

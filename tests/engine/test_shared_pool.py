@@ -83,7 +83,7 @@ def test_two_reads_on_one_link_queue():
     assert link.read_busy_s == 4.5 + 8.5
     assert link.read(1000, 30.0) == 1.5
     link.write(2000, 0.0)
-    assert (link.write_free_s, link.write_bytes) == (2.5, 2000)
+    assert (link.writes.free_s, link.write_bytes) == (2.5, 2000)
 
 
 def test_two_requests_wait_for_the_last_read_of_their_step():
