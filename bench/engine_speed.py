@@ -4,7 +4,9 @@ Replays the trace on 4 x h100-sxm serving llama-3.1-8b with prefix_aware routing
 simulated seconds per wall second (target >= 1000x: the 1-hour trace in <= 3.6 s of wall
 time) and events per request. The baseline, measured in the same run, is the same engine
 stepping decode one step per timeout (`max_run_steps=1`) on the first N requests, against
-the fast path on the same N: the ratio is what "advance per batch change" buys. Without
+the fast path on the same N: the ratio is what "advance per batch change" buys. Then a
+fleet series (`--replica-series 4,16,64`): CPU time per request as replicas grow at
+constant load per replica (target: 64 replicas <= 1.5x of 4, issue 17). Without
 ../shared/traces it uses the bundled demo trace (figures then are not the target's).
 
     .venv/bin/python bench/engine_speed.py [TRACE] [--baseline-requests N]
@@ -13,6 +15,7 @@ the fast path on the same N: the ratio is what "advance per batch change" buys. 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 
@@ -62,12 +65,43 @@ def timed_run(trace: Path, requests, max_run_steps: int | None = None) -> dict:
             "completed": sum(r.status == "completed" for r in result.records)}
 
 
+def fleet_series(trace: Path, requests, counts: list[int], repeats: int = 3) -> None:
+    """CPU time per request as the fleet grows at constant load per replica (arrivals
+    x counts[0] / R: the same requests, R / counts[0] times faster), medians of
+    `repeats` runs interleaved in this process; target: the largest fleet <= 1.5x the
+    smallest (routing reads a global prefix index, not every replica's cache)."""
+    times: dict[int, list[float]] = {r: [] for r in counts}
+    for _ in range(repeats):
+        for replicas in counts:
+            config = load_config(None, {
+                "trace.path": str(trace), "model.name": "llama-3.1-8b",
+                "hardware.gpu": "h100-sxm", "engine.replicas": replicas,
+                "engine.time_scale": counts[0] / replicas, "router.name": "prefix_aware",
+                "engine.sample_interval_s": None})
+            cpu = time.process_time()
+            simulate(config, requests)
+            times[replicas].append((time.process_time() - cpu) / len(requests))
+    base = statistics.median(times[counts[0]])
+    print(f"fleet at constant load per replica (prefix_aware, {len(requests):,} requests, "
+          f"median of {repeats}, CPU time per request):")
+    for replicas in counts:
+        per = statistics.median(times[replicas])
+        print(f"  {replicas:>4} replicas: {per * 1e6:7.0f} us = {per / base:.2f}x of "
+              f"{counts[0]}")
+    ratio = statistics.median(times[counts[-1]]) / base
+    print(f"  {counts[-1]} vs {counts[0]} replicas: {ratio:.2f}x (target <= 1.5x: "
+          f"{'met' if ratio <= 1.5 else 'MISSED'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", nargs="?", default=None)
     parser.add_argument("--baseline-requests", type=int, default=1500)
+    parser.add_argument("--replica-series", default="4,16,64",
+                        help="fleet sizes at constant load per replica (first = baseline)")
     args = parser.parse_args()
     trace = Path(args.trace) if args.trace else (MOONCAKE if MOONCAKE.exists() else DEMO)
+    args.replica_series = [int(x) for x in args.replica_series.split(",")]
     config = load_config(None, {"trace.path": str(trace)})
     requests = load_requests(config.trace)
     print(f"trace: {trace} ({len(requests):,} requests)")
@@ -81,6 +115,8 @@ def main() -> None:
           "(wall exceeds CPU when other processes share the cores)")
     print(f"  events: {full['events']:,} = {full['events'] / len(requests):.2f} per request; "
           f"hit rate {full['hit_rate']:.4f}")
+
+    fleet_series(trace, requests, args.replica_series)
 
     head = requests[: args.baseline_requests]
     fast = timed_run(trace, head, max_run_steps=None)

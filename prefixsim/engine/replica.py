@@ -270,6 +270,8 @@ class Replica(ReplicaMemory):
         """R13 and the replica's own accounting (called after every step in debug mode)."""
         cache = self.cache
         cache.check_invariants()
+        if self.pool is not None:  # the shared pool's own accounting (R13 over its tree)
+            self.pool.cache.check_invariants()
         private = sum(s.private_tokens for s in self.running) + self._held_private_tokens()
         assert private == cache.reserved_tokens, "private tokens != cache reservation"
         # R13 against sums made here, not from the cache's own counters (whose four terms

@@ -48,9 +48,6 @@ class PrefixAware:
             self._index.attach(replica, cache)
 
     def _cached(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> list[int]:
-        if self._index is not None:
-            found = self._index.prefix_tokens(request, now)
-            return [found.get(r.index, 0) for r in replicas]
         if self.staleness_s == 0:
             return [r.cached_prefix_tokens(request, now) for r in replicas]
         if now - self._snapshot_s >= self.staleness_s or len(self._snapshots) != len(replicas):
@@ -59,10 +56,18 @@ class PrefixAware:
         return [prefix_tokens_in(request, snapshot) for snapshot in self._snapshots]
 
     def route(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
-        cached = self._cached(request, replicas, now)
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
-        for position, replica in enumerate(replicas):  # ties: lower load, then lower index
+        if self._index is not None:  # one walk over the prompt; replicas absent hold none
+            found = self._index.prefix_tokens(request, now)
+            for position, replica in enumerate(replicas):  # ties: lower load, lower index
+                load = replica.outstanding_tokens
+                score = found.get(position, 0) - weight * load
+                if score > best_score or (score == best_score and load < best_load):
+                    best, best_score, best_load = position, score, load
+            return best
+        cached = self._cached(request, replicas, now)
+        for position, replica in enumerate(replicas):
             load = replica.outstanding_tokens
             score = cached[position] - weight * load
             if score > best_score or (score == best_score and load < best_load):
