@@ -36,10 +36,12 @@ locks, reservations, block mode, tiers, per-request TTL and priority classes, an
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 from itertools import count
 
+from prefixsim.cache.ages import EDGES_S
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy
 from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict
@@ -111,6 +113,8 @@ class SegmentCache:
         self.ttl = ttl
         self.mode = CacheMode.RADIX
         self.counters = CacheCounters()
+        self._clock = 0.0  # the latest request's `now`: when evictions happen (idle ages)
+        self._hit_ages = self.counters.hit_ages.counts
         self.resident_tokens = 0
         self.locked_tokens = 0
         self.reserved_tokens = 0
@@ -170,11 +174,15 @@ class SegmentCache:
         (the path protected), insert them as one segment as far as they fit. Pages hold
         `page_tokens` but the last, which holds the rest of `input_tokens`. Returns the
         matched pages. Raises ChainConflict when the ids are not chained."""
+        self._clock = now
         if self._deadlines and self._deadlines[0][0] < now:
             self.expire(now)
         if type(page_ids) is not tuple:
             page_ids = tuple(page_ids)
         n = len(page_ids)
+        # hit ages (cache/ages.py), added per run of matched segments last used together
+        run_last: float | None = None
+        run_pages = 0
         pos = 0
         tip: Segment | None = None
         children: dict[int, Segment] | None = self._roots
@@ -202,6 +210,13 @@ class SegmentCache:
                             hi = mid - 1
                 node = self._split(node, lo)
                 end = pos + lo
+            if node.last_access_s == run_last:
+                run_pages += end - pos
+            else:
+                if run_pages:
+                    self._hit_ages[bisect_right(EDGES_S, now - run_last)] += run_pages
+                run_last = node.last_access_s
+                run_pages = end - pos
             node.last_access_s = now
             node.recency = recency
             node.num_hits += 1
@@ -212,6 +227,8 @@ class SegmentCache:
             if not whole:
                 break
             children = node.children
+        if run_pages:
+            self._hit_ages[bisect_right(EDGES_S, now - run_last)] += run_pages
         if tip is not None and not tip.children:
             self._queue(tip)
         if pos < n:
@@ -333,6 +350,8 @@ class SegmentCache:
             return True
         heap = self._victims
         counters = self.counters
+        ages = counters.evicted_ages.counts
+        clock = self._clock
         skipped = []
         while need > 0 and heap:
             entry = heappop(heap)
@@ -351,12 +370,14 @@ class SegmentCache:
                 need -= node.num_tokens
                 counters.evicted_pages += size
                 counters.evicted_tokens += node.num_tokens
+                ages[bisect_right(EDGES_S, clock - node.last_access_s)] += size
                 self._remove(node)
                 continue
             tokens = last + page * (k - 1)
             need -= tokens
             counters.evicted_pages += k
             counters.evicted_tokens += tokens
+            ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
             self._ids.difference_update(seg[size - k:])
             node.ids = seg[:size - k]
             node.num_tokens -= tokens
@@ -371,14 +392,17 @@ class SegmentCache:
         """Free every page whose deadline is before `now`; returns pages freed."""
         heap = self._deadlines
         counters = self.counters
+        ages = counters.expired_ages.counts
         freed = 0
         while heap and heap[0][0] < now:
             deadline, _, node = heappop(heap)
             if not node.resident or node.children or node.deadline_s != deadline:
                 continue
-            freed += len(node.ids)
-            counters.expired_pages += len(node.ids)
+            size = len(node.ids)
+            freed += size
+            counters.expired_pages += size
             counters.expired_tokens += node.num_tokens
+            ages[bisect_right(EDGES_S, deadline - node.last_access_s)] += size
             self._remove(node)
         return freed
 

@@ -27,12 +27,14 @@ The matched path passed to `evict(protect=...)` is protected whole. Lower tiers 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from heapq import heappop, heappush
 from typing import Protocol
 
+from prefixsim.cache.ages import EDGES_S, AgeHistogram
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, overrides
 from prefixsim.cache.ttl import TTLRule
@@ -66,7 +68,8 @@ class MatchResult:
 
 @dataclass(slots=True)
 class CacheCounters:
-    """Cumulative counts of what the cache did (tokens as charged against capacity)."""
+    """Cumulative counts of what the cache did (tokens as charged against capacity), and
+    the idle ages of pages at hits, evictions and expiries (cache/ages.py)."""
 
     evicted_pages: int = 0
     evicted_tokens: int = 0
@@ -75,6 +78,9 @@ class CacheCounters:
     inserted_pages: int = 0
     inserted_tokens: int = 0
     peak_tokens: int = 0
+    hit_ages: AgeHistogram = field(default_factory=AgeHistogram)
+    evicted_ages: AgeHistogram = field(default_factory=AgeHistogram)
+    expired_ages: AgeHistogram = field(default_factory=AgeHistogram)
 
 
 def _is_current(entry: tuple, page: Page) -> bool:
@@ -119,6 +125,9 @@ class RadixCache:
         self.block = self.mode is CacheMode.BLOCK
         self._current = _is_current_block if self.block else _is_current
         self.counters = CacheCounters()
+        # the latest `now` seen by match/insert: the time an eviction (which takes no `now`)
+        # happens at, for the idle ages of evicted pages
+        self._clock = 0.0
         self.resident_tokens = 0
         self.locked_tokens = 0
         self.reserved_tokens = 0
@@ -186,6 +195,7 @@ class RadixCache:
         In block mode an orphan whose parent is resident again is re-adopted and matched (the
         chain of ids is whole again, as vLLM's hash lookup would find it).
         """
+        self._clock = now
         if self.ttl is not None:
             self.expire(now)
         pages: list[Page] = []
@@ -212,7 +222,9 @@ class RadixCache:
         if not pages:
             return
         deadline = self._deadline(now, ttl_s) if self._sliding() else None
+        ages = self.counters.hit_ages.counts
         for page in pages:
+            ages[bisect_right(EDGES_S, now - page.last_access_s)] += 1
             page.last_access_s = now
             page.recency = recency
             page.num_hits += 1
@@ -248,6 +260,7 @@ class RadixCache:
         A page already resident under the same parent is reused (R7: the first insert wins).
         Returns the pages now holding the chain (reused or new), first page first.
         """
+        self._clock = now
         placed: list[Page] = []
         first_new: Page | None = None
         last_new = 0
@@ -389,6 +402,8 @@ class RadixCache:
         reconsider = self._reconsider
         demote = self.on_demote
         counters = self.counters
+        ages = counters.evicted_ages.counts
+        clock = self._clock
         # A page's parent that becomes a leaf is often the very next victim (a chain is
         # evicted from its end): its entry is kept aside instead of pushed and popped again
         # when it sorts before the heap's top, which is exactly when a pop would return it.
@@ -415,6 +430,7 @@ class RadixCache:
             parent_entry = self._remove(page, defer=True)
             counters.evicted_pages += 1
             counters.evicted_tokens += tokens
+            ages[bisect_right(EDGES_S, clock - page.last_access_s)] += 1
             if demote is not None:
                 demote(page)
             if parent_entry is not None:
@@ -438,6 +454,7 @@ class RadixCache:
             self._remove(page, expired=True)
             self.counters.expired_pages += 1
             self.counters.expired_tokens += page.num_tokens
+            self.counters.expired_ages.add(page.deadline_s - page.last_access_s)
             freed += 1
         return freed
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from prefixsim.trace import Request
 
 
-@dataclass(frozen=True, slots=True)
-class CacheOnlyRecord:
-    """What cache-only replay observed for one request (no timing)."""
+class CacheOnlyRecord(NamedTuple):
+    """What cache-only replay observed for one request (no timing).
+
+    A named tuple rather than a frozen dataclass: as immutable, and built about four times
+    faster, which is a tenth of a plain cache-only replay's time (bench/cache_replay.py)."""
 
     request_id: int
     session_id: str | None

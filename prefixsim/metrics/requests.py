@@ -13,12 +13,16 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.cache import CacheCounters
+from prefixsim.cache.ages import AgeHistogram
 from prefixsim.cache.pool import PoolFigures
+
+AGE_QUANTILES = ((10, 0.1), (50, 0.5), (90, 0.9))
 
 
 def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
-    """One row per record; columns are the record's field names, in declaration order."""
-    names = [f.name for f in fields(record_type)]
+    """One row per record; columns are the record's field names, in declaration order
+    (a frozen dataclass or a named tuple)."""
+    names = list(getattr(record_type, "_fields", None) or [f.name for f in fields(record_type)])
     columns = {name: [getattr(r, name) for r in records] for name in names}
     return pd.DataFrame(columns, columns=names)
 
@@ -38,6 +42,7 @@ def cache_summary(
         "cache_token_hit_rate": hits / query if query else 0.0,
         **tier_hits(requests),
         "cache_request_hit_rate": float((requests["cached_tokens"] > 0).mean()) if num else 0.0,
+        "cache_request_weighted_hit_rate": request_weighted_hit_rate(requests),
         "cache_evictions": counters.evicted_pages,
         "cache_evicted_tokens": counters.evicted_tokens,
         "cache_expirations": counters.expired_pages,
@@ -45,7 +50,27 @@ def cache_summary(
         "cache_inserted_tokens": counters.inserted_tokens,
         "cache_peak_tokens": counters.peak_tokens,
         "cache_capacity_tokens": capacity_tokens,
+        **age_quantiles("hit", counters.hit_ages),
+        **age_quantiles("evicted", counters.evicted_ages),
+        **age_quantiles("expired", counters.expired_ages),
     }
+
+
+def request_weighted_hit_rate(requests: pd.DataFrame) -> float:
+    """The mean over requests of cached_tokens / input_tokens (each request counts once,
+    however long), beside the token-weighted `cache_token_hit_rate`."""
+    inputs = requests["input_tokens"].to_numpy(dtype=float)
+    if not len(inputs):
+        return 0.0
+    cached = requests["cached_tokens"].to_numpy(dtype=float)
+    return float(np.mean(np.divide(cached, inputs, out=np.zeros_like(cached),
+                                   where=inputs > 0)))
+
+
+def age_quantiles(event: str, histogram: AgeHistogram) -> dict[str, float | None]:
+    """`cache_{event}_age_p{10,50,90}_s`: idle ages of pages at `event` (cache/ages.py;
+    None when no page had that event)."""
+    return {f"cache_{event}_age_p{pct}_s": histogram.quantile(q) for pct, q in AGE_QUANTILES}
 
 
 def tier_hits(requests: pd.DataFrame) -> dict[str, int]:

@@ -1,0 +1,86 @@
+"""How long pages sat unused: histograms of a page's idle age at a hit, at an eviction and
+at an expiry (docs/cache-semantics.md R5, R10, R12).
+
+A page's idle age is the simulated time since its last use (its last hit or its insert):
+at a hit, `now - last_access_s` before the hit refreshes it; at an eviction, the same at the
+moment the cache made room (the time of the request that needed it); at an expiry, the
+time it had been unused when its deadline passed (`deadline_s - last_access_s`: the TTL for
+a sliding TTL, unless a descendant kept it alive longer). Comparing the three says what
+limits hits: pages evicted while younger than the TTL mean the capacity does; pages that
+expire while hits keep arriving at ages just over the TTL mean the TTL does.
+
+Bins are log-spaced, four per doubling, from 2**-10 s (~1 ms) to 2**20 s (~12 days), with
+one bin below and one above; a quantile is interpolated geometrically inside its bin, so it
+is within a factor 2**0.25 (19%) of the exact value. Counts are pages. The caches add to
+the bins with `bisect_right(EDGES_S, age)` inline (one C call per hit segment or page);
+this module owns the bins, adding histograms and reading quantiles.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+BINS_PER_DOUBLING = 4
+LOWEST_EXPONENT = -10
+HIGHEST_EXPONENT = 20
+EDGES_S: tuple[float, ...] = tuple(
+    2.0 ** (k / BINS_PER_DOUBLING)
+    for k in range(LOWEST_EXPONENT * BINS_PER_DOUBLING, HIGHEST_EXPONENT * BINS_PER_DOUBLING + 1)
+)
+"""Bin i holds ages in [EDGES_S[i-1], EDGES_S[i]); bin 0 ages below EDGES_S[0] (0 included),
+the last bin ages of EDGES_S[-1] and more."""
+
+
+class AgeHistogram:
+    """Page counts per idle-age bin (see EDGES_S); added with `+` (replicas' counters)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: list[int] | None = None) -> None:
+        self.counts = [0] * (len(EDGES_S) + 1) if counts is None else list(counts)
+
+    def add(self, age_s: float, pages: int = 1) -> None:
+        """Count `pages` pages of idle age `age_s` (seconds)."""
+        self.counts[bisect_right(EDGES_S, age_s)] += pages
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    def quantile(self, q: float) -> float | None:
+        """The age below which a share `q` of the pages fall (None when empty)."""
+        total = self.total
+        if total == 0:
+            return None
+        target = q * total
+        seen = 0
+        for index, count in enumerate(self.counts):
+            if count and seen + count >= target:
+                share = (target - seen) / count
+                if index == 0:
+                    return EDGES_S[0] * share
+                if index == len(EDGES_S):
+                    return EDGES_S[-1]
+                low, high = EDGES_S[index - 1], EDGES_S[index]
+                return low * (high / low) ** share
+            seen += count
+        return EDGES_S[-1]  # pragma: no cover - q > 1
+
+    def share_below(self, age_s: float) -> float | None:
+        """Share of the pages younger than the bin edge at or below `age_s` (None if empty)."""
+        total = self.total
+        if total == 0:
+            return None
+        return sum(self.counts[: bisect_right(EDGES_S, age_s)]) / total
+
+    def __add__(self, other: AgeHistogram) -> AgeHistogram:
+        return AgeHistogram([a + b for a, b in zip(self.counts, other.counts, strict=True)])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AgeHistogram) and self.counts == other.counts
+
+    __hash__ = None  # type: ignore[assignment]  (mutable)
+
+    def __repr__(self) -> str:
+        nonzero = {i: c for i, c in enumerate(self.counts) if c}
+        return f"AgeHistogram({nonzero})"
