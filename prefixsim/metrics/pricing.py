@@ -44,7 +44,7 @@ class Pricing:
     cache_step_tokens: int = 1
 
 
-# List prices as published by the providers (2025): Anthropic Claude Sonnet 4 and Haiku 3.5
+# List prices as published by the providers: Anthropic Claude Sonnet 4 and Haiku 3.5
 # (writes 1.25x input for 5 min, 2x for 1 h; reads 0.1x; minimum 1,024 / 2,048 tokens);
 # OpenAI GPT-4.1 (automatic caching from 1,024 tokens in 128-token steps, reads 0.25x,
 # no write surcharge and no 1 h class: the 1 h price equals input).
@@ -52,6 +52,25 @@ PRESETS: dict[str, Pricing] = {
     "anthropic": Pricing("anthropic", 3.0, 15.0, 0.30, 3.75, 6.0, 1024, 1),
     "anthropic-haiku": Pricing("anthropic-haiku", 0.80, 4.0, 0.08, 1.0, 1.6, 2048, 1),
     "openai": Pricing("openai", 2.0, 8.0, 0.50, 2.0, 2.0, 1024, 128),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PriceSource:
+    """Where and when a preset's prices were read: the provider's page and the month
+    (YYYY-MM) its list prices were taken from. Providers change prices: check the page."""
+
+    model: str
+    as_of: str
+    url: str
+
+
+PRESET_SOURCES: dict[str, PriceSource] = {
+    "anthropic": PriceSource("Claude Sonnet 4", "2025-06",
+                             "https://www.anthropic.com/pricing#api"),
+    "anthropic-haiku": PriceSource("Claude Haiku 3.5", "2025-06",
+                                   "https://www.anthropic.com/pricing#api"),
+    "openai": PriceSource("GPT-4.1", "2025-06", "https://openai.com/api/pricing/"),
 }
 
 
@@ -122,8 +141,11 @@ def pricing_summary(
     total = (uncached * pricing.input_usd_per_mtok + write_usd
              + read.sum() * pricing.cache_read_usd_per_mtok + output_usd) / 1e6
     no_cache = (inputs.sum() * pricing.input_usd_per_mtok + output_usd) / 1e6
+    source = PRESET_SOURCES.get(pricing.name) if PRESETS.get(pricing.name) == pricing else None
     return {
         "cost_pricing": pricing.name,
+        "cost_prices_as_of": (f"{source.model} list prices of {source.as_of} ({source.url})"
+                              if source is not None else "user-supplied price list"),
         "cost_total_usd": float(total),
         "cost_no_cache_usd": float(no_cache),
         "cost_saved_usd": float(no_cache - total),

@@ -33,6 +33,8 @@ _RUN = {
     "wall_time_s": "wall-clock seconds the run took (reading the trace excluded)",
     "command": "the command line (prefixsim run only)",
     "trace_skipped_lines": "malformed trace records skipped (--skip-bad-lines)",
+    "trace_span_s": "seconds from the first arrival to the last",
+    "trace_distinct_prefix_tokens": "tokens of the trace's distinct pages (unbounded footprint)",
     "trace_*": "labels the trace reader adds (e.g. trace_prefix_model, trace_arrival_model)",
 }
 _CACHE = {
@@ -40,7 +42,8 @@ _CACHE = {
                           "requests)",
     "cache_hit_tokens": "prompt tokens found in the cache (all tiers)",
     "cache_token_hit_rate": "token-weighted hit rate: cache_hit_tokens / cache_query_tokens",
-    "cache_request_hit_rate": "request-weighted hit rate: share of requests with a hit",
+    "cache_request_hit_rate": "share of requests with at least one hit token",
+    "cache_request_weighted_hit_rate": "request-weighted hit rate: mean of cached / input",
     "cache_hit_tokens_hbm": "hit tokens found in GPU memory",
     "cache_hit_tokens_host": "hit tokens loaded from the host DRAM tier",
     "cache_hit_tokens_disk": "hit tokens loaded from the disk tier",
@@ -73,6 +76,9 @@ _CACHE = {
     "cache_ttl_s": "TTL in seconds (null: none)",
     "cache_unbounded_token_hit_rate": "hit rate of an unbounded cache on the same trace",
     "cache_belady_token_hit_rate": "hit rate of offline belady at the same capacity (--bounds)",
+    **{f"cache_{event}_age_p{pct}_s": f"p{pct} of pages' idle age at {what}, s"
+       for event, what in (("hit", "a hit"), ("evicted", "eviction"), ("expired", "expiry"))
+       for pct in (10, 50, 90)},
 }
 _SERVING = {
     "duration": "simulated seconds from t = 0 of the trace clock to the last finish",
@@ -109,6 +115,7 @@ _SERVING = {
 }
 _COST = {
     "cost_pricing": "price list (--pricing)",
+    "cost_prices_as_of": "which model's list prices, of which month, from which page",
     "cost_total_usd": "what the run's tokens cost with prompt caching",
     "cost_no_cache_usd": "what they cost with every prompt token uncached",
     "cost_saved_usd": "cost_no_cache_usd - cost_total_usd",

@@ -32,6 +32,7 @@ from prefixsim.metrics.serving import (
 from prefixsim.metrics.timeseries import SamplingInfo
 from prefixsim.presets import GPUSpec, ModelSpec
 from prefixsim.trace import TraceData
+from prefixsim.trace.pages import distinct_prefix_tokens
 
 CACHE_ONLY = "cache_only"
 TIMED = "timed"
@@ -188,7 +189,10 @@ def _trace_keys(facts: RunFacts) -> dict[str, Any]:
     keys: dict[str, Any] = {}
     if facts.command is not None:
         keys["command"] = facts.command
+    arrivals = facts.requests["arrival_s"]
+    keys["trace_span_s"] = float(arrivals.max() - arrivals.min()) if len(arrivals) else 0.0
     if facts.trace is not None:
+        keys["trace_distinct_prefix_tokens"] = distinct_prefix_tokens(facts.trace.requests)
         keys["trace_skipped_lines"] = facts.trace.skipped_lines
         keys.update({f"trace_{k}": v for k, v in facts.trace.labels.items()})
     return keys

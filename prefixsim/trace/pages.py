@@ -15,6 +15,27 @@ from prefixsim.errors import InputError
 from prefixsim.trace.record import Request
 
 
+def distinct_prefix_tokens(requests: Iterable[Request]) -> int:
+    """Tokens of the distinct pages of `requests` (each chained id counted once, with the
+    most tokens it was seen holding): what an unbounded cache without a TTL holds at the end,
+    and the least capacity at which no policy ever evicts."""
+    full: dict[int, set[int]] = {}  # page size -> ids seen as a full (not last) page
+    last: dict[int, int] = {}  # id of a prompt's last page -> most tokens seen in it
+    for request in requests:
+        ids = request.page_ids
+        if not ids:
+            continue
+        size = request.page_size_tokens
+        if len(ids) > 1:
+            full.setdefault(size, set()).update(ids[:-1])
+        tokens = request.input_tokens - size * (len(ids) - 1)
+        if last.get(ids[-1], 0) < tokens:
+            last[ids[-1]] = tokens
+    seen: set[int] = set().union(*full.values()) if full else set()
+    return (sum(size * len(ids) for size, ids in full.items())
+            + sum(tokens for page_id, tokens in last.items() if page_id not in seen))
+
+
 def check_page_size(from_tokens: int, to_tokens: int) -> int:
     """The factor k = to/from, or an InputError saying why the conversion is impossible."""
     if to_tokens < 1:

@@ -9,6 +9,7 @@ import pytest
 from prefixsim.config import CacheConfig, load_config
 from prefixsim.errors import InputError
 from prefixsim.metrics.pricing import (
+    PRESET_SOURCES,
     PRESETS,
     billed_tokens,
     load_pricing,
@@ -61,6 +62,25 @@ def test_pricing_file(tmp_path):
         load_pricing(str(bad))
     with pytest.raises(InputError, match="presets"):
         load_pricing("nowhere")
+
+
+def test_every_preset_says_where_and_when_its_prices_were_taken(tmp_path):
+    """Each preset names its model, a YYYY-MM month and the provider's page; the summary
+    quotes them, and a price file (even one with a preset's numbers) is not passed off as
+    a dated preset."""
+    assert set(PRESET_SOURCES) == set(PRESETS)
+    for source in PRESET_SOURCES.values():
+        assert source.url.startswith("https://") and len(source.as_of) == 7
+        assert source.as_of[4] == "-" and 2024 <= int(source.as_of[:4]) <= 2030
+    s = pricing_summary(frame([(2000, 0, 0)]), PRESETS["openai"], None)
+    assert s["cost_prices_as_of"] == ("GPT-4.1 list prices of 2025-06 "
+                                      "(https://openai.com/api/pricing/)")
+    path = tmp_path / "anthropic.yaml"
+    path.write_text("input_usd_per_mtok: 1\noutput_usd_per_mtok: 2\n"
+                    "cache_read_usd_per_mtok: 0.1\ncache_write_usd_per_mtok: 1\n"
+                    "cache_write_1h_usd_per_mtok: 1\n")
+    s = pricing_summary(frame([(2000, 0, 0)]), load_pricing(str(path)), None)
+    assert s["cost_prices_as_of"] == "user-supplied price list"
 
 
 def test_caching_costs_less_on_a_reuse_heavy_trace():
