@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
     all combinations) and optional runs: (explicit points).
 
     Writes runs/<run_id>/ per run as it finishes and sweep.parquet with one row per run
-    (swept keys with dots as underscores, status, error and every summary scalar). A failing
+    (swept keys with dots as underscores, status, error and every summary scalar), and
+    ends by printing the `prefixsim report DIR` command that draws the report. A failing
     run is recorded and the sweep goes on; an interrupted sweep continues with --resume.
 
     \b
@@ -69,7 +71,8 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
     try:
         result = run_sweep(spec, out_dir, executor=executor, n_jobs=n_jobs, address=address,
                            resume=resume, keep_requests=not no_requests, source=spec_path,
-                           on_start=started, on_outcome=finished)
+                           on_start=started, on_outcome=finished,
+                           command=shlex.join(["prefixsim", *sys.argv[1:]]))
     finally:
         bar.close()
     if not quiet:
@@ -78,5 +81,6 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
         for run_id, error in result.failed.items():
             click.echo(f"failed {run_id}: {error}", err=True)
         click.echo(f"results: {result.table_path}")
+        click.echo(f"report:  prefixsim report {shlex.quote(str(out_dir))}")
     if result.failed:  # the sweep went on; its exit status still says not all runs finished
         sys.exit(1)

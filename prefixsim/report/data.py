@@ -1,9 +1,10 @@
 """What a report reads: a run folder or a sweep folder, as one table plus per-run frames.
 
-A sweep folder has `sweep.parquet` (one row per run) and `runs/<run_id>/`; a run folder has
-`summary.json` and is read as a one-row table. Per-run `requests.parquet` and
-`timeseries.parquet` are read on demand and may be absent (then plots needing them skip).
-This module reads files only; it never writes.
+A sweep folder has `sweep.parquet` (one row per run), `sweep.json` (name, swept keys, the
+command) and `runs/<run_id>/`; a run folder has `summary.json` and is read as a one-row
+table. Per-run `requests.parquet`, `timeseries.parquet` and `config.yaml` are read on demand
+and may be absent (then the plots or header lines needing them say so). This module reads
+files only; it never writes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from prefixsim.errors import InputError
 
@@ -27,7 +29,9 @@ class ReportData:
     swept: list[str]
     run_dirs: dict[str, Path]
     config_text: str = ""  # the sweep's spec.yaml or the run's config.yaml
+    meta: dict = field(default_factory=dict)  # sweep.json (a sweep) or {} (a run)
     _frames: dict[tuple[str, str], pd.DataFrame | None] = field(default_factory=dict)
+    _configs: dict[str, dict | None] = field(default_factory=dict)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -44,6 +48,14 @@ class ReportData:
             self._frames[key] = pd.read_parquet(path) if path.is_file() else None
         return self._frames[key]
 
+    def config(self, run_id: str) -> dict | None:
+        """The effective config.yaml of one run as a mapping, or None when absent."""
+        if run_id not in self._configs:
+            path = self.run_dirs[run_id] / "config.yaml"
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+            self._configs[run_id] = loaded if isinstance(loaded, dict) else None
+        return self._configs[run_id]
+
     def frames(self, name: str, limit: int | None = None) -> dict[str, pd.DataFrame]:
         """`name` frames of successful runs that have one (plan order, at most `limit`)."""
         found: dict[str, pd.DataFrame] = {}
@@ -55,17 +67,28 @@ class ReportData:
                     break
         return found
 
-    def label(self, run_id: str) -> str:
-        """A short legend label: the run's swept values, else its id."""
-        if not self.swept:
+    def label(self, run_id: str, omit: tuple[str, ...] = ()) -> str:
+        """A short legend label: the run's swept values (but `omit`), else its id."""
+        columns = [c for c in self.swept if c not in omit]
+        if not columns:
             return run_id
         row = self.table[self.table["run_id"] == run_id].iloc[0]
-        return ", ".join(f"{short_name(c)}={_show(row[c])}" for c in self.swept if c in row)
+        return ", ".join(f"{short_name(c)}={show_swept(c, row[c])}" for c in columns if c in row)
 
 
 def short_name(column: str) -> str:
-    """`cache_capacity_tokens` -> `capacity`: a column name short enough for a legend."""
-    return column.removeprefix("cache_").removesuffix("_tokens")
+    """`cache_capacity_tokens` -> `capacity`, `router_name` -> `router`, `cache_ttl_s` ->
+    `ttl`: a column name short enough for a legend."""
+    name = column.removeprefix("cache_")
+    for suffix in ("_tokens", "_name", "_s"):
+        name = name.removesuffix(suffix)
+    return name or column
+
+
+def show_swept(column: str, value: object) -> str:
+    """A swept value as a label shows it: a missing capacity is `unbounded`."""
+    text = _show(value)
+    return "unbounded" if text == "none" and column == "cache_capacity_tokens" else text
 
 
 def _show(value: object) -> str:
@@ -96,7 +119,7 @@ def load_report_data(path: str | Path) -> ReportData:
         kind = meta.get("kind", "sweep")  # a tune folder has the sweep layout
         return ReportData(title=f"prefixsim {kind}: {name}", kind="sweep", table=table,
                           swept=swept, run_dirs=run_dirs,
-                          config_text=_read_text(folder / "spec.yaml"))
+                          config_text=_read_text(folder / "spec.yaml"), meta=meta)
     if (folder / "summary.json").is_file():
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         scalars = {k: v for k, v in summary.items()

@@ -1,9 +1,14 @@
-"""Figure building blocks: axis labels with units, curve grouping, the generic x-y plot.
+"""Figure building blocks: axis labels with units, curve grouping, panels of runs, the
+generic x-y plot.
 
 `xy_figure` is the one line-plot routine behind the sweep plots and `prefixsim plot`: rows
 of a table, one curve per combination of `curve_by` columns, one panel per `col_by` value.
 Rows whose x is missing (an unbounded capacity, no TTL) can be drawn as dashed horizontal
-bounds of the curve with the same other values. Matplotlib runs on the Agg backend.
+bounds of the curve with the same other values. `run_panels` splits the runs of a plot
+drawn per run (over time, per request) into small multiples so that every run is drawn and
+named in a legend, never a silent subset; `tag` records on a figure which runs it drew
+(the report puts them on the page, where the browser test reads them). Matplotlib runs on
+the Agg backend.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -19,6 +25,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+from prefixsim.report.data import short_name, show_swept  # noqa: E402
 
 KNOWN_LABELS = {
     "cache_capacity_tokens": "cache capacity (tokens)",
@@ -35,8 +43,89 @@ UNIT_SUFFIXES = (("_tokens", "tokens"), ("_ms", "ms"), ("_s", "s"), ("_usd", "US
                  ("_throughput", "per s"))
 
 
+MAX_RUNS_PER_PANEL = 10  # matplotlib's default colour cycle has 10 colours
+
+
+SHORT_LABEL = 30  # characters: labels up to this long go two to a legend row
+
+
+def legend_columns(labels: Sequence[str]) -> int:
+    return 2 if len(labels) > 3 and max(map(len, labels)) <= SHORT_LABEL else 1
+
+
+def legend_rows(labels: Sequence[str]) -> int:
+    """Rows a legend_below of these labels takes."""
+    return math.ceil(len(labels) / legend_columns(labels)) if labels else 0
+
+
+def legend_below(ax, fontsize: float = 7) -> None:
+    """The legend under the panel (two columns when its labels are short), so it never
+    hides the data; panel_grid(legend_rows=...) leaves the room."""
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, fontsize=fontsize, loc="upper center",
+              bbox_to_anchor=(0.5, -0.2), ncol=legend_columns(labels), frameon=False)
+
+
 class PlotSkipped(Exception):
     """A plot cannot be drawn from this data; the message says why."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a per-run plot: its title, its runs, and the column it groups by (left
+    out of the runs' legend labels, since the title says it)."""
+
+    title: str
+    runs: list[str]
+    group_by: str | None = None
+
+
+def run_panels(table: pd.DataFrame, swept: Sequence[str], runs: Sequence[str]) -> list[Panel]:
+    """Every one of `runs` (ids in `table`'s run_id column), in panels of at most
+    MAX_RUNS_PER_PANEL: grouped by the swept column with the fewest distinct values among
+    them (at least 2), else one group; a group too big is cut into parts."""
+    rows = table.set_index("run_id").loc[list(runs)] if len(runs) else table.iloc[:0]
+    counts = {c: rows[c].astype(str).nunique(dropna=False) for c in swept if c in rows}
+    candidates = [c for c in swept if counts.get(c, 0) >= 2]
+    column = min(candidates, key=lambda c: counts[c]) if candidates else None
+    groups: dict[str, list[str]] = {}
+    for run_id in runs:
+        key = "all runs" if column is None else \
+            f"{short_name(column)}={show_swept(column, rows.loc[run_id, column])}"
+        groups.setdefault(key, []).append(run_id)
+    panels = []
+    for key, members in groups.items():
+        parts = [members[i:i + MAX_RUNS_PER_PANEL]
+                 for i in range(0, len(members), MAX_RUNS_PER_PANEL)]
+        for n, part in enumerate(parts, start=1):
+            title = key if len(parts) == 1 else f"{key} (part {n} of {len(parts)})"
+            panels.append(Panel(title, part, column))
+    return panels
+
+
+def panel_grid(num_panels: int, ncols: int = 3, width: float = 5.0,
+               height: float = 3.6, legend_rows: int = 0) -> tuple[Figure, list]:
+    """A grid with room for `num_panels` axes (at most `ncols` across) and, under each, a
+    legend of up to `legend_rows` rows (legend_below); spare cells removed."""
+    ncols = max(1, min(ncols, num_panels))
+    nrows = max(1, math.ceil(num_panels / ncols))
+    if legend_rows:
+        height += 0.45 + 0.16 * legend_rows
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
+                             squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[num_panels:]:
+        fig.delaxes(ax)
+    return fig, flat[:num_panels]
+
+
+def tag(fig: Figure, runs: Sequence[str] | None, note: str = "") -> Figure:
+    """Record on `fig` the runs it drew one by one (None: it draws the runs' table, not
+    each run) and a note for its caption, such as runs it could not draw and why; the
+    report writes them next to the image."""
+    fig.prefixsim_runs = None if runs is None else list(runs)  # type: ignore[attr-defined]
+    fig.prefixsim_note = note  # type: ignore[attr-defined]
+    return fig
 
 
 def axis_label(column: str) -> str:

@@ -61,11 +61,13 @@ def run_sweep(
     source: str | None = None,
     on_start: Callable[[int], None] | None = None,
     on_outcome: OutcomeCallback | None = None,
+    command: str | None = None,
 ) -> SweepResult:
     """Run the points of `spec` not yet finished in `out_dir`; write sweep.parquet.
 
     Without `resume`, `out_dir` must not hold a sweep already. `on_start(n)` is told how many
-    runs will execute; `on_outcome` sees each outcome after it is stored.
+    runs will execute; `on_outcome` sees each outcome after it is stored. `command`, the
+    command line, is recorded in sweep.json.
     """
     points = plan(spec, source)
     if executor not in EXECUTORS:
@@ -78,7 +80,7 @@ def run_sweep(
     keys = swept_keys(spec)
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_staging(out_dir)
-    write_sweep_meta(out_dir, spec.name, keys, points, spec_to_yaml(spec))
+    write_sweep_meta(out_dir, spec.name, keys, points, spec_to_yaml(spec), command)
     done = finished_ids(out_dir, points) if resume else set()
     todo = [p for p in points if p.run_id not in done]
     result = SweepResult(points=points, skipped=[p.run_id for p in points if p.run_id in done])

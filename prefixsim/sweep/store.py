@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from prefixsim._version import __version__
 from prefixsim.sweep.spec import SweepPoint, column_name
 from prefixsim.sweep.worker import OK, RunOutcome
 
@@ -174,10 +175,12 @@ def sweep_table(out_dir: Path, points: Sequence[SweepPoint], keys: Sequence[str]
 
 
 def write_sweep_meta(out_dir: Path, name: str, keys: Sequence[str],
-                     points: Sequence[SweepPoint], spec_yaml: str) -> None:
+                     points: Sequence[SweepPoint], spec_yaml: str,
+                     command: str | None = None) -> None:
     meta = {"name": name, "swept_keys": list(keys),
             "swept_columns": [column_name(k) for k in keys],
-            "run_ids": [p.run_id for p in points]}
+            "run_ids": [p.run_id for p in points],
+            "prefixsim_version": __version__, "command": command}
     write_text_atomic(out_dir / "spec.yaml", spec_yaml)
     write_text_atomic(out_dir / "sweep.json", json.dumps(meta, indent=2) + "\n")
 

@@ -34,7 +34,7 @@ from prefixsim.tune.store import read_tune_meta
 Plot = Callable[[ReportData], Figure]
 MAX_PARAM_PANELS = 8
 MAX_HEADLINE_BEST = 3  # Pareto-front trials shown beside the base in the per-run plots
-ALONG_AN_AXIS = ("hit_rate_vs_capacity", "hit_rate_vs_ttl", "p99_ttft_vs_capacity")
+ALONG_AN_AXIS = ("policy_zoo", "hit_rate_vs_ttl", "p99_ttft_vs_capacity")
 
 
 def _knobs(folder: Path) -> list[Knob]:

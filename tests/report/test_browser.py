@@ -1,6 +1,10 @@
-"""A real browser opens report.html: headless Chromium loads it without errors and every
-image decodes (naturalWidth > 0). Skipped with a reason where Chromium is not installed
-(Debian: `apt-get install chromium`)."""
+"""A real browser opens report.html as a reader would, at 1400 px and at a narrow 800 px,
+and checks what the reader sees: the header is there with the trace and the hardware, the
+comparison table's last column can be reached (the table scrolls inside its box, the page
+itself never overflows sideways), the table sorts on a click, every run is named in every
+figure drawn per run, and every image decodes (naturalWidth > 0). Run on the bundled demo
+sweep and the timed demo sweep. Skipped with a reason where Chromium is not installed
+(Debian: `apt-get install chromium`; .ci/run installs it)."""
 
 import html
 import json
@@ -19,27 +23,57 @@ CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "goog
 pytestmark = pytest.mark.skipif(CHROMIUM is None,
                                 reason="headless Chromium not installed (apt-get install chromium)")
 
-# Appended to a copy of the page: records load errors and image decoding into the DOM.
+# Appended to a copy of the page: measures what a reader sees and writes it into the DOM.
 PROBE = """<script>
 window.__errors = [];
 window.addEventListener("error", e => window.__errors.push(String(e.message || e.target.src)),
                         true);
 window.addEventListener("load", () => {
   const imgs = Array.from(document.images);
-  document.body.setAttribute("data-check", JSON.stringify({
-    images: imgs.length, errors: window.__errors,
-    loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length}));
+  const out = {images: imgs.length, errors: window.__errors,
+               loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+               pageOverflow: document.documentElement.scrollWidth - window.innerWidth};
+  const header = document.getElementById("report-header");
+  out.header = header ? Array.from(header.querySelectorAll("section")).map(s => ({
+      title: s.querySelector("h2").textContent,
+      rows: Array.from(s.querySelectorAll("dt")).map(dt => [dt.textContent,
+                                                            dt.nextElementSibling.textContent])
+  })) : null;
+  const box = document.getElementById("comparison-box");
+  const table = document.getElementById("comparison");
+  if (box && table) {
+    const heads = table.querySelectorAll("thead th");
+    const last = heads[heads.length - 1];
+    box.scrollLeft = box.scrollWidth;
+    const b = box.getBoundingClientRect(), l = last.getBoundingClientRect();
+    const first = table.querySelector("tbody td").getBoundingClientRect();
+    out.table = {boxRight: b.right, boxLeft: b.left, lastLeft: l.left, lastRight: l.right,
+                 firstCellLeft: first.left, scrolls: box.scrollWidth > box.clientWidth,
+                 lastTitle: last.textContent, viewport: window.innerWidth,
+                 runs: Array.from(table.tBodies[0].rows).map(r => r.dataset.run)};
+    box.scrollLeft = 0;
+    const col = Array.from(heads).findIndex(h => h.textContent.startsWith("hit rate (token"));
+    if (col >= 0) {
+      heads[col].click();
+      out.sorted = Array.from(table.tBodies[0].rows).map(r => r.cells[col].dataset.sort);
+    }
+  }
+  out.figures = Array.from(document.querySelectorAll("figure")).map(f => ({
+      id: f.id, runs: f.dataset.runs ? JSON.parse(f.dataset.runs) : null}));
+  document.body.setAttribute("data-check", JSON.stringify(out));
 });
 </script>"""
 
 
-def open_in_chromium(page, tmp_path):
-    """Load `page` (an HTML file) in headless Chromium; return the probe's findings."""
-    probed = tmp_path / f"probed-{page.name}"
+def open_in_chromium(page, tmp_path, width=1400):
+    """Load `page` (an HTML file) in headless Chromium `width` px wide; return what the
+    probe found."""
+    probed = tmp_path / f"probed-{width}-{page.name}"
     probed.write_text(page.read_text(encoding="utf-8") + PROBE, encoding="utf-8")
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+               f"--window-size={width},1000", "--hide-scrollbars",
                "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -48,14 +82,57 @@ def open_in_chromium(page, tmp_path):
     return json.loads(html.unescape(found.group(1)))
 
 
-def test_report_opens_in_chromium_with_all_images(tmp_path):
-    out = tmp_path / "demo"
-    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, n_jobs=1)
-    assert CliRunner().invoke(app, ["report", str(out), "--quiet"]).exit_code == 0
+def check_what_a_reader_sees(check, num_plots, ok_runs):
+    assert check["images"] == check["loaded"] == num_plots and check["errors"] == []
+    assert check["pageOverflow"] <= 0, "the page scrolls sideways"
+    sections = {s["title"]: dict(s["rows"]) for s in check["header"]}
+    assert sections["Trace"]["trace"] == "demo_chat.jsonl"
+    assert sections["Trace"]["requests"] == "264"
+    assert sections["Hardware and model"]["GPU"] == "h100-sxm"
+    assert sections["Runs"]["command"].startswith("prefixsim sweep")
+    table = check["table"]
+    assert table["runs"] == ok_runs
+    # scrolled to its end, the last column lies inside the box (not cut off by it)
+    assert table["boxLeft"] - 1 <= table["lastLeft"] < table["lastRight"] <= table["boxRight"] + 1
+    assert table["boxRight"] <= table["viewport"]
+    numbers = [float(v) for v in check["sorted"] if v != ""]
+    assert numbers == sorted(numbers) and len(numbers) == len(ok_runs)
+    per_run = [f for f in check["figures"] if f["runs"] is not None]
+    assert per_run, "no figure drawn per run"
+    for figure in per_run:
+        if figure["id"] in ("session_idle_gaps", "workload"):
+            continue  # the trace's gaps, read from one run, by design
+        assert figure["runs"] == ok_runs, figure["id"]
+    return table
+
+
+@pytest.fixture(scope="module")
+def demo_reports(tmp_path_factory):
+    """The demo sweep and the timed demo sweep with their reports, built once."""
+    root = tmp_path_factory.mktemp("browser")
+    folders = {}
+    for name in ("demo", "timed_demo"):
+        out = root / name
+        run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, n_jobs=1,
+                  command=f"prefixsim sweep traces/sweeps/{name}.yaml -o {out}")
+        assert CliRunner().invoke(app, ["report", str(out), "--quiet"]).exit_code == 0
+        folders[name] = out
+    return folders
+
+
+@pytest.mark.parametrize("name", ["demo", "timed_demo"])
+@pytest.mark.parametrize("width", [1400, 800])
+def test_a_reader_sees_the_header_the_whole_table_and_every_run(demo_reports, tmp_path,
+                                                                name, width):
+    out = demo_reports[name]
     num_plots = len(list((out / "plots").glob("*.png")))
-    check = open_in_chromium(out / "report.html", tmp_path)
-    assert check == {"images": num_plots, "loaded": num_plots, "errors": []}
-    assert num_plots >= 3
+    ok_runs = json.loads((out / "sweep.json").read_text())["run_ids"]
+    check = open_in_chromium(out / "report.html", tmp_path, width)
+    table = check_what_a_reader_sees(check, num_plots, ok_runs)
+    if width == 800:  # too narrow for the table: it scrolls inside its box, run column frozen
+        assert table["scrolls"]
+        assert table["firstCellLeft"] == pytest.approx(table["boxLeft"], abs=2)
+    assert num_plots >= 6
 
 
 def test_the_probe_sees_a_broken_image(tmp_path):
@@ -64,3 +141,18 @@ def test_the_probe_sees_a_broken_image(tmp_path):
     page.write_text('<html><body><img src="data:image/png;base64,AAAA"></body></html>')
     check = open_in_chromium(page, tmp_path)
     assert check["images"] == 1 and check["loaded"] == 0 and check["errors"]
+
+
+def test_the_probe_sees_a_table_wider_than_its_box(tmp_path):
+    """Negative control: a wide table in a box that does not scroll (the old report's
+    fault: cut off at the window's edge from its eighth column on) sticks out of its box
+    and makes the page scroll sideways, and the probe measures both."""
+    cells = "".join(f"<th>column {i}</th>" for i in range(40))
+    page = tmp_path / "clipped.html"
+    page.write_text('<html><body style="max-width:600px"><div id="comparison-box">'
+                    f'<table id="comparison"><thead><tr>{cells}</tr></thead>'
+                    '<tbody><tr data-run="r"><td data-sort="1">x</td></tr></tbody></table>'
+                    "</div></body></html>")
+    check = open_in_chromium(page, tmp_path)
+    assert check["table"]["lastRight"] > check["table"]["boxRight"] + 1
+    assert check["pageOverflow"] > 0

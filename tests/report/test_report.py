@@ -1,4 +1,6 @@
-"""Reports: which plots are drawn or skipped, what they show, the HTML, `prefixsim plot`."""
+"""Reports: which plots are drawn or skipped, what they show, the HTML, `prefixsim plot`.
+(The comparison table, header, formats and panels: test_report_parts.py; what a browser
+shows: test_browser.py.)"""
 
 import base64
 import dataclasses
@@ -37,7 +39,7 @@ def _check_labels(fig):
     for ax in fig.axes:
         assert ax.get_title() or fig._suptitle is not None
         assert "(" in ax.get_xlabel() or ax.get_xlabel() == "run"
-        assert "(" in ax.get_ylabel() or "share" in ax.get_ylabel()
+        assert "(" in ax.get_ylabel() or "share" in ax.get_ylabel() or ax.get_ylabel() == "run"
         assert ax.get_legend() is not None
 
 
@@ -46,42 +48,57 @@ def test_report_of_the_demo_sweep(demo_sweep):
     assert result.exit_code == 0, result.output
     html = (demo_sweep / "report.html").read_text()
     pngs = sorted(p.stem for p in (demo_sweep / "plots").glob("*.png"))
-    assert {"hit_rate_vs_capacity", "hit_rate_vs_ttl", "workload"} <= set(pngs)
+    assert set(pngs) == {"policy_zoo", "hit_rate_vs_ttl", "idle_ages", "session_hit_rates",
+                         "session_idle_gaps", "cache_tokens_over_time", "evictions_over_time",
+                         "expirations_over_time", "cost", "workload"}
     embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert len(embedded) == len(pngs) == html.count("<img")
     on_disk = {(demo_sweep / "plots" / f"{n}.png").read_bytes() for n in pngs}
     assert {base64.b64decode(e) for e in embedded} == on_disk
     assert all(b.startswith(PNG_SIGNATURE) for b in on_disk)
-    assert "http://" not in html and "https://" not in html and "<script" not in html
+    # self-contained: nothing loaded from outside (the price page is named as text only)
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', html)
+    assert html.count("<script") == 1 and "fetch(" not in html and "XMLHttp" not in html
     assert "p99_ttft_vs_capacity" in html and "cache-only runs have no timing" in html
-    assert "<h2>spec.yaml</h2>" in html and "cache.capacity_tokens" in html
+    assert "<summary>spec.yaml</summary>" in html and "cache.capacity_tokens" in html
     assert "skipped p99_ttft_vs_capacity" in result.output
+    assert "skipped tier_hits: no lower tier" in result.output
 
 
-def test_hit_rate_vs_capacity_shows_the_sweep_values(demo_sweep):
+def test_policy_zoo_shows_the_sweep_values_and_the_regret(demo_sweep):
     """Known answer: one curve per policy holding exactly the sweep's rows sorted by
-    capacity; the unbounded hit rate (a summary key) is a dashed line above every point."""
+    capacity; Belady (the runs' cache_belady_token_hit_rate, equal for both policies at a
+    capacity) dashed above every point; the unbounded hit rate dotted above all; the right
+    panel is Belady minus each policy in percentage points, point by point."""
     data = load_report_data(demo_sweep)
-    fig = dict(PLOTS)["hit_rate_vs_capacity"](data)
+    fig = dict(PLOTS)["policy_zoo"](data)
     _check_labels(fig)
-    ax = fig.axes[0]
-    assert ax.get_xscale() == "log"
+    left, right = fig.axes
+    assert left.get_xscale() == right.get_xscale() == "log"
     table = data.ok
-    curves = {line.get_label(): line for line in ax.get_lines()}
+    curves = {line.get_label(): line for line in left.get_lines()}
+    regrets = {line.get_label(): line for line in right.get_lines() if line.get_label()[0] != "_"}
     bounded = table[table["cache_capacity_tokens"].notna()]
-    assert set(bounded["cache_policy"]) == {"lru", "s3fifo"}
+    assert set(bounded["cache_policy"]) == {"lru", "s3fifo"} and set(regrets) == {
+        "policy=lru", "policy=s3fifo"}
     for policy, rows in bounded.groupby("cache_policy"):
         rows = rows.sort_values("cache_capacity_tokens")
-        line = curves[f"cache_policy={policy}"]
+        line = curves[f"policy={policy}"]
         np.testing.assert_allclose(line.get_xdata(), rows["cache_capacity_tokens"])
         np.testing.assert_allclose(line.get_ydata(), rows["cache_token_hit_rate"])
-    unbounded = next(line for label, line in curves.items() if label.startswith("unbounded"))
-    assert unbounded.get_linestyle() == "--"
-    top = table["cache_unbounded_token_hit_rate"].iloc[0]
+        np.testing.assert_allclose(regrets[f"policy={policy}"].get_ydata(), 100 * (
+            rows["cache_belady_token_hit_rate"] - rows["cache_token_hit_rate"]))
+    belady = curves["Belady, offline bound at each capacity"]
+    assert belady.get_linestyle() == "--" and len(belady.get_xdata()) == 5
+    by_capacity = bounded.groupby("cache_capacity_tokens")["cache_belady_token_hit_rate"]
+    assert (by_capacity.nunique() == 1).all()  # the bound does not depend on the policy
+    np.testing.assert_allclose(belady.get_ydata(), by_capacity.first())
+    assert (bounded["cache_token_hit_rate"] <= bounded["cache_belady_token_hit_rate"]).all()
+    unbounded = curves["unbounded cache"]
+    assert unbounded.get_linestyle() == ":"
+    top = bounded["cache_unbounded_token_hit_rate"].iloc[0]
     np.testing.assert_allclose(unbounded.get_ydata(), top)
-    assert bounded["cache_token_hit_rate"].max() <= top + 1e-12
-    offline = next(line for label, line in curves.items() if label.startswith("offline"))
-    assert offline.get_linestyle() == "--" and len(offline.get_xdata()) == 5
+    assert bounded["cache_belady_token_hit_rate"].max() <= top + 1e-12
 
 
 def _fake_sweep(root):
@@ -95,20 +112,24 @@ def _fake_sweep(root):
         (runs / run_id).mkdir(parents=True)
         n = 50
         cached = rng.integers(0, 100, n)
-        pd.DataFrame({"request_id": range(n), "arrival_s": np.sort(rng.uniform(0, 100, n)),
+        pd.DataFrame({"request_id": range(n), "session_id": [f"s{k % 7}" for k in range(n)],
+                      "arrival_s": np.sort(rng.uniform(0, 100, n)),
                       "input_tokens": np.full(n, 100), "output_tokens": rng.integers(1, 50, n),
                       "cached_tokens": cached, "ttft_ms": 200 - cached + rng.uniform(0, 5, n),
                       "tpot_ms": rng.uniform(5, 10, n), "e2el_ms": rng.uniform(300, 900, n)}
                      ).to_parquet(runs / run_id / "requests.parquet")
-        pd.DataFrame({"time_s": np.arange(10.0), "cache_used_tokens": np.arange(10) * 10,
-                      "cache_evictions": np.arange(10), "cache_expirations": np.zeros(10)}
+        pd.DataFrame({"time_s": np.arange(10.0), "cached_tokens": np.arange(10) * 10,
+                      "evictions": np.arange(10), "expirations": np.arange(10) // 3}
                      ).to_parquet(runs / run_id / "timeseries.parquet")
         rows.append({"run_id": run_id, "status": "ok", "error": None, "cache_policy": policy,
                      "cache_capacity_tokens": capacity, "cache_ttl_s": ttl,
                      "cache_token_hit_rate": 0.1 * i + (0 if capacity else 0.5),
                      "p99_ttft_ms": 100.0 - i, "cache_hit_tokens_hbm": 10 * i,
                      "cache_hit_tokens_host": 5, "cost_total_usd": 1.0 + i,
-                     "cost_no_cache_usd": 3.0 + i})
+                     "cost_no_cache_usd": 3.0 + i, "cache_hit_age_p10_s": 1.0,
+                     "cache_hit_age_p50_s": 5.0, "cache_hit_age_p90_s": 20.0 + i,
+                     "cache_evicted_age_p10_s": 2.0, "cache_evicted_age_p50_s": 9.0,
+                     "cache_evicted_age_p90_s": 30.0})
     pd.DataFrame(rows).to_parquet(root / "sweep.parquet")
     (root / "sweep.json").write_text(json.dumps(
         {"name": "fake",
@@ -123,16 +144,19 @@ def test_every_plot_draws_when_its_columns_exist(tmp_path):
         _check_labels(fig)
     report = build_report(data)
     assert report.skipped == {} and list(report.pngs) == [name for name, _ in PLOTS]
-    fig = dict(PLOTS)["hit_rate_vs_capacity"](data)
-    styles = {line.get_label(): line.get_linestyle() for line in fig.axes[0].get_lines()}
-    assert styles["cache_policy=belady"] == "--" and styles["cache_policy=lru"] == "-"
-    assert styles["unbounded (cache_policy=lru)"] == "--"  # the run with no capacity
-    bound = next(ln for ln in fig.axes[0].get_lines()
-                 if ln.get_label() == "unbounded (cache_policy=lru)")
-    assert bound.get_ydata()[0] == pytest.approx(0.2 + 0.5)  # row r2: 0.1 * 2 + 0.5
+    fig = dict(PLOTS)["policy_zoo"](data)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    # belady runs are the bound, not a policy curve: lru at 1000 / 4000 (rows r0, r1: 0.0,
+    # 0.1) against belady's runs r3, r4 (0.3, 0.4), so the regret is 30 pp at both
+    assert "policy=belady" not in lines and lines["policy=lru"].get_linestyle() == "-"
+    np.testing.assert_allclose(lines["Belady, offline bound at each capacity"].get_ydata(),
+                               [0.3, 0.4])
+    np.testing.assert_allclose(fig.axes[1].get_lines()[0].get_ydata(), [30.0, 30.0])
     ecdf = dict(PLOTS)["latency_ecdfs"](data)
-    assert [ax.get_title() for ax in ecdf.axes] == ["ECDF of TTFT", "ECDF of TPOT",
-                                                   "ECDF of E2EL"]
+    # a row per latency, a column per policy (the swept column with the fewest values)
+    assert [ax.get_title() for ax in ecdf.axes] == [
+        f"ECDF of {name}: policy={policy}" for name in ("TTFT", "TPOT", "E2EL")
+        for policy in ("lru", "belady")]
 
 
 def test_report_of_a_single_run_skips_sweep_plots(tmp_path):
@@ -142,7 +166,7 @@ def test_report_of_a_single_run_skips_sweep_plots(tmp_path):
     data = load_report_data(out)
     assert data.kind == "run" and len(data.table) == 1
     with pytest.raises(PlotSkipped, match="2 or more distinct cache_capacity_tokens"):
-        dict(PLOTS)["hit_rate_vs_capacity"](data)
+        dict(PLOTS)["policy_zoo"](data)
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text()
@@ -182,8 +206,10 @@ def test_timed_sweep_draws_the_latency_plots(tmp_path):
                        n_jobs=1)
     assert not result.failed, result.failed
     report = build_report(load_report_data(out))
-    assert {"hit_rate_vs_capacity", "p99_ttft_vs_capacity", "latency_ecdfs", "cache_over_time",
-            "ttft_vs_cached_fraction"} <= set(report.pngs), report.skipped
+    assert {"policy_zoo", "p99_ttft_vs_capacity", "latency_ecdfs", "cache_tokens_over_time",
+            "evictions_over_time", "ttft_vs_cached_fraction"} <= set(report.pngs), report.skipped
+    assert "timed runs record evictions but not expirations" in report.skipped[
+        "expirations_over_time"]
     fig = dict(PLOTS)["p99_ttft_vs_capacity"](load_report_data(out))
     _check_labels(fig)
     table = pd.read_parquet(out / "sweep.parquet")
@@ -201,8 +227,9 @@ def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text()
-    assert "Failed runs" in html and html.count("no such file") == 2
-    assert (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+    failed = html[html.index("Failed runs"):html.index("</ul>", html.index("Failed runs"))]
+    assert failed.count("no such file") == 2  # and again in the table of every column
+    assert (out / "plots" / "policy_zoo.png").is_file()
     data = load_report_data(out)
-    line = dict(PLOTS)["hit_rate_vs_capacity"](data).axes[0].get_lines()[0]
+    line = dict(PLOTS)["policy_zoo"](data).axes[0].get_lines()[0]
     assert len(line.get_xdata()) == 2  # the two successful runs only

@@ -1,0 +1,130 @@
+"""The report's header: what the runs were run on, at a glance.
+
+Three short lists: the trace (name, format, requests, time span, distinct prefix tokens,
+unbounded hit rate), the hardware and model (mode, model, GPU, tensor parallelism,
+replicas, router, cost model and profile), and the runs (how many, what was swept, prices,
+the prefixsim version and the command). Values come from the summaries and, where a
+summary lacks them (cache-only runs record no GPU), from the runs' config.yaml; a value
+that differs between runs is shown as the list of its values. Plain strings out; html.py
+lays them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from prefixsim.report.data import ReportData
+from prefixsim.report.format import duration, integer, percent, seconds
+
+Section = tuple[str, list[tuple[str, str]]]
+MAX_SHOWN = 4
+
+
+def _values(items: Iterable[object]) -> list[object]:
+    seen: dict[str, object] = {}
+    for item in items:
+        if item is None or (isinstance(item, float) and item != item):
+            continue
+        seen.setdefault(str(item), item)
+    return list(seen.values())
+
+
+def _one_or_many(values: list[object], fmt: Callable[[object], str] = str) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return fmt(values[0])
+    shown = ", ".join(fmt(v) for v in values[:MAX_SHOWN])
+    more = f" and {len(values) - MAX_SHOWN} more" if len(values) > MAX_SHOWN else ""
+    return f"varies: {shown}{more}"
+
+
+class _Runs:
+    """Summary columns and config values over the successful runs."""
+
+    def __init__(self, data: ReportData) -> None:
+        self.data = data
+        self.table = data.ok if len(data.ok) else data.table
+        self.configs = [c for c in (data.config(r) for r in self.table["run_id"]) if c]
+
+    def column(self, name: str) -> list[object]:
+        return _values(self.table[name]) if name in self.table else []
+
+    def config(self, section: str, key: str) -> list[object]:
+        return _values((c.get(section) or {}).get(key) for c in self.configs)
+
+    def either(self, column: str, section: str, key: str) -> list[object]:
+        return self.column(column) or self.config(section, key)
+
+
+def _unbounded(runs: _Runs) -> str:
+    table = runs.table
+    if "cache_unbounded_token_hit_rate" not in table:
+        return "-"
+    ttl = table["cache_ttl_s"] if "cache_ttl_s" in table else pd.Series(None, table.index)
+    plain = _values(table.loc[ttl.isna(), "cache_unbounded_token_hit_rate"])
+    if plain:
+        return f"{_one_or_many(plain, percent)} (no capacity limit, no TTL)"
+    rates = table.dropna(subset=["cache_unbounded_token_hit_rate"]).drop_duplicates("cache_ttl_s")
+    return ", ".join(f"{percent(r.cache_unbounded_token_hit_rate)} at TTL {seconds(r.cache_ttl_s)}"
+                     for r in rates.itertuples()) + " (no capacity limit)"
+
+
+def trace_section(runs: _Runs) -> Section:
+    paths = runs.config("trace", "path")
+    names = _values(Path(str(p)).name for p in paths)
+    rows = [("trace", _one_or_many(names)),
+            ("format", _one_or_many(runs.config("trace", "format"))),
+            ("page size", _one_or_many(runs.config("trace", "block_size"),
+                                       lambda v: f"{integer(v)} tokens")),
+            ("requests", _one_or_many(runs.column("num_requests"), integer)),
+            ("time span", _one_or_many(runs.column("trace_span_s"), duration)),
+            ("distinct prefix tokens", _one_or_many(runs.column("trace_distinct_prefix_tokens"),
+                                                    integer)),
+            ("unbounded hit rate", _unbounded(runs))]
+    if len(paths) == 1:
+        rows.append(("path", str(paths[0])))
+    return "Trace", rows
+
+
+def hardware_section(runs: _Runs) -> Section:
+    modes = runs.column("mode")
+    timed = "timed" in modes
+    mode_text = {"timed": "timed (continuous batching, cost model)",
+                 "cache_only": "cache-only replay (no timing)"}
+    rows = [("mode", _one_or_many(modes, lambda m: mode_text.get(str(m), str(m))))]
+    rows += [("model", _one_or_many(runs.either("model", "model", "name"))),
+             ("GPU", _one_or_many(runs.either("gpu", "hardware", "gpu"))),
+             ("tensor parallel", _one_or_many(runs.either("tp", "hardware", "tp"))),
+             ("replicas", _one_or_many(runs.either("replicas", "engine", "replicas")))]
+    if timed:
+        rows.append(("router", _one_or_many(runs.either("router", "router", "name"))))
+    cost = _one_or_many(runs.either("cost_model", "cost_model", "name"))
+    profile = runs.either("cost_model_profile", "cost_model", "profile")
+    rows.append(("cost model", cost + (f", profile {_one_or_many(profile)}" if profile else "")))
+    if not timed:
+        rows.append(("note", "cache-only runs use the model and GPU only to price prefill "
+                             "GPU-seconds"))
+    return "Hardware and model", rows
+
+
+def runs_section(runs: _Runs) -> Section:
+    data = runs.data
+    table = data.table
+    failed = int((table["status"] != "ok").sum()) if "status" in table else 0
+    rows = [("runs", f"{len(table)}" + (f" ({failed} failed)" if failed else "")),
+            ("swept", " x ".join(data.swept) or "-")]
+    prices = runs.column("cost_prices_as_of")
+    rows.append(("prices", _one_or_many(prices) if prices else "not priced (no --pricing)"))
+    rows.append(("prefixsim", _one_or_many(runs.column("prefixsim_version"))))
+    rows.append(("command", data.meta.get("command") or _one_or_many(runs.column("command"))))
+    return "Runs", rows
+
+
+def header_sections(data: ReportData) -> list[Section]:
+    """The header's sections, in order, as (title, [(label, value), ...])."""
+    runs = _Runs(data)
+    return [trace_section(runs), hardware_section(runs), runs_section(runs)]

@@ -1,0 +1,116 @@
+"""Plots with one row or bar per run, from the summaries: pages' idle ages at hit, eviction
+and expiry; hit tokens per tier; cost with and without caching.
+
+Every successful run is drawn (the figure grows with the runs, it never keeps a subset);
+a plot whose quantity no run has (no lower tiers, no price list, results written before
+ages were recorded) is skipped with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from prefixsim.report.data import ReportData
+from prefixsim.report.figures import PlotSkipped, new_figure, require, tag
+
+AGE_EVENTS = (("hit", "at a hit", "tab:blue"), ("evicted", "at eviction (capacity)", "tab:red"),
+              ("expired", "at expiry (TTL)", "tab:orange"))
+
+
+def _run_labels(data: ReportData, runs: list[str]) -> list[str]:
+    return [data.label(r) for r in runs]
+
+
+def idle_ages(data: ReportData) -> Figure:
+    """How long pages sat unused when they were hit, evicted or expired, per run (bar:
+    p10 to p90, dot: median; black tick: the run's TTL). Hits younger than the TTL and
+    evictions younger than the TTL mean the capacity limits hits; evictions far older than
+    typical hits mean the cache keeps what is no longer reused."""
+    table = data.ok
+    columns = [f"cache_{e}_age_p50_s" for e, _, _ in AGE_EVENTS]
+    if not any(c in table and table[c].notna().any() for c in columns):
+        raise PlotSkipped("no cache_*_age_* keys in the summaries (results written before "
+                          "prefixsim recorded page ages, or no hits at all)")
+    runs = table["run_id"].tolist()
+    fig, (ax,) = new_figure(width=9.0, height=max(2.5, 0.42 * len(runs) + 1.8))
+    positions = np.arange(len(runs))[::-1]
+    offsets = {"hit": 0.22, "evicted": 0.0, "expired": -0.22}
+    for event, what, colour in AGE_EVENTS:
+        keys = [f"cache_{event}_age_p{p}_s" for p in (10, 50, 90)]
+        if not all(k in table for k in keys) or table[keys[1]].isna().all():
+            continue
+        low, mid, high = (table[k].to_numpy(dtype=float) for k in keys)
+        y = positions + offsets[event]
+        has = ~np.isnan(mid)
+        ax.hlines(y[has], np.maximum(low[has], 1e-3), np.maximum(high[has], 1e-3),
+                  color=colour, linewidth=4, alpha=0.6)
+        ax.plot(np.maximum(mid[has], 1e-3), y[has], "o", color=colour,
+                label=f"idle age {what}")
+    if "cache_ttl_s" in table and table["cache_ttl_s"].notna().any():
+        ttl = table["cache_ttl_s"].to_numpy(dtype=float)
+        has = ~np.isnan(ttl)
+        ax.vlines(ttl[has], positions[has] - 0.35, positions[has] + 0.35, color="black",
+                  linewidth=1.5, label="the run's TTL")
+    ax.set_xscale("log")
+    ax.set_yticks(positions, _run_labels(data, runs), fontsize=8)
+    ax.set_xlabel("idle age: time since the page's last use (s, log scale)")
+    ax.set_ylabel("run")
+    ax.set_title("Idle age of pages at hit, eviction and expiry (bar p10-p90, dot median)",
+                 fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    below = -0.65 / (fig.get_figheight() - 1.2)  # under the x label, in axes units
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, below), ncol=2,
+              frameon=False)
+    return tag(fig, runs)
+
+
+def _bar_runs(data: ReportData, series: dict[str, pd.Series], title: str, ylabel: str,
+              stacked: bool) -> Figure:
+    runs = data.ok["run_id"].tolist()
+    fig, (ax,) = new_figure(width=max(7.0, 0.45 * len(runs) + 3))
+    positions = np.arange(len(runs))
+    width = 0.8 if stacked else 0.8 / len(series)
+    bottom = np.zeros(len(runs))
+    for i, (name, values) in enumerate(series.items()):
+        heights = values.fillna(0).to_numpy(dtype=float)
+        offset = 0 if stacked else (i - (len(series) - 1) / 2) * width
+        ax.bar(positions + offset, heights, width, bottom=bottom if stacked else 0, label=name)
+        if stacked:
+            bottom += heights
+    ax.set_xticks(positions, _run_labels(data, runs), rotation=30, ha="right", fontsize=7)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("run")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return tag(fig, runs)
+
+
+def tier_hits(data: ReportData) -> Figure:
+    """Hit tokens per cache tier (`cache_hit_tokens_<tier>` summary keys), per run."""
+    pattern = re.compile(r"^cache_(?:hit_tokens_([a-z0-9]+)|([a-z0-9]+)_hit_tokens)$")
+    columns = [c for c in data.ok.columns if pattern.match(c)
+               and not re.search(r"unbounded|offline|belady", c)]
+    if not columns:
+        raise PlotSkipped("no per-tier hit keys (cache_hit_tokens_<tier>) in the summaries")
+    lower = [c for c in columns if not c.endswith("hbm")]
+    if not any(data.ok[c].fillna(0).gt(0).any() for c in lower):
+        raise PlotSkipped("no lower tier (host DRAM or disk) served a hit: every hit came "
+                          "from HBM (--host-cache-tokens / --disk-cache-tokens add tiers)")
+    series = {next(g for g in pattern.match(c).groups() if g): data.ok[c] for c in columns}
+    return _bar_runs(data, series, "Hit tokens per cache tier", "hit tokens (tokens)", True)
+
+
+def cost_with_without_cache(data: ReportData) -> Figure:
+    """Total cost with the cache against the same traffic without it, per run."""
+    require(data.ok, ["cost_total_usd"], " (runs without --pricing are not priced)")
+    baseline = [c for c in data.ok.columns if c.startswith("cost")
+                and re.search(r"no_cache|nocache|without|uncached|baseline", c)
+                and c.endswith("_usd")]
+    if not baseline:
+        raise PlotSkipped("no cost-without-caching key (cost_*_no_cache_usd) in the summaries")
+    series = {"with caching": data.ok["cost_total_usd"], "without caching": data.ok[baseline[0]]}
+    return _bar_runs(data, series, "Cost with and without prefix caching", "cost (USD)", False)

@@ -1,0 +1,165 @@
+"""The comparison table: one row per run, the figures that answer "which policy, how much
+cache, what TTL, and how far from the best possible".
+
+Per run: the swept values; the token-weighted and the request-weighted hit rate; the
+difference from LRU at the same other swept values (capacity, TTL, router, ...); the share
+of the LRU-to-Belady gap it closes, (hit - LRU) / (Belady - LRU), Belady being the run's
+own `--bounds` figure or a `belady` run at the same values; cost and prefill GPU-seconds
+saved; p50/p99 TTFT and request throughput (timed runs). `comparison` computes the raw
+values (a DataFrame, for tests and sorting); `COLUMNS` says how each is titled and
+formatted (format.py). Columns no run has are left out, and `comparison_notes` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from prefixsim.report.data import ReportData, short_name
+from prefixsim.report.figures import show_value
+from prefixsim.report.format import (
+    capacity,
+    gpu_seconds,
+    integer,
+    milliseconds,
+    percent,
+    plain,
+    points,
+    rate,
+    seconds,
+    usd,
+)
+
+POLICY = "cache_policy"
+HIT_RATE = "cache_token_hit_rate"
+BELADY = "cache_belady_token_hit_rate"
+BASELINE = "lru"
+MIN_GAP = 0.01  # below 1 pp between LRU and Belady, "share of the gap" is noise
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the comparison table: raw key, header, tooltip, formatter."""
+
+    key: str
+    title: str
+    tip: str
+    fmt: Callable[[object], str] = plain
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column(HIT_RATE, "hit rate (token-weighted)",
+           "cache_hit_tokens / cache_query_tokens: the share of prefill saved", percent),
+    Column("cache_request_weighted_hit_rate", "hit rate (request-weighted)",
+           "mean over requests of cached / input tokens", percent),
+    Column("vs_lru", "vs LRU",
+           "hit rate minus LRU's at the same other settings, percentage points", points),
+    Column("belady_gap_closed", "LRU-to-Belady gap closed",
+           "(hit - LRU) / (Belady - LRU) at the same capacity; blank where Belady is within "
+           "1 pp of LRU", percent),
+    Column(BELADY, "Belady (offline bound)", "offline Belady at the same capacity", percent),
+    Column("cost_saved_usd", "cost saved", "price without caching minus with it", usd),
+    Column("prefill_gpu_s_saved", "prefill GPU-s saved",
+           "GPU-seconds of prefill the hits saved (cost model)", gpu_seconds),
+    Column("p50_ttft_ms", "p50 TTFT", "median time to first token", milliseconds),
+    Column("p99_ttft_ms", "p99 TTFT", "99th percentile time to first token", milliseconds),
+    Column("request_throughput", "throughput", "completed requests per simulated second",
+           rate),
+    Column("cache_evictions", "evictions", "pages evicted for space", integer),
+    Column("cache_expirations", "expirations", "pages freed by TTL expiry", integer),
+)
+SWEPT_FORMATS: dict[str, Callable[[object], str]] = {
+    "cache_capacity_tokens": capacity, "cache_ttl_s": seconds}
+SWEPT_TITLES = {"cache_policy": "policy", "cache_capacity_tokens": "capacity (tokens)",
+                "cache_ttl_s": "TTL", "router_name": "router"}
+MISSING_WHY = {
+    "p50_ttft_ms": "timing", "p99_ttft_ms": "timing", "request_throughput": "timing",
+    "cost_saved_usd": "pricing", BELADY: "bounds", "belady_gap_closed": "bounds",
+    "vs_lru": "policies",
+}
+WHY_TEXT = {
+    "timing": "cache-only runs have no timing",
+    "pricing": "no run was priced (--pricing)",
+    "bounds": "no Belady bound (cache-only --bounds, or belady runs)",
+    "policies": "no other policy than LRU to compare",
+}
+
+
+def belady_reference(table: pd.DataFrame, swept: list[str]) -> pd.Series:
+    """Belady's hit rate at each row's capacity: the row's own bound (`--bounds`), else the
+    hit rate of a `belady` policy run with the same other swept values; NaN when neither."""
+    own = table[BELADY] if BELADY in table else pd.Series(np.nan, index=table.index)
+    if POLICY not in table or not len(table):
+        return own
+    others = [c for c in swept if c != POLICY and c in table]
+    runs = table[table[POLICY].astype(str) == "belady"]
+    lookup = {_key(r, others): r[HIT_RATE] for _, r in runs.iterrows()}
+    found = table.apply(lambda r: lookup.get(_key(r, others), np.nan), axis=1)
+    return own.where(own.notna(), found)
+
+
+def _key(row: pd.Series, columns: list[str]) -> tuple[str, ...]:
+    return tuple(show_value(row[c]) for c in columns)
+
+
+def comparison(data: ReportData) -> pd.DataFrame:
+    """Raw values of the comparison table, one row per successful run, in plan order."""
+    table = data.ok.reset_index(drop=True)
+    out = table[["run_id", *[c for c in data.swept if c in table]]].copy()
+    for column in COLUMNS:
+        if column.key in table:
+            out[column.key] = table[column.key]
+    if HIT_RATE not in table:
+        return out
+    others = [c for c in data.swept if c != POLICY and c in table]
+    policies = table[POLICY].astype(str) if POLICY in table else pd.Series("", table.index)
+    if (policies == BASELINE).all():  # nothing but LRU: no comparison to make
+        return out
+    lru = {_key(r, others): r[HIT_RATE] for _, r in table[policies == BASELINE].iterrows()}
+    lru_rate = table.apply(lambda r: lru.get(_key(r, others), np.nan), axis=1) \
+        if len(table) else pd.Series(dtype=float)
+    out["vs_lru"] = table[HIT_RATE] - lru_rate
+    belady = belady_reference(table, data.swept)
+    gap = belady - lru_rate
+    out["belady_gap_closed"] = np.where(gap >= MIN_GAP, (table[HIT_RATE] - lru_rate)
+                                        / gap.where(gap >= MIN_GAP, 1.0), np.nan)
+    if belady.notna().any():
+        out[BELADY] = belady
+    return out
+
+
+def shown_columns(frame: pd.DataFrame, data: ReportData) -> list[tuple[str, str, str, Callable]]:
+    """(key, title, tip, formatter) of the columns to show: the run, the swept values, then
+    every metric column that at least one run has."""
+    shown = [("run_id", "run", "run id (runs/<run id>/ in the sweep folder)", plain)]
+    for column in data.swept:
+        if column in frame:
+            shown.append((column, SWEPT_TITLES.get(column, short_name(column)), column,
+                          SWEPT_FORMATS.get(column, plain)))
+    for column in COLUMNS:
+        if column.key in frame and frame[column.key].notna().any():
+            shown.append((column.key, column.title, column.tip, column.fmt))
+    return shown
+
+
+def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
+    """Sentences under the table: what was left out and why, what the baseline is."""
+    notes = []
+    absent: dict[str, list[str]] = {}
+    for column in COLUMNS:
+        if column.key not in frame or frame[column.key].isna().all():
+            absent.setdefault(MISSING_WHY.get(column.key, "other"), []).append(column.title)
+    if absent:
+        parts = [f"{', '.join(titles)} ({WHY_TEXT.get(why, 'no run has them')})"
+                 for why, titles in absent.items()]
+        notes.append(f"Not shown: {'; '.join(parts)}.")
+    if "vs_lru" in frame and frame["vs_lru"].notna().any():
+        notes.append("vs LRU and the gap closed compare each run with the LRU run that has "
+                     "the same other swept values; the gap closed is left blank where Belady "
+                     "is within 1 pp of LRU.")
+    notes.append("Click a column header to sort; the run column stays in view when the "
+                 "table scrolls sideways.")
+    return notes

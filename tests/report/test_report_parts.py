@@ -1,0 +1,187 @@
+"""The report's parts: numbers formatted for people, the comparison table's derived
+columns, the header, small multiples that hold every run, and the session figures'
+arithmetic. Known answers are worked in the docstrings; the demo sweep is run once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.report import PLOTS, PlotSkipped, load_report_data
+from prefixsim.report.figures import MAX_RUNS_PER_PANEL, run_panels
+from prefixsim.report.format import (
+    capacity,
+    duration,
+    integer,
+    milliseconds,
+    percent,
+    points,
+    rate,
+    seconds,
+    usd,
+)
+from prefixsim.report.header import header_sections
+from prefixsim.report.plots_requests import idle_gaps_s, long_ttl_break_even, session_rates
+from prefixsim.report.table import comparison, comparison_notes, shown_columns
+from prefixsim.sweep import load_spec, parse_spec, run_sweep
+
+OVER_TIME = ("cache_tokens_over_time", "evictions_over_time", "expirations_over_time")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("parts") / "demo"
+    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, n_jobs=1, command="prefixsim sweep X")
+    return load_report_data(out)
+
+
+def test_numbers_for_people():
+    assert (integer(5000.0), integer(1234567), integer(None)) == ("5,000", "1,234,567", "-")
+    assert (percent(0.374), percent(float("nan")), points(0.046), points(-0.0131)) == (
+        "37.4%", "-", "+4.6 pp", "-1.3 pp")
+    assert points(0.0001) == "0.0 pp"
+    assert (milliseconds(35.76), milliseconds(5.24), milliseconds(2383.4)) == (
+        "36 ms", "5.2 ms", "2.38 s")
+    assert (seconds(300.0), seconds(None), capacity(None), capacity(5000.0)) == (
+        "300 s", "none", "unbounded", "5,000")
+    assert (duration(720.0), duration(30.0), duration(86400.0)) == (
+        "12.0 min (720 s)", "30.0 s", "24.0 h (86,400 s)")
+    assert (usd(0.3249), usd(-0.11), usd(0.004), rate(0.3654)) == (
+        "$0.32", "-$0.11", "$0.0040", "0.365 req/s")
+
+
+def test_comparison_against_lru_and_belady(demo):
+    """s3fifo at 20,000 tokens against lru at 20,000 (same TTL: none): vs LRU = their
+    difference; gap closed = (s3fifo - lru) / (belady - lru). lru rows are 0 against
+    themselves; the unbounded TTL runs have no Belady gap (Belady = the run), so blank;
+    at 80,000 Belady is within 1 pp of LRU, so the share is blank too."""
+    frame = comparison(demo).set_index("run_id")
+    table = demo.ok.set_index("run_id")
+    s3, lru = "s3fifo-20000-8ddce093", "lru-20000-7601e960"
+    hit = table["cache_token_hit_rate"]
+    belady = table.loc[lru, "cache_belady_token_hit_rate"]
+    assert frame.loc[s3, "vs_lru"] == pytest.approx(hit[s3] - hit[lru])
+    assert frame.loc[s3, "belady_gap_closed"] == pytest.approx(
+        (hit[s3] - hit[lru]) / (belady - hit[lru]))
+    assert frame.loc[lru, "vs_lru"] == 0 and frame.loc[lru, "belady_gap_closed"] == 0
+    unbounded = [r for r in frame.index if r.startswith("none-")]
+    assert frame.loc[unbounded, "vs_lru"].eq(0).all()
+    assert frame.loc[unbounded, "belady_gap_closed"].isna().all()
+    assert np.isnan(frame.loc["s3fifo-80000-4238b218", "belady_gap_closed"])
+    titles = [title for _, title, _, _ in shown_columns(comparison(demo), demo)]
+    assert titles[:4] == ["run", "policy", "capacity (tokens)", "TTL"]
+    assert "p99 TTFT" not in titles  # cache-only: no timing, said in the notes
+    assert any("p99 TTFT" in n and "no timing" in n for n in comparison_notes(frame, demo))
+
+
+def test_comparison_of_lru_only_runs_has_no_policy_columns(tmp_path):
+    """Two LRU capacities: nothing to compare with LRU, so no vs-LRU column."""
+    spec = parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
+                                          "max_requests": 40}, "cache_only": True},
+                       "grid": {"cache.capacity_tokens": [5000, 20000]}})
+    run_sweep(spec, tmp_path / "s", n_jobs=1)
+    data = load_report_data(tmp_path / "s")
+    frame = comparison(data)
+    assert "vs_lru" not in frame and len(frame) == 2
+    assert any("no other policy than LRU" in n for n in comparison_notes(frame, data))
+
+
+def test_header_says_what_the_runs_ran_on(demo):
+    """Trace facts from the summaries (264 requests, the unbounded no-TTL run's rate) and
+    the configs (file name, format, page size); the GPU from config.yaml (cache-only
+    summaries have none); the sweep's command from sweep.json."""
+    sections = {title: dict(rows) for title, rows in header_sections(demo)}
+    trace = sections["Trace"]
+    assert (trace["trace"], trace["format"], trace["page size"], trace["requests"]) == (
+        "demo_chat.jsonl", "mooncake", "512 tokens", "264")
+    plain = demo.ok[demo.ok["cache_ttl_s"].isna()]["cache_unbounded_token_hit_rate"].iloc[0]
+    assert trace["unbounded hit rate"] == f"{plain:.1%} (no capacity limit, no TTL)"
+    assert trace["distinct prefix tokens"] == f"{demo.ok['trace_distinct_prefix_tokens'][0]:,}"
+    hardware = sections["Hardware and model"]
+    assert (hardware["GPU"], hardware["model"], hardware["replicas"]) == (
+        "h100-sxm", "llama-3.1-8b", "1")
+    runs = sections["Runs"]
+    assert runs["runs"] == "14" and runs["command"] == "prefixsim sweep X"
+    assert runs["prices"].startswith("Claude Sonnet 4 list prices of 2025-06")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["lru", "s3fifo", "fifo"]),
+                          st.sampled_from([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]),
+                          st.sampled_from([None, 10.0, 60.0])), min_size=1, max_size=40,
+                unique=True))
+def test_panels_hold_every_run_once(points_):
+    """Every run is in exactly one panel, no panel holds more than ten, and a panel's runs
+    share the value of the column it groups by."""
+    table = pd.DataFrame([{"run_id": f"r{i}", "cache_policy": p, "cache_capacity_tokens": c,
+                           "cache_ttl_s": t} for i, (p, c, t) in enumerate(points_)])
+    swept = ["cache_policy", "cache_capacity_tokens", "cache_ttl_s"]
+    panels = run_panels(table, swept, list(table["run_id"]))
+    placed = [r for p in panels for r in p.runs]
+    assert sorted(placed) == sorted(table["run_id"]) and len(placed) == len(set(placed))
+    assert all(1 <= len(p.runs) <= MAX_RUNS_PER_PANEL for p in panels)
+    rows = table.set_index("run_id")
+    for panel in panels:
+        if panel.group_by is not None:
+            assert rows.loc[panel.runs, panel.group_by].map(str).nunique() == 1
+
+
+def test_every_over_time_legend_names_every_run(demo):
+    """Each over-time figure draws all 14 demo runs, one panel per policy (2 values, fewer
+    than capacity's 6 or TTL's 4): the panel titled policy=P names in its legend every run
+    of policy P by its other swept values, and nothing else."""
+    table = demo.ok.set_index("run_id")
+    for name in OVER_TIME:
+        fig = dict(PLOTS)[name](demo)
+        assert fig.prefixsim_runs == list(demo.ok["run_id"])
+        legends = {ax.get_title().split(": ")[1]: [t.get_text() for t in
+                                                   ax.get_legend().get_texts()]
+                   for ax in fig.axes}
+        assert set(legends) == {"policy=lru", "policy=s3fifo"}
+        for policy in ("lru", "s3fifo"):
+            runs = table.index[table["cache_policy"] == policy]
+            assert legends[f"policy={policy}"] == [demo.label(r, ("cache_policy",))
+                                                   for r in runs], name
+
+
+def test_plots_without_data_are_skipped_with_a_reason(tmp_path):
+    """No TTL and no tiers: the expirations and tier plots say why instead of drawing."""
+    spec = parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
+                                          "max_requests": 40}, "cache_only": True},
+                       "grid": {"cache.capacity_tokens": [5000, 20000]}})
+    run_sweep(spec, tmp_path / "s", n_jobs=1)
+    data = load_report_data(tmp_path / "s")
+    with pytest.raises(PlotSkipped, match="no run expired a page"):
+        dict(PLOTS)["expirations_over_time"](data)
+    with pytest.raises(PlotSkipped, match="no lower tier"):
+        dict(PLOTS)["tier_hits"](data)
+    with pytest.raises(PlotSkipped, match="no run set a TTL"):
+        dict(PLOTS)["hit_rate_vs_ttl"](data)
+
+
+def test_session_figures_arithmetic():
+    """Session a: requests at 0 (10 tokens, 0 cached) and 100 (30 tokens, 15 cached):
+    hit rate 15/40 = 0.375, one gap of 100 s. Session b: at 5 and 4000 s (cache-only: from
+    arrival to arrival) with 20 cached of 20+20: 0.5, a gap of 3995 s. A request without a
+    session counts in neither. With finish times (timed), a gap runs from the previous
+    finish: 100 - 2 = 98 s."""
+    frame = pd.DataFrame({"session_id": ["a", "b", "a", "b", None],
+                          "arrival_s": [0.0, 5.0, 100.0, 4000.0, 50.0],
+                          "input_tokens": [10, 20, 30, 20, 99], "cached_tokens": [0, 0, 15, 20, 9]})
+    assert session_rates(frame).to_dict() == {"a": 0.375, "b": 0.5}
+    assert sorted(idle_gaps_s(frame)) == [100.0, 3995.0]
+    timed = frame.assign(finish_s=[2.0, 6.0, 101.0, 4001.0, 51.0])
+    assert sorted(idle_gaps_s(timed)) == [98.0, 3994.0]
+
+
+def test_long_ttl_break_even_known_answer():
+    """Anthropic: a 1-h write costs 6.00 against 3.75 for 5 min (+2.25 per Mtok); it saves
+    a 5-minute rewrite, 3.75 - 0.30 = 3.45, when the next use falls in (5 min, 1 h]: it
+    pays for itself when 2.25 / 3.45 = 65.2% of writes do. OpenAI has no dearer 1-h class,
+    so Anthropic's prices are used."""
+    assert long_ttl_break_even("anthropic") == (pytest.approx(2.25 / 3.45), "anthropic")
+    assert long_ttl_break_even("openai")[1] == "anthropic"
+    assert long_ttl_break_even("anthropic-haiku")[0] == pytest.approx(0.6 / 0.92)
