@@ -1,4 +1,5 @@
-"""`prefixsim curve`: token hit rate against cache capacity (a miss-ratio curve)."""
+"""`prefixsim curve`: token hit rate against cache capacity (a miss-ratio curve), for one or
+several policies; `--plot` draws the miss-ratio-curve figure."""
 
 from __future__ import annotations
 
@@ -9,17 +10,14 @@ import click
 import numpy as np
 
 from prefixsim.analysis.bounds import unbounded_hit_rate
-from prefixsim.analysis.curve import (
-    curve_from_distances,
-    lru_curve,
-    lru_curve_sampled,
-    replay_curve,
-    stack_distances,
-)
+from prefixsim.analysis.curve import lru_curve
+from prefixsim.analysis.policy_curves import parse_policies, policy_curves
 from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
-from prefixsim.cli.files import write_text
+from prefixsim.cli.files import write_bytes, write_text
 from prefixsim.errors import InputError
+from prefixsim.report import png_bytes
+from prefixsim.report.curves import miss_ratio_figure
 from prefixsim.trace import READERS, load_trace
 
 
@@ -49,8 +47,9 @@ def parse_capacities(text: str) -> list[int]:
               help="Trace format; auto-detected by default.")
 @click.option("--block-size", type=int, help="Tokens per hash id (512 for Mooncake).")
 @click.option("--max-requests", type=int, help="Use only the first N requests.")
-@click.option("--policy", default="lru", show_default=True,
-              type=click.Choice(POLICIES.names()), help="Eviction policy.")
+@click.option("--policy", "policies", default="lru", show_default=True,
+              help=f"Eviction policy, or several comma-separated ({', '.join(POLICIES.names())}"
+                   "); belady adds the offline bound.")
 @click.option("--capacities", required=True,
               help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced).")
 @click.option("--sample-rate", type=float,
@@ -60,12 +59,16 @@ def parse_capacities(text: str) -> list[int]:
               help="One replay per capacity even for LRU (the slow reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write a CSV here.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Also draw the miss-ratio-curve figure (PNG) here.")
 @fail_cleanly
 def curve(trace_path: str, trace_format: str | None, block_size: int | None,
-          max_requests: int | None, policy: str, capacities: str, sample_rate: float | None,
-          force_replay: bool, as_json: bool, output: str | None) -> None:
-    """Hit rate against capacity. LRU uses one exact stack-distance pass (docs/cache-semantics.md
-    Part A, no TTL); other policies replay once per capacity.
+          max_requests: int | None, policies: str, capacities: str, sample_rate: float | None,
+          force_replay: bool, as_json: bool, output: str | None,
+          plot_path: str | None) -> None:
+    """Hit rate against capacity for one or several policies. LRU uses one exact
+    stack-distance pass (docs/cache-semantics.md Part A, no TTL); other policies replay
+    once per capacity.
 
     --sample-rate R estimates the LRU curve from the page ids whose hash falls under R
     (SHARDS; misses estimated, hits = query - misses, so hot shared prefixes do not skew
@@ -75,42 +78,48 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
     above page size / R; below that, errors of 0.05-0.1 at the smallest capacities.
 
     \b
-    Example (50 log-spaced capacities from 100k to 50M tokens):
-      prefixsim curve --trace trace.jsonl --policy lru --capacities 1e5:5e7:50
+    Example (50 log-spaced capacities from 100k to 50M tokens, three policies and the
+    offline bound, with the figure):
+      prefixsim curve --trace trace.jsonl --policy lru,s3fifo,gdsf,belady \\
+          --capacities 1e5:5e7:50 --plot curve.png
     """
+    names = parse_policies(policies)
     caps = parse_capacities(capacities)
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise InputError(f"expected a .png file, got {plot_path!r}", field="--plot")
     requests = load_trace(trace_path, trace_format, block_size, max_requests)
-    method = "replay"
-    if sample_rate is not None:
-        if policy != "lru" or not 0 < sample_rate <= 1:
-            raise InputError("needs --policy lru and 0 < rate <= 1", field="--sample-rate")
-        points = lru_curve_sampled(requests, caps, sample_rate)
-        method = f"shards@{sample_rate:g}"
-    elif policy == "lru" and not force_replay:
-        distances = stack_distances(requests)
-        points = curve_from_distances(distances, caps)
-        method = "stack" if distances.exact else "stack (approximate: page sizes vary per id)"
-    else:
-        points = replay_curve(requests, caps, policy)
-    rows = [
-        {"capacity_tokens": p.capacity_tokens, "hit_tokens": p.hit_tokens,
-         "token_hit_rate": p.token_hit_rate}
-        for p in points
-    ]
-    if output:
-        lines = ["capacity_tokens,hit_tokens,token_hit_rate"]
-        lines += [f"{r['capacity_tokens']},{r['hit_tokens']},{r['token_hit_rate']:.6f}"
-                  for r in rows]
-        write_text(Path(output), "\n".join(lines) + "\n")
+    curves = policy_curves(requests, caps, names, sample_rate, force_replay)
     unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
+    rows = {c.policy: [{"capacity_tokens": p.capacity_tokens, "hit_tokens": p.hit_tokens,
+                        "token_hit_rate": p.token_hit_rate} for p in c.points] for c in curves}
+    if output:
+        lines = ["capacity_tokens,hit_tokens,token_hit_rate,policy"]
+        lines += [f"{r['capacity_tokens']},{r['hit_tokens']},{r['token_hit_rate']:.6f},{name}"
+                  for name, points in rows.items() for r in points]
+        write_text(Path(output), "\n".join(lines) + "\n")
+    if plot_path:
+        figure = miss_ratio_figure(curves, unbounded, Path(trace_path).name)
+        write_bytes(Path(plot_path), png_bytes(figure))
     if as_json:
-        click.echo(json.dumps({"policy": policy, "method": method, "points": rows,
-                               "unbounded_token_hit_rate": unbounded}))
+        report: dict[str, object] = {
+            "curves": [{"policy": c.policy, "method": c.method, "points": rows[c.policy]}
+                       for c in curves],
+            "unbounded_token_hit_rate": unbounded}
+        if len(curves) == 1:  # the one-policy shape, kept
+            report.update(policy=curves[0].policy, method=curves[0].method,
+                          points=rows[curves[0].policy])
+        click.echo(json.dumps(report))
         return
-    click.echo(f"policy {policy}, method {method}, unbounded token hit rate {unbounded:.4f}")
-    click.echo(f"{'capacity_tokens':>16}  {'token_hit_rate':>14}")
-    for r in rows:
-        click.echo(f"{r['capacity_tokens']:>16,}  {r['token_hit_rate']:>14.4f}")
+    for c in curves:
+        click.echo(f"policy {c.policy}, method {c.method}")
+    click.echo(f"unbounded token hit rate {unbounded:.4f}")
+    header = "".join(f"  {c.policy:>14}" for c in curves)
+    click.echo(f"{'capacity_tokens':>16}{header}")
+    for i, capacity in enumerate(caps):
+        cells = "".join(f"  {c.points[i].token_hit_rate:>14.4f}" for c in curves)
+        click.echo(f"{capacity:>16,}{cells}")
+    if plot_path:
+        click.echo(f"plot: {plot_path}")
 
 
 __all__ = ["curve", "lru_curve"]

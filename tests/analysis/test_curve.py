@@ -199,7 +199,7 @@ def test_curve_cli_methods_agree_and_write_csv(tmp_path):
     out = runner.invoke(app, ["curve", "--trace", str(path), "--capacities", "1:4096:3",
                               "-o", str(csv)])
     assert out.exit_code == 0 and "method stack" in out.output
-    assert csv.read_text().splitlines()[0] == "capacity_tokens,hit_tokens,token_hit_rate"
+    assert csv.read_text().splitlines()[0] == "capacity_tokens,hit_tokens,token_hit_rate,policy"
     assert len(csv.read_text().splitlines()) == 4
     bad = runner.invoke(app, [*base, "--policy", "lfu", "--sample-rate", "0.5"])
     assert bad.exit_code == 2
@@ -211,3 +211,59 @@ def test_sampled_curve_refuses_an_empty_sample():
     requests = [Request(i, float(i), 8, 1, (1000 + i,), 8) for i in range(20)]
     with pytest.raises(InputError, match="no page id was sampled"):
         lru_curve_sampled(requests, [8, 80], rate=0.001)
+
+
+def test_curve_of_several_policies_in_one_call_with_the_figure(tmp_path):
+    """`--policy lru,s3fifo,belady`: one curve per policy in the order given, each what a
+    one-policy call gives (LRU by the stack pass, the others by replays); the CSV holds
+    every (policy, capacity) row; `--plot` draws the miss-ratio curve, whose lines are
+    1 - hit rate and whose floor is 1 - the unbounded hit rate; Belady is never above any
+    policy's hit rate."""
+    path = tmp_path / "t.jsonl"
+    rows = [{"timestamp": i * 10, "input_length": 1500, "output_length": 5,
+             "hash_ids": [i % 2, 10 + i % 4, 100 + i % 8]} for i in range(40)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runner = CliRunner()
+    base = ["curve", "--trace", str(path), "--capacities", "512,2048,8192"]
+    multi = json.loads(runner.invoke(app, [*base, "--policy", "lru,s3fifo,belady",
+                                           "--json"]).output)
+    assert [c["policy"] for c in multi["curves"]] == ["lru", "s3fifo", "belady"]
+    assert [c["method"] for c in multi["curves"]] == ["stack", "replay", "replay"]
+    assert "policy" not in multi  # the one-policy keys only for one policy
+    for curve in multi["curves"]:
+        alone = json.loads(runner.invoke(app, [*base, "--policy", curve["policy"],
+                                               "--json"]).output)
+        assert alone["points"] == curve["points"] and alone["policy"] == curve["policy"]
+    by_policy = {c["policy"]: c["points"] for c in multi["curves"]}
+    for i in range(3):
+        assert by_policy["belady"][i]["hit_tokens"] >= max(
+            by_policy[p][i]["hit_tokens"] for p in ("lru", "s3fifo"))
+    csv, png = tmp_path / "c.csv", tmp_path / "c.png"
+    out = runner.invoke(app, [*base, "--policy", "lru,s3fifo", "-o", str(csv),
+                              "--plot", str(png)])
+    assert out.exit_code == 0, out.output
+    lines = csv.read_text().splitlines()
+    assert len(lines) == 1 + 2 * 3 and lines[1].endswith(",lru") and lines[4].endswith(",s3fifo")
+    assert png.read_bytes().startswith(b"\x89PNG")
+    bad = runner.invoke(app, [*base, "--policy", "lru,nope"])
+    assert bad.exit_code == 2 and "--policy: unknown policy nope" in bad.output
+    bad = runner.invoke(app, [*base, "--policy", "lru,s3fifo", "--sample-rate", "0.5"])
+    assert bad.exit_code == 2 and "--sample-rate" in bad.output
+
+
+def test_miss_ratio_figure_known_answer():
+    """Two points of one policy, hit rates 0.25 and 0.75: the line is at 0.75 and 0.25;
+    an unbounded hit rate of 0.8 draws the floor at 0.2; belady is dashed black."""
+    from prefixsim.analysis.curve import CurvePoint
+    from prefixsim.analysis.policy_curves import PolicyCurve
+    from prefixsim.report.curves import miss_ratio_figure
+
+    curves = [PolicyCurve("lru", "stack", [CurvePoint(10, 1, 4), CurvePoint(100, 3, 4)]),
+              PolicyCurve("belady", "replay", [CurvePoint(10, 2, 4), CurvePoint(100, 3, 4)])]
+    fig = miss_ratio_figure(curves, 0.8, "t")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    np.testing.assert_allclose(lines["lru [stack]"].get_ydata(), [0.75, 0.25])
+    offline = lines["Belady (offline bound) [replay]"]
+    assert offline.get_linestyle() == "--" and offline.get_color() == "black"
+    np.testing.assert_allclose(lines["unbounded cache (first uses only)"].get_ydata(), 0.2)
+    assert fig.axes[0].get_xscale() == "log"
