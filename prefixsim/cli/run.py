@@ -12,13 +12,33 @@ from tqdm import tqdm
 
 from prefixsim.cache import POLICIES
 from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
-from prefixsim.cli.serving_options import serving_options, serving_overrides
+from prefixsim.cli.help_sections import SectionedCommand
+from prefixsim.cli.serving_options import (
+    HARDWARE_OPTIONS,
+    SERVING_OPTIONS,
+    serving_options,
+    serving_overrides,
+)
 from prefixsim.config import load_config
 from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.trace import READERS
 
+RUN_SECTIONS = (
+    ("Run", ("config_path", "cache_only", "seed")),
+    ("Trace", ("trace_path", "trace_format", "block_size", "max_requests", "skip_bad_lines",
+               "prefix_model", "trace_seed", "session_rate_per_s")),
+    ("Cache (both modes; --bounds cache-only)", (
+        "policy", "cache_tokens", "ttl_s", "ttl_mode", "cache_mode", "min_cacheable_tokens",
+        "host_cache_tokens", "host_bandwidth_gb_s", "disk_cache_tokens",
+        "disk_bandwidth_gb_s", "tier_min_load_tokens", "bounds", "pricing")),
+    ("Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
+     HARDWARE_OPTIONS),
+    ("Scheduler and router (timed only)", SERVING_OPTIONS),
+    ("Output (both modes)", ("output", "serving_sample_interval", "quiet", "help")),
+)
 
-@app.command()
+
+@app.command(cls=SectionedCommand, sections=RUN_SECTIONS)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="YAML run config; flags given here override its keys.")
 @click.option("--trace", "trace_path", help="Trace file to replay (trace.path).")
@@ -56,7 +76,8 @@ from prefixsim.trace import READERS
 @click.option("--tier-min-load-tokens", type=int,
               help="Lower-tier runs shorter than this are recomputed, not loaded.")
 @click.option("--bounds", is_flag=True, default=None,
-              help="Also report belady's hit rate at the same capacity (cache.bounds).")
+              help="Cache-only: also report belady's hit rate at the same capacity "
+                   "(cache.bounds).")
 @click.option("--pricing",
               help="Price the run (cache.pricing): anthropic, anthropic-haiku, openai, FILE.yaml.")
 @click.option("--seed", type=click.IntRange(min=0), help="Random seed (seed).")

@@ -2,6 +2,8 @@
 
 `serving_options` adds the flags to a click command; `serving_overrides` maps the parsed
 values onto dotted config keys (None = not given, so the config file's value stands).
+`HARDWARE_OPTIONS` and `SERVING_OPTIONS` name them for the --help sections of `run`
+(cli/help_sections.py).
 """
 
 from __future__ import annotations
@@ -75,6 +77,17 @@ _KEYS = {
     "serving_sample_interval": "engine.sample_interval_s",
     "serving_check": "engine.check_invariants",
 }
+
+
+HARDWARE_OPTIONS = ("serving_model", "serving_gpu", "serving_presets", "serving_tp",
+                    "serving_memory_utilization", "serving_kv_dtype", "serving_weight_dtype",
+                    "serving_cost_model", "serving_profile")
+"""Model, GPU and cost model: the timed engine's, and in cache-only runs what prices the
+prefill GPU-seconds (prefill_gpu_s)."""
+SERVING_OPTIONS = ("serving_replicas", "serving_router", "serving_router_params",
+                   "serving_max_batched_tokens", "serving_max_num_seqs", "serving_time_scale",
+                   "serving_goodput", "serving_check")
+"""Replicas, router, scheduler and the timed engine's knobs: timed runs only."""
 
 
 def serving_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,0 +1,61 @@
+"""`run --help` in sections (trace, cache, hardware and model, scheduler and router,
+output) with cache-only and timed options told apart, every option listed once under the
+same name as before; `sweep` ends by printing the report command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from prefixsim.cli import app
+
+RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned
+    "--config", "--trace", "--trace-format", "--block-size", "--max-requests",
+    "--skip-bad-lines", "--prefix-model", "--cache-only", "--policy", "--cache-tokens",
+    "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
+    "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
+    "--bounds", "--pricing", "--seed", "--trace-seed", "--session-rate", "--output",
+    "--quiet", "--model", "--gpu", "--presets", "--tp", "--memory-utilization", "--kv-dtype",
+    "--weight-dtype", "--replicas", "--router", "--router-param", "--cost-model", "--profile",
+    "--max-batched-tokens", "--max-num-seqs", "--time-scale", "--sample-interval",
+    "--goodput", "--check-invariants", "--help"}
+HEADINGS = ["Run", "Trace", "Cache (both modes; --bounds cache-only)",
+            "Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
+            "Scheduler and router (timed only)", "Output (both modes)"]
+
+
+def test_run_help_is_in_sections_and_lists_every_option_once():
+    result = CliRunner().invoke(app, ["run", "--help"])
+    assert result.exit_code == 0
+    text = result.output
+    found = re.findall(r"^(\S[^\n]*):$", text[text.index("\nRun:"):], flags=re.M)
+    assert found == HEADINGS and "Other options" not in text
+    params = app.commands["run"].params
+    assert {flag for p in params for flag in p.opts if flag.startswith("--")} | {"--help"} \
+        == RUN_FLAGS
+    listed = re.findall(r"^  (?:-\w, )?(--[a-z-]+)", text, flags=re.M)
+    assert sorted(listed) == sorted(RUN_FLAGS)  # each once
+
+
+def test_sections_put_timed_options_apart():
+    """The router is under the timed-only heading, the TTL under the cache heading."""
+    text = CliRunner().invoke(app, ["run", "--help"]).output
+    timed = text.index("Scheduler and router (timed only)")
+    cache = text.index("Cache (both modes")
+    assert text.index("  --router TEXT") > timed > text.index("  --ttl FLOAT") > cache
+    assert "Cache-only: also report belady" in text
+
+
+def test_sweep_ends_with_the_report_command(tmp_path):
+    spec = tmp_path / "s.yaml"
+    trace = Path("traces/demo_chat.jsonl").resolve()
+    spec.write_text(f"base: {{trace: {{path: {trace}, max_requests: 20}}, cache_only: true}}\n"
+                    "grid: {cache.capacity_tokens: [5000, 20000]}\n")
+    out = tmp_path / "my sweep"
+    result = CliRunner().invoke(app, ["sweep", str(spec), "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == f"report:  prefixsim report '{out}'"
+    report = CliRunner().invoke(app, ["report", str(out), "--quiet"])
+    assert report.exit_code == 0 and (out / "report.html").is_file()
