@@ -207,14 +207,15 @@ def session_idle_gaps(data: ReportData) -> Figure:
     ax.set_xlabel("gap: next arrival after the previous request (s, log scale)")
     ax.set_ylabel("share of gaps")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center right")
     short = float((gaps <= FIVE_MINUTES_S).mean())
     text = (f"gaps <= 5 min: {short:.0%} (a 5-min TTL keeps the prefix)\n"
             f"5 min - 1 h: {in_window / gaps.size:.0%} (only a 1-h class keeps it)\n"
             f"> 1 h: {(gaps > ONE_HOUR_S).mean():.0%} (neither)\n"
             f"1-h writes that never pay back: {1 - in_window / writes:.0%} of {writes:,}\n"
             f"break-even ({priced_by} prices): {break_even:.0%} must pay back")
-    ax.text(0.02, 0.97, text, transform=ax.transAxes, va="top", fontsize=8,
+    ax.text(0.98, 0.04, text, transform=ax.transAxes, va="bottom", ha="right", fontsize=8,
+            multialignment="left",
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#ccc"})
     return tag(fig, [run_id], f"Gaps of {run_id}'s requests (the trace's sessions).")
 

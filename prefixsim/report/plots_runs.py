@@ -36,7 +36,7 @@ def idle_ages(data: ReportData) -> Figure:
         raise PlotSkipped("no cache_*_age_* keys in the summaries (results written before "
                           "prefixsim recorded page ages, or no hits at all)")
     runs = table["run_id"].tolist()
-    fig, (ax,) = new_figure(width=9.0, height=max(2.5, 0.42 * len(runs) + 1.8))
+    fig, (ax,) = new_figure(width=10.0, height=max(2.2, 0.42 * len(runs) + 1.2))
     positions = np.arange(len(runs))[::-1]
     offsets = {"hit": 0.22, "evicted": 0.0, "expired": -0.22}
     for event, what, colour in AGE_EVENTS:
@@ -62,9 +62,7 @@ def idle_ages(data: ReportData) -> Figure:
     ax.set_title("Idle age of pages at hit, eviction and expiry (bar p10-p90, dot median)",
                  fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    below = -0.65 / (fig.get_figheight() - 1.2)  # under the x label, in axes units
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, below), ncol=2,
-              frameon=False)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return tag(fig, runs)
 
 

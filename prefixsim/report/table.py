@@ -82,8 +82,8 @@ MISSING_WHY = {
 }
 WHY_TEXT = {
     "timing": "cache-only runs have no timing",
-    "pricing": "no run was priced (--pricing)",
-    "bounds": "no Belady bound (cache-only --bounds, or belady runs)",
+    "pricing": "no run was priced with --pricing",
+    "bounds": "no Belady bound, which cache-only runs with --bounds or belady runs give",
     "policies": "no other policy than LRU to compare",
 }
 
@@ -105,10 +105,18 @@ def _key(row: pd.Series, columns: list[str]) -> tuple[str, ...]:
     return tuple(show_value(row[c]) for c in columns)
 
 
+def identity_columns(data: ReportData) -> list[str]:
+    """What tells the runs apart: policy, capacity and TTL always (a reader needs them even
+    where a sweep holds them fixed), then the other swept columns."""
+    fixed = [c for c in ("cache_policy", "cache_capacity_tokens", "cache_ttl_s")
+             if c in data.ok]
+    return fixed + [c for c in data.swept if c not in fixed]
+
+
 def comparison(data: ReportData) -> pd.DataFrame:
     """Raw values of the comparison table, one row per successful run, in plan order."""
     table = data.ok.reset_index(drop=True)
-    out = table[["run_id", *[c for c in data.swept if c in table]]].copy()
+    out = table[["run_id", *[c for c in identity_columns(data) if c in table]]].copy()
     for column in COLUMNS:
         if column.key in table:
             out[column.key] = table[column.key]
@@ -135,10 +143,13 @@ def shown_columns(frame: pd.DataFrame, data: ReportData) -> list[tuple[str, str,
     """(key, title, tip, formatter) of the columns to show: the run, the swept values, then
     every metric column that at least one run has."""
     shown = [("run_id", "run", "run id (runs/<run id>/ in the sweep folder)", plain)]
-    for column in data.swept:
+    per_replica = "replicas" in data.ok and data.ok["replicas"].fillna(1).gt(1).any()
+    for column in identity_columns(data):
         if column in frame:
-            shown.append((column, SWEPT_TITLES.get(column, short_name(column)), column,
-                          SWEPT_FORMATS.get(column, plain)))
+            title = SWEPT_TITLES.get(column, short_name(column))
+            if column == "cache_capacity_tokens" and per_replica:
+                title = "capacity per replica (tokens)"
+            shown.append((column, title, column, SWEPT_FORMATS.get(column, plain)))
     for column in COLUMNS:
         if column.key in frame and frame[column.key].notna().any():
             shown.append((column.key, column.title, column.tip, column.fmt))
@@ -151,11 +162,14 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
     absent: dict[str, list[str]] = {}
     for column in COLUMNS:
         if column.key not in frame or frame[column.key].isna().all():
-            absent.setdefault(MISSING_WHY.get(column.key, "other"), []).append(column.title)
+            why = MISSING_WHY.get(column.key, "other")
+            if column.key == "belady_gap_closed" and "vs_lru" not in frame:
+                why = "policies"  # Belady may be there; there is no LRU gap to close
+            absent.setdefault(why, []).append(column.title)
     if absent:
-        parts = [f"{', '.join(titles)} ({WHY_TEXT.get(why, 'no run has them')})"
+        parts = [f"{', '.join(titles)}: {WHY_TEXT.get(why, 'no run has them')}"
                  for why, titles in absent.items()]
-        notes.append(f"Not shown: {'; '.join(parts)}.")
+        notes.append(f"Not shown, as no run has them: {'; '.join(parts)}.")
     if "vs_lru" in frame and frame["vs_lru"].notna().any():
         notes.append("vs LRU and the gap closed compare each run with the LRU run that has "
                      "the same other swept values; the gap closed is left blank where Belady "
