@@ -60,7 +60,14 @@ def test_comparison_against_lru_and_belady(demo):
     at 80,000 Belady is within 1 pp of LRU, so the share is blank too."""
     frame = comparison(demo).set_index("run_id")
     table = demo.ok.set_index("run_id")
-    s3, lru = "s3fifo-20000-8ddce093", "lru-20000-7601e960"
+
+    def run(policy, capacity):
+        rows = table[(table["cache_policy"] == policy)
+                     & (table["cache_capacity_tokens"] == capacity)]
+        assert len(rows) == 1
+        return rows.index[0]
+
+    s3, lru = run("s3fifo", 20000), run("lru", 20000)
     hit = table["cache_token_hit_rate"]
     belady = table.loc[lru, "cache_belady_token_hit_rate"]
     assert frame.loc[s3, "vs_lru"] == pytest.approx(hit[s3] - hit[lru])
@@ -70,7 +77,7 @@ def test_comparison_against_lru_and_belady(demo):
     unbounded = [r for r in frame.index if r.startswith("none-")]
     assert frame.loc[unbounded, "vs_lru"].eq(0).all()
     assert frame.loc[unbounded, "belady_gap_closed"].isna().all()
-    assert np.isnan(frame.loc["s3fifo-80000-4238b218", "belady_gap_closed"])
+    assert np.isnan(frame.loc[run("s3fifo", 80000), "belady_gap_closed"])
     titles = [title for _, title, _, _ in shown_columns(comparison(demo), demo)]
     assert titles[:4] == ["run", "policy", "capacity (tokens)", "TTL"]
     assert "p99 TTFT" not in titles  # cache-only: no timing, said in the notes
