@@ -1,10 +1,11 @@
 """The comparison table: one row per run, the figures that answer "which policy, how much
 cache, what TTL, and how far from the best possible".
 
-Per run: the swept values; the token-weighted and the request-weighted hit rate; the
-difference from LRU at the same other swept values (capacity, TTL, router, ...); the share
-of the LRU-to-Belady gap it closes, (hit - LRU) / (Belady - LRU), Belady being the run's
-own `--bounds` figure or a `belady` run at the same values; cost and prefill GPU-seconds
+Per run: policy, capacity, TTL and the other swept values; the token-weighted and the
+request-weighted hit rate; the difference from the LRU run at the same capacity, TTL, other
+swept values and trace part (`match_columns`; blank when there is none, or several); the
+share of the LRU-to-Belady gap it closes, (hit - LRU) / (Belady - LRU), Belady being the
+run's own `--bounds` figure or a `belady` run at the same values; cost and prefill GPU-seconds
 saved; p50/p99 TTFT and request throughput (timed runs). `comparison` computes the raw
 values (a DataFrame, for tests and sorting); `COLUMNS` says how each is titled and
 formatted (format.py). Columns no run has are left out, and `comparison_notes` says so.
@@ -88,17 +89,32 @@ WHY_TEXT = {
 }
 
 
+def match_columns(table: pd.DataFrame, swept: list[str]) -> list[str]:
+    """What a run and its reference (the LRU or belady run it is compared with) share:
+    capacity, TTL, every other swept value but the policy, and the part of the trace
+    (`trace_time_window`, a tune's train and test parts)."""
+    columns = ["cache_capacity_tokens", "cache_ttl_s", *swept, "trace_time_window"]
+    return [c for c in dict.fromkeys(columns) if c != POLICY and c in table]
+
+
+def reference_rates(table: pd.DataFrame, swept: list[str], policy: str) -> pd.Series:
+    """Per row, the hit rate of the one `policy` run with the same match_columns; NaN when
+    there is none or more than one (no guessing which)."""
+    if POLICY not in table or not len(table):
+        return pd.Series(np.nan, index=table.index)
+    columns = match_columns(table, swept)
+    found: dict[tuple[str, ...], list[float]] = {}
+    for _, row in table[table[POLICY].astype(str) == policy].iterrows():
+        found.setdefault(_key(row, columns), []).append(row[HIT_RATE])
+    return table.apply(lambda r: (lambda v: v[0] if v and len(v) == 1 else np.nan)(
+        found.get(_key(r, columns))), axis=1)
+
+
 def belady_reference(table: pd.DataFrame, swept: list[str]) -> pd.Series:
     """Belady's hit rate at each row's capacity: the row's own bound (`--bounds`), else the
-    hit rate of a `belady` policy run with the same other swept values; NaN when neither."""
+    hit rate of a `belady` policy run with the same match_columns; NaN when neither."""
     own = table[BELADY] if BELADY in table else pd.Series(np.nan, index=table.index)
-    if POLICY not in table or not len(table):
-        return own
-    others = [c for c in swept if c != POLICY and c in table]
-    runs = table[table[POLICY].astype(str) == "belady"]
-    lookup = {_key(r, others): r[HIT_RATE] for _, r in runs.iterrows()}
-    found = table.apply(lambda r: lookup.get(_key(r, others), np.nan), axis=1)
-    return own.where(own.notna(), found)
+    return own.where(own.notna(), reference_rates(table, swept, "belady"))
 
 
 def _key(row: pd.Series, columns: list[str]) -> tuple[str, ...]:
@@ -122,13 +138,10 @@ def comparison(data: ReportData) -> pd.DataFrame:
             out[column.key] = table[column.key]
     if HIT_RATE not in table:
         return out
-    others = [c for c in data.swept if c != POLICY and c in table]
     policies = table[POLICY].astype(str) if POLICY in table else pd.Series("", table.index)
     if (policies == BASELINE).all():  # nothing but LRU: no comparison to make
         return out
-    lru = {_key(r, others): r[HIT_RATE] for _, r in table[policies == BASELINE].iterrows()}
-    lru_rate = table.apply(lambda r: lru.get(_key(r, others), np.nan), axis=1) \
-        if len(table) else pd.Series(dtype=float)
+    lru_rate = reference_rates(table, data.swept, BASELINE)
     out["vs_lru"] = table[HIT_RATE] - lru_rate
     belady = belady_reference(table, data.swept)
     gap = belady - lru_rate
@@ -171,9 +184,9 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
                  for why, titles in absent.items()]
         notes.append(f"Not shown, as no run has them: {'; '.join(parts)}.")
     if "vs_lru" in frame and frame["vs_lru"].notna().any():
-        notes.append("vs LRU and the gap closed compare each run with the LRU run that has "
-                     "the same other swept values; the gap closed is left blank where Belady "
-                     "is within 1 pp of LRU.")
+        notes.append("vs LRU and the gap closed compare each run with the LRU run at the "
+                     "same capacity, TTL and other swept values (blank where there is none); "
+                     "the gap closed is also blank where Belady is within 1 pp of LRU.")
     notes.append("Click a column header to sort; the run column stays in view when the "
                  "table scrolls sideways.")
     return notes

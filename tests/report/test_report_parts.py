@@ -192,3 +192,22 @@ def test_long_ttl_break_even_known_answer():
     assert long_ttl_break_even("anthropic") == (pytest.approx(2.25 / 3.45), "anthropic")
     assert long_ttl_break_even("openai")[1] == "anthropic"
     assert long_ttl_break_even("anthropic-haiku")[0] == pytest.approx(0.6 / 0.92)
+
+
+def test_the_lru_reference_matches_capacity_ttl_and_trace_part():
+    """Nothing swept (a tune's headline runs). gdsf at 1,000 tokens on the first half of the
+    trace has one LRU twin (same capacity, TTL and half): 0.5 - 0.25 = +25 pp; gdsf on the
+    second half has two LRU twins (ambiguous): blank; gdsf at 2,000 has none: blank."""
+    from prefixsim.report.data import ReportData
+
+    rows = [("g1", "gdsf", 1000, "0-0.5", 0.5), ("l1", "lru", 1000, "0-0.5", 0.25),
+            ("g2", "gdsf", 1000, "0.5-1", 0.6), ("l2", "lru", 1000, "0.5-1", 0.3),
+            ("l3", "lru", 1000, "0.5-1", 0.35), ("g3", "gdsf", 2000, "0-0.5", 0.7)]
+    table = pd.DataFrame([{"run_id": r, "status": "ok", "cache_policy": p,
+                           "cache_capacity_tokens": c, "cache_ttl_s": None,
+                           "trace_time_window": w, "cache_token_hit_rate": h}
+                          for r, p, c, w, h in rows])
+    data = ReportData(title="t", kind="sweep", table=table, swept=[], run_dirs={})
+    vs = comparison(data).set_index("run_id")["vs_lru"]
+    assert vs["g1"] == pytest.approx(0.25) and vs["l1"] == 0
+    assert np.isnan(vs["g2"]) and np.isnan(vs["g3"])
