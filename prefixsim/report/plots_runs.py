@@ -96,8 +96,9 @@ def tier_hits(data: ReportData) -> Figure:
         raise PlotSkipped("no per-tier hit keys (cache_hit_tokens_<tier>) in the summaries")
     lower = [c for c in columns if not c.endswith("hbm")]
     if not any(data.ok[c].fillna(0).gt(0).any() for c in lower):
-        raise PlotSkipped("no lower tier (host DRAM or disk) served a hit: every hit came "
-                          "from HBM (--host-cache-tokens / --disk-cache-tokens add tiers)")
+        raise PlotSkipped("no lower tier (host DRAM, disk or shared pool) served a hit: "
+                          "every hit came from HBM (--host-cache-tokens, --disk-cache-tokens "
+                          "or cache.pool add one)")
     series = {next(g for g in pattern.match(c).groups() if g): data.ok[c] for c in columns}
     return _bar_runs(data, series, "Hit tokens per cache tier", "hit tokens (tokens)", True)
 
