@@ -20,6 +20,7 @@ from prefixsim.cli.serving_options import (
     serving_overrides,
 )
 from prefixsim.config import load_config
+from prefixsim.errors import InputError
 from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.trace import READERS
 
@@ -30,7 +31,9 @@ RUN_SECTIONS = (
     ("Cache (both modes; --bounds cache-only)", (
         "policy", "cache_tokens", "ttl_s", "ttl_mode", "cache_mode", "min_cacheable_tokens",
         "host_cache_tokens", "host_bandwidth_gb_s", "disk_cache_tokens",
-        "disk_bandwidth_gb_s", "tier_min_load_tokens", "bounds", "pricing")),
+        "disk_bandwidth_gb_s", "tier_min_load_tokens", "pool_tokens", "pool_policy",
+        "pool_ttl_s", "pool_bandwidth_gb_s", "pool_latency_s", "pool_write_through",
+        "bounds", "pricing")),
     ("Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
      HARDWARE_OPTIONS),
     ("Scheduler and router (timed only)", SERVING_OPTIONS),
@@ -75,6 +78,19 @@ RUN_SECTIONS = (
               help="Disk load bandwidth in GB/s (cache.disk_bandwidth_gb_s; 5).")
 @click.option("--tier-min-load-tokens", type=int,
               help="Lower-tier runs shorter than this are recomputed, not loaded.")
+@click.option("--pool-tokens",
+              help="A KV pool shared by every replica, below HBM: its capacity in tokens or "
+                   "`unbounded` (cache.pool.capacity_tokens; docs/cache-semantics.md R18).")
+@click.option("--pool-policy", help="The shared pool's eviction policy (cache.pool.policy; lru).")
+@click.option("--pool-ttl", "pool_ttl_s", type=float,
+              help="Seconds an unused pool page stays (cache.pool.ttl_s); none by default.")
+@click.option("--pool-bandwidth", "pool_bandwidth_gb_s", type=float,
+              help="Each replica's link to the pool, GB/s per GPU, both directions "
+                   "(cache.pool.read_gb_s and write_gb_s; 25).")
+@click.option("--pool-latency", "pool_latency_s", type=float,
+              help="Seconds of latency per pool transfer (cache.pool.latency_s; 0.0001).")
+@click.option("--pool-write-through", is_flag=True, default=None,
+              help="Write every prefilled page to the pool, not only HBM's evictions.")
 @click.option("--bounds", is_flag=True, default=None,
               help="Cache-only: also report belady's hit rate at the same capacity "
                    "(cache.bounds).")
@@ -99,7 +115,9 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         host_cache_tokens: int | None,
         host_bandwidth_gb_s: float | None, disk_cache_tokens: int | None,
         disk_bandwidth_gb_s: float | None, tier_min_load_tokens: int | None,
-        bounds: bool | None, pricing: str | None,
+        pool_tokens: str | None, pool_policy: str | None, pool_ttl_s: float | None,
+        pool_bandwidth_gb_s: float | None, pool_latency_s: float | None,
+        pool_write_through: bool | None, bounds: bool | None, pricing: str | None,
         seed: int | None, output: str | None, quiet: bool, skip_bad_lines: bool | None,
         prefix_model: str | None, trace_seed: int | None, session_rate_per_s: float | None,
         **serving: Any) -> None:
@@ -130,6 +148,10 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "cache.disk_capacity_tokens": disk_cache_tokens,
         "cache.disk_bandwidth_gb_s": disk_bandwidth_gb_s,
         "cache.tier_min_load_tokens": tier_min_load_tokens,
+        "cache.pool.capacity_tokens": _pool_tokens(pool_tokens),
+        "cache.pool.policy": pool_policy, "cache.pool.ttl_s": pool_ttl_s,
+        "cache.pool.read_gb_s": pool_bandwidth_gb_s, "cache.pool.write_gb_s": pool_bandwidth_gb_s,
+        "cache.pool.latency_s": pool_latency_s, "cache.pool.write_through": pool_write_through,
         "cache.bounds": bounds, "cache.pricing": pricing,
         **serving_overrides(serving),
     }
@@ -149,3 +171,14 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         print_summary(result.summary, out_dir)
 
 
+
+
+def _pool_tokens(value: str | None) -> int | str | None:
+    """`--pool-tokens`: a whole number or `unbounded` (the config checks the number)."""
+    if value is None or value == "unbounded":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"expected a number of tokens or 'unbounded', got {value!r}",
+                         field="--pool-tokens") from None

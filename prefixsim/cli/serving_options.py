@@ -38,6 +38,14 @@ _OPTIONS = [
                       "bytes and uses the GPU's FP8 peak."),
     click.option("--replicas", "serving_replicas", type=int,
                  help="Model replicas behind the router (engine.replicas); 1."),
+    click.option("--prefill-replicas", "serving_prefill_replicas", type=int,
+                 help="Disaggregated serving: replicas that only prefill "
+                      "(engine.prefill_replicas; with --decode-replicas, instead of --replicas)."),
+    click.option("--decode-replicas", "serving_decode_replicas", type=int,
+                 help="Disaggregated serving: replicas that only decode "
+                      "(engine.decode_replicas)."),
+    click.option("--kv-transfer-bandwidth", "serving_kv_transfer_gb_s", type=float,
+                 help="Prefill -> decode KV link per GPU in GB/s (engine.kv_transfer_gb_s; 50)."),
     click.option("--router", "serving_router",
                  help=f"Router (router.name): {', '.join(ROUTERS.names())}; prefix_aware."),
     click.option("--router-param", "serving_router_params", multiple=True,
@@ -70,6 +78,9 @@ _KEYS = {
     "serving_memory_utilization": "hardware.memory_utilization",
     "serving_kv_dtype": "model.kv_dtype", "serving_weight_dtype": "model.weight_dtype",
     "serving_replicas": "engine.replicas",
+    "serving_prefill_replicas": "engine.prefill_replicas",
+    "serving_decode_replicas": "engine.decode_replicas",
+    "serving_kv_transfer_gb_s": "engine.kv_transfer_gb_s",
     "serving_router": "router.name", "serving_cost_model": "cost_model.name",
     "serving_profile": "cost_model.profile",
     "serving_max_batched_tokens": "scheduler.max_batched_tokens",
@@ -84,7 +95,8 @@ HARDWARE_OPTIONS = ("serving_model", "serving_gpu", "serving_presets", "serving_
                     "serving_cost_model", "serving_profile")
 """Model, GPU and cost model: the timed engine's, and in cache-only runs what prices the
 prefill GPU-seconds (prefill_gpu_s)."""
-SERVING_OPTIONS = ("serving_replicas", "serving_router", "serving_router_params",
+SERVING_OPTIONS = ("serving_replicas", "serving_prefill_replicas", "serving_decode_replicas",
+                   "serving_kv_transfer_gb_s", "serving_router", "serving_router_params",
                    "serving_max_batched_tokens", "serving_max_num_seqs", "serving_time_scale",
                    "serving_goodput", "serving_check")
 """Replicas, router, scheduler and the timed engine's knobs: timed runs only."""

@@ -112,7 +112,7 @@ class PoolConfig(Section):
     """A KV pool shared by every replica (cache/pool.py; docs/cache-semantics.md R18)."""
 
     capacity_tokens: int | None = Field(
-        None, ge=0, description="tokens the pool holds; null = unbounded")
+        None, ge=0, description="tokens the pool holds; null (or `unbounded`) = unbounded")
     policy: str = Field("lru", description="the pool's eviction policy (registry name)")
     ttl_s: float | None = Field(
         None, ge=0, allow_inf_nan=False, description="seconds an unused pool page stays")
@@ -130,6 +130,11 @@ class PoolConfig(Section):
     @classmethod
     def _known_policy(cls, value: str) -> str:
         return POLICIES.check(value)
+
+    @field_validator("capacity_tokens", mode="before")
+    @classmethod
+    def _unbounded_word(cls, value: object) -> object:
+        return None if value == "unbounded" else value
 
 
 class CacheConfig(Section):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 
-RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned
+RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned, and since
     "--config", "--trace", "--trace-format", "--block-size", "--max-requests",
     "--skip-bad-lines", "--prefix-model", "--cache-only", "--policy", "--cache-tokens",
     "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
@@ -20,7 +20,11 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned
     "--quiet", "--model", "--gpu", "--presets", "--tp", "--memory-utilization", "--kv-dtype",
     "--weight-dtype", "--replicas", "--router", "--router-param", "--cost-model", "--profile",
     "--max-batched-tokens", "--max-num-seqs", "--time-scale", "--sample-interval",
-    "--goodput", "--check-invariants", "--help"}
+    "--goodput", "--check-invariants", "--help",
+    # added since (issue 17: the shared pool and disaggregated serving)
+    "--pool-tokens", "--pool-policy", "--pool-ttl", "--pool-bandwidth", "--pool-latency",
+    "--pool-write-through", "--prefill-replicas", "--decode-replicas",
+    "--kv-transfer-bandwidth"}
 HEADINGS = ["Run", "Trace", "Cache (both modes; --bounds cache-only)",
             "Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
             "Scheduler and router (timed only)", "Output (both modes)"]
