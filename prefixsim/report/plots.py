@@ -35,7 +35,7 @@ from prefixsim.report.plots_requests import (
     ttft_vs_cached_fraction,
     workload,
 )
-from prefixsim.report.plots_runs import cost_with_without_cache, idle_ages, tier_hits
+from prefixsim.report.plots_runs import cluster, cost_with_without_cache, idle_ages, tier_hits
 from prefixsim.report.plots_time import (
     cache_tokens_over_time,
     evictions_over_time,
@@ -154,6 +154,7 @@ PLOTS: tuple[tuple[str, Callable[[ReportData], Figure]], ...] = (
     ("latency_ecdfs", latency_ecdfs),
     ("ttft_vs_cached_fraction", ttft_vs_cached_fraction),
     ("tier_hits", tier_hits),
+    ("cluster", cluster),
     ("cost", cost_with_without_cache),
     ("workload", workload),
 )

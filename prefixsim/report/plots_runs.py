@@ -1,5 +1,6 @@
 """Plots with one row or bar per run, from the summaries: pages' idle ages at hit, eviction
-and expiry; hit tokens per tier; cost with and without caching.
+and expiry; hit tokens per tier; cluster-level KV (latencies and link use per
+configuration); cost with and without caching.
 
 Every successful run is drawn (the figure grows with the runs, it never keeps a subset);
 a plot whose quantity no run has (no lower tiers, no price list, results written before
@@ -113,3 +114,55 @@ def cost_with_without_cache(data: ReportData) -> Figure:
         raise PlotSkipped("no cost-without-caching key (cost_*_no_cache_usd) in the summaries")
     series = {"with caching": data.ok["cost_total_usd"], "without caching": data.ok[baseline[0]]}
     return _bar_runs(data, series, "Cost with and without prefix caching", "cost (USD)", False)
+
+
+def _topology(row: pd.Series) -> str:
+    """A configuration's short name: 2P2D, 4 colocated; + pool with a shared pool."""
+    prefill = row.get("prefill_replicas")
+    if prefill is not None and not pd.isna(prefill):
+        name = f"{int(prefill)}P{int(row['decode_replicas'])}D"
+    else:
+        replicas = row.get("replicas")
+        name = "colocated" if replicas is None or pd.isna(replicas) else \
+            f"{int(replicas)} colocated"
+    pool = row.get("cache_pool_link_busy_share")
+    return name + (" + pool" if pool is not None and not pd.isna(pool) else "")
+
+
+def cluster(data: ReportData) -> Figure:
+    """Cluster-level KV per run (a shared pool, disaggregated prefill/decode): TTFT (mean
+    and p99, log scale), TPOT (mean and p99), and how busy the links were (the busiest pool
+    link direction and prefill -> decode link), configurations side by side."""
+    table = data.ok
+    if not any(c in table and table[c].notna().any()
+               for c in ("cache_pool_link_busy_share", "kv_transfer_busy_share")):
+        raise PlotSkipped("no run has a shared pool or disaggregated serving "
+                          "(cache.pool, engine.prefill_replicas)")
+    require(table, ["mean_ttft_ms", "mean_tpot_ms"], " (cache-only runs have no timing)")
+    runs = table["run_id"].tolist()
+    names = [_topology(row) for _, row in table.iterrows()]
+    if len(set(names)) < len(names):  # other swept values tell them apart
+        names = [f"{n} | {data.label(r)}" for n, r in zip(names, runs, strict=True)]
+    fig, axes = new_figure(ncols=3, width=4.6, height=max(2.6, 0.45 * len(runs) + 1.4))
+    positions = np.arange(len(runs))[::-1]
+    panels = (
+        ("TTFT (ms, log scale)", {"mean": "mean_ttft_ms", "p99": "p99_ttft_ms"}, True),
+        ("TPOT (ms)", {"mean": "mean_tpot_ms", "p99": "p99_tpot_ms"}, False),
+        ("link busy share", {"pool link": "cache_pool_link_busy_share",
+                             "prefill -> decode link": "kv_transfer_busy_share"}, False),
+    )
+    for number, (ax, (xlabel, series, log)) in enumerate(zip(axes, panels, strict=True)):
+        present = {name: c for name, c in series.items() if c in table}
+        height = 0.8 / max(len(present), 1)
+        for i, (name, column) in enumerate(present.items()):
+            offset = ((len(present) - 1) / 2 - i) * height
+            ax.barh(positions + offset, table[column].fillna(0).to_numpy(dtype=float),
+                    height, label=name)
+        if log:
+            ax.set_xscale("log")
+        ax.set_yticks(positions, names if number == 0 else [""] * len(names), fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_title(xlabel.split(" (")[0] + " per configuration", fontsize=10)
+        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(True, axis="x", alpha=0.3)
+    return tag(fig, runs, "pool hits per run: see the tier-hits plot")
