@@ -148,7 +148,7 @@ def cluster(data: ReportData) -> Figure:
     panels = (
         ("TTFT (ms, log scale)", {"mean": "mean_ttft_ms", "p99": "p99_ttft_ms"}, True),
         ("TPOT (ms)", {"mean": "mean_tpot_ms", "p99": "p99_tpot_ms"}, False),
-        ("link busy share", {"pool link": "cache_pool_link_busy_share",
+        ("link busy share (of the run)", {"pool link": "cache_pool_link_busy_share",
                              "prefill -> decode link": "kv_transfer_busy_share"}, False),
     )
     for number, (ax, (xlabel, series, log)) in enumerate(zip(axes, panels, strict=True)):
@@ -162,6 +162,7 @@ def cluster(data: ReportData) -> Figure:
             ax.set_xscale("log")
         ax.set_yticks(positions, names if number == 0 else [""] * len(names), fontsize=8)
         ax.set_xlabel(xlabel)
+        ax.set_ylabel("run" if number == 0 else "")
         ax.set_title(xlabel.split(" (")[0] + " per configuration", fontsize=10)
         ax.legend(fontsize=7, loc="lower right")
         ax.grid(True, axis="x", alpha=0.3)

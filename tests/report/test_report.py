@@ -39,7 +39,9 @@ def _check_labels(fig):
     for ax in fig.axes:
         assert ax.get_title() or fig._suptitle is not None
         assert "(" in ax.get_xlabel() or ax.get_xlabel() == "run"
-        assert "(" in ax.get_ylabel() or "share" in ax.get_ylabel() or ax.get_ylabel() == "run"
+        assert "(" in ax.get_ylabel() or "share" in ax.get_ylabel() or ax.get_ylabel() == "run" \
+            or (ax.get_ylabel() == "" and not any(t.get_text() for t in ax.get_yticklabels())
+                and ax is not fig.axes[0])  # a panel beside the first, sharing its runs
         assert ax.get_legend() is not None
 
 
@@ -102,7 +104,8 @@ def test_policy_zoo_shows_the_sweep_values_and_the_regret(demo_sweep):
 
 
 def _fake_sweep(root):
-    """A sweep folder with the columns other components add (timing, tiers, cost)."""
+    """A sweep folder with the columns other components add (timing, tiers, cost, a
+    shared pool and disaggregated serving)."""
     rng = np.random.default_rng(0)
     rows, runs = [], root / "runs"
     points = [(p, c, None) for p in ("lru", "belady") for c in (1000, 4000, None)]
@@ -129,7 +132,12 @@ def _fake_sweep(root):
                      "cost_no_cache_usd": 3.0 + i, "cache_hit_age_p10_s": 1.0,
                      "cache_hit_age_p50_s": 5.0, "cache_hit_age_p90_s": 20.0 + i,
                      "cache_evicted_age_p10_s": 2.0, "cache_evicted_age_p50_s": 9.0,
-                     "cache_evicted_age_p90_s": 30.0})
+                     "cache_evicted_age_p90_s": 30.0, "mean_ttft_ms": 50.0 + i,
+                     "mean_tpot_ms": 8.0, "p99_tpot_ms": 12.0, "replicas": 4,
+                     "cache_pool_link_busy_share": 0.01 * i if i % 2 else None,
+                     "prefill_replicas": 2 if i % 3 == 0 else None,
+                     "decode_replicas": 2 if i % 3 == 0 else None,
+                     "kv_transfer_busy_share": 0.02 if i % 3 == 0 else None})
     pd.DataFrame(rows).to_parquet(root / "sweep.parquet")
     (root / "sweep.json").write_text(json.dumps(
         {"name": "fake",
