@@ -1,67 +1,58 @@
-"""The fitted (calibrated) cost model: operator-class coefficients from a profile.
+"""The fitted cost model: step times from a profile's measurements and fitted coefficients
+(docs/cost-models.md "The fitted cost model").
 
-A step's time is the predicted time of the operators of one layer (operators.py), times the
-number of layers, plus the LM head GEMM for the sequences that emit a token (every decode and
-every prefill chunk; a chunk that does not finish its prompt is counted too, a small
-overestimate). With tensor parallelism the layer shapes are split `tp` ways and, given the
-GPU preset, two ring all-reduces per layer are added as in the roofline model (the profile
-measured one device, not the link).
-Decode-only stretches are summed in closed form: the model is linear in the contexts.
-Transfers take `num_bytes / bandwidth`, capped by the profile's measured host<->device copy
-rate when it has one (CUDA profiles).
+A step is, per layer, its GEMMs, element-wise kernels, attention and two all-reduces, times
+the layers; plus the LM head over the sequences that sample a token, the embedding gather
+and final norm, and the CPU time of the step. Each part reads the profile's measurements
+where it has them and falls back otherwise:
 
-An operator's time: a GEMM on a weight matrix the profile measured is interpolated over token
-counts (`GemmInterpolation`); anything else is, per class, `coefficients . summed features`.
-Leaves out: step overheads of the serving framework beyond the fitted per-call constants,
-and the element-wise operators (their share shows in the profile's `layer` error).
+| part | measured (imported profiles) | fallback |
+|---|---|---|
+| GEMM | table of that weight matrix over tokens | class coefficients . features |
+| element-wise | table per kernel (tables are width-stretched, measured.py) | none (CPU profiles) |
+| attention | prefill and decode grids (attention_grid.py) | class coefficients . features |
+| all-reduce | table of the run's GPU count | bandwidth-only ring formula (collectives.py) |
+| CPU per step | table by batch size | `step_overhead_s` + per sequence + per token |
+
+Serving overheads (frontend, emission, idle wake-up) and the CPU fallback take the
+roofline's defaults (roofline.ServingParams), overridable as `cost_model.params`; passing a
+`step_overhead_*` parameter replaces the profile's CPU table by the formula. `describe`
+names the profile and says in one line how a run at a TP the profile does not cover falls
+back, and which parts were borrowed from another GPU or model.
+Decode-only stretches: closed form without grids; with a decode grid the attention is
+summed over the steps with numpy (the rest of a decode step does not change).
+Leaves out: MoE routing kernels, sampling kernels, pipeline parallelism.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from prefixsim.costmodel.collectives import allreduce_s_per_token
+from prefixsim.costmodel.attention_grid import DecodeTimes, PrefillTimes
+from prefixsim.costmodel.collectives import ACTIVATION_BYTES, allreduce_s_per_token
+from prefixsim.costmodel.measured import AllReduceTimes, CpuTimes, ElementwiseTimes
 from prefixsim.costmodel.operators import (
     DecodeAttention,
     FeatureRules,
     Gemm,
     LayerDims,
     Operator,
-    layer_operators,
+    PrefillAttention,
+    layer_gemms,
     lm_head,
 )
 from prefixsim.costmodel.profile import Profile, load_profile
-from prefixsim.costmodel.protocol import COST_MODELS, NO_OVERHEADS, StepBatch
+from prefixsim.costmodel.protocol import COST_MODELS, ServingOverheads, StepBatch
+from prefixsim.costmodel.roofline import ServingParams
+from prefixsim.costmodel.tables import Table1D
 from prefixsim.presets import GPUSpec, ModelSpec
 
-
-class GemmInterpolation:
-    """Time of one weight matrix at any token count from measured (tokens, time) points:
-    piecewise linear between points, the measured time at the smallest point below it, and
-    beyond the largest point that point's time plus the per-token slope measured from about
-    half its token count (the compute-bound rate)."""
-
-    def __init__(self, tokens: Sequence[int], times_s: Sequence[float]) -> None:
-        pairs = sorted(zip(tokens, times_s, strict=True))
-        self.tokens = [float(m) for m, _ in pairs]
-        self.times_s = [float(t) for _, t in pairs]
-        top = len(self.tokens) - 1
-        j = max([i for i, m in enumerate(self.tokens) if m <= self.tokens[top] / 2], default=0)
-        rise = self.times_s[top] - self.times_s[j]
-        self.slope_s_per_token = max(0.0, rise / (self.tokens[top] - self.tokens[j])) \
-            if j < top else 0.0
-
-    def time_s(self, tokens: float) -> float:
-        xs, ys = self.tokens, self.times_s
-        if tokens >= xs[-1]:
-            return ys[-1] + (tokens - xs[-1]) * self.slope_s_per_token
-        if tokens <= xs[0]:
-            return ys[0]
-        i = bisect.bisect_right(xs, tokens)
-        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
+GemmInterpolation = Table1D  # a GEMM table: time over token counts
+PARAMS = ("frontend_s", "emission_s", "idle_wakeup_s", "step_overhead_s",
+          "step_overhead_s_per_seq", "step_overhead_s_per_token")
+CPU_FORMULA = ("step_overhead_s", "step_overhead_s_per_seq", "step_overhead_s_per_token")
 
 
 class Predictor:
@@ -69,7 +60,7 @@ class Predictor:
     per class `coefficients . (sum of the features)` for everything else."""
 
     def __init__(self, rules: FeatureRules, coefficients: dict[str, Sequence[float]],
-                 tables: dict[tuple[int, int], GemmInterpolation] | None = None) -> None:
+                 tables: dict[tuple[int, int], Table1D] | None = None) -> None:
         self.rules = rules
         self.coefficients = coefficients
         self.tables = tables or {}
@@ -77,7 +68,7 @@ class Predictor:
     @classmethod
     def from_profile(cls, profile: Profile) -> Predictor:
         coefficients = {c: profile.coefficient_vector(c) for c in profile.coefficients}
-        tables = {(t.in_features, t.out_features): GemmInterpolation(t.tokens, t.time_s)
+        tables = {(t.in_features, t.out_features): Table1D(t.tokens, t.time_s)
                   for t in profile.gemm_tables}
         return cls(profile.rules.feature_rules(), coefficients, tables)
 
@@ -96,49 +87,129 @@ class Predictor:
         return total
 
 
+def fitted_params(params: dict[str, float]) -> ServingParams:
+    """`cost_model.params` of the fitted model (an unknown name is a TypeError naming it)."""
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise TypeError(f"unknown fitted parameter {unknown[0]!r} (valid: "
+                        f"{', '.join(PARAMS)})")
+    return ServingParams(**params)
+
+
 @COST_MODELS.register("fitted")
 class FittedCostModel:
-    """Step times of `model` on `tp` devices from a calibration `profile` (a Profile, a
-    path or a shipped profile's name). `gpu` is the run's GPU preset: it prices tensor-
-    parallel all-reduces and is compared with the device the profile was measured on."""
+    """Step times of `model` on `tp` devices from a `profile` (a Profile, a path or a
+    shipped profile's name). `gpu` is the run's GPU preset: it prices all-reduces the
+    profile did not measure and is compared with the GPU the profile describes."""
 
     name = "fitted"
-    serving_overheads = NO_OVERHEADS
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec | None = None, tp: int = 1, *,
-                 profile: Profile | str | Path) -> None:
+                 profile: Profile | str | Path, **params: float) -> None:
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")
+        self.params = fitted_params(params)
+        s = self.params
+        self.serving_overheads = ServingOverheads(s.frontend_s, s.emission_s, s.idle_wakeup_s)
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.profile_source = "(in memory)" if isinstance(profile, Profile) else str(profile)
-        self.model = model
-        self.gpu = gpu
-        self.tp = tp
-        self.dims = LayerDims.from_spec(model, tp)
-        self.predictor = Predictor.from_profile(self.profile)
-        heads = (self.dims.num_heads, self.dims.num_kv_heads, self.dims.head_dim)
-        self._growth_per_sequence_s = self.dims.num_layers * (
+        self.model, self.gpu, self.tp = model, gpu, tp
+        self.dims = replace(LayerDims.from_spec(model, tp),
+                            num_kv_heads=model.kv_heads_per_gpu(tp))
+        p, d = self.profile, self.dims
+        self.predictor = Predictor.from_profile(p)
+        self.elementwise = ElementwiseTimes(p.elementwise, d) if p.elementwise else None
+        self.prefill = self.decode = None
+        if p.attention is not None:
+            self.prefill = PrefillTimes(p.attention.prefill, d.num_heads, d.head_dim)
+            self.decode = DecodeTimes(p.attention.decode, d.num_kv_heads, d.head_dim)
+        self.allreduce = AllReduceTimes(p.collectives, tp)
+        self._ring_s_per_token = allreduce_s_per_token(model, gpu, tp)
+        self.cpu = None
+        if p.cpu_overhead is not None and not set(CPU_FORMULA) & set(params):
+            self.cpu = CpuTimes(p.cpu_overhead)
+        heads = (d.num_heads, d.num_kv_heads, d.head_dim)
+        self._growth_per_sequence_s = d.num_layers * (
             self.predictor.time_s([DecodeAttention((1,), *heads)])
             - self.predictor.time_s([DecodeAttention((0,), *heads)]))
-        self._allreduce_s_per_token = allreduce_s_per_token(model, gpu, tp)
+        self._layer_cache: dict[int, float] = {}
+
+    # ----------------------------------------------------------------- pieces
+    def layer_s(self, tokens: int) -> float:
+        """One layer's GEMMs, element-wise kernels and all-reduces (memoised)."""
+        cached = self._layer_cache.get(tokens)
+        if cached is not None:
+            return cached
+        total = self.predictor.time_s(layer_gemms(self.dims, tokens))
+        if self.elementwise is not None:
+            total += self.elementwise.layer_s(tokens)
+        if self.tp > 1 and self.allreduce.measured:
+            total += 2 * self.allreduce.time_s(tokens * self.dims.hidden_size
+                                               * ACTIVATION_BYTES)
+        elif self.tp > 1:
+            total += self._ring_s_per_token * tokens / self.dims.num_layers
+        if len(self._layer_cache) < 65536:
+            self._layer_cache[tokens] = total
+        return total
+
+    def attention_s(self, batch: StepBatch) -> float:
+        """One layer's attention: one prefill call over the chunks, one decode call."""
+        d = self.dims
+        if self.prefill is None or self.decode is None:
+            heads = (d.num_heads, d.num_kv_heads, d.head_dim)
+            ops: list[Operator] = [PrefillAttention(c.new_tokens, c.cached_tokens, *heads)
+                                   for c in batch.prefills if c.new_tokens > 0]
+            if batch.decode_contexts:
+                ops.append(DecodeAttention(tuple(batch.decode_contexts), *heads))
+            return self.predictor.time_s(ops)
+        total = 0.0
+        chunks = [c for c in batch.prefills if c.new_tokens > 0]
+        if chunks:
+            total += self.prefill.floor_s + sum(
+                self.prefill.above_floor_s(c.new_tokens, c.cached_tokens) for c in chunks)
+        contexts = batch.decode_contexts
+        if contexts:
+            total += self.decode.batch_s(len(contexts), sum(contexts) / len(contexts))
+        return total
+
+    def head_s(self, tokens: int, sampled: int) -> float:
+        """LM head over `sampled` sequences; embedding gather and final norm over `tokens`."""
+        total = self.predictor.time_s(lm_head(self.dims, sampled))
+        if self.elementwise is not None:
+            total += self.elementwise.head_s(tokens)
+        return total
+
+    def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
+        if self.cpu is not None:
+            return self.cpu.time_s(num_seqs)
+        s = self.params
+        return (s.step_overhead_s + s.step_overhead_s_per_seq * num_seqs
+                + s.step_overhead_s_per_token * num_tokens)
 
     # ----------------------------------------------------------------- CostModel
     def step_time_s(self, batch: StepBatch) -> float:
-        if batch.num_tokens == 0:
+        tokens = batch.num_tokens
+        if tokens == 0:
             return 0.0
-        layer = self.predictor.time_s(layer_operators(self.dims, batch))
-        sequences = len(batch.prefills) + len(batch.decode_contexts)
-        head = self.predictor.time_s(lm_head(self.dims, sequences))
-        return (self.dims.num_layers * layer + head
-                + self._allreduce_s_per_token * batch.num_tokens)
+        sampled = len(batch.decode_contexts) + sum(c.emits_token for c in batch.prefills)
+        num_seqs = len(batch.decode_contexts) + len(batch.prefills)
+        return (self.dims.num_layers * (self.layer_s(tokens) + self.attention_s(batch))
+                + self.head_s(tokens, sampled) + self.cpu_s(num_seqs, tokens))
 
     def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
-        """Closed form: only decode attention depends on the contexts, linearly, so step k
-        takes first + k * (growth per sequence) * batch size and the sum is arithmetic."""
+        """With a decode grid: the steps' fixed part times the steps plus the attention
+        summed over the steps; else the closed form (decode attention's coefficients are
+        linear in the contexts, so step k adds k x growth x batch size)."""
         if num_steps <= 0 or not decode_contexts:
             return 0.0
+        batch = len(decode_contexts)
+        if self.decode is not None:
+            fixed = (self.dims.num_layers * self.layer_s(batch) + self.head_s(batch, batch)
+                     + self.cpu_s(batch, batch))
+            attention = self.decode.run_s(batch, sum(decode_contexts) / batch, num_steps)
+            return num_steps * fixed + self.dims.num_layers * attention
         first = self.step_time_s(StepBatch((), tuple(decode_contexts)))
-        growth = self._growth_per_sequence_s * len(decode_contexts)
+        growth = self._growth_per_sequence_s * batch
         return num_steps * first + growth * num_steps * (num_steps - 1) / 2
 
     def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
@@ -151,9 +222,31 @@ class FittedCostModel:
         return num_bytes / rate
 
     # ------------------------------------------------------------------ summary
+    def tp_fallback(self) -> str | None:
+        """One line on how a run at a TP the profile does not cover is timed (None when
+        the profile covers the run's TP)."""
+        p = self.profile
+        if self.tp in p.covers_tp:
+            return None
+        weights = self.dims.weights().values()
+        tabled = sum(w in self.predictor.tables for w in weights)
+        parts = [f"GEMMs: {tabled} of {len(weights)} layer weights have a table, the rest "
+                 "use the fitted coefficients"]
+        if self.elementwise is not None and not self.elementwise.exact:
+            parts.append("element-wise tables read at the same number of elements")
+        if self.prefill is not None:
+            parts.append("attention grids scaled by heads per GPU")
+        if self.tp > 1 and not self.allreduce.measured:
+            parts.append("all-reduce by the ring formula")
+        if self.cpu is not None and p.cpu_overhead is not None:
+            parts.append(f"CPU overhead as measured at tp {p.cpu_overhead.measured_tp}")
+        covered = ", ".join(str(t) for t in p.covers_tp)
+        return f"profile covers tp {covered}; at tp {self.tp}: " + "; ".join(parts)
+
     def describe(self) -> dict[str, object]:
-        """Summary keys naming the profile, and a warning when it was measured on another
-        device than the run's GPU preset (or with another model's shapes)."""
+        """Summary keys naming the profile; `cost_model_warning` when it was measured on
+        another device, with another model's shapes or at another TP; `cost_model_borrowed`
+        when parts of it were borrowed from another GPU or model."""
         prov = self.profile.provenance
         gpu_name = None if self.gpu is None else self.gpu.name
         info: dict[str, object] = {
@@ -169,6 +262,13 @@ class FittedCostModel:
         if prov.model.name != self.model.name:
             warnings.append(f"profile measured with {prov.model.name} shapes is used for "
                             f"{self.model.name}")
+        fallback = self.tp_fallback()
+        if fallback is not None:
+            warnings.append(fallback)
         if warnings:
             info["cost_model_warning"] = "; ".join(warnings)
+        source = self.profile.source
+        if source is not None and source.borrowed:
+            info["cost_model_borrowed"] = "; ".join(f"{b.part}: {b.source}"
+                                                    for b in source.borrowed)
         return info

@@ -184,17 +184,23 @@ def _moe_gemms(dims: LayerDims, tokens: int) -> list[Gemm]:
                                                           * active)
 
 
+def layer_gemms(dims: LayerDims, tokens: int, moe: bool = True) -> list[Gemm]:
+    """The GEMMs of one layer over `tokens` (QKV, O, then the MLP's; none for zero)."""
+    if tokens <= 0:
+        return []
+    w = dims.weights()
+    gemms = [Gemm(tokens, *w["qkv"]), Gemm(tokens, *w["o"])]
+    if moe and dims.num_experts is not None:
+        return gemms + _moe_gemms(dims, tokens)
+    return gemms + [Gemm(tokens, *w["gate_up"]), Gemm(tokens, *w["down"])]
+
+
 def layer_operators(dims: LayerDims, batch: StepBatch, moe: bool = True) -> list[Operator]:
     """The operators of one layer over `batch` (`moe=False` treats an MoE MLP as dense)."""
     tokens = batch.num_tokens
     if tokens == 0:
         return []
-    w = dims.weights()
-    ops: list[Operator] = [Gemm(tokens, *w["qkv"]), Gemm(tokens, *w["o"])]
-    if moe and dims.num_experts is not None:
-        ops += _moe_gemms(dims, tokens)
-    else:
-        ops += [Gemm(tokens, *w["gate_up"]), Gemm(tokens, *w["down"])]
+    ops: list[Operator] = list(layer_gemms(dims, tokens, moe))
     heads = (dims.num_heads, dims.num_kv_heads, dims.head_dim)
     ops += [PrefillAttention(c.new_tokens, c.cached_tokens, *heads)
             for c in batch.prefills if c.new_tokens > 0]

@@ -8,6 +8,11 @@ counts: GEMMs of the model's own matrices are interpolated, which measured bette
 linear form; `heldout_linear` keeps the linear form's errors), measured copy `bandwidth` (CUDA
 only) and the `heldout` errors per class (`gemm`, `prefill_attention`, `decode_attention`,
 `layer`).
+Imported profiles (costmodel/vidur_import.py) add measured blocks (profile_parts.py):
+element-wise tables, attention grids, collective and CPU-overhead tables, the TP degrees
+whose per-GPU shapes they hold (`covers_tp`), their `source`, and `heldout_borrow_rule` (the
+leave-one-model-out error of any rule that borrowed a part from another GPU). A calibration
+profile has no `source` and must then give the calibration fields of its provenance.
 Profiles shipped with the package live in prefixsim/data/profiles and are found by name.
 This module validates and (de)serialises; it measures and fits nothing.
 """
@@ -15,6 +20,7 @@ This module validates and (de)serialises; it measures and fits nothing.
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +28,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from prefixsim.costmodel.operators import FEATURES, FeatureRules, LayerDims
+from prefixsim.costmodel.profile_parts import (
+    ELEMENTWISE_OPS,
+    Attention,
+    Collectives,
+    CpuOverhead,
+    ElementwiseTable,
+    Source,
+)
 from prefixsim.errors import InputError
 
 SCHEMA = "prefixsim-profile/1"
@@ -55,23 +69,28 @@ class Provenance(_Strict):
     device_name: str
     hardware_preset: str | None = Field(
         None, description="GPU preset this device corresponds to; null for CPUs/unknown GPUs")
-    torch_version: str
     backend: str = Field(description="attention and GEMM backends, in words")
     dtype: str = Field(description="dtype of the linear layers")
     attention_dtype: str
     date: str
     prefixsim_version: str
     model: ModelShape
-    quick: bool
     seed: int
-    passes: int = Field(ge=1)
-    repeats: int = Field(ge=1)
-    num_threads: int = Field(ge=1)
-    wall_time_s: float = Field(ge=0)
-    cpu_time_s: float = Field(ge=0, description="CPU time of the process (wall time includes "
-                              "what other processes took on a shared machine)")
+    # calibration runs only (an imported profile's `source` says where its data came from)
+    torch_version: str | None = None
+    quick: bool | None = None
+    passes: int | None = Field(None, ge=1)
+    repeats: int | None = Field(None, ge=1)
+    num_threads: int | None = Field(None, ge=1)
+    wall_time_s: float | None = Field(None, ge=0)
+    cpu_time_s: float | None = Field(None, ge=0, description="CPU time of the process (wall "
+                                     "time includes what other processes took)")
     shapes: dict[str, list[dict[str, Any]]] = Field(
-        description="every measured shape per class, with time_s and heldout")
+        default_factory=dict, description="every measured shape per class, with time_s and "
+                                          "heldout (calibration)")
+
+CALIBRATION_FIELDS = ("torch_version", "quick", "passes", "repeats", "num_threads",
+                      "wall_time_s", "cpu_time_s")
 
 
 class Rules(_Strict):
@@ -124,6 +143,15 @@ class Profile(_Strict):
     heldout: dict[str, Heldout]
     heldout_linear: dict[str, Heldout] = Field(
         default_factory=dict, description="gemm errors of the plain linear form, for contrast")
+    heldout_borrow_rule: dict[str, Heldout] = Field(
+        default_factory=dict, description="leave-one-model-out errors of the borrow rule")
+    covers_tp: list[int] = Field(default_factory=lambda: [1], min_length=1,
+                                 description="TP degrees whose per-GPU shapes the tables hold")
+    elementwise: dict[str, ElementwiseTable] = Field(default_factory=dict)
+    attention: Attention | None = None
+    collectives: Collectives | None = None
+    cpu_overhead: CpuOverhead | None = None
+    source: Source | None = None
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -139,6 +167,13 @@ class Profile(_Strict):
         missing = [c for c in HELDOUT_CLASSES if c not in self.heldout]
         if missing:
             raise ValueError(f"heldout lacks {', '.join(missing)}")
+        if self.elementwise and set(self.elementwise) != set(ELEMENTWISE_OPS):
+            raise ValueError(f"elementwise needs exactly {', '.join(ELEMENTWISE_OPS)}")
+        if self.source is None:
+            unset = [f for f in CALIBRATION_FIELDS if getattr(self.provenance, f) is None]
+            if unset:
+                raise ValueError(f"provenance needs {', '.join(unset)} (or the profile a "
+                                 "source)")
         return self
 
     def coefficient_vector(self, cls: str) -> list[float]:
@@ -146,7 +181,14 @@ class Profile(_Strict):
         return [self.coefficients[cls][f"s_per_{name}"] for name in FEATURES[cls]]
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=1) + "\n"
+        """Indented JSON with every list of numbers on one line (tables stay compact)."""
+        text = json.dumps(self.model_dump(mode="json", by_alias=True, exclude_none=True),
+                          indent=1)
+        return _NUMBER_LIST.sub(lambda m: "[" + " ".join(m.group(1).split()) + "]",
+                                text) + "\n"
+
+
+_NUMBER_LIST = re.compile(r"\[\s*((?:-?[0-9][0-9.eE+-]*,?\s*)+)\]")
 
 
 def profile_from_mapping(data: Any, source: str | None = None) -> Profile:

@@ -174,10 +174,14 @@ def test_gemm_interpolation_through_points_and_between_neighbours(points, tokens
 # ----------------------------------------------------------------- cost model
 def test_step_time_known_answer():
     """Only a 1 ms per-call GEMM cost: a dense step runs 4 GEMMs per layer x 2 layers plus the
-    LM head = 9 ms; attention costs nothing here."""
+    LM head = 9 ms; attention costs nothing here; the profile has no CPU table, so the
+    roofline's default CPU time applies: 0.5 ms + 2 sequences x 5 us = 0.51 ms."""
     model = FittedCostModel(TINY, profile=make_profile({"gemm": {"s_per_call": 1e-3}}))
-    assert model.step_time_s(StepBatch((PrefillChunk(5, 0),), (3,))) == pytest.approx(9e-3)
+    assert model.step_time_s(StepBatch((PrefillChunk(5, 0),), (3,))) == pytest.approx(9.51e-3)
     assert model.step_time_s(StepBatch()) == 0.0
+    bare = FittedCostModel(TINY, profile=model.profile, step_overhead_s=0,
+                           step_overhead_s_per_seq=0)
+    assert bare.step_time_s(StepBatch((PrefillChunk(5, 0),), (3,))) == pytest.approx(9e-3)
 
 
 def test_tables_replace_the_linear_form_for_measured_matrices():
@@ -185,7 +189,8 @@ def test_tables_replace_the_linear_form_for_measured_matrices():
     1 ms a call. A 3-token decode batch: (3 ms + 3 x 1 ms) x 2 layers + 1 ms LM head."""
     table = {"in_features": 8, "out_features": 16, "tokens": [1, 5], "time_s": [0.002, 0.004]}
     model = FittedCostModel(TINY, profile=make_profile({"gemm": {"s_per_call": 1e-3}},
-                                                       tables=[table]))
+                                                       tables=[table]), step_overhead_s=0,
+                            step_overhead_s_per_seq=0)
     assert model.step_time_s(StepBatch((), (4, 4, 4))) == pytest.approx(0.013)
 
 
