@@ -1,0 +1,144 @@
+"""`prefixsim profile`: import public GPU measurements into a profile, check one, list the
+shipped ones (docs/cost-models.md "Imported GPU profiles")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.files import write_text
+from prefixsim.costmodel.profile import Heldout, Profile, load_profile, shipped_profiles
+from prefixsim.costmodel.vidur import VIDUR_GPUS, VIDUR_MODELS
+from prefixsim.costmodel.vidur_import import TARGETS, import_vidur, validate_profile
+from prefixsim.costmodel.vidur_split import ImportOptions
+from prefixsim.errors import InputError
+
+TARGETS_NOTE = "targets: held-out medians (issue 12; docs/cost-models.md)"
+
+
+@app.group("profile")
+def profile_group() -> None:
+    """Profiles of the fitted cost model: import public GPU measurements, validate, list.
+
+    \b
+    Examples:
+      prefixsim profile list
+      prefixsim profile import-vidur ../shared/gpu-measurements/vidur \\
+          --model llama-3.1-8b --gpu a100-80g --tp 1 -o a100-80g-llama-3.1-8b-tp1.json
+      prefixsim run --trace traces/demo_chat.jsonl --gpu a100-80g \\
+          --profile a100-80g-llama-3.1-8b-tp1
+    """
+
+
+def print_errors(errors: dict[str, Heldout | dict], title: str, targets: bool = True) -> None:
+    click.echo(f"{title:<20}{'n':>6}{'median':>9}{'p90':>9}" + (f"{'target':>9}"
+                                                             if targets else ""))
+    for cls, summary in errors.items():
+        s = summary if isinstance(summary, dict) else summary.model_dump()
+        line = (f"{cls:<20}{s['n']:>6}{s['median_rel_error']:>9.1%}"
+                f"{s['p90_rel_error']:>9.1%}")
+        target = TARGETS.get(cls)
+        if targets and target is not None:
+            mark = "ok" if s["median_rel_error"] <= target else "MISSED"
+            line += f"{'<=' + format(target, '.0%'):>9}  {mark}"
+        click.echo(line)
+
+
+def describe_profile(profile: Profile) -> None:
+    prov, source = profile.provenance, profile.source
+    tps = ", ".join(str(t) for t in profile.covers_tp)
+    click.echo(f"profile: {prov.model.name} on {prov.hardware_preset or prov.device} "
+               f"({prov.device_name}), covers tp {tps}")
+    if source is not None:
+        click.echo(f"source: {source.repo} @ {source.commit[:7]}, seed {source.seed}, "
+                   f"{source.holdout_fraction:.0%} held out")
+        for item in source.files:
+            click.echo(f"  {item.path}: {item.rows_used:,} of {item.rows:,} rows")
+        for item in source.borrowed:
+            click.echo(f"  borrowed {item.part}: {item.source} ({item.rule})")
+    if profile.cpu_overhead is not None:
+        click.echo(f"cpu overhead: {profile.cpu_overhead.framework}")
+
+
+@profile_group.command("import-vidur")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--model", "model_name", help=f"Model preset: {', '.join(VIDUR_MODELS)}.")
+@click.option("--gpu", help=f"GPU preset: {', '.join(VIDUR_GPUS)}.")
+@click.option("--tp", type=int, help="Tensor-parallel degree (1, 2, 4 or 8).")
+@click.option("--borrow", help="Scale parts the GPU lacks (e.g. H100 attention) from this "
+                               "GPU preset; without it they are refused.")
+@click.option("--no-cpu-overhead", is_flag=True,
+              help="Leave Vidur's vLLM-2024 CPU table out (runs use the roofline's default "
+                   "per-step CPU time instead).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the 20% hold-out.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Profile to write; default <gpu>-<model>-tp<N>.json.")
+@click.option("--validate", "validate_path",
+              help="Instead: print PROFILE's errors on the points its import held out, read "
+                   "again from FOLDER (a path or a shipped name); writes nothing.")
+@fail_cleanly
+def import_vidur_command(folder: Path, model_name: str | None, gpu: str | None,
+                         tp: int | None, borrow: str | None, no_cpu_overhead: bool, seed: int,
+                         output: Path | None, validate_path: str | None) -> None:
+    """Build a profile from Vidur's public GPU profiling data in FOLDER.
+
+    Maps Vidur's kernels onto the profile's classes, merges duplicate points, holds out a
+    seeded 20%, keeps the rest as tables, fits the fallback coefficients and prints the
+    held-out errors per class. Parts the GPU lacks are refused unless --borrow is given.
+
+    \b
+    Example:
+      prefixsim profile import-vidur ../shared/gpu-measurements/vidur \\
+          --model llama-3.1-8b --gpu h100-sxm --tp 1 --borrow a100-80g
+    """
+    if validate_path is not None:
+        profile = load_profile(validate_path)
+        if profile.source is None:
+            raise InputError("not an imported profile (no source)", file=validate_path)
+        describe_profile(profile)
+        errors, linear = validate_profile(profile, folder)
+        print_errors(errors, "held-out (again)")
+        print_errors(linear, "linear form", targets=False)
+        stale = [c for c, s in errors.items() if c in profile.heldout and abs(
+            s["median_rel_error"] - profile.heldout[c].median_rel_error) > 1e-9]
+        click.echo("stored errors: " + ("match" if not stale else
+                                        f"differ for {', '.join(stale)}"))
+        return
+    for name, value in (("--model", model_name), ("--gpu", gpu), ("--tp", tp)):
+        if value is None:
+            raise InputError(f"pass {name} (or --validate PROFILE)", field=name)
+    assert model_name is not None and gpu is not None and tp is not None
+    if tp < 1:
+        raise InputError(f"must be >= 1, got {tp}", field="--tp")
+    options = ImportOptions(model_name, gpu, tp, seed, borrow=borrow,
+                            cpu_overhead=not no_cpu_overhead)
+    date = datetime.now(UTC).isoformat(timespec="seconds")
+    profile = import_vidur(folder, options, date)
+    describe_profile(profile)
+    print_errors(profile.heldout, "held-out")
+    print_errors(profile.heldout_linear, "linear form", targets=False)
+    if profile.heldout_borrow_rule:
+        print_errors(profile.heldout_borrow_rule, "borrow rule (LOMO)", targets=False)
+    path = output or Path(f"{gpu}-{model_name}-tp{tp}.json")
+    write_text(path, profile.to_json())
+    click.echo(f"profile: {path}")
+
+
+@profile_group.command("list")
+@fail_cleanly
+def list_command() -> None:
+    """The shipped profiles (`--profile NAME`) with their held-out medians."""
+    classes = ("gemm", "elementwise", "prefill_attention", "decode_attention", "step")
+    click.echo(f"{'name':<32}{'tp':>4}  " + "".join(f"{c[:12]:>13}" for c in classes))
+    for name in sorted(shipped_profiles()):
+        profile = load_profile(name)
+        cells = "".join(f"{profile.heldout[c].median_rel_error:>13.1%}" if c in profile.heldout
+                        else f"{'-':>13}" for c in classes)
+        tps = ",".join(str(t) for t in profile.covers_tp)
+        borrowed = "  (borrowed parts)" if profile.source and any(
+            b.part != "attention heads" for b in profile.source.borrowed) else ""
+        click.echo(f"{name:<32}{tps:>4}  {cells}{borrowed}")
