@@ -104,6 +104,8 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
     click.echo("=" * 60)
     if "cost_model_warning" in summary:
         click.echo(f"warning: {summary['cost_model_warning']}")
+    if "cost_model_borrowed" in summary:
+        click.echo(f"note: profile parts borrowed: {summary['cost_model_borrowed']}")
     if "timeseries_warning" in summary:
         click.echo(f"note: {summary['timeseries_warning']}")
     click.echo(f"results: {out_dir}")

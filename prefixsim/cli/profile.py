@@ -132,13 +132,16 @@ def import_vidur_command(folder: Path, model_name: str | None, gpu: str | None,
 @fail_cleanly
 def list_command() -> None:
     """The shipped profiles (`--profile NAME`) with their held-out medians."""
-    classes = ("gemm", "elementwise", "prefill_attention", "decode_attention", "step")
-    click.echo(f"{'name':<32}{'tp':>4}  " + "".join(f"{c[:12]:>13}" for c in classes))
+    classes = {"gemm": "gemm", "elementwise": "elementwise", "prefill_attention": "prefill",
+               "decode_attention": "decode", "step": "step"}
+    click.echo(f"{'name':<28}{'tp':>3}" + "".join(f"{c:>12}" for c in classes.values())
+               + "  borrowed")
     for name in sorted(shipped_profiles()):
         profile = load_profile(name)
-        cells = "".join(f"{profile.heldout[c].median_rel_error:>13.1%}" if c in profile.heldout
-                        else f"{'-':>13}" for c in classes)
+        cells = "".join(f"{profile.heldout[c].median_rel_error:>12.1%}" if c in profile.heldout
+                        else f"{'-':>12}" for c in classes)
         tps = ",".join(str(t) for t in profile.covers_tp)
-        borrowed = "  (borrowed parts)" if profile.source and any(
-            b.part != "attention heads" for b in profile.source.borrowed) else ""
-        click.echo(f"{name:<32}{tps:>4}  {cells}{borrowed}")
+        parts = [] if profile.source is None else [
+            b.part for b in profile.source.borrowed if b.part != "attention heads"]
+        click.echo(f"{name:<28}{tps:>3}{cells}  {', '.join(parts) or '-'}")
+    click.echo("held-out medians; `--profile NAME` selects one")

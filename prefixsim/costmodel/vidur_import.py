@@ -8,7 +8,8 @@ on the data, the options and the date.
 
 Held-out classes: `gemm`, `elementwise`, `layer` (a layer's GEMMs and element-wise kernels),
 `prefill_attention`, `decode_attention`, `all_reduce` and `send_recv` (every GPU count),
-`cpu_overhead`, and `step`: at each held-out token count T a decode-like step,
+`cpu_overhead`, and `step`: at each held-out token count T (with TP, those whose
+all-reduce message lies within the measured sizes) a decode-like step,
 layers x (layer + 2 all-reduces of T x hidden x 2 bytes) + embedding + final norm + the CPU
 time at batch T (clamped to the measured batch sizes), against the same sum of measured
 values (all-reduce and CPU read between their nearest measurements).
@@ -232,10 +233,13 @@ def _step_errors(profile: Profile, m: Measured, spec, tp: int, layer_measured, t
     model = FittedCostModel(spec, get_gpu(profile.provenance.hardware_preset), tp,
                             profile=profile)
     layers = spec.num_layers
-    measured = layers * layer_measured + test["embedding"] + test["input_norm"]
-    if tp > 1:
+    if tp > 1:  # only where the all-reduce message was measured
         _, _, full = m.collectives["all_reduce"][tp]
         num_bytes = test.index.to_numpy() * spec.hidden_size * ACTIVATION_BYTES
+        inside = num_bytes <= full.index.max()
+        test, layer_measured, num_bytes = test[inside], layer_measured[inside], num_bytes[inside]
+    measured = layers * layer_measured + test["embedding"] + test["input_norm"]
+    if tp > 1:
         measured += 2 * layers * np.interp(num_bytes, full.index.to_numpy(), full.to_numpy())
     batches = test.index.to_numpy()
     if m.cpu is not None:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.costmodel.fit import holdout_split
+from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile_parts import Borrowed, SourceFile
 from prefixsim.costmodel.vidur import (
     VIDUR_GPUS,
@@ -110,7 +111,7 @@ def _other_gpu(options: ImportOptions, missing: list[str], root: Path) -> str:
 
 
 def measure(folder: str | Path, options: ImportOptions, spec: ModelSpec,
-            dims_at_tp) -> Measured:
+            dims_at_tp: LayerDims) -> Measured:
     """Read, borrow and split everything an import of `options` needs (see the module
     docstring); `dims_at_tp` are the target's per-GPU layer shapes."""
     root = find_root(folder)
@@ -182,7 +183,9 @@ def measure(folder: str | Path, options: ImportOptions, spec: ModelSpec,
         borrowed.append(Borrowed(
             part="attention heads",
             source=f"grids of {attention.num_heads} query / {attention.num_kv_heads} KV heads "
-                   f"per GPU, head dim {attention.head_dim}",
+                   f"per GPU, head dim {attention.head_dim}, scaled to "
+                   f"{dims_at_tp.num_heads} / {dims_at_tp.num_kv_heads}, head dim "
+                   f"{dims_at_tp.head_dim}",
             rule="time above the floor scales with query heads x head dim (prefill) and KV "
                  "heads x head dim (decode)"))
     prefill_train, prefill_test = _split_grid(attention.prefill, "prefill_chunk_size",
