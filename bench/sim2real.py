@@ -12,7 +12,9 @@ metric. TPOT is derived as the README says: (mean E2E - mean TTFT) / (64 - 1), f
 
 Defaults only: no per-stage or per-run fitting. `--cost-model` / `--param KEY=VALUE` /
 `--profile` compare other cost models; every extra `--compare NAME` adds a column set (a
-cost-model name, or `profile:PATH`).
+cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` parameters, e.g.
+`profile:h100-sxm-llama-3.1-8b-tp1?step_overhead_s=0.0005` to replace an imported profile's
+CPU table by the roofline's formula).
 
     .venv/bin/python bench/sim2real.py [VALIDATION_DIR] [--compare roofline-step] [--quiet]
 """
@@ -148,12 +150,12 @@ def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[st
 
 
 def cost_overrides(label: str) -> dict:
-    if label.startswith("profile:"):
-        return {"cost_model.profile": label.removeprefix("profile:")}
+    """Config overrides of a label: `default`, `NAME[?k=v&...]` or `profile:P[?k=v&...]`."""
     if label == "default":
         return {}
     name, _, params = label.partition("?")
-    out: dict = {"cost_model.name": name}
+    out: dict = ({"cost_model.profile": name.removeprefix("profile:")}
+                 if name.startswith("profile:") else {"cost_model.name": name})
     if params:
         out["cost_model.params"] = {k: float(v) for k, v in
                                     (kv.split("=") for kv in params.split("&"))}
@@ -164,7 +166,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--compare", action="append", default=[],
-                        help="another cost model: NAME[?k=v&k=v] or profile:PATH")
+                        help="another cost model: NAME[?k=v&k=v] or profile:PATH[?k=v&k=v]")
     parser.add_argument("--quiet", action="store_true", help="only the error summary")
     args = parser.parse_args()
     if not args.folder.is_dir():
