@@ -16,8 +16,6 @@ from prefixsim.costmodel.vidur_import import TARGETS, import_vidur, validate_pro
 from prefixsim.costmodel.vidur_split import ImportOptions
 from prefixsim.errors import InputError
 
-TARGETS_NOTE = "targets: held-out medians (issue 12; docs/cost-models.md)"
-
 
 @app.group("profile")
 def profile_group() -> None:

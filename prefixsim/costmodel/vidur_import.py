@@ -43,7 +43,7 @@ from prefixsim.costmodel.vidur import VIDUR_COMMIT, VIDUR_GPUS, VIDUR_MODELS, VI
 from prefixsim.costmodel.vidur_split import ImportOptions, Measured, measure
 from prefixsim.presets import MODELS, get_gpu, get_model
 
-RULES = FeatureRules(gemm_dtype_bytes=2, attention_dtype_bytes=2, prefill_skips_masked=True)
+FEATURE_RULES = FeatureRules(gemm_dtype_bytes=2, attention_dtype_bytes=2, prefill_skips_masked=True)
 LAYER_OPS = ("qkv", "o", "gate_up", "down")
 TARGETS = {"gemm": 0.03, "elementwise": 0.05, "prefill_attention": 0.15,
            "decode_attention": 0.15, "all_reduce": 0.05, "step": 0.05}
@@ -74,10 +74,10 @@ def _coefficients(m: Measured, dims: LayerDims) -> dict[str, dict[str, float]]:
     a = m.attention
     heads = (a.num_heads, a.num_kv_heads, a.head_dim)
     pre = m.prefill_train
-    pre_x = [RULES.features(PrefillAttention(int(n), int(c), *heads))
+    pre_x = [FEATURE_RULES.features(PrefillAttention(int(n), int(c), *heads))
              for n, c in zip(pre["prefill_chunk_size"], pre["kv_cache_size"], strict=True)]
     dec = m.decode_train
-    dec_x = [RULES.features(DecodeAttention((int(kv),) * int(b), *heads))
+    dec_x = [FEATURE_RULES.features(DecodeAttention((int(kv),) * int(b), *heads))
              for b, kv in zip(dec["batch_size"], dec["kv_cache_size"], strict=True)]
     vectors = {"gemm": _fit(gemm_x, np.array(gemm_t)),
                "prefill_attention": _fit(pre_x, pre["time_s"].to_numpy()),
