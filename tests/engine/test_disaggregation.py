@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.config import load_config
 from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.disaggregation import Disaggregation
@@ -34,12 +35,12 @@ class Ticks:
         return num_bytes / bandwidth_bytes_s
 
 
-def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1):
+def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1, pool=None):
     caches = [RadixCache(capacity, POLICIES.build("lru")) for _ in range(prefill + decode)]
     return replay_timed(requests, caches, Ticks(), ContinuousBatching(64, 8),
                         ROUTERS.build("round_robin"), check_invariants=True,
                         max_run_steps=max_run_steps, kv_bytes_per_token=1000,
-                        disaggregation=Disaggregation(prefill, decode, **LINK))
+                        disaggregation=Disaggregation(prefill, decode, **LINK), pool=pool)
 
 
 def test_prefill_transfer_decode_known_answer():
@@ -100,16 +101,20 @@ def workload(seed, n=40):
     return out
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 3), st.integers(1, 3),
-       st.sampled_from([60, 200, 1000]), st.sampled_from([None, 1]))
+       st.sampled_from([60, 200, 1000]), st.sampled_from([None, 1]),
+       st.sampled_from([None, 40, "unbounded"]), st.booleans())
 def test_every_request_finishes_and_memory_accounts_hold(seed, prefill, decode, capacity,
-                                                         max_run_steps):
-    """Random workloads, tight memory: no request is lost (each completes or is rejected
-    for good), memory accounting holds on every replica after every step
-    (check_invariants), and every decode happens on a decode replica."""
+                                                         max_run_steps, pool_tokens, through):
+    """Random workloads, tight memory, with or without a shared pool: no request is lost
+    (each completes or is rejected for good), memory accounting holds on every replica and
+    the pool after every step (check_invariants), every decode is on a decode replica."""
     requests = workload(seed)
-    result = serve(requests, prefill, decode, capacity, max_run_steps)
+    pool = None if pool_tokens is None else SharedPool(
+        RadixCache(None if pool_tokens == "unbounded" else pool_tokens, POLICIES.build("lru")),
+        PoolSpec(1000.0, 1000.0, 0.1, through), lambda: 0.0)
+    result = serve(requests, prefill, decode, capacity, max_run_steps, pool)
     assert len(result.records) == len(requests)
     for record, request in zip(result.records, requests, strict=True):
         assert record.status in ("completed", "rejected")
