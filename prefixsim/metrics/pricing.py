@@ -182,14 +182,20 @@ def prefill_savings(
     scheduler (`chunk_tokens` per step), on `num_gpus` GPUs (tensor parallel): a figure for
     comparing caches, not a serving simulation (the timed mode is that).
     """
-    with_cache = without = 0.0
-    memo: dict[tuple[int, int], float] = {}
-    for length, cached in zip(requests["input_tokens"], requests["cached_tokens"], strict=True):
-        for key in ((int(length) - int(cached), int(cached)), (int(length), 0)):
-            if key not in memo:
-                memo[key] = prefill_time_s(cost_model, key[0], key[1], chunk_tokens)
-        with_cache += memo[(int(length) - int(cached), int(cached))]
-        without += memo[(int(length), 0)]
+    lengths = requests["input_tokens"].to_numpy(dtype=np.int64)
+    cached = requests["cached_tokens"].to_numpy(dtype=np.int64)
+
+    def total_s(new: np.ndarray, done: np.ndarray) -> float:
+        """Sum over requests in order (as a loop would add them), each distinct
+        (new, cached) pair timed once."""
+        if len(new) == 0:
+            return 0.0
+        pairs, inverse = np.unique(np.stack([new, done], axis=1), axis=0, return_inverse=True)
+        times = [prefill_time_s(cost_model, int(n), int(c), chunk_tokens) for n, c in pairs]
+        return sum(map(times.__getitem__, inverse.ravel().tolist()), 0.0)
+
+    with_cache = total_s(lengths - cached, cached)
+    without = total_s(lengths, np.zeros_like(lengths))
     return {
         "prefill_gpu_s": with_cache * num_gpus,
         "prefill_gpu_s_no_cache": without * num_gpus,

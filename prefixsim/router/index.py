@@ -27,18 +27,35 @@ from prefixsim.trace import Request
 
 
 class _ReplicaFeed:
-    """The observer one replica's cache reports to."""
+    """The observer one replica's cache reports to (live: straight into the index's map,
+    one call per page event; delayed: queued)."""
 
-    __slots__ = ("index", "replica")
+    __slots__ = ("index", "replica", "holders", "live")
 
     def __init__(self, index: PrefixIndex, replica: int) -> None:
         self.index, self.replica = index, replica
+        self.holders = index._holders
+        self.live = index._live
 
     def added(self, page: Page) -> None:
-        self.index.event(self.replica, page, True)
+        if self.live:
+            holders = self.holders.get(page.page_id)
+            if holders is None:
+                self.holders[page.page_id] = {self.replica: page}
+            else:
+                holders[self.replica] = page
+        else:
+            self.index.event(self.replica, page, True)
 
     def removed(self, page: Page) -> None:
-        self.index.event(self.replica, page, False)
+        if self.live:
+            holders = self.holders.get(page.page_id)
+            if holders is not None and holders.get(self.replica) is page:
+                del holders[self.replica]
+                if not holders:
+                    del self.holders[page.page_id]
+        else:
+            self.index.event(self.replica, page, False)
 
 
 class PrefixIndex:
