@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
@@ -21,7 +21,7 @@ from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.records import CacheOnlyRecord, hit_tokens
+from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
@@ -33,13 +33,13 @@ class CacheOnlyResult:
     """Per-request records, the cache's counters after the replay and, when sampled, the
     cache's state rows (engine/cache_samples.py)."""
 
-    records: list[CacheOnlyRecord]
+    records: RecordTable  # of CacheOnlyRecord
     counters: CacheCounters
     states: list[tuple] | None = None
 
 
 def replay_cache_only(
-    requests: Sequence[Request],
+    requests: Iterable[Request],
     cache: RadixCache | SegmentCache,
     on_progress: ProgressCallback | None = None,
     progress_every: int = 2000,
@@ -88,7 +88,7 @@ def replay_cache_only(
 
 def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval,
             states, pool) -> CacheOnlyResult:
-    records: list[CacheOnlyRecord] = []
+    records = RecordTable(CacheOnlyRecord)
     append = records.append
     upcoming = 0.0 if interval is not None else math.inf
     clock = [0.0]
@@ -135,7 +135,7 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
     if on_progress is not None:
-        on_progress(len(requests) % progress_every)
+        on_progress(len(records) % progress_every)
     if states is not None:
         states.append(state_row(upcoming, cache))
     return CacheOnlyResult(records=records, counters=cache.counters, states=states)

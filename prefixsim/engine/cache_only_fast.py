@@ -10,30 +10,32 @@ rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.records import CacheOnlyRecord, hit_tokens
+from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
 
 def replay_segments(
-    requests: Sequence[Request],
+    requests: Iterable[Request],
     cache: SegmentCache,
     on_progress=None,
     progress_every: int = 2000,
     sample_interval_s: float | None = None,
     states: list[tuple] | None = None,
-) -> list[CacheOnlyRecord]:
-    """Replay `requests` (in arrival order) through `cache`; one record per request. With
+) -> RecordTable:
+    """Replay `requests` (in arrival order; any iterable) through `cache`; one record per
+    request, kept by column. With
     `sample_interval_s`, the state rows of the timeseries are appended to `states`
     (engine/cache_samples.py; as `replay_cache_only` records them on a RadixCache)."""
-    records: list[CacheOnlyRecord] = []
+    records = RecordTable(CacheOnlyRecord)
     append = records.append
     access = cache.access
+    position = -1
     upcoming = 0.0 if sample_interval_s is not None else math.inf
     for position, request in enumerate(requests):
         now = request.arrival_s
@@ -51,12 +53,12 @@ def replay_segments(
                 field="hash_ids",
             ) from None
         cached = hit_tokens(request, matched)  # Part A rule 1: L - 1 at most
-        append(CacheOnlyRecord(request.request_id, request.session_id, "completed", now,
-                               length, request.output_tokens, cached))
+        append((request.request_id, request.session_id, "completed", now, length,
+                request.output_tokens, cached, 0, 0, 0))
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
     if on_progress is not None:
-        on_progress(len(requests) % progress_every)
+        on_progress((position + 1) % progress_every)
     if sample_interval_s is not None:
         states.append(state_row(upcoming, cache))
     return records

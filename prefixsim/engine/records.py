@@ -1,10 +1,19 @@
-"""Frozen per-request records the engines emit; metrics/ turns them into DataFrames."""
+"""Frozen per-request records the engines emit, and `RecordTable`, which keeps them by
+column (8 bytes per number) so a replay of millions of requests stays small; metrics/ turns
+them into DataFrames."""
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
+import pyarrow as pa
+
 from prefixsim.trace import Request
+
+Status = str  # a record's status: few distinct values, kept as one byte per record
 
 
 class CacheOnlyRecord(NamedTuple):
@@ -15,7 +24,7 @@ class CacheOnlyRecord(NamedTuple):
 
     request_id: int
     session_id: str | None
-    status: str
+    status: Status
     arrival_s: float
     input_tokens: int
     output_tokens: int
@@ -31,3 +40,154 @@ def hit_tokens(request: Request, num_matched_pages: int) -> int:
     The one place it is written: both cache-only replays (cache_only.py over a RadixCache,
     cache_only_fast.py over a SegmentCache) call it."""
     return min(request.prefix_tokens(num_matched_pages), request.input_tokens - 1)
+
+
+class _Strings:
+    """A column of optional strings: UTF-8 bytes one after another and their end offsets
+    (None: a negative length marker), about 8 bytes + the text per value."""
+
+    __slots__ = ("data", "ends", "none")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends = array("q")
+        self.none = array("b")
+
+    def append(self, value: str | None) -> None:
+        if value is not None:
+            self.data += value.encode()
+        self.ends.append(len(self.data))
+        self.none.append(value is None)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, index: int) -> str | None:
+        if index < 0:
+            index += len(self.ends)
+        if self.none[index]:
+            return None
+        start = self.ends[index - 1] if index else 0
+        return self.data[start:self.ends[index]].decode()
+
+    def values(self) -> pa.StringArray:
+        ends = np.frombuffer(self.ends, dtype=np.int64) if len(self.ends) else np.zeros(0,
+                                                                                  np.int64)
+        offsets = np.concatenate([[0], ends]).astype(np.int64)
+        mask = np.frombuffer(self.none, dtype=np.int8).astype(bool) if len(self.none) \
+            else np.zeros(0, bool)
+        array_ = pa.LargeStringArray.from_buffers(
+            len(ends), pa.py_buffer(offsets), pa.py_buffer(bytes(self.data)),
+            pa.array(~mask).buffers()[1] if mask.any() else None,
+            int(mask.sum()))
+        return array_.cast(pa.string()) if len(self.data) < 2**31 else array_
+
+
+class _Codes:
+    """A column of few distinct strings (a status): one byte per value and the values."""
+
+    __slots__ = ("codes", "values_", "index")
+
+    def __init__(self) -> None:
+        self.codes = array("b")
+        self.values_: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def append(self, value: str) -> None:
+        code = self.index.get(value)
+        if code is None:
+            code = self.index[value] = len(self.values_)
+            self.values_.append(value)
+        self.codes.append(code)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index: int) -> str:
+        return self.values_[self.codes[index]]
+
+    def values(self) -> pa.Array:
+        codes = np.frombuffer(self.codes, dtype=np.int8) if len(self.codes) else \
+            np.zeros(0, np.int8)
+        return pa.array(np.array(self.values_ or [""], dtype=object)[codes], type=pa.string())
+
+
+class RecordTable(Sequence):
+    """Records of one type kept by column: an `array` of 8-byte numbers per int or float
+    field, bytes and offsets per string field, a list per other field (optional numbers).
+    A sequence of the record type to its readers (indexing and iterating build the named
+    tuples on the fly, equality is element-wise), about 8 bytes per number instead of a
+    Python object per record; `columns()` hands the numbers to numpy without a copy and
+    the strings as Arrow arrays."""
+
+    def __init__(self, record_type: type) -> None:
+        self.record_type = record_type
+        hints = {name: getattr(hint, "__forward_arg__", hint)
+                 for name, hint in record_type.__annotations__.items()}
+        self.names = list(record_type._fields)
+        self._columns: list = [_column(hints[name]) for name in self.names]
+        self._appends = [column.append for column in self._columns]
+
+    def append(self, record: tuple) -> None:
+        for append, value in zip(self._appends, record):  # noqa: B905 (hot path)
+            append(value)
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self.record_type(*(column[index] for column in self._columns))
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def columns(self) -> dict[str, object]:
+        """Column name -> numpy array (numbers, no copy), Arrow string array or list."""
+        out: dict[str, object] = {}
+        for name, column in zip(self.names, self._columns, strict=True):
+            if isinstance(column, array):
+                out[name] = np.frombuffer(column, dtype=_DTYPES[column.typecode]) \
+                    if len(column) else np.zeros(0, _DTYPES[column.typecode])
+            elif isinstance(column, (_Strings, _Codes)):
+                out[name] = column.values()
+            else:
+                out[name] = column
+        return out
+
+    def reorder(self, order: Sequence[int]) -> None:
+        """Put the records in the order of the indices `order` (a permutation)."""
+        order = np.asarray(order, dtype=np.int64)
+        for i, column in enumerate(self._columns):
+            if isinstance(column, array):
+                data = np.frombuffer(column, dtype=_DTYPES[column.typecode])[order]
+                self._columns[i] = array(column.typecode, data.tobytes())
+            else:
+                fresh = type(column)() if isinstance(column, (_Strings, _Codes)) else []
+                for j in order.tolist():
+                    fresh.append(column[j])
+                self._columns[i] = fresh
+        self._appends = [column.append for column in self._columns]
+
+
+_TYPECODES = {"int": "q", "float": "d", int: "q", float: "d"}
+_DTYPES = {"q": np.int64, "d": np.float64}
+_STRINGS = {"str", "str | None", str}
+
+
+def _column(hint: object):
+    if hint in _TYPECODES:
+        return array(_TYPECODES[hint])
+    if hint == "Status":
+        return _Codes()
+    if hint in _STRINGS:
+        return _Strings()
+    return []

@@ -12,10 +12,11 @@ metrics turn the records into `requests.parquet`. Token fields:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from prefixsim.cache import Page
 from prefixsim.cache.classes import DEFAULT_RULE
+from prefixsim.engine.records import Status
 from prefixsim.trace import Request
 
 WAITING, RUNNING, COMPLETED, REJECTED = "waiting", "running", "completed", "rejected"
@@ -86,8 +87,7 @@ class RequestState:
         return self.remaining_prefill_tokens + self.remaining_decode_tokens
 
 
-@dataclass(frozen=True, slots=True)
-class ServedRecord:
+class ServedRecord(NamedTuple):
     """What the timed engine observed for one request (a row of requests.parquet).
 
     Times in simulated seconds (`*_s`) or milliseconds (`*_ms`); NaN where a request never
@@ -99,7 +99,7 @@ class ServedRecord:
 
     request_id: int
     session_id: str | None
-    status: str
+    status: Status
     replica: int
     arrival_s: float
     first_token_s: float

@@ -18,7 +18,7 @@ caches and cost models from a config is pipeline/build.py's job. No pandas here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +30,7 @@ from prefixsim.cache.pool import LinkDirection, PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.disaggregation import DecodeReplica, Disaggregation, KVTransfer
+from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -59,7 +60,7 @@ class ReplicaFigures:
 class TimedResult:
     """Everything a timed replay produced."""
 
-    records: list[ServedRecord]
+    records: RecordTable  # of ServedRecord, in request-id order
     states: dict[str, np.ndarray] | None  # state_log.STATE_COLUMNS; None: not recorded
     replicas: list[ReplicaFigures]
     itl_segments: list[tuple[float, int]]
@@ -71,7 +72,7 @@ class TimedResult:
 
 
 def replay_timed(
-    requests: Sequence[Request],
+    requests: Iterable[Request],
     caches: Sequence[RadixCache],
     cost_model: CostModel,
     scheduler: ContinuousBatching,
@@ -89,18 +90,22 @@ def replay_timed(
     pool: SharedPool | None = None,
     disaggregation: Disaggregation | None = None,
 ) -> TimedResult:
-    """Serve `requests` (in arrival order) on one replica per cache; see module docstring."""
+    """Serve `requests` (in arrival order; any iterable, read as the arrivals come) on one
+    replica per cache; see module docstring. A request's state is dropped once it has its
+    record, so memory holds the caches and the requests in flight."""
     env = simpy.Environment()
-    states: list[RequestState] = []
-    finished: list[RequestState] = []
+    emission_s = cost_model.serving_overheads.emission_s
+    records = RecordTable(ServedRecord)
+    count = {"arrived": 0, "finished": 0, "all_arrived": False}
     all_done = env.event()
-    total = len(requests)
 
     def on_finish(state: RequestState) -> None:
-        finished.append(state)
-        if on_progress is not None and len(finished) % progress_every == 0:
+        records.append(served_record(state, emission_s))
+        count["finished"] += 1
+        finished = count["finished"]
+        if on_progress is not None and finished % progress_every == 0:
             on_progress(progress_every)
-        if len(finished) == total and not all_done.triggered:
+        if count["all_arrived"] and finished == count["arrived"] and not all_done.triggered:
             all_done.succeed()
 
     tier_stacks = list(tiers) if tiers is not None else [None] * len(caches)
@@ -144,21 +149,23 @@ def replay_timed(
             state = RequestState(request, env.now - frontend_s)
             if rules is not None:
                 state.rule = rules.for_request(request)
-            states.append(state)
+            count["arrived"] += 1
             chosen = routed[router.route(request, routed, env.now)]
             chosen.submit(state)
             if log is not None:
                 for other in routed if record_all else (chosen,):
                     log.record(other)
+        count["all_arrived"] = True
+        if count["finished"] == count["arrived"] and not all_done.triggered:
+            all_done.succeed()
 
     env.process(arrivals())
-    if total:
-        env.run(until=all_done)
+    env.run(until=all_done)
     if on_progress is not None:
-        on_progress(len(finished) % progress_every)
-    order = sorted(states, key=lambda s: s.request.request_id)
-    emission_s = cost_model.serving_overheads.emission_s
-    records = [served_record(s, emission_s) for s in order]
+        on_progress(count["finished"] % progress_every)
+    ids = records.columns()["request_id"]
+    if len(ids) > 1 and np.any(np.diff(ids) < 0):
+        records.reorder(np.argsort(ids, kind="stable"))
     figures = [ReplicaFigures(r.index, r.capacity_tokens, r.num_steps, r.busy_s,
                               r.num_preemptions, r.query_tokens, r.hit_tokens,
                               r.cache.counters) for r in replicas]
@@ -166,6 +173,6 @@ def replay_timed(
     duration = env.now
     state_columns = log.columns() if log is not None else None
     return TimedResult(records, state_columns, figures, itl, duration,
-                       sum(r.num_steps for r in replicas) + total, links,
+                       sum(r.num_steps for r in replicas) + count["arrived"], links,
                        [] if transfer is None else transfer.links,
                        None if disaggregation is None else disaggregation.prefill_replicas)

@@ -11,19 +11,27 @@ from dataclasses import fields
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from prefixsim.cache import CacheCounters
 from prefixsim.cache.ages import AgeHistogram
 from prefixsim.cache.pool import PoolFigures
+from prefixsim.engine.records import RecordTable
 
 AGE_QUANTILES = ((10, 0.1), (50, 0.5), (90, 0.9))
 
 
 def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
     """One row per record; columns are the record's field names, in declaration order
-    (a frozen dataclass or a named tuple)."""
+    (a frozen dataclass or a named tuple). A RecordTable's columns go in without a copy,
+    its strings as Arrow-backed columns."""
     names = list(getattr(record_type, "_fields", None) or [f.name for f in fields(record_type)])
-    columns = {name: [getattr(r, name) for r in records] for name in names}
+    if isinstance(records, RecordTable):
+        columns = {name: pd.array(values, dtype=pd.ArrowDtype(values.type))
+                   if isinstance(values, pa.Array) else values
+                   for name, values in records.columns().items()}
+    else:
+        columns = {name: [getattr(r, name) for r in records] for name in names}
     return pd.DataFrame(columns, columns=names)
 
 

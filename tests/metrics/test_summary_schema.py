@@ -89,7 +89,7 @@ def _config_keys() -> set[str]:
 
 def test_readme_names_only_real_keys():
     known = (set(SUMMARY_KEYS) | set(TIMESERIES_COLUMNS) | set(CACHE_ONLY_COLUMNS)
-             | {f.name for f in dataclasses.fields(ServedRecord)}
+             | set(ServedRecord._fields)
              | set(CacheOnlyRecord._fields)
              | {f.name for f in dataclasses.fields(Pricing)} | _config_keys()
              | set(TARGETS))  # profile classes (prefill_attention, ...)
