@@ -8,11 +8,13 @@ are left out of both: they describe the HBM cache alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
-from prefixsim.engine import hit_tokens, replay_cache_only
+from prefixsim.analysis.seen_pages import unbounded_hit_tokens
+from prefixsim.engine import replay_cache_only
 from prefixsim.metrics.summary import Bounds
 from prefixsim.trace import Request
 
@@ -22,7 +24,7 @@ capacity or (unbounded=True) without a capacity limit."""
 
 
 def replay_hit_rate(
-    requests: Sequence[Request], cache: RadixCache, rules: CacheRules | None = None
+    requests: Iterable[Request], cache: RadixCache, rules: CacheRules | None = None
 ) -> float:
     """Token hit rate of one cache-only replay through `cache`."""
     records = replay_cache_only(requests, cache, rules=rules).records
@@ -31,25 +33,24 @@ def replay_hit_rate(
 
 
 def unbounded_hit_rate(
-    requests: Sequence[Request], cache: RadixCache, rules: CacheRules | None = None
+    requests: Iterable[Request], cache: RadixCache, rules: CacheRules | None = None,
+    chunk_size: int = 50_000,
 ) -> float:
     """Token hit rate of `cache` (unbounded). Without a TTL or request rules nothing ever
     leaves it, so a request hits exactly its leading pages whose ids were seen before (ids
-    are chained): one pass over a set instead of a replay. Otherwise a replay."""
+    are chained): analysis/seen_pages.py answers that chunk by chunk with 8 bytes per
+    distinct page. Otherwise a replay."""
     if cache.capacity_tokens is not None or cache.ttl is not None or rules is not None:
         return replay_hit_rate(requests, cache, rules)
-    seen: set[int] = set()
-    hits = query = 0
-    for request in requests:
-        matched = 0
-        for page_id in request.page_ids:
-            if page_id not in seen:
-                break
-            matched += 1
-        hits += hit_tokens(request, matched)
-        query += request.input_tokens
-        seen.update(request.page_ids)
+    hits, query = unbounded_hit_tokens(batched(requests, chunk_size))
     return hits / query if query else 0.0
+
+
+def batched(requests: Iterable[Request], size: int) -> Iterator[list[Request]]:
+    """Lists of up to `size` requests, in order."""
+    iterator = iter(requests)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
 def reference_bounds(
