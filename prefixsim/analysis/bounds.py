@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
+from prefixsim.analysis.seen_pages import unbounded_hit_tokens
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
-from prefixsim.analysis.seen_pages import unbounded_hit_tokens
 from prefixsim.engine import replay_cache_only
 from prefixsim.metrics.summary import Bounds
 from prefixsim.trace import Request
