@@ -8,11 +8,14 @@ Victims are unlocked leaves (docs/cache-semantics.md R9), kept in a heap ordered
 (policy key, recency, -depth, page id) with lazy invalidation: an entry is valid while its
 page's `version` is unchanged and the page is still an unlocked resident leaf. TTL expiry uses
 a second heap over the same leaves by deadline; since a parent's deadline is never earlier than
-a child's (R12), the earliest deadline of the tree is always at a leaf. A policy with a
-`reconsider(page)` method (S3-FIFO) may give a popped victim a second chance: it is re-queued
-under its new key instead of evicted; one with `bind_cache(cache)` may `requeue(page)` when
-its key of a page changes without an access. `touch`/`insert` take a request's `ttl_s` (its
-TTL class) and `priority` (R16: a page keeps the highest priority that touched it).
+a child's (R12), the earliest deadline of the tree is always at a leaf. A deadline entry is
+acted on only while it states the page's deadline: one raised since (block mode queues every
+unlocked page, and a child's insert or adoption raises its ancestors) is re-queued when popped.
+A policy with a `reconsider(page)` method (S3-FIFO) may give a popped victim a second
+chance: it is re-queued under its new key instead of evicted; one with `bind_cache(cache)`
+may `requeue(page)` when its key of a page changes without an access. `touch`/`insert` take
+a request's `ttl_s` (its TTL class) and `priority` (R16: a page keeps the highest priority
+that touched it).
 
 Locks follow SGLang: locking a page counts a lock on it and every ancestor, so locked pages
 and their prefixes are never evicted or expired.
@@ -450,6 +453,11 @@ class RadixCache:
             entry = heapq.heappop(heap)
             page = entry[-1]
             if not self._current(entry, page):
+                continue
+            if entry[0] != page.deadline_s:
+                # raised since it was queued (block mode: an ancestor of a newer or adopted
+                # page keeps its queue entry): re-queue it under the deadline it has now
+                heapq.heappush(heap, (page.deadline_s, *entry[1:]))
                 continue
             self._remove(page, expired=True)
             self.counters.expired_pages += 1

@@ -426,3 +426,60 @@ def test_edge_case_15_equal_timestamps_replay_is_bit_identical():
     assert first[1] == second[1]
     assert first[1].evicted_pages == 7
     assert resident(first[2]) == resident(second[2]) == {3, 4, 5, 7, 1}
+
+
+# ------------------------------------------------ R12 in block mode: raised deadlines
+@pytest.mark.parametrize("mode", ["radix", "block"])
+def test_a_deadline_raised_by_a_childs_insert_holds_in_both_modes(mode):
+    """TTLRule(10, fixed). Insert [1] at t=0: page 1 deadline 10. A hit at t=5 does not
+    refresh a fixed TTL. Insert [2] below page 1 at t=5: page 2 deadline 15, and page 1 is
+    raised to 15 (R12: a parent lives as long as its children). Match [1, 2] at t=12:
+    12 <= 15, both pages alive: 2 pages in radix and in block mode alike (block mode used to
+    expire page 1 at its old queue entry, t=10, leaving page 2 an orphan)."""
+    from prefixsim.cache import CacheMode
+
+    cache = RadixCache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), CacheMode(mode))
+    (one,) = cache.insert(None, [1], [P], now=0, recency=0)
+    cache.touch(cache.match([1], 5).pages, now=5, recency=1)
+    cache.insert(one, [2], [P], now=5, recency=1)
+    assert cache.match([1, 2], 12).num_pages == 2
+    assert cache.counters.expired_pages == 0
+    cache.check_invariants()
+    assert cache.match([1, 2], 15.5).num_pages == 0  # both gone after t = 15
+    assert cache.counters.expired_pages == 2
+
+
+def test_block_mode_replay_with_a_fixed_ttl_counts_the_hits_radix_counts():
+    """The same three requests replayed in both modes, TTL 10 fixed, P=4: r0 [1] at 0 (miss),
+    r1 [1,2] at 5 hits page 1 (4 tokens), inserts page 2 (deadlines 15); r2 [1,2,3] at 12
+    hits pages 1, 2 (8 tokens). Hits [0, 4, 8] in both modes."""
+    from prefixsim.cache import CacheMode
+
+    for mode in (CacheMode.RADIX, CacheMode.BLOCK):
+        cache = RadixCache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), mode)
+        requests = [Request(i, t, len(ids) * P, 1, tuple(ids), P)
+                    for i, (t, ids) in enumerate([(0, [1]), (5, [1, 2]), (12, [1, 2, 3])])]
+        result = replay_cache_only(requests, cache)
+        assert [r.cached_tokens for r in result.records] == [0, 4, 8], mode
+
+
+def test_block_mode_adoption_raises_the_parents_deadline():
+    """Block mode, sliding TTL 10, P=4. t=0 insert [1, 2] (deadlines 10). t=8 touch page 2
+    alone (block mode queues each page on its own): page 2's deadline becomes 18. At t=10.5
+    page 1 expires (10 < 10.5); page 2 (18) stays, an orphan of 4 tokens. t=11 insert [1]
+    again with a 2 s TTL class: deadline 13. At t=12 match [1, 2] re-adopts page 2, which
+    outlives its new parent, so page 1 is raised to 18 (R12): 2 pages, no orphan. At t=15
+    both still hold (15 <= 18); at t=19 both have expired."""
+    from prefixsim.cache import CacheMode
+
+    cache = RadixCache(None, POLICIES.build("lru"), TTLRule(10), CacheMode.BLOCK)
+    one, two = cache.insert(None, [1, 2], [P, P], now=0, recency=0)
+    cache.touch([two], now=8, recency=1)
+    assert cache.expire(10.5) == 1 and cache.get(1) is None and cache.get(2) is two
+    assert cache.orphan_tokens() == P
+    cache.insert(None, [1], [P], now=11, recency=2, ttl_s=2)
+    assert cache.match([1, 2], 12).num_pages == 2
+    assert cache.orphan_tokens() == 0 and cache.get(1).deadline_s == 18
+    cache.check_invariants()
+    assert cache.match([1, 2], 15).num_pages == 2
+    assert cache.match([1, 2], 19).num_pages == 0
