@@ -1,10 +1,17 @@
-"""Errors that reach the user as one line (exit code 2).
+"""Errors that reach the user as one line (exit code 2), and the one reader of user YAML.
 
 `InputError` carries where the bad input is (file, line, field) so the CLI can print a
 single message that names it. Internal failures are ordinary exceptions and exit with 1.
+`read_yaml` reads every YAML file a user gives (configs, sweep specs, presets, prices) with
+the same checks, so each problem with one becomes such an error.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 
 class InputError(Exception):
@@ -33,3 +40,88 @@ class InputError(Exception):
             where += ": "
         field = f"{self.field}: " if self.field else ""
         return f"{where}{field}{self.message}"
+
+
+# ------------------------------------------------------------------------ user YAML files
+# Caps on what one YAML file a user gives (run config, sweep spec, presets, prices, workload
+# presets) may hold: bytes on disk and values once its aliases are expanded (a few aliases
+# nested in each other can stand for billions of values).
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_VALUES = 100_000
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in `path` (safe loading), every problem an `InputError` naming the
+    file and line: missing or unreadable, not UTF-8 (a BOM is fine), over MAX_YAML_BYTES, not
+    valid YAML, a key given twice in one mapping, or more than MAX_YAML_VALUES values once
+    aliases are expanded."""
+    path = Path(path)
+    where = str(path)
+    if not path.is_file():
+        raise InputError("no such file", file=where)
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", file=where) from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise InputError(f"larger than {MAX_YAML_BYTES:,} bytes; not a config file", file=where)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("not a UTF-8 text file", file=where) from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise InputError("key given twice in one mapping", file=where, line=exc.line,
+                         field=exc.key) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"not valid YAML ({' '.join(str(problem).split())})", file=where,
+                         line=line) from None
+    except RecursionError:
+        raise InputError("not valid YAML (too deeply nested)", file=where) from None
+    if _count_values(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+        raise InputError(f"holds more than {MAX_YAML_VALUES:,} values once its aliases are "
+                         "expanded", file=where)
+    return data
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated within one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                break
+            if duplicate:
+                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _count_values(data: Any, budget: int) -> int:
+    """Values in `data` counting every alias again, stopping once past `budget`."""
+    count = 0
+    stack = [data]
+    while stack and count <= budget:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set):
+            stack.extend(item)
+    return count

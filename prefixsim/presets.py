@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, read_yaml
 
 GIB = 2**30
 GB_S = 1e9
@@ -238,6 +236,20 @@ MODELS: dict[str, ModelSpec] = {
 
 
 # ------------------------------------------------------------------------ lookup
+def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
+    """`tp` GPUs must split `model`'s attention heads evenly, and its KV heads too, or, when
+    there are fewer KV heads than GPUs, be a multiple of them: each KV head is then replicated
+    on tp / num_kv_heads GPUs, as vLLM does (an MLA latent, one "KV head", is on every GPU).
+    Raises InputError naming `hardware.tp` and the head counts otherwise."""
+    kv = model.num_kv_heads
+    kv_ok = kv % tp == 0 if tp <= kv else tp % kv == 0
+    if model.num_heads % tp or not kv_ok:
+        raise InputError(
+            f"tp {tp} does not split {model.name}'s {model.num_heads} attention heads and "
+            f"{kv} KV heads evenly (tp must divide the attention heads, and divide the KV "
+            "heads or be a multiple of them)", field="hardware.tp")
+
+
 def get_model(name: str, field: str = "model.name") -> ModelSpec:
     """The model preset `name`; InputError listing the valid names otherwise."""
     if name not in MODELS:
@@ -301,12 +313,7 @@ def gpu_from_mapping(data: Any, source: str | None = None, prefix: str = "") -> 
 def load_custom_presets(path: str | Path) -> tuple[dict[str, ModelSpec], dict[str, GPUSpec]]:
     """Read `models:` and `gpus:` lists of custom specs from a YAML file (not registered)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    data = read_yaml(path) or {}
     if not isinstance(data, dict) or set(data) - {"models", "gpus"}:
         raise InputError("expected a mapping with keys models and/or gpus", file=str(path))
     models = {}

@@ -7,8 +7,13 @@ This module holds no plug-ins itself.
 
 from __future__ import annotations
 
+import inspect
+import math
+import typing
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
+
+from prefixsim.errors import InputError
 
 T = TypeVar("T")
 
@@ -54,3 +59,37 @@ class Registry(Generic[T]):
     def build(self, name: str, **params: Any) -> T:
         """Instantiate the plug-in registered as `name` with `params`."""
         return self._factories[self.check(name)](**params)
+
+    def check_params(self, name: str, params: dict[str, Any], field: str,
+                     supplied: tuple[str, ...] = ()) -> None:
+        """Raise InputError naming `field.KEY` for a parameter the plug-in `name` does not
+        take, or whose value is not of the annotated kind (a number as text, a boolean or a
+        non-finite value for an `int`/`float` parameter). `supplied`: parameters the caller
+        passes itself, which `params` may not set. Values are checked by the plug-in."""
+        factory = self._factories[self.check(name)]
+        target = factory.__init__ if isinstance(factory, type) else factory
+        signature = inspect.signature(target)
+        try:
+            hints = typing.get_type_hints(target)
+        except (NameError, TypeError):
+            hints = {}
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        named = [p.name for p in signature.parameters.values()
+                 if p.kind in kinds and p.name not in ("self", *supplied)]
+        extra = next((p.name for p in signature.parameters.values()
+                      if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+        for key, value in params.items():
+            where = f"{field}.{key}"
+            if key in named:
+                hint = hints.get(key)
+            elif extra is not None and key not in supplied:
+                hint = hints.get(extra)
+            else:
+                takes = ", ".join(named) or "none"
+                raise InputError(f"{self.kind} {name!r} takes no such parameter "
+                                 f"(parameters: {takes})", field=where)
+            if hint in (int, float):
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise InputError(f"expected a number, got {value!r}", field=where)
+                if not math.isfinite(value):
+                    raise InputError(f"must be finite, got {value!r}", field=where)

@@ -25,7 +25,7 @@ from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.trace import READERS
 
 RUN_SECTIONS = (
-    ("Run", ("config_path", "cache_only", "seed")),
+    ("Run", ("config_path", "cache_only")),
     ("Trace", ("trace_path", "trace_format", "block_size", "max_requests", "skip_bad_lines",
                "prefix_model", "trace_seed", "session_rate_per_s")),
     ("Cache (both modes; --bounds cache-only)", (
@@ -96,7 +96,6 @@ RUN_SECTIONS = (
                    "(cache.bounds).")
 @click.option("--pricing",
               help="Price the run (cache.pricing): anthropic, anthropic-haiku, openai, FILE.yaml.")
-@click.option("--seed", type=click.IntRange(min=0), help="Random seed (seed).")
 @click.option("--trace-seed", type=click.IntRange(min=0),
               help="Seed of the workload's modelled randomness: conversation starts of "
                    "kv-cache-tester folders, request-class shares (trace.seed; 0).")
@@ -118,7 +117,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         pool_tokens: str | None, pool_policy: str | None, pool_ttl_s: float | None,
         pool_bandwidth_gb_s: float | None, pool_latency_s: float | None,
         pool_write_through: bool | None, bounds: bool | None, pricing: str | None,
-        seed: int | None, output: str | None, quiet: bool, skip_bad_lines: bool | None,
+        output: str | None, quiet: bool, skip_bad_lines: bool | None,
         prefix_model: str | None, trace_seed: int | None, session_rate_per_s: float | None,
         **serving: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
@@ -141,7 +140,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         "trace.skip_bad_lines": skip_bad_lines, "trace.prefix_model": prefix_model,
         "trace.seed": trace_seed, "trace.session_rate_per_s": session_rate_per_s,
         "cache_only": cache_only, "cache.policy": policy, "cache.capacity_tokens": cache_tokens,
-        "cache.ttl_s": ttl_s, "cache.ttl_mode": ttl_mode, "seed": seed,
+        "cache.ttl_s": ttl_s, "cache.ttl_mode": ttl_mode,
         "cache.mode": cache_mode, "cache.min_cacheable_tokens": min_cacheable_tokens,
         "cache.host_capacity_tokens": host_cache_tokens,
         "cache.host_bandwidth_gb_s": host_bandwidth_gb_s,

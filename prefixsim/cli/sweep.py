@@ -53,7 +53,7 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
         points = plan(spec, spec_path)
         for point in points:
             params = "  ".join(f"{k}={v}" for k, v in point.params.items())
-            click.echo(f"{point.run_id:<40} seed={point.config.seed:<11} {params}")
+            click.echo(f"{point.run_id:<40} {params}")
         click.echo(f"{len(points)} runs")
         return
     out_dir = Path(output) if output else RESULTS_ROOT / f"sweep-{spec.name}"

@@ -74,8 +74,7 @@ def load(path: Path, fmt: str | None, options: ReadOptions, page_size: int | Non
     with tqdm(unit="req", leave=False, desc=f"read {path.name}", disable=None) as bar:
         data = read_trace(path, fmt, replace(options, on_progress=bar.update))
     if page_size is not None:
-        data = TraceData(list(convert_pages(data.requests, page_size)), data.format,
-                         data.skipped_lines, data.labels)
+        data = replace(data, requests=list(convert_pages(data.requests, page_size)))
     if data.skipped_lines:
         click.echo(f"prefixsim: skipped {data.skipped_lines:,} bad lines in {path}", err=True)
     return data
@@ -132,7 +131,8 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
         data = load(target, fmt, options, page_size)
         stats = {"path": str(target), "format": data.format, **characterize(data.requests),
                  "reuse_share_top10pct_pages": top_share(popularity(data.requests)),
-                 **data.labels}
+                 **data.labels, "time_shift_s": data.time_shift_s,
+                 "reordered_rows": data.reordered_rows}
         if data.skipped_lines:
             stats["skipped_lines"] = data.skipped_lines
         if plot_dir is not None:

@@ -14,8 +14,6 @@ from typing import Any
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
     StrictFloat,
@@ -27,6 +25,7 @@ from pydantic import (
 )
 
 from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
+from prefixsim.config.section import Section
 from prefixsim.config.serving import (
     CostModelConfig,
     EngineConfig,
@@ -35,12 +34,14 @@ from prefixsim.config.serving import (
     RouterConfig,
     SchedulerConfig,
 )
-from prefixsim.errors import InputError
+from prefixsim.costmodel import COST_MODELS
+from prefixsim.errors import InputError, read_yaml
+from prefixsim.presets import MODELS, check_tensor_parallel
+from prefixsim.registry import Registry
+from prefixsim.router import ROUTERS
 from prefixsim.trace import READERS
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+from prefixsim.trace.fields import MAX_TOKENS
+from prefixsim.trace.lengths import check_prefix_model
 
 
 class TraceConfig(Section):
@@ -49,7 +50,8 @@ class TraceConfig(Section):
     path: Path | None = Field(None, description="trace file to replay")
     format: str | None = Field(None, description="trace format; auto-detected when null")
     block_size: int | None = Field(
-        None, ge=1, description="tokens per hash id (page); the format's default when null"
+        None, ge=1, le=MAX_TOKENS,
+        description="tokens per hash id (page); the format's default when null"
     )
     max_requests: int | None = Field(None, ge=1, description="replay only the first N requests")
     time_window: tuple[float, float] | None = Field(
@@ -61,7 +63,7 @@ class TraceConfig(Section):
         "none", description="lengths-only traces: none, or synthetic shared:TOKENS"
     )
     session_rate_per_s: float = Field(
-        1.0 / 60.0, gt=0, allow_inf_nan=False,
+        1.0 / 60.0, gt=0, le=1e6,
         description="kv-cache-tester: Poisson rate of conversation starts (modelled)",
     )
     seed: int = Field(
@@ -82,13 +84,20 @@ class TraceConfig(Section):
                              f"{list(value)}")
         return value
 
+    @field_validator("prefix_model")
+    @classmethod
+    def _known_prefix_model(cls, value: str) -> str:
+        check_prefix_model(value)
+        return value
+
 
 class RequestClassConfig(Section):
     """A request class (cache/classes.py): the first class whose conditions all hold."""
 
     name: str = Field(description="label of the class")
     ttl_s: float | None = Field(
-        None, ge=0, allow_inf_nan=False, description="TTL of its pages; null = cache.ttl_s"
+        None, ge=0, allow_inf_nan=False,
+        description="TTL of its pages (0: its prompts are not kept); null = cache.ttl_s"
     )
     priority: int = Field(0, description="priority of its pages (the priority policy)")
     session_regex: str | None = Field(None, description="condition: regex on the session id")
@@ -149,7 +158,7 @@ class CacheConfig(Section):
         None, ge=0, description="tokens the cache can hold; null = unbounded"
     )
     ttl_s: float | None = Field(
-        None, ge=0, allow_inf_nan=False, description="seconds an unused page stays; null = no TTL"
+        None, gt=0, allow_inf_nan=False, description="seconds an unused page stays; null = no TTL"
     )
     ttl_mode: TTLMode = Field(TTLMode.SLIDING, description="sliding (refresh on hit) or fixed")
     mode: CacheMode = Field(
@@ -223,7 +232,6 @@ class RunConfig(Section):
     router: RouterConfig = RouterConfig()
     cost_model: CostModelConfig = CostModelConfig()
     engine: EngineConfig = EngineConfig()
-    seed: int = Field(0, ge=0, description="seed of the run's random generator")
 
 
 def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -244,31 +252,56 @@ def _dotted_location(error: dict) -> str:
 def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
     """Validate a nested mapping into a RunConfig; errors name the dotted key."""
     try:
-        return RunConfig.model_validate(data)
+        config = RunConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = _dotted_location(first)
         if first["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = "unknown key" + (_NO_SEED if key == "seed" else "")
         else:
             message = first["msg"].removeprefix("Value error, ")
             if first["type"] != "value_error" and not isinstance(first.get("input"), dict):
                 message += f" (got {first['input']!r})"
         raise InputError(message, file=source, field=key) from None
+    _check_across_sections(config, source)
+    return config
+
+
+# A run has no randomness of its own: `seed` was accepted and read by nothing (issue 13).
+_NO_SEED = (" (a run has no randomness of its own; the workload's modelled randomness is "
+            "trace.seed)")
+
+
+def _check_across_sections(config: RunConfig, source: str | None) -> None:
+    """What one section cannot check alone: tensor parallelism against a preset model's
+    heads (a custom model is checked when built), plug-in parameters against the plug-in."""
+    if config.model.presets_file is None and config.model.name in MODELS:
+        try:
+            check_tensor_parallel(MODELS[config.model.name], config.hardware.tp)
+        except InputError as exc:
+            raise InputError(exc.message, file=source, field=exc.field) from None
+    _check_params(ROUTERS, config.router.name, config.router.params, "router.params", (),
+                  source)
+    _check_params(COST_MODELS, config.cost_model.name, config.cost_model.params,
+                  "cost_model.params", ("model", "gpu", "tp"), source)
+    try:  # a router is a small pure object: building one checks its values now
+        ROUTERS.build(config.router.name, **config.router.params)
+    except (TypeError, ValueError) as exc:
+        raise InputError(str(exc), file=source, field="router.params") from None
+
+
+def _check_params(registry: Registry, name: str, params: dict[str, Any], field: str,
+                  supplied: tuple[str, ...], source: str | None) -> None:
+    try:
+        registry.check_params(name, params, field, supplied)
+    except InputError as exc:
+        raise InputError(exc.message, file=source, field=exc.field) from None
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML run config into a plain mapping (validated later)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", file=str(path),
-                         line=line) from None
+    data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):

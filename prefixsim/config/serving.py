@@ -9,15 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from prefixsim.config.section import Section
 from prefixsim.costmodel import COST_MODELS
 from prefixsim.presets import GPUS, MODELS
 from prefixsim.router import ROUTERS
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
 
 
 def _preset(value: str, names: dict, kind: str, presets_file: Path | None) -> str:
@@ -26,7 +23,7 @@ def _preset(value: str, names: dict, kind: str, presets_file: Path | None) -> st
     return value
 
 
-class ModelConfig(_Section):
+class ModelConfig(Section):
     """Which model a replica serves: a preset name, or a name from `presets_file`."""
 
     name: str = Field("llama-3.1-8b", description="model preset (presets.MODELS) or custom")
@@ -40,7 +37,7 @@ class ModelConfig(_Section):
         return self
 
 
-class HardwareConfig(_Section):
+class HardwareConfig(Section):
     """The GPUs of one replica and how much of their memory the KV pool gets."""
 
     gpu: str = Field("h100-sxm", description="GPU preset (presets.GPUS) or custom")
@@ -56,7 +53,7 @@ class HardwareConfig(_Section):
         return self
 
 
-class SchedulerConfig(_Section):
+class SchedulerConfig(Section):
     """Continuous batching with chunked prefill (vLLM V1 names)."""
 
     max_batched_tokens: int = Field(8192, ge=1, description="token budget of one step")
@@ -72,7 +69,7 @@ class SchedulerConfig(_Section):
         return self
 
 
-class RouterConfig(_Section):
+class RouterConfig(Section):
     """Which router spreads requests over replicas (registry name) and its parameters."""
 
     name: str = Field("prefix_aware", description="router (registry name)")
@@ -84,7 +81,7 @@ class RouterConfig(_Section):
         return ROUTERS.check(value)
 
 
-class CostModelConfig(_Section):
+class CostModelConfig(Section):
     """Which cost model times the steps (registry name) and its parameters."""
 
     name: str = Field("roofline", description="cost model (registry name)")
@@ -113,16 +110,18 @@ class CostModelConfig(_Section):
         return self
 
 
-class EngineConfig(_Section):
+class EngineConfig(Section):
     """The timed run: replicas, arrival time scale, sampling, SLOs for goodput."""
 
     replicas: int = Field(1, ge=1, le=4096, description="model replicas behind the router")
-    time_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
+    time_scale: float = Field(1.0, ge=1e-6, le=1e6,
                               description="arrival times are multiplied by this (0.5 = 2x rate)")
     sample_interval_s: float | None = Field(
-        1.0, gt=0, allow_inf_nan=False, description="timeseries period; null = no timeseries")
-    goodput_ttft_ms: float | None = Field(None, gt=0, description="TTFT SLO of request_goodput")
-    goodput_tpot_ms: float | None = Field(None, gt=0, description="TPOT SLO of request_goodput")
+        1.0, ge=1e-6, le=1e9, description="timeseries period; null = no timeseries")
+    goodput_ttft_ms: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                          description="TTFT SLO of request_goodput")
+    goodput_tpot_ms: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                          description="TPOT SLO of request_goodput")
     check_invariants: bool = Field(False, description="check R13 after every step (slow)")
     prefill_replicas: int | None = Field(
         None, ge=1, le=4096, description="disaggregated serving: replicas that only prefill")

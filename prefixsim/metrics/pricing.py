@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, read_yaml
 
 FIVE_MINUTES_S = 300.0
 
@@ -84,10 +83,7 @@ def load_pricing(spec: str) -> Pricing:
             f"unknown pricing {spec!r} (presets: {', '.join(sorted(PRESETS))}, or a YAML file)",
             field="cache.pricing",
         )
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise InputError("expected a mapping of pricing fields", file=str(path))
     known = {f.name for f in fields(Pricing)}

@@ -28,13 +28,14 @@ _RUN = {
     "total_input_tokens": "prompt tokens of the completed requests",
     "total_output_tokens": "output tokens of the completed requests",
     "num_requests": "requests in the trace replayed",
-    "seed": "the run's seed",
     "prefixsim_version": "version of prefixsim that wrote the results",
     "wall_time_s": "wall-clock seconds the run took (reading the trace excluded)",
     "command": "the command line (prefixsim run only)",
     "trace_skipped_lines": "malformed trace records skipped (--skip-bad-lines)",
     "trace_span_s": "seconds from the first arrival to the last",
     "trace_distinct_prefix_tokens": "tokens of the trace's distinct pages (unbounded footprint)",
+    "trace_time_shift_s": "seconds subtracted from every arrival so the trace starts at t = 0",
+    "trace_reordered_rows": "trace records that arrived before an earlier record (sorted)",
     "trace_*": "labels the trace reader adds (e.g. trace_prefix_model, trace_arrival_model)",
 }
 _CACHE = {

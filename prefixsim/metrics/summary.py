@@ -106,7 +106,6 @@ def _cache_only_figures(facts: RunFacts) -> dict[str, Any]:
         "cache_policy": config.cache.policy,
         "cache_ttl_s": config.cache.ttl_s,
         "num_requests": facts.num_requests,
-        "seed": config.seed,
         "prefixsim_version": __version__,
         "wall_time_s": facts.wall_time_s,
     })
@@ -135,7 +134,7 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
         "kv_pool_tokens_per_replica": facts.pool_tokens_per_replica,
         "cache_policy": config.cache.policy, "cache_ttl_s": config.cache.ttl_s,
         "num_requests": facts.num_requests, "num_events": result.num_events,
-        "seed": config.seed, "prefixsim_version": __version__, "wall_time_s": wall,
+        "prefixsim_version": __version__, "wall_time_s": wall,
         "simulated_s_per_wall_s": result.duration_s / wall if wall > 0 else float("nan"),
     })
     describe = getattr(facts.cost_model, "describe", None)  # a fitted model names its profile
@@ -194,5 +193,7 @@ def _trace_keys(facts: RunFacts) -> dict[str, Any]:
     if facts.trace is not None:
         keys["trace_distinct_prefix_tokens"] = distinct_prefix_tokens(facts.trace.requests)
         keys["trace_skipped_lines"] = facts.trace.skipped_lines
+        keys["trace_time_shift_s"] = facts.trace.time_shift_s
+        keys["trace_reordered_rows"] = facts.trace.reordered_rows
         keys.update({f"trace_{k}": v for k, v in facts.trace.labels.items()})
     return keys

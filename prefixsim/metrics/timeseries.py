@@ -70,10 +70,17 @@ def effective_interval(duration_s: float, interval_s: float, num_replicas: int,
         raise ValueError(f"sample interval must be > 0, got {interval_s}")
     per_replica = max(1, max_rows // max(num_replicas, 1))
     factor = max(1, math.ceil(_grid_points(duration_s, interval_s) / per_replica))
-    while factor > 1 and _grid_points(duration_s, (factor - 1) * interval_s) <= per_replica:
-        factor -= 1
+    # The ceiling is off by float rounding only, a step or two; the steps are bounded so that
+    # a span where (factor - 1) * interval rounds to factor * interval cannot loop forever.
+    for _ in range(16):
+        if factor > 1 and _grid_points(duration_s, (factor - 1) * interval_s) <= per_replica:
+            factor -= 1
+        else:
+            break
+    steps = 0
     while _grid_points(duration_s, factor * interval_s) > per_replica:
-        factor += 1
+        steps += 1
+        factor += 1 if steps <= 16 else max(1, factor // 64)
     return factor * interval_s
 
 

@@ -27,6 +27,7 @@ from prefixsim.presets import (
     GIB,
     GPUSpec,
     ModelSpec,
+    check_tensor_parallel,
     get_gpu,
     get_model,
     kv_pool_tokens,
@@ -69,6 +70,7 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
     """Every component of a run of `config` over `requests` (in replay order: offline
     policies such as belady learn the future from them)."""
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
+    check_tensor_parallel(model, config.hardware.tp)  # a custom model's heads (presets: config)
     cost_model = build_cost_model(config, model, gpu)
     chunk_time = chunk_time_function(cost_model)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)

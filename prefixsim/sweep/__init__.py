@@ -1,7 +1,7 @@
 """Sweeps: many runs from one spec (grid of dotted keys), on local processes, Dask or Ray.
 
-`load_spec` reads a spec, `plan` expands it into validated points with derived run ids and
-seeds, `run_sweep` executes the missing ones and writes the sweep folder (see store.py).
+`load_spec` reads a spec, `plan` expands it into validated points with derived run ids,
+`run_sweep` executes the missing ones and writes the sweep folder (see store.py).
 """
 
 from prefixsim.sweep.executors import EXECUTORS, Executor, default_jobs
@@ -10,7 +10,6 @@ from prefixsim.sweep.spec import (
     SweepPoint,
     SweepSpec,
     column_name,
-    derive_seed,
     expand,
     load_spec,
     parse_spec,
@@ -30,7 +29,6 @@ __all__ = [
     "SweepSpec",
     "column_name",
     "default_jobs",
-    "derive_seed",
     "expand",
     "load_spec",
     "parse_spec",

@@ -8,9 +8,10 @@ Every point is validated here, so a bad key or value fails before anything runs.
 A relative `trace.path` is read relative to the spec file's folder (so a spec runs the same
 from any working directory); a spec given as a mapping resolves it against the current one.
 
-Run ids and seeds derive only from the parameters (never from order, time or executor): the
-seed from the base seed and the point's parameters (unless the point sets `seed` itself),
-the run id from a readable slug of the values and a hash of the whole validated config.
+Run ids derive only from the parameters (never from order, time or executor): a readable
+slug of the values and a hash of the whole validated config. A run has no randomness of its
+own, so there is no per-run seed; the workload's (`trace.seed`) is the same for every run
+unless the spec sweeps it.
 This module reads the spec file and nothing else; it neither runs nor writes.
 """
 
@@ -104,11 +105,6 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_canonical(value).encode("utf-8")).hexdigest()
 
 
-def derive_seed(base_seed: int, params: dict[str, Any]) -> int:
-    """A 31-bit seed from the base seed and the point's parameters (order-independent)."""
-    return int(_digest({"base_seed": base_seed, "params": params})[:8], 16) & 0x7FFFFFFF
-
-
 def _slug(params: dict[str, Any]) -> str:
     text = "_".join("none" if v is None else str(v) for v in params.values())
     text = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-.")
@@ -129,17 +125,11 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | Non
 
 def make_point(base: dict[str, Any], params: dict[str, Any],
                source: str | None = None, root: Path | None = None) -> SweepPoint:
-    """Validate base + params into a point with its derived seed and run id; a relative
+    """Validate base + params into a point with its run id; a relative
     trace path is made absolute from `root` (the spec's folder; default: the current one)."""
     data = copy.deepcopy(base)
     for dotted, value in params.items():
         _set_dotted(data, dotted, value, source)
-    if "seed" not in params:
-        base_seed = data.get("seed", 0)
-        if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
-            raise InputError(f"must be an integer >= 0, got {base_seed!r}", file=source,
-                             field="seed")
-        data["seed"] = derive_seed(base_seed, params)
     try:
         config = build_config(data, source=source)
     except InputError as exc:

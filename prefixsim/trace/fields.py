@@ -10,6 +10,8 @@ from prefixsim.errors import InputError
 
 # Larger lengths are certainly corrupt (no model has a billion-token context).
 MAX_TOKENS = 1 << 30
+# Larger time values are corrupt in any unit a reader takes (epoch microseconds are ~1.7e15).
+MAX_TIME = 1e16
 
 
 def decode_json_line(raw: str, where: dict) -> dict:
@@ -69,6 +71,8 @@ def as_time(value: object, key: str, where: dict, allow_string: bool = False) ->
     value = float(value)
     if not math.isfinite(value) or value < 0:
         raise InputError(f"must be a finite number >= 0, got {value}", field=key, **where)
+    if value > MAX_TIME:
+        raise InputError(f"must be <= {MAX_TIME:g}, got {value:g}", field=key, **where)
     return value
 
 

@@ -118,7 +118,7 @@ class _Conversation:
 def _load(path: Path) -> object:
     try:
         with path.open("rb") as handle:
-            return json.loads(handle.read())
+            return json.loads(handle.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError("not a UTF-8 text file", file=str(path)) from None
     except json.JSONDecodeError as exc:
@@ -159,8 +159,8 @@ def read_kv_cache_tester(path: Path, ctx: ReadContext) -> list[Request]:
 
 
 def _is_conversation(first: object, text: str) -> bool:
-    if isinstance(first, dict):
-        return isinstance(first.get("requests"), list)
+    if isinstance(first, dict):  # a one-line conversation; the reader checks `requests`
+        return "requests" in first and "hash_ids" not in first
     head = text[:4096]
     return head.lstrip().startswith("{") and '"requests"' in head and (
         '"hash_id_scope"' in head or '"block_size"' in head)

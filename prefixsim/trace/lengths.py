@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import as_int, as_time
+from prefixsim.trace.fields import MAX_TOKENS, as_int, as_time
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
@@ -30,20 +30,27 @@ from prefixsim.trace.record import Request
 LENGTHS_BLOCK_SIZE = 16
 
 
+def check_prefix_model(spec: str) -> int:
+    """The shared tokens of a prefix model spec (`none`: 0; `shared:TOKENS`, 1 <= TOKENS <=
+    MAX_TOKENS); anything else is an InputError naming trace.prefix_model. Checked whatever
+    the trace's format, so a bad spec never passes unnoticed on a format that ignores it."""
+    if spec == "none":
+        return 0
+    name, _, value = spec.partition(":")
+    if name != "shared" or not value.isascii() or not value.isdigit() \
+            or not 1 <= int(value) <= MAX_TOKENS:
+        raise InputError(
+            f"unknown prefix model {spec!r} (valid: none, shared:TOKENS with 1 <= TOKENS <= "
+            f"{MAX_TOKENS})", field="trace.prefix_model")
+    return int(value)
+
+
 class PrefixModel:
     """Page ids for a lengths-only request under a declared prefix model."""
 
     def __init__(self, spec: str, block_size: int) -> None:
         self.block_size = block_size
-        self.shared_tokens = 0
-        if spec != "none":
-            name, _, value = spec.partition(":")
-            if name != "shared" or not value.isdigit():
-                raise InputError(
-                    f"unknown prefix model {spec!r} (valid: none, shared:TOKENS)",
-                    field="trace.prefix_model",
-                )
-            self.shared_tokens = int(value)
+        self.shared_tokens = check_prefix_model(spec)
         self.spec = spec
         self.num_shared_pages = self.shared_tokens // block_size
         self.next_id = self.num_shared_pages

@@ -40,11 +40,11 @@ def _is_trace_line(obj: object) -> bool:
 
 def _first_object(path: Path) -> object:
     try:
-        with path.open("r", encoding="utf-8") as handle:
+        with path.open("r", encoding="utf-8-sig") as handle:
             for raw in handle:
                 if raw.strip():
                     return json.loads(raw)
-    except (UnicodeDecodeError, ValueError, OSError):
+    except (UnicodeDecodeError, ValueError, OSError, RecursionError):
         return None
     return None
 

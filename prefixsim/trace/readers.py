@@ -94,14 +94,24 @@ class ReadContext:
         return self.options.block_size or DEFAULT_BLOCK_SIZES[format_name]
 
 
+# A trace whose arrivals span more than this (about 31.7 years) has the wrong time unit.
+MAX_SPAN_S = 1e9
+
+
 @dataclass(frozen=True)
 class TraceData:
-    """A loaded trace: requests in arrival order plus what reading it found out."""
+    """A loaded trace: requests in arrival order plus what reading it found out.
+
+    `time_shift_s`: seconds subtracted from every arrival so the trace starts at t = 0 (an
+    absolute epoch clock becomes trace time). `reordered_rows`: records that arrived before an
+    earlier record of the file (they were sorted into arrival order)."""
 
     requests: list[Request]
     format: str
     skipped_lines: int = 0
     labels: dict[str, object] = field(default_factory=dict)
+    time_shift_s: float = 0.0
+    reordered_rows: int = 0
 
 
 def sniffer(name: str) -> Callable[[Sniffer], Sniffer]:
@@ -121,7 +131,7 @@ def open_trace(path: Path):
     if path.is_dir():
         raise InputError("is a directory, expected a trace file", file=str(path))
     try:
-        return path.open("r", encoding="utf-8", errors="strict", newline="")
+        return path.open("r", encoding="utf-8-sig", errors="strict", newline="")
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", file=str(path)) from None
 
@@ -165,7 +175,7 @@ def _head(path: Path) -> tuple[object, str]:
     first = next((line for line in text.splitlines() if line.strip()), "")
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         obj = None
     return obj, text
 
@@ -220,8 +230,11 @@ def read_trace(
 ) -> TraceData:
     """Read a trace file or folder into requests sorted by arrival (stable on file order).
 
-    Request ids are renumbered 0.. in arrival order. When any request has a namespace, page
-    ids are renumbered per (namespace, id) (trace/namespaces.py, docs/cache-semantics.md R2).
+    Every command sees time one way: arrivals are shifted so the first is at t = 0 (seconds;
+    `TraceData.time_shift_s` says by how much) and records out of order are counted
+    (`reordered_rows`). Request ids are renumbered 0.. in arrival order. When any request has
+    a namespace, page ids are renumbered per (namespace, id) (trace/namespaces.py,
+    docs/cache-semantics.md R2).
     """
     path = Path(path)
     options = options or ReadOptions()
@@ -242,9 +255,15 @@ def read_trace(
             + (f" ({ctx.skipped_lines} bad lines skipped, first: {where})" if where else ""),
             file=str(path),
         )
+    reordered = _reordered(requests)
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
     start = requests[order[0]].arrival_s
-    shift = -start if start < 0 else 0.0
+    end = requests[order[-1]].arrival_s
+    if end - start > MAX_SPAN_S:
+        raise InputError(
+            f"arrivals span {end - start:.3g} s (over {MAX_SPAN_S:g} s, ~31 years): is the "
+            "time unit right?", file=str(path), field="timestamp")
+    shift = -start
     ordered = []
     for new_id, index in enumerate(order):
         request = requests[index]
@@ -252,7 +271,20 @@ def read_trace(
         if request.request_id != new_id or shift:
             request = replace(request, request_id=new_id, arrival_s=request.arrival_s + shift)
         ordered.append(request)
-    return TraceData(separate_namespaces(ordered), name, ctx.skipped_lines, ctx.labels)
+    return TraceData(separate_namespaces(ordered), name, ctx.skipped_lines, ctx.labels,
+                     time_shift_s=start, reordered_rows=reordered)
+
+
+def _reordered(requests: list[Request]) -> int:
+    """Records that arrive before some record earlier in the file."""
+    latest = float("-inf")
+    count = 0
+    for request in requests:
+        if request.arrival_s < latest:
+            count += 1
+        else:
+            latest = request.arrival_s
+    return count
 
 
 def load_trace(

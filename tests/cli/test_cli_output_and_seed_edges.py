@@ -69,7 +69,8 @@ def test_curve_output_into_a_new_folder(tmp_path):
     assert out.read_text().count("\n") >= 3
 
 
-@pytest.mark.parametrize("args", [["run", "--trace", DEMO, "--cache-only", "--seed", "-1"],
+@pytest.mark.parametrize("args", [["run", "--trace", DEMO, "--cache-only", "--trace-seed",
+                                   "-1"],
                                   ["trace", "generate", "--preset", "chat", "--requests",
                                    "5", "--seed", "-1", "-o", "x.jsonl"]])
 def test_negative_seeds_are_refused(args):
@@ -77,25 +78,31 @@ def test_negative_seeds_are_refused(args):
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 
-def test_a_bad_sweep_base_seed_names_the_key():
-    with pytest.raises(InputError) as error:
-        make_point({"trace": {"path": DEMO}, "seed": "abc"}, {"cache.policy": "lru"})
+def test_run_has_no_seed_that_nothing_reads():
+    """Issue 13, finding 15: `run --seed` changed only the `seed` field of the summary. It
+    is gone (click refuses the flag, exit 2), a config's `seed:` is refused naming the key,
+    and the summary has no `seed`."""
+    assert invoke("run", "--trace", DEMO, "--cache-only", "--seed", "3").exit_code == 2
+    with pytest.raises(InputError, match="trace.seed") as error:
+        make_point({"trace": {"path": DEMO}, "seed": 3}, {"cache.policy": "lru"})
     assert error.value.field == "seed"
+    summary = simulate(load_config(overrides={"trace.path": DEMO, "cache_only": True})).summary
+    assert "seed" not in summary
 
 
-def test_request_classes_follow_the_workload_seed_not_the_run_seed():
-    """A sweep gives each run its own `seed`; the share of sessions in a class is drawn with
-    `trace.seed`, so two runs that differ only in `seed` see the same classes and hits."""
+def test_request_classes_follow_the_workload_seed():
+    """The share of sessions in a class is drawn with `trace.seed`: another workload seed
+    puts other sessions in the 5 s class, so the hit rate changes."""
     base = {"trace.path": DEMO, "cache_only": True, "cache.ttl_s": 600}
     classes = [{"name": "short", "ttl_s": 5, "share": 0.5}]
 
-    def hit_rate(seed: int, trace_seed: int) -> float:
-        config = load_config(overrides={**base, "seed": seed, "trace.seed": trace_seed,
+    def hit_rate(trace_seed: int) -> float:
+        config = load_config(overrides={**base, "trace.seed": trace_seed,
                                         "cache.classes": classes})
         return simulate(config).summary["cache_token_hit_rate"]
 
-    assert hit_rate(1, 0) == hit_rate(2, 0)
-    assert hit_rate(1, 0) != hit_rate(1, 3)
+    assert hit_rate(0) == hit_rate(0)
+    assert hit_rate(0) != hit_rate(3)
 
 
 def test_a_sweep_with_failed_runs_exits_1_after_finishing_the_rest(tmp_path):

@@ -106,7 +106,7 @@ def test_bad_yaml_names_file_and_line(tmp_path):
 def test_effective_config_round_trips(tmp_path):
     config = load_config(None, {"trace.path": "t.jsonl", "cache.capacity_tokens": 7,
                                 "cache.ttl_s": 2.5, "cache.ttl_mode": "fixed",
-                                "cache_only": True, "seed": 3})
+                                "cache_only": True})
     text = config_to_yaml(config)
     assert build_config(yaml.safe_load(text)) == config
     path = tmp_path / "config.yaml"

@@ -17,7 +17,6 @@ from prefixsim.cli import app
 from prefixsim.errors import InputError
 from prefixsim.sweep import (
     EXECUTORS,
-    derive_seed,
     expand,
     load_spec,
     parse_spec,
@@ -78,24 +77,28 @@ def test_grid_expands_to_cartesian_product_in_order():
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(0, 10**6), min_size=1, max_size=5, unique=True), st.randoms())
-def test_ids_and_seeds_depend_only_on_parameters(capacities, rnd):
-    """Permuting the grid's values permutes the points but not their ids or seeds."""
+def test_ids_depend_only_on_parameters(capacities, rnd):
+    """Permuting the grid's values permutes the points but not their ids."""
     shuffled = list(capacities)
     rnd.shuffle(shuffled)
     a = expand(parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": capacities}}))
     b = expand(parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": shuffled}}))
-    by_params = {json.dumps(p.params): (p.run_id, p.config.seed) for p in a}
-    assert by_params == {json.dumps(p.params): (p.run_id, p.config.seed) for p in b}
-    assert len({p.config.seed for p in a}) == len(a)
+    by_params = {json.dumps(p.params): p.run_id for p in a}
+    assert by_params == {json.dumps(p.params): p.run_id for p in b}
+    assert len(set(by_params.values())) == len(a)
 
 
-def test_seed_derivation_and_explicit_seed():
-    point = expand(parse_spec({"base": {**BASE, "seed": 3},
-                               "grid": {"cache.capacity_tokens": [7]}}))[0]
-    assert point.config.seed == derive_seed(3, {"cache.capacity_tokens": 7})
-    assert point.config.seed != derive_seed(4, {"cache.capacity_tokens": 7})
-    pinned = expand(parse_spec({"base": BASE, "grid": {"seed": [11]}}))[0]
-    assert pinned.config.seed == 11
+def test_a_run_seed_is_refused_where_nothing_would_read_it():
+    """Issue 13, finding 15: `seed` changed nothing but the `seed` field. A run has no
+    randomness of its own, so a spec that sets or sweeps `seed` is refused, naming the key
+    and where the workload's randomness is (trace.seed)."""
+    for spec in ({"base": {**BASE, "seed": 3}, "grid": {"cache.capacity_tokens": [7]}},
+                 {"base": BASE, "grid": {"seed": [11, 12]}}):
+        with pytest.raises(InputError, match="trace.seed") as error:
+            expand(parse_spec(spec))
+        assert error.value.field == "seed"
+    point = expand(parse_spec({"base": BASE, "grid": {"trace.seed": [11]}}))[0]
+    assert point.config.trace.seed == 11
     changed = expand(parse_spec({"base": {**BASE, "cache": {"ttl_s": 5}},
                                  "grid": {"cache.capacity_tokens": [7]}}))[0]
     assert changed.run_id != point.run_id  # a different base is a different run

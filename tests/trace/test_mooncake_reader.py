@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prefixsim.errors import InputError
-from prefixsim.trace import load_trace
+from prefixsim.trace import load_trace, read_trace
 
 
 def write(path: Path, rows: list) -> Path:
@@ -19,13 +19,16 @@ def write(path: Path, rows: list) -> Path:
 
 
 def test_record_fields(tmp_path):
-    """1300 tokens at P=512 -> ceil = 3 pages of 512, 512, 276 tokens; timestamp in ms."""
+    """1300 tokens at P=512 -> ceil = 3 pages of 512, 512, 276 tokens; timestamp in ms, and
+    the trace starts at t = 0: 1500 ms is a shift of 1.5 s."""
     path = write(tmp_path / "t.jsonl", [
         {"timestamp": 1500, "input_length": 1300, "output_length": 7, "hash_ids": [4, 5, 6],
          "session_id": "abc"},
     ])
-    (r,) = load_trace(path)
-    assert (r.request_id, r.arrival_s, r.input_tokens, r.output_tokens) == (0, 1.5, 1300, 7)
+    data = read_trace(path)
+    (r,) = data.requests
+    assert (r.request_id, r.arrival_s, r.input_tokens, r.output_tokens) == (0, 0.0, 1300, 7)
+    assert (data.time_shift_s, data.reordered_rows) == (1.5, 0)
     assert r.page_ids == (4, 5, 6) and r.page_size_tokens == 512
     assert r.page_tokens() == [512, 512, 276]
     assert r.session_id == "abc"
@@ -35,15 +38,18 @@ def test_record_fields(tmp_path):
 
 def test_arrival_order_is_stable_on_equal_timestamps(tmp_path):
     """File order 0..4 with timestamps 5,1,5,1,3 s: sorted by time, ties in file order:
-    rows 1,3 (t=1), 4 (t=3), 0,2 (t=5)."""
+    rows 1,3 (t=1), 4 (t=3), 0,2 (t=5), shifted by 1 s to start at 0. Rows 1, 3 and 4 arrive
+    before row 0 (5 s), read earlier: 3 reordered rows."""
     times = [5000, 1000, 5000, 1000, 3000]
     path = write(tmp_path / "t.jsonl", [
         {"timestamp": t, "input_length": 10, "output_length": i, "hash_ids": [100 + i]}
         for i, t in enumerate(times)
     ])
-    requests = load_trace(path)
+    data = read_trace(path)
+    requests = data.requests
     assert [r.output_tokens for r in requests] == [1, 3, 4, 0, 2]
-    assert [r.arrival_s for r in requests] == [1.0, 1.0, 3.0, 5.0, 5.0]
+    assert [r.arrival_s for r in requests] == [0.0, 0.0, 2.0, 4.0, 4.0]
+    assert (data.time_shift_s, data.reordered_rows) == (1.0, 3)
 
 
 def test_block_size_option(tmp_path):

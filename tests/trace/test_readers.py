@@ -58,7 +58,7 @@ def test_bailian_sessions_follow_parent_chain(tmp_path):
     assert detect_format(path) == "bailian"
     requests = read_trace(path).requests
     assert [r.session_id for r in requests] == ["1", "9", "1", "1"]
-    assert [r.arrival_s for r in requests] == [0.5, 1.0, 2.0, 3.0]
+    assert [r.arrival_s for r in requests] == [0.0, 0.5, 1.5, 2.5]  # shifted to start at 0
     assert [r.request_id for r in requests] == [0, 1, 2, 3]
     assert requests[0].page_size_tokens == 16
     # request 2 (40 tokens) reuses pages 7, 8 = 32 tokens; request 3 (48) all 3 pages = 47
@@ -94,14 +94,14 @@ def test_burstgpt_and_vidur(tmp_path):
     assert detect_format(burst) == "burstgpt"
     requests = read_trace(burst).requests
     assert [(r.arrival_s, r.input_tokens, r.output_tokens, r.session_id) for r in requests] \
-        == [(2.0, 33, 0, None), (7.5, 100, 20, "s1")]
+        == [(0.0, 33, 0, None), (5.5, 100, 20, "s1")]  # shifted to start at 0
     vidur = tmp_path / "vidur.csv"
     vidur.write_text("request_id,arrived_at,num_prefill_tokens,num_decode_tokens\n"
                      "0,0.25,17,3\n1,0.5,16,4\n")
     assert detect_format(vidur) == "vidur"
     requests = read_trace(vidur, options=ReadOptions(block_size=8)).requests
     assert [r.num_pages for r in requests] == [3, 2]
-    assert [r.arrival_s for r in requests] == [0.25, 0.5]
+    assert [r.arrival_s for r in requests] == [0.0, 0.25]
 
 
 def test_token_ids_chain_pages_by_content(tmp_path):

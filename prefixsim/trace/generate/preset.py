@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, read_yaml
 
 PRESET_DIR = Path(__file__).resolve().parents[3] / "traces"
 PRESETS = ("chat", "agent", "rag", "api-mixed", "shared-prefix")
@@ -194,10 +193,7 @@ def load_preset(name_or_path: str) -> Preset | SharedPrefixPreset:
     if not path.is_file():
         raise InputError(f"no preset {name_or_path!r} (built in: {', '.join(PRESETS)})",
                          file=str(path), field="preset")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({exc})", file=str(path)) from None
+    data = read_yaml(path)
     model = SharedPrefixPreset if isinstance(data, dict) and "kind" in data else Preset
     try:
         return model.model_validate(data)

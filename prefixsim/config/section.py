@@ -1,0 +1,51 @@
+"""The base of every config section: frozen, unknown keys refused, numbers strictly typed.
+
+Pydantic's lax mode would read `capacity_tokens: true` as 1 and `ttl_s: "300"` as 300.0; a
+section here takes a number only as a YAML/JSON number (an integral float for an integer
+field is still fine), so a boolean or a string where a number belongs is an error naming the
+key; a number where a boolean belongs likewise. Fields typed `str` take what pydantic takes.
+See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+
+
+def _kinds(annotation: Any) -> set[type]:
+    """The plain types an annotation admits (`int | None` -> {int, NoneType})."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        return {kind for arg in typing.get_args(annotation) for kind in _kinds(arg)}
+    if origin is typing.Literal:
+        return {type(arg) for arg in typing.get_args(annotation)}
+    return {annotation} if isinstance(annotation, type) else set()
+
+
+class Section(BaseModel):
+    """A frozen config section that refuses unknown keys and loosely typed numbers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        kinds = _kinds(cls.model_fields[info.field_name].annotation)
+        if isinstance(value, bool):
+            if kinds & {int, float} and bool not in kinds:
+                raise ValueError(f"expected {_number(kinds)}, got {value!r}")
+        elif isinstance(value, str):
+            if kinds & {int, float} and str not in kinds:
+                raise ValueError(f"expected {_number(kinds)}, got {value!r}")
+        elif isinstance(value, int | float):
+            if bool in kinds and not kinds & {int, float, str}:
+                raise ValueError(f"expected true or false, got {value!r}")
+        return value
+
+
+def _number(kinds: set[type]) -> str:
+    return "an integer" if int in kinds and float not in kinds else "a number"
