@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -30,34 +31,56 @@ RUN_FILES = frozenset({"summary.json", "requests.parquet", "timeseries.parquet",
 
 
 def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Report `InputError` as `prefixsim: error: ...` and exit 2, without a traceback."""
+    """Report `InputError` as one line `prefixsim: error: ...` and exit 2, without a
+    traceback (an OSError such as a full disk: one line, exit 1)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except InputError as exc:
-            click.echo(f"prefixsim: error: {exc}", err=True)
+            click.echo(f"prefixsim: error: {one_line(str(exc))}", err=True)
             sys.exit(2)
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"prefixsim: error: {one_line(where + (exc.strerror or str(exc)))}",
+                       err=True)
+            sys.exit(1)
 
     return wrapper
+
+
+def one_line(text: str) -> str:
+    """`text` on one line with terminal control characters shown as escapes (a name from a
+    file must not move the cursor or retitle the terminal)."""
+    text = " ".join(text.split())
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def safe_name(name: str) -> str:
+    """A name from a file (a sweep spec's `name:`) made safe as one path component."""
+    cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".-")
+    return cleaned[:80] or "sweep"
 
 
 # ------------------------------------------------------------------- results folder
 def default_output_dir(config: RunConfig) -> Path:
     """`results/<timestamp>-<label>/` with label = trace name and policy."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    trace = config.trace.path.stem if config.trace.path else "run"
+    trace = safe_name(config.trace.path.stem) if config.trace.path else "run"
     mode = "cache-only" if config.cache_only else "timed"
     return RESULTS_ROOT / f"{stamp}-{trace}-{config.cache.policy}-{mode}"
 
 
-def write_results(out_dir: Path, config: RunConfig, result: RunResult) -> None:
-    """Write summary.json, requests.parquet, timeseries.parquet and config.yaml atomically.
+def write_results(out_dir: Path, config: RunConfig, result: RunResult,
+                  fresh: bool = False) -> Path:
+    """Write summary.json, requests.parquet, timeseries.parquet and config.yaml atomically;
+    returns the folder written.
 
     Files are written into a sibling temporary folder first; a new folder is renamed into
     place in one step, an existing one gets each file replaced atomically and loses a
     results file of an earlier run that this run does not write (e.g. its timeseries).
+    `fresh` (a default folder): never an existing one, but the next free `NAME-2`, ...
     """
 
     def fill(staging: Path) -> None:
@@ -69,7 +92,7 @@ def write_results(out_dir: Path, config: RunConfig, result: RunResult) -> None:
             result.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
         (staging / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")
 
-    write_folder(out_dir, fill, RUN_FILES)
+    return write_folder(out_dir, fill, RUN_FILES, fresh=fresh)
 
 
 # ----------------------------------------------------------------------- printing

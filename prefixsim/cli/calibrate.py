@@ -9,7 +9,7 @@ import click
 from tqdm import tqdm
 
 from prefixsim.cli.app import app, fail_cleanly
-from prefixsim.cli.files import write_text
+from prefixsim.cli.files import check_output_file, write_text
 from prefixsim.costmodel.calibrate import TARGETS, calibrate, import_torch, validate
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile import load_profile
@@ -75,6 +75,8 @@ def calibrate_command(model_name: str | None, presets_path: str | None, device: 
     import_torch()  # before anything else: without torch say how to install it (exit 2)
     if threads is not None and threads < 1:
         raise InputError(f"must be >= 1, got {threads}", field="--threads")
+    if validate_path is None and output is not None:
+        check_output_file(Path(output))  # before minutes of timing, not after
     started = time.perf_counter()
     with tqdm(total=1, unit="shape", disable=quiet or None, leave=False,
               desc="calibrate") as bar:

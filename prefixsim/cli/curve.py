@@ -14,7 +14,7 @@ from prefixsim.analysis.curve import lru_curve
 from prefixsim.analysis.policy_curves import parse_policies, policy_curves
 from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
-from prefixsim.cli.files import write_bytes, write_text
+from prefixsim.cli.files import check_output_file, write_bytes, write_text
 from prefixsim.errors import InputError
 from prefixsim.report import png_bytes
 from prefixsim.report.curves import miss_ratio_figure
@@ -87,6 +87,9 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
     caps = parse_capacities(capacities)
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise InputError(f"expected a .png file, got {plot_path!r}", field="--plot")
+    for target in (output, plot_path):
+        if target:
+            check_output_file(Path(target))
     requests = load_trace(trace_path, trace_format, block_size, max_requests)
     curves = policy_curves(requests, caps, names, sample_rate, force_replay)
     unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))

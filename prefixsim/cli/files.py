@@ -1,14 +1,24 @@
 """Atomic writes shared by every subcommand: a file or a results folder appears complete or
 not at all, with the permissions an ordinary file or folder gets (the temporary ones that
-`tempfile` makes are private). Choosing what to write is each subcommand's job."""
+`tempfile` makes are private). Output locations are checked before any work starts
+(`check_output_dir`, `check_output_file`), so an unwritable one fails in a second, not after
+the simulation. A default results folder is never reused: `write_folder(..., fresh=True)`
+takes the first of `NAME`, `NAME-2`, ... that does not exist when the results are moved in
+(the rename fails on a folder another run just filled, and the next name is tried). Choosing
+what to write is each subcommand's job."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from prefixsim.errors import InputError
+
+MAX_FRESH_NAMES = 1000
 
 
 def _umask() -> int:
@@ -39,16 +49,50 @@ def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
-def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[str]) -> None:
+def _existing_ancestor(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_writable(path: Path, shown: Path) -> None:
+    base = _existing_ancestor(path)
+    if not base.is_dir():
+        raise InputError(f"cannot write here: {base} is not a folder", file=str(shown))
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write here: no write permission in {base}", file=str(shown))
+
+
+def check_output_dir(path: Path) -> None:
+    """A results folder can be made (or written into) at `path`: InputError otherwise."""
+    if path.exists() and not path.is_dir():
+        raise InputError("exists and is not a folder", file=str(path))
+    _check_writable(path, path)
+
+
+def check_output_file(path: Path) -> None:
+    """A file can be written at `path` (a temporary sibling renamed onto it)."""
+    if path.is_dir():
+        raise InputError("is a folder, expected a file name", file=str(path))
+    _check_writable(path.parent, path)
+
+
+def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[str],
+                 fresh: bool = False) -> Path:
     """`fill(staging)` writes a results folder's files into a staging sibling. A new
     `out_dir` is that folder renamed into place; into an existing one each file is moved
     atomically, and files named in `owned` that this write did not produce are removed, so
-    no result of an earlier run is left beside the new ones (nothing else is touched)."""
+    no result of an earlier run is left beside the new ones (nothing else is touched).
+    With `fresh`, an existing folder is never written into: the results go to the first of
+    `out_dir`, `out_dir-2`, ... free at that moment. Returns the folder written."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         os.chmod(staging, 0o777 & ~_umask())
         fill(staging)
+        if fresh:
+            return _rename_fresh(staging, out_dir)
         if out_dir.exists():
             written = {item.name for item in staging.iterdir()}
             for item in staging.iterdir():
@@ -58,6 +102,23 @@ def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[s
             staging.rmdir()
         else:
             os.rename(staging, out_dir)
+        return out_dir
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _rename_fresh(staging: Path, out_dir: Path) -> Path:
+    for number in range(1, MAX_FRESH_NAMES + 1):
+        target = out_dir if number == 1 else out_dir.with_name(f"{out_dir.name}-{number}")
+        if target.exists() or target.is_symlink():
+            continue
+        try:
+            os.rename(staging, target)  # fails if another run filled `target` meanwhile
+        except OSError as exc:
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR, errno.ENOTDIR):
+                continue
+            raise
+        return target
+    raise InputError(f"{MAX_FRESH_NAMES} results folders of this name already exist",
+                     file=str(out_dir))

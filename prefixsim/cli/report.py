@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from prefixsim.cli.app import app, fail_cleanly
-from prefixsim.cli.files import write_bytes
+from prefixsim.cli.app import app, fail_cleanly, safe_name
+from prefixsim.cli.files import check_output_dir, check_output_file, write_bytes
 from prefixsim.errors import InputError
 from prefixsim.report import PlotSkipped, build_report, load_report_data, png_bytes, xy_figure
 from prefixsim.tune.plots import tune_view
@@ -27,6 +27,8 @@ def report(results_dir: str, quiet: bool) -> None:
     """
     folder = Path(results_dir)
     data, plots = tune_view(folder, load_report_data(folder))
+    refuse_symlink(folder / "plots")
+    check_output_dir(folder / "plots")
     built = build_report(data, plots)
     for name, png in built.pngs.items():
         write_bytes(folder / "plots" / f"{name}.png", png)
@@ -37,6 +39,13 @@ def report(results_dir: str, quiet: bool) -> None:
     for name, reason in built.skipped.items():
         click.echo(f"skipped {name}: {reason}")
     click.echo(f"report: {folder / 'report.html'}")
+
+
+def refuse_symlink(path: Path) -> None:
+    """The report writes into `path`: it must not be a symlink (its target is elsewhere)."""
+    if path.is_symlink():
+        raise InputError("is a symlink; the report writes only into real folders",
+                         file=str(path))
 
 
 def _filters(values: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -91,7 +100,11 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
                            scale_x=scale_x)
     except PlotSkipped as exc:
         raise InputError(f"nothing to plot: {exc}") from None
-    target = Path(output) if output else folder / "plots" / f"{var_y}-vs-{var_x}.png"
+    target = Path(output) if output else folder / "plots" / f"{safe_name(var_y)}-vs-" \
+        f"{safe_name(var_x)}.png"
+    if output is None:
+        refuse_symlink(folder / "plots")
+    check_output_file(target)
     write_bytes(target, png_bytes(figure))
     click.echo(f"plot: {target}")
 

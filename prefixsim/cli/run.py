@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from prefixsim.cache import POLICIES
 from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
+from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
 from prefixsim.cli.serving_options import (
     HARDWARE_OPTIONS,
@@ -155,17 +156,18 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         **serving_overrides(serving),
     }
     config = load_config(config_path, overrides)
+    out_dir = Path(output) if output else default_output_dir(config)
+    check_output_dir(out_dir)
     config = resolve_trace_defaults(config)
     with tqdm(unit="req", disable=quiet or None, leave=False, desc="read") as bar:
         trace_data = load_trace_data(config.trace, on_progress=bar.update)
     if trace_data.skipped_lines:
         click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
-    out_dir = Path(output) if output else default_output_dir(config)
     with tqdm(total=len(trace_data.requests), unit="req", disable=quiet or None, leave=False,
               desc="replay") as bar:
         result = simulate(config, on_progress=bar.update, trace=trace_data,
                           command=shlex.join(["prefixsim", *sys.argv[1:]]))
-    write_results(out_dir, config, result)
+    out_dir = write_results(out_dir, config, result, fresh=output is None)
     if not quiet:
         print_summary(result.summary, out_dir)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly
+from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, one_line, safe_name
+from prefixsim.cli.files import check_output_dir
 from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, plan, run_sweep
 
 
@@ -56,7 +57,8 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
             click.echo(f"{point.run_id:<40} {params}")
         click.echo(f"{len(points)} runs")
         return
-    out_dir = Path(output) if output else RESULTS_ROOT / f"sweep-{spec.name}"
+    out_dir = Path(output) if output else RESULTS_ROOT / f"sweep-{safe_name(spec.name)}"
+    check_output_dir(out_dir)
     bar = tqdm(total=0, unit="run", disable=quiet or None, desc="sweep", leave=not quiet)
     counts = {"done": 0, "failed": 0}
 
@@ -75,11 +77,11 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
                            command=shlex.join(["prefixsim", *sys.argv[1:]]))
     finally:
         bar.close()
+    for run_id, error in result.failed.items():  # errors are printed even with --quiet
+        click.echo(f"failed {run_id}: {one_line(error)}", err=True)
     if not quiet:
         click.echo(f"{len(result.points)} runs: {len(result.executed) - len(result.failed)} "
                    f"ran, {len(result.failed)} failed, {len(result.skipped)} already finished")
-        for run_id, error in result.failed.items():
-            click.echo(f"failed {run_id}: {error}", err=True)
         click.echo(f"results: {result.table_path}")
         click.echo(f"report:  prefixsim report {shlex.quote(str(out_dir))}")
     if result.failed:  # the sweep went on; its exit status still says not all runs finished

@@ -14,11 +14,12 @@ from tqdm import tqdm
 
 from prefixsim.analysis.characterize import characterize
 from prefixsim.cli.app import app, fail_cleanly, format_value
-from prefixsim.cli.files import write_file
+from prefixsim.cli.files import check_output_dir, check_output_file, write_file
 from prefixsim.errors import InputError
 from prefixsim.report.trace_plots import plot_characterisation, popularity, top_share
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
 from prefixsim.trace.generate import PRESETS, generate, load_preset
+from prefixsim.trace.lengths import check_prefix_model
 from prefixsim.trace.pages import convert_pages
 from prefixsim.trace.readers import FOLDER_SNIFFERS, trace_files
 from prefixsim.trace.write import mooncake_lines, parquet_table
@@ -61,6 +62,7 @@ def _options(kwargs: dict[str, Any]) -> tuple[str | None, ReadOptions, int | Non
         value = kwargs.get(key)
         if value is not None and value < 1:
             raise InputError(f"must be >= 1, got {value}", field="--" + key.replace("_", "-"))
+    check_prefix_model(kwargs["prefix_model"])
     options = ReadOptions(
         block_size=kwargs["block_size"], max_requests=kwargs["max_requests"],
         skip_bad_lines=kwargs["skip_bad_lines"], prefix_model=kwargs["prefix_model"],
@@ -125,6 +127,8 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
     trace (RAGPulse, kv-cache-tester) is read whole; any other folder, trace by trace.
     """
     fmt, options, page_size = _options(kwargs)
+    if plot_dir is not None:
+        check_output_dir(plot_dir)
     results = []
     targets = expand(path, fmt)
     for target in targets:
@@ -180,6 +184,7 @@ def convert(source: Path, out: Path, out_format: str | None, **kwargs: Any) -> N
       prefixsim trace convert ../shared/traces/kv-cache-tester agents.jsonl --page-size 512
     """
     fmt, options, page_size = _options(kwargs)
+    check_output_file(out)
     data = load(source, fmt, options, page_size)
     written = write_trace(data.requests, out, out_format)
     labels = "".join(f"; {key}: {value}" for key, value in data.labels.items())
@@ -211,6 +216,7 @@ def generate_command(preset: str, num_requests: int, rate: float | None, seed: i
         raise InputError(f"must be >= 1, got {num_requests}", field="--requests")
     if rate is not None and not 0 < rate < float("inf"):
         raise InputError(f"must be a finite number > 0, got {rate}", field="--rate")
+    check_output_file(out)
     requests = generate(load_preset(preset), num_requests, seed, rate)
     write_trace(requests, out, None)
     click.echo(f"wrote {len(requests):,} requests ({preset}, seed {seed}) to {out}", err=True)

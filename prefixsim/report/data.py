@@ -3,13 +3,18 @@
 A sweep folder has `sweep.parquet` (one row per run), `sweep.json` (name, swept keys, the
 command) and `runs/<run_id>/`; a run folder has `summary.json` and is read as a one-row
 table. Per-run `requests.parquet`, `timeseries.parquet` and `config.yaml` are read on demand
-and may be absent (then the plots or header lines needing them say so). This module reads
-files only; it never writes.
+and may be absent (then the plots or header lines needing them say so). A sweep killed
+before its first `sweep.parquet` is read from `sweep.json` and the finished run folders
+(their run.json and summary.json). Run ids read from a table must be plain names (no `/`,
+no `..`), and a run folder or `runs/` that is a symlink is refused, so a results folder from
+someone else cannot make the report read outside it. This module reads files only; it
+never writes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +22,8 @@ import pandas as pd
 import yaml
 
 from prefixsim.errors import InputError
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
 @dataclass
@@ -109,19 +116,22 @@ def load_report_data(path: str | Path) -> ReportData:
     if not folder.is_dir():
         raise InputError("no such folder (expected a run or sweep results folder)",
                          file=str(folder))
-    if (folder / "sweep.parquet").is_file():
-        table = pd.read_parquet(folder / "sweep.parquet")
-        meta_path = folder / "sweep.json"
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    meta_path = folder / "sweep.json"
+    if (folder / "sweep.parquet").is_file() or meta_path.is_file():
+        meta = _read_json(meta_path) if meta_path.is_file() else {}
+        if (folder / "sweep.parquet").is_file():
+            table = pd.read_parquet(folder / "sweep.parquet")
+        else:  # killed before the first table refresh: read the finished run folders
+            table = _table_from_runs(folder, meta)
         swept = [c for c in meta.get("swept_columns", []) if c in table]
-        run_dirs = {rid: folder / "runs" / rid for rid in table.get("run_id", [])}
+        run_dirs = {rid: _run_dir(folder, rid) for rid in table.get("run_id", [])}
         name = meta.get("name") or folder.name
         kind = meta.get("kind", "sweep")  # a tune folder has the sweep layout
         return ReportData(title=f"prefixsim {kind}: {name}", kind="sweep", table=table,
                           swept=swept, run_dirs=run_dirs,
                           config_text=_read_text(folder / "spec.yaml"), meta=meta)
     if (folder / "summary.json").is_file():
-        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        summary = _read_json(folder / "summary.json")
         scalars = {k: v for k, v in summary.items()
                    if v is None or isinstance(v, (bool, int, float, str))}
         table = pd.DataFrame([{"run_id": folder.name, "status": "ok", **scalars}])
@@ -130,3 +140,51 @@ def load_report_data(path: str | Path) -> ReportData:
                           config_text=_read_text(folder / "config.yaml"))
     raise InputError("not a results folder (no sweep.parquet or summary.json)",
                      file=str(folder))
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        raise InputError("not a readable JSON file", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", file=str(path))
+    return data
+
+
+def _run_dir(folder: Path, run_id: object) -> Path:
+    """`folder/runs/<run_id>`, refusing an id that is not a plain name and symlinks."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise InputError(f"not a run id: {run_id!r}", file=str(folder / "sweep.parquet"),
+                         field="run_id")
+    runs = folder / "runs"
+    if runs.is_symlink() or (runs / run_id).is_symlink():
+        raise InputError("is a symlink; a results folder's runs must be real folders",
+                         file=str(runs if runs.is_symlink() else runs / run_id))
+    return runs / run_id
+
+
+def _table_from_runs(folder: Path, meta: dict) -> pd.DataFrame:
+    """One row per finished run folder, in the plan's order: run_id, status, error, the
+    swept parameters (dots as underscores) and the summary's scalars."""
+    rows = []
+    for run_id in meta.get("run_ids", []):
+        path = _run_dir(folder, run_id)
+        if not (path / "run.json").is_file():
+            continue
+        run = _read_json(path / "run.json")
+        row: dict[str, object] = {"run_id": run_id, "status": run.get("status"),
+                                  "error": run.get("error")}
+        for key, value in (run.get("params") or {}).items():
+            row[str(key).replace(".", "_")] = value if _scalar(value) else json.dumps(value)
+        if run.get("status") == "ok" and (path / "summary.json").is_file():
+            row.update({k: v for k, v in _read_json(path / "summary.json").items()
+                        if k not in row and _scalar(v)})
+        rows.append(row)
+    if not rows:
+        raise InputError("a sweep folder with no finished run yet", file=str(folder))
+    return pd.DataFrame(rows)
+
+
+def _scalar(value: object) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))

@@ -149,6 +149,12 @@ def show_value(value: object) -> str:
     return str(value)
 
 
+def plain_text():
+    """A context in which text is drawn as given: a `$` in a label from a results file (a
+    swept string such as `$\\foo{$`) is not parsed as mathtext, which could fail the report."""
+    return matplotlib.rc_context({"text.parse_math": False})
+
+
 def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
                height: float = 4.5) -> tuple[Figure, list]:
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols if ncols > 1 else width,
@@ -197,6 +203,17 @@ def xy_figure(
     (default: `curve_by`). Curves with fewer than `min_points` points are dropped;
     curves whose label contains one of `dashed` are drawn dashed.
     """
+    with plain_text():
+        return _xy_figure(table, x, y, curve_by=curve_by, col_by=col_by, scale_x=scale_x,
+                          title=title, bounds_label=bounds_label, min_points=min_points,
+                          dashed=dashed, match_by=match_by)
+
+
+def _xy_figure(
+    table: pd.DataFrame, x: str, y: str, *, curve_by: Sequence[str], col_by: str | None,
+    scale_x: str, title: str | None, bounds_label: str | None, min_points: int,
+    dashed: Sequence[str], match_by: Sequence[str] | None,
+) -> Figure:
     require(table, [x, y])
     match_by = list(curve_by if match_by is None else match_by)
     panels = [(None, table)] if col_by is None else [

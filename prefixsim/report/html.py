@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from prefixsim.report.data import ReportData
-from prefixsim.report.figures import PlotSkipped, png_bytes
+from prefixsim.report.figures import PlotSkipped, plain_text, png_bytes
 from prefixsim.report.format import missing, plain
 from prefixsim.report.header import header_sections
 from prefixsim.report.plots import PLOTS
@@ -192,7 +192,8 @@ def _figure(name: str, drawn: Drawn) -> str:
 def build_report(data: ReportData, plots: Sequence[tuple[str, Plot]] = PLOTS) -> Report:
     """Draw every plot of `plots` the data allows and lay out the page (a tune adds its own
     plots, tune/plots.py)."""
-    drawn, skipped = draw_plots(data, plots)
+    with plain_text():
+        drawn, skipped = draw_plots(data, plots)
     parts = [_header(data), _comparison(data)]
     if "status" in data.table:
         failed = data.table[data.table["status"] != "ok"]

@@ -5,8 +5,16 @@ results complete, in any order. An infrastructure failure of one item (a worker 
 is yielded as `(index, exception)`; the driver turns it into a failed run. Dask and Ray are
 optional extras imported only when chosen; `address` connects to a running cluster, without
 it a local cluster of `n_jobs` single-threaded worker processes is started on the first map
-and kept for later ones (a tune maps once per round of trials) until `close()`. This module
-knows nothing about simulations.
+(or `open()`) and kept for later ones (a tune maps once per round of trials) until `close()`.
+
+`open()` connects (or starts the local cluster) before the driver creates anything on disk,
+so a wrong address, an unreachable port or a cluster without workers is one `InputError`
+(exit 2) and no sweep folder; `close()` ends what `open()` started (`open_executor` and
+`close_executor` call them where an executor has them). Workers of a local pool
+or cluster exit when the driver dies (sweep/worker.py `watch_driver`). A local Dask cluster
+runs with TLS and temporary credentials (only this driver can submit work); a cluster given
+by `--address` is trusted: the driver unpickles what its workers return (README: sweeps).
+This module knows nothing about simulations.
 """
 
 from __future__ import annotations
@@ -14,27 +22,34 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import joblib
 
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
+from prefixsim.sweep.worker import watch_driver
 
 Indexed = tuple[int, Any]
+CONNECT_TIMEOUT_S = 10.0  # reaching a cluster's scheduler
+WORKERS_TIMEOUT_S = 60.0  # a joined Dask cluster must show one worker within this
 
 
 class Executor(Protocol):
     """Runs `fn` over `items`; yields `(index, result or exception)` as each completes.
-    May be called many times; `close()` releases what the first call started (an executor
-    without a `close` holds nothing between calls; `close_executor` calls it if present)."""
+    May be called many times; `close()` releases what the first call (or `open`) started."""
+
+    def open(self) -> None:
+        """Connect or start workers; raise InputError when that cannot be done."""
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Indexed]:
         ...
 
     def close(self) -> None:
-        ...
+        """End what `open` started (a joined cluster is left running)."""
 
 
 EXECUTORS: Registry[Executor] = Registry("executor")
@@ -53,6 +68,13 @@ def _optional(module: str, extra: str) -> Any:
                          f"pip install 'prefixsim[{extra}]'", field="--executor") from None
 
 
+def open_executor(executor: Executor) -> None:
+    """Connect `executor` now (its `open`, where it has one)."""
+    opener = getattr(executor, "open", None)
+    if opener is not None:
+        opener()
+
+
 def close_executor(executor: Executor) -> None:
     """Release what `executor` holds (its `close`, where it has one)."""
     close = getattr(executor, "close", None)
@@ -60,8 +82,34 @@ def close_executor(executor: Executor) -> None:
         close()
 
 
-def _call_indexed(fn: Callable[[Any], Any], index: int, item: Any) -> Indexed:
-    return index, fn(item)
+def check_reachable(address: str, default_port: int) -> None:
+    """A TCP connection to `address` (`tcp://`, `tls://`, `ray://` or bare `host:port`) within
+    CONNECT_TIMEOUT_S, else InputError naming --address (a wrong port would otherwise hang a
+    cluster client for minutes)."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls", "ray"):
+        return  # in-process or other transports: the client reports those itself
+    try:
+        host, port = parts.hostname, parts.port or default_port
+    except ValueError:
+        raise InputError(f"not a host:port address: {address!r}", field="--address") from None
+    if not host:
+        raise InputError(f"not a host:port address: {address!r}", field="--address")
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InputError(f"cannot reach {host}:{port} ({reason})", field="--address") from None
+
+
+def _call_watched(fn: Callable[[Any], Any], driver_pid: int, item: Any) -> Any:
+    watch_driver(driver_pid)
+    return fn(item)
+
+
+def _call_indexed(fn: Callable[[Any], Any], driver_pid: int, index: int, item: Any) -> Indexed:
+    return index, _call_watched(fn, driver_pid, item)
 
 
 @EXECUTORS.register("local")
@@ -73,6 +121,12 @@ class LocalExecutor:
             raise InputError("--address is for the dask and ray executors", field="--address")
         self.n_jobs = n_jobs or default_jobs()
 
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        """Nothing to release: joblib keeps (and reuses) its worker pool itself."""
+
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Indexed]:
         if self.n_jobs == 1 or len(items) <= 1:
             for index, item in enumerate(items):
@@ -80,39 +134,70 @@ class LocalExecutor:
             return
         parallel = joblib.Parallel(n_jobs=min(self.n_jobs, len(items)),
                                    return_as="generator_unordered", batch_size=1)
-        yield from parallel(joblib.delayed(_call_indexed)(fn, i, item)
+        pid = os.getpid()
+        yield from parallel(joblib.delayed(_call_indexed)(fn, pid, i, item)
                             for i, item in enumerate(items))
-
-    def close(self) -> None:
-        """Nothing to release: joblib keeps (and reuses) its worker pool itself."""
 
 
 @EXECUTORS.register("dask")
 class DaskExecutor:
-    """Dask distributed: a scheduler at `address`, or a LocalCluster of worker processes."""
+    """Dask distributed: a scheduler at `address`, or a LocalCluster of worker processes
+    (TLS with temporary credentials, so no other local process can submit to it)."""
 
     def __init__(self, n_jobs: int | None = None, address: str | None = None) -> None:
         self.distributed = _optional("distributed", "dask")
         self.n_jobs = n_jobs or default_jobs()
         self.address = address
-        self._opened: Any = None
+        self.client: Any = None
+        self.cluster: Any = None
 
-    def _client(self) -> Any:
-        if self._opened is not None:
-            return self._opened
-        if self.address is not None:
-            self._opened = self.distributed.Client(self.address)
-        else:
-            cluster = self.distributed.LocalCluster(
+    def open(self) -> None:
+        if self.client is not None:
+            return
+        distributed = self.distributed
+        if self.address is None:
+            try:
+                security = distributed.security.Security.temporary()
+            except ImportError:
+                raise InputError("a local Dask cluster runs with TLS, which needs the "
+                                 "'cryptography' package: pip install 'prefixsim[dask]'",
+                                 field="--executor") from None
+            self.cluster = distributed.LocalCluster(
                 n_workers=self.n_jobs, threads_per_worker=1, processes=True,
-                dashboard_address=None, silence_logs=logging.ERROR,
+                dashboard_address=None, silence_logs=logging.ERROR, security=security,
+                protocol="tls://", host="127.0.0.1",
             )
-            self._opened = self.distributed.Client(cluster)
-        return self._opened
+            self.client = distributed.Client(self.cluster, security=security)
+            return
+        check_reachable(self.address, 8786)
+        try:
+            self.client = distributed.Client(self.address, timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"cannot join the Dask scheduler at {self.address} ({exc})",
+                             field="--address") from None
+        try:
+            self.client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+        except TimeoutError:
+            self.close()
+            raise InputError(f"the Dask scheduler at {self.address} has no workers "
+                             f"(none joined within {WORKERS_TIMEOUT_S:g} s)",
+                             field="--address") from None
+
+    def close(self) -> None:
+        """Close the client, and the local cluster when this executor started it."""
+        client, cluster = self.client, self.cluster
+        self.client = self.cluster = None
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Indexed]:
-        client = self._client()
-        futures = client.map(fn, list(items), pure=False)
+        self.open()
+        client = self.client
+        pid = os.getpid() if self.address is None else 0  # a remote driver is not watched
+        futures = client.map(_call_watched, [fn] * len(items), [pid] * len(items),
+                             list(items), pure=False)
         index_of = {future.key: i for i, future in enumerate(futures)}
         for future in self.distributed.as_completed(futures):
             try:
@@ -121,37 +206,49 @@ class DaskExecutor:
                 yield index_of[future.key], exc
             future.release()
 
-    def close(self) -> None:
-        """Close the client, and the local cluster when this executor started it."""
-        client, self._opened = self._opened, None
-        if client is None:
-            return
-        cluster = client.cluster if self.address is None else None
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
 
 @EXECUTORS.register("ray")
 class RayExecutor:
-    """Ray: a cluster at `address` (e.g. `ray://host:10001` or `auto`), or a local one."""
+    """Ray: a cluster at `address` (`auto`, `host:6379` or, with `ray[client]`,
+    `ray://host:10001`), or a new local one (even when another Ray cluster runs here)."""
 
     def __init__(self, n_jobs: int | None = None, address: str | None = None) -> None:
         self.ray = _optional("ray", "ray")
         self.n_jobs = n_jobs or default_jobs()
         self.address = address
-        self._started_here = False
+        self.started_here = False
+
+    def open(self) -> None:
+        ray = self.ray
+        if ray.is_initialized():
+            return
+        if self.address is None:
+            ray.init(address="local", num_cpus=self.n_jobs, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        else:
+            if self.address != "auto":
+                check_reachable(self.address, 10001 if self.address.startswith("ray://")
+                                else 6379)
+            try:
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                message = " ".join(str(exc).split())[:300]
+                raise InputError(f"cannot join the Ray cluster at {self.address} ({message})",
+                                 field="--address") from None
+        self.started_here = True
+
+    def close(self) -> None:
+        """Shut Ray down when this executor started it."""
+        if self.started_here:
+            self.started_here = False
+            self.ray.shutdown()
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Indexed]:
         ray = self.ray
-        if not ray.is_initialized():
-            self._started_here = True
-            if self.address is None:
-                ray.init(num_cpus=self.n_jobs, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=self.address, log_to_driver=False)
-        remote = ray.remote(num_cpus=1)(fn)
-        pending = {remote.remote(item): i for i, item in enumerate(items)}
+        self.open()
+        pid = os.getpid() if self.address is None else 0
+        remote = ray.remote(num_cpus=1)(_call_watched)  # a plain function, not a partial
+        pending = {remote.remote(fn, pid, item): i for i, item in enumerate(items)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -160,9 +257,3 @@ class RayExecutor:
                     yield index, ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a lost worker fails one run
                     yield index, exc
-
-    def close(self) -> None:
-        """Shut Ray down when this executor started it."""
-        if self._started_here:
-            self._started_here = False
-            self.ray.shutdown()

@@ -15,11 +15,13 @@ from pathlib import Path
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.sweep.executors import EXECUTORS, close_executor
+from prefixsim.sweep.executors import EXECUTORS, Executor, close_executor, open_executor
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
 from prefixsim.sweep.store import (
+    check_sweep_folder,
     clean_staging,
     finished_ids,
+    lock_sweep_folder,
     read_sweep_meta,
     sweep_table,
     write_parquet_atomic,
@@ -74,11 +76,34 @@ def run_sweep(
         raise InputError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS.names())})",
                          field="--executor")
     runner = EXECUTORS.build(executor, n_jobs=n_jobs, address=address)
+    if address is None:  # remote workers read traces where they run; local ones read ours
+        check_traces(points, source)
+    check_sweep_folder(out_dir)
     if not resume and read_sweep_meta(out_dir) is not None:
         raise InputError("already holds a sweep; pass --resume to finish it or choose another "
                          "-o folder", file=str(out_dir))
+    open_executor(runner)  # a wrong address or an empty cluster fails here, before any folder
+    try:
+        with lock_sweep_folder(out_dir):
+            return _run(spec, points, out_dir, runner, resume, keep_requests, on_start,
+                        on_outcome, command)
+    finally:
+        close_executor(runner)
+
+
+def check_traces(points: list[SweepPoint], source: str | None) -> None:
+    """Every trace the points read exists (else one InputError before any run starts)."""
+    for path in sorted({str(p.config.trace.path) for p in points
+                        if p.config.trace.path is not None}):
+        if not Path(path).exists():
+            raise InputError(f"trace {path} does not exist (no run was started)", file=source,
+                             field="trace.path")
+
+
+def _run(spec: SweepSpec, points: list[SweepPoint], out_dir: Path, runner: Executor,
+         resume: bool, keep_requests: bool, on_start: Callable[[int], None] | None,
+         on_outcome: OutcomeCallback | None, command: str | None) -> SweepResult:
     keys = swept_keys(spec)
-    out_dir.mkdir(parents=True, exist_ok=True)
     clean_staging(out_dir)
     write_sweep_meta(out_dir, spec.name, keys, points, spec_to_yaml(spec), command)
     done = finished_ids(out_dir, points) if resume else set()
@@ -86,7 +111,7 @@ def run_sweep(
     result = SweepResult(points=points, skipped=[p.run_id for p in points if p.run_id in done])
     if on_start is not None:
         on_start(len(todo))
-    fn = functools.partial(run_point, keep_requests=keep_requests)
+    fn = functools.partial(run_point, keep_requests=keep_requests)  # a partial: local pools
     seen: set[int] = set()
     table_path = out_dir / "sweep.parquet"
     refreshed = time.monotonic()
@@ -106,7 +131,6 @@ def run_sweep(
             if index not in seen:
                 _store(out_dir, _lost(point, exc), result, on_outcome)
     finally:
-        close_executor(runner)
         result.table_path = table_path
         write_parquet_atomic(table_path, sweep_table(out_dir, points, keys))
     return result

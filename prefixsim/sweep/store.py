@@ -11,29 +11,79 @@ DIR/runs/<run_id>/       run.json (status, error, params), summary.json, config.
 Every write is atomic: a run folder is built under a temporary name and renamed into place,
 files are written beside their target and `os.replace`d. A run folder therefore exists only
 when complete, so killing a sweep loses no finished run and `--resume` reruns exactly the
-points whose folder is missing or says `failed`.
+points whose folder is missing or says `failed`. Files and folders get the modes the umask
+gives ordinary ones. `DIR/.lock` is held (flock) by the sweep writing the folder, so a second
+one into the same folder is refused; the kernel drops the lock when the holder dies. A
+symlinked `runs/` is refused (a resume would otherwise clean staging entries in its target).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from prefixsim._version import __version__
+from prefixsim.errors import InputError
 from prefixsim.sweep.spec import SweepPoint, column_name
 from prefixsim.sweep.worker import OK, RunOutcome
 
 RUNS = "runs"
 STAGING_PREFIX = ".tmp-"
-FILE_MODE = 0o644  # temporary files are created 0600; results are readable like any file
-DIR_MODE = 0o755
+LOCK = ".lock"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# temporary files are created 0600; results get the modes of any file or folder made here
+FILE_MODE = 0o666 & ~_umask()
+DIR_MODE = 0o777 & ~_umask()
+
+
+def check_sweep_folder(out_dir: Path) -> None:
+    """`out_dir` is a folder or absent, and its `runs/` is not a symlink (InputError)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("exists and is not a folder", file=str(out_dir))
+    if (out_dir / RUNS).is_symlink():
+        raise InputError("runs/ is a symlink; a sweep folder's runs/ must be a real folder",
+                         file=str(out_dir))
+
+
+@contextlib.contextmanager
+def lock_sweep_folder(out_dir: Path) -> Iterator[None]:
+    """Create `out_dir` and hold its lock file for the block; InputError when another sweep
+    holds it (its pid is named)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:
+        raise InputError(f"cannot create the sweep lock ({exc.strerror})",
+                         file=str(path)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            raise InputError(f"another sweep (pid {holder}) is writing this folder; wait for "
+                             "it or choose another -o folder", file=str(out_dir)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -70,6 +120,8 @@ def run_dir(out_dir: Path, run_id: str) -> Path:
 def clean_staging(out_dir: Path) -> None:
     """Remove half-written run folders left by a killed sweep."""
     runs = out_dir / RUNS
+    if runs.is_symlink():
+        raise InputError("runs/ is a symlink; refusing to clean inside it", file=str(out_dir))
     if runs.is_dir():
         for item in runs.glob(f"{STAGING_PREFIX}*"):
             shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,3 +80,37 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
         requests=result.requests if keep_requests else pd.DataFrame(),
         timeseries=result.timeseries, wall_time_s=time.perf_counter() - started,
     )
+
+
+# ------------------------------------------------------------- dying with the driver
+WATCH_EVERY_S = 1.0
+_watched: set[int] = set()
+
+
+def watch_driver(driver_pid: int) -> None:
+    """Make this worker process exit once the driver process `driver_pid` is gone (a killed
+    sweep must not leave workers computing for minutes). A daemon thread checks every
+    WATCH_EVERY_S; 0 or this process's own pid (a run in the driver) watches nothing."""
+    if driver_pid <= 0 or driver_pid == os.getpid() or driver_pid in _watched:
+        return
+    _watched.add(driver_pid)
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_EVERY_S)
+            if not _alive(driver_pid):
+                os._exit(3)
+
+    threading.Thread(target=watch, name="prefixsim-watch-driver", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    if os.getppid() == pid:  # still our parent (local pools): alive without a signal
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

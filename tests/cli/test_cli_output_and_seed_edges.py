@@ -109,7 +109,9 @@ def test_a_sweep_with_failed_runs_exits_1_after_finishing_the_rest(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         f"base: {{trace: {{path: {DEMO}}}, cache_only: true}}\n"
-        "grid: {trace.path: [" + os.path.abspath(DEMO) + ", missing.jsonl]}\n")
+        "grid: {trace.path: [" + os.path.abspath(DEMO) + ", broken.jsonl]}\n")
+    (tmp_path / "broken.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}\n')
     out = tmp_path / "sweep"
     result = invoke("sweep", str(spec), "-o", str(out), "--quiet", "-j", "1")
     assert result.exit_code == 1

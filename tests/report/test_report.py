@@ -227,7 +227,9 @@ def test_timed_sweep_draws_the_latency_plots(tmp_path):
 
 
 def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
-    missing = str(tmp_path / "missing.jsonl")
+    missing = str(tmp_path / "broken.jsonl")  # exists (a missing trace stops a sweep first)
+    (tmp_path / "broken.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}\n')
     spec = parse_spec({"base": BASE, "grid": {"trace.path": [BASE["trace"]["path"], missing],
                                                "cache.capacity_tokens": [5000, 20000]}})
     out = tmp_path / "sweep"
@@ -236,7 +238,7 @@ def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text()
     failed = html[html.index("Failed runs"):html.index("</ul>", html.index("Failed runs"))]
-    assert failed.count("no such file") == 2  # and again in the table of every column
+    assert failed.count("needs ceil(600/512)") == 2  # and again in the table of every column
     assert (out / "plots" / "policy_zoo.png").is_file()
     data = load_report_data(out)
     line = dict(PLOTS)["policy_zoo"](data).axes[0].get_lines()[0]

@@ -181,7 +181,9 @@ def test_resume_runs_only_missing_points_and_cleans_half_written(tmp_path):
 
 
 def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
-    missing = str(tmp_path / "missing.jsonl")
+    missing = str(tmp_path / "broken.jsonl")  # exists (a missing trace stops the sweep first)
+    Path(missing).write_text(
+        '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}\n')
     spec = parse_spec({"base": BASE, "grid": {"trace.path": [DEMO, missing],
                                                "cache.capacity_tokens": [20000]}})
     out = tmp_path / "sweep"
@@ -189,10 +191,10 @@ def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     table = pd.read_parquet(out / "sweep.parquet").set_index("trace_path")
     assert table.loc[DEMO, "status"] == "ok" and pd.isna(table.loc[DEMO, "error"])
     assert table.loc[missing, "status"] == "failed"
-    assert "no such file" in table.loc[missing, "error"]
+    assert "hash_ids" in table.loc[missing, "error"]
     assert list(result.failed) == [table.loc[missing, "run_id"]]
     meta = json.loads((out / "runs" / table.loc[missing, "run_id"] / "run.json").read_text())
-    assert meta["status"] == "failed" and "no such file" in meta["error"]
+    assert meta["status"] == "failed" and "needs ceil(600/512)" in meta["error"]
     retry = run_sweep(spec, out, n_jobs=1, resume=True)
     assert retry.executed == [table.loc[missing, "run_id"]]  # failed runs are retried
 
@@ -305,6 +307,12 @@ class _LosingExecutor:
     def __init__(self, n_jobs=None, address=None):
         pass
 
+    def open(self):
+        pass
+
+    def close(self):
+        pass
+
     def map_unordered(self, fn, items):
         for index, item in enumerate(items):
             if index == 1:
@@ -332,8 +340,8 @@ def test_lost_workers_become_failed_runs(tmp_path, monkeypatch, crash):
 class _Ref:
     """An object reference: hashable by identity, like Ray's."""
 
-    def __init__(self, item, fn):
-        self.item, self.fn = item, fn
+    def __init__(self, args, fn):
+        self.args, self.fn = args, fn
 
 
 class _FakeRay:
@@ -355,8 +363,8 @@ class _FakeRay:
         def wrap(fn):
             class Remote:
                 @staticmethod
-                def remote(item):
-                    return _Ref(item, fn)
+                def remote(*args):
+                    return _Ref(args, fn)
             return Remote
         return wrap
 
@@ -364,7 +372,7 @@ class _FakeRay:
         return [refs[-1]], refs[:-1]
 
     def get(self, ref):
-        return ref.fn(ref.item)
+        return ref.fn(*ref.args)
 
 
 def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
@@ -376,6 +384,7 @@ def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
     assert results == [(2, 30), (1, 20), (0, 10)]
     assert list(executor.map_unordered(lambda x: x, [4])) == [(0, 4)]  # the same session
     assert fake.init_args["num_cpus"] == 2 and fake.shutdowns == 0
+    assert fake.init_args["address"] == "local"  # a new local cluster even if one runs here
     executor.close()
     executor.close()
     assert fake.shutdowns == 1
