@@ -28,7 +28,7 @@ by design; its docstring says when it is reliable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,8 +91,10 @@ class _Fenwick:
         return total
 
 
-def stack_distances(requests: Sequence[Request]) -> StackDistances:
-    """One pass over the trace: every page access's LRU stack distance (module docstring)."""
+def stack_distances(requests: Sequence[Request],
+                    on_progress: Callable[[int], None] | None = None) -> StackDistances:
+    """One pass over the trace: every page access's LRU stack distance (module docstring);
+    `on_progress(n)` is told of every n requests done."""
     num_requests = len(requests)
     size_of: dict[int, int] = {}
     last_request: dict[int, int] = {}
@@ -104,6 +106,8 @@ def stack_distances(requests: Sequence[Request]) -> StackDistances:
     all_sizes: list[int] = []
     num_pages = np.zeros(num_requests, dtype=np.int64)
     for r, request in enumerate(requests):
+        if on_progress is not None and r and r % 10000 == 0:
+            on_progress(10000)
         tokens = request.page_tokens()
         num_pages[r] = len(tokens)
         sizes = []
@@ -182,15 +186,19 @@ def lru_curve(requests: Sequence[Request], capacities: Sequence[int]) -> list[Cu
 
 
 def replay_curve(
-    requests: Sequence[Request], capacities: Sequence[int], policy: str = "lru"
+    requests: Sequence[Request], capacities: Sequence[int], policy: str = "lru",
+    on_progress: Callable[[int], None] | None = None,
 ) -> list[CurvePoint]:
-    """The curve by one cache-only replay per capacity (any policy; the reference)."""
+    """The curve by one cache-only replay per capacity (any policy; the reference);
+    `on_progress(n)` is told of the requests each replay did."""
     query = sum(r.input_tokens for r in requests)
     points = []
     for capacity in capacities:
         cache = replay_cache(int(capacity), build_policy(policy, requests))
         records = replay_cache_only(requests, cache).records
         points.append(CurvePoint(int(capacity), sum(r.cached_tokens for r in records), query))
+        if on_progress is not None:
+            on_progress(len(requests))
     return points
 
 

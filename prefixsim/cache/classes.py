@@ -46,6 +46,11 @@ DEFAULT_RULE = RequestRule(True, None, 0, "default")
 BYPASS_RULE = RequestRule(False, None, 0, "uncacheable")
 
 
+# A class's session_regex sees at most this many leading characters of a session id, so the
+# cost of one match is bounded whatever the trace holds (config also refuses nested repeats).
+MAX_SESSION_ID_CHARS = 256
+
+
 def unit_hash(key: str, seed: int) -> float:
     """A reproducible number in [0, 1) for `key` (no global RNG, no wall clock)."""
     digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
@@ -78,7 +83,8 @@ class CacheRules:
             return BYPASS_RULE
         for cls, pattern in zip(self.classes, self._patterns, strict=True):
             if pattern is not None and (
-                request.session_id is None or pattern.search(request.session_id) is None
+                request.session_id is None
+                or pattern.search(request.session_id[:MAX_SESSION_ID_CHARS]) is None
             ):
                 continue
             if cls.min_input_tokens is not None and request.input_tokens < cls.min_input_tokens:

@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import check_output_file, write_text
+from prefixsim.cli.progress import Progress
 from prefixsim.costmodel.calibrate import TARGETS, calibrate, import_torch, validate
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile import load_profile
@@ -30,11 +30,11 @@ def _print_errors(errors: dict[str, dict], title: str) -> None:
                    f"{summary['p90_rel_error']:>9.1%}{target_text:>9}{mark}")
 
 
-def _progress(bar: tqdm):
+def _progress(bar: Progress):
     def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
+        if bar.total != total:
+            bar.reset(total)
+        bar.update(done - bar.count)
     return update
 
 
@@ -78,8 +78,7 @@ def calibrate_command(model_name: str | None, presets_path: str | None, device: 
     if validate_path is None and output is not None:
         check_output_file(Path(output))  # before minutes of timing, not after
     started = time.perf_counter()
-    with tqdm(total=1, unit="shape", disable=quiet or None, leave=False,
-              desc="calibrate") as bar:
+    with Progress("calibrate", "shape", total=1, quiet=quiet) as bar:
         if validate_path is not None:
             profile = load_profile(validate_path)
             errors = validate(profile, seed=seed + 1, quick=quick or None,

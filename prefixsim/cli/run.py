@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from tqdm import tqdm
 
 from prefixsim.cache import POLICIES
 from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
 from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
+from prefixsim.cli.progress import Progress
 from prefixsim.cli.serving_options import (
     HARDWARE_OPTIONS,
     SERVING_OPTIONS,
@@ -159,12 +159,11 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
     out_dir = Path(output) if output else default_output_dir(config)
     check_output_dir(out_dir)
     config = resolve_trace_defaults(config)
-    with tqdm(unit="req", disable=quiet or None, leave=False, desc="read") as bar:
+    with Progress("read", "req", quiet=quiet) as bar:
         trace_data = load_trace_data(config.trace, on_progress=bar.update)
     if trace_data.skipped_lines:
         click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
-    with tqdm(total=len(trace_data.requests), unit="req", disable=quiet or None, leave=False,
-              desc="replay") as bar:
+    with Progress("replay", "req", total=len(trace_data.requests), quiet=quiet) as bar:
         result = simulate(config, on_progress=bar.update, trace=trace_data,
                           command=shlex.join(["prefixsim", *sys.argv[1:]]))
     out_dir = write_results(out_dir, config, result, fresh=output is None)

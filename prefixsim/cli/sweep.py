@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, one_line, safe_name
 from prefixsim.cli.files import check_output_dir
+from prefixsim.cli.progress import Progress
 from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, plan, run_sweep
 
 
@@ -59,7 +59,7 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
         return
     out_dir = Path(output) if output else RESULTS_ROOT / f"sweep-{safe_name(spec.name)}"
     check_output_dir(out_dir)
-    bar = tqdm(total=0, unit="run", disable=quiet or None, desc="sweep", leave=not quiet)
+    bar = Progress("sweep", "run", total=0, quiet=quiet, leave=True)
     counts = {"done": 0, "failed": 0}
 
     def started(total: int) -> None:
@@ -67,7 +67,7 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
 
     def finished(outcome: RunOutcome) -> None:
         counts["done" if outcome.status == OK else "failed"] += 1
-        bar.set_postfix(counts, refresh=False)
+        bar.set_postfix(counts)
         bar.update()
 
     try:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from prefixsim.analysis.characterize import characterize
 from prefixsim.cli.app import app, fail_cleanly, format_value
 from prefixsim.cli.files import check_output_dir, check_output_file, write_file
+from prefixsim.cli.progress import Progress
 from prefixsim.errors import InputError
 from prefixsim.report.trace_plots import plot_characterisation, popularity, top_share
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
@@ -73,7 +73,7 @@ def _options(kwargs: dict[str, Any]) -> tuple[str | None, ReadOptions, int | Non
 
 def load(path: Path, fmt: str | None, options: ReadOptions, page_size: int | None) -> TraceData:
     """Read a trace (a progress bar on stderr) and convert its pages; report skipped lines."""
-    with tqdm(unit="req", leave=False, desc=f"read {path.name}", disable=None) as bar:
+    with Progress(f"read {path.name}", "req") as bar:
         data = read_trace(path, fmt, replace(options, on_progress=bar.update))
     if page_size is not None:
         data = replace(data, requests=list(convert_pages(data.requests, page_size)))
@@ -155,15 +155,19 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
         _print_stats(stats)
 
 
-def write_trace(requests: Iterable, out: Path, fmt: str | None) -> str:
+def write_trace(requests: Sequence, out: Path, fmt: str | None) -> str:
     fmt = fmt or ("parquet" if out.suffix == ".parquet" else "jsonl")
 
     def write(temp: Path) -> None:
         if fmt == "parquet":
             pq.write_table(parquet_table(requests), temp)
-        else:
-            with temp.open("w", encoding="utf-8") as handle:
-                handle.writelines(mooncake_lines(requests))
+            return
+        with temp.open("w", encoding="utf-8") as handle, \
+                Progress(f"write {out.name}", "req", total=len(requests)) as bar:
+            for number, line in enumerate(mooncake_lines(requests), start=1):
+                handle.write(line)
+                if number % 10000 == 0:
+                    bar.update(10000)
 
     write_file(out, write)
     return fmt
@@ -217,7 +221,9 @@ def generate_command(preset: str, num_requests: int, rate: float | None, seed: i
     if rate is not None and not 0 < rate < float("inf"):
         raise InputError(f"must be a finite number > 0, got {rate}", field="--rate")
     check_output_file(out)
-    requests = generate(load_preset(preset), num_requests, seed, rate)
+    with Progress("generate", "req", total=num_requests) as bar:
+        requests = generate(load_preset(preset), num_requests, seed, rate,
+                            on_progress=bar.update)
     write_trace(requests, out, None)
     click.echo(f"wrote {len(requests):,} requests ({preset}, seed {seed}) to {out}", err=True)
 

@@ -9,6 +9,8 @@ This module does not build plug-ins or read traces.
 from __future__ import annotations
 
 import re
+import re._constants as _sre  # the parsed form of a pattern, to refuse nested repeats
+import re._parser as _sre_parse
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +112,41 @@ class RequestClassConfig(Section):
     @classmethod
     def _valid_regex(cls, value: str | None) -> str | None:
         if value is not None:
+            if len(value) > 1000:
+                raise ValueError("longer than 1000 characters")
             try:
                 re.compile(value)
-            except re.error as exc:
+            except (re.error, RecursionError, OverflowError) as exc:
                 raise ValueError(f"not a regular expression ({exc})") from None
+            if nested_repeat(value):
+                raise ValueError("a repeat inside a repeat (such as (a+)+) can take exponential "
+                                 "time; write it without nesting")
         return value
+
+
+def nested_repeat(pattern: str) -> bool:
+    """Whether `pattern` repeats (`*`, `+`, `{n,}`) something that itself holds an unbounded
+    repeat: the shape that makes a backtracking regex take exponential time."""
+    def walk(items: Any, inside: bool) -> bool:
+        for op, arg in items:
+            if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+                low, high, sub = arg
+                unbounded = high == _sre.MAXREPEAT or high > 100
+                if unbounded and inside:
+                    return True
+                if walk(sub, inside or unbounded):
+                    return True
+            elif op is _sre.SUBPATTERN and walk(arg[-1], inside):
+                return True
+            elif op is _sre.BRANCH and any(walk(branch, inside) for branch in arg[1]):
+                return True
+            elif op in (_sre.ASSERT, _sre.ASSERT_NOT) and walk(arg[1], inside):
+                return True
+            elif op is _sre.ATOMIC_GROUP and walk(arg, inside):
+                return True
+        return False
+
+    return walk(_sre_parse.parse(pattern), False)
 
 
 class PoolConfig(Section):

@@ -8,8 +8,13 @@ import math
 
 from prefixsim.errors import InputError
 
-# Larger lengths are certainly corrupt (no model has a billion-token context).
-MAX_TOKENS = 1 << 30
+# Larger lengths are certainly corrupt: 16,777,216 tokens per request (the longest contexts
+# models offer are ~10M tokens).
+MAX_TOKENS = 1 << 24
+# Page ids a reader may make up for one request (lengths-only and RAGPulse traces make one
+# per page: 2^30 tokens at 16 tokens a page once took 6.7 GB) and for a whole trace.
+MAX_PAGES_PER_REQUEST = 1 << 20
+MAX_TRACE_PAGES = 1 << 28
 # Larger time values are corrupt in any unit a reader takes (epoch microseconds are ~1.7e15).
 MAX_TIME = 1e16
 

@@ -114,6 +114,7 @@ def read_lengths_csv(
                     arrival_s = parse_time(row[t_i], where, header[t_i])
                     input_tokens = as_int(row[in_i], header[in_i], where, minimum=1)
                     output_tokens = as_int(row[out_i], header[out_i], where, minimum=0)
+                    ctx.charge_pages(-(-input_tokens // block_size), where, header[in_i])
                 except InputError as error:
                     ctx.bad(error)
                     continue

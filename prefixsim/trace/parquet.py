@@ -1,6 +1,11 @@
 """Reader for the Parquet traces `prefixsim trace convert` writes (Mooncake columns:
 timestamp in ms, input_length, output_length, hash_ids, session_id, block_size, and an
-optional `namespace`: docs/cache-semantics.md R2, pages of different namespaces never match)."""
+optional `namespace`: docs/cache-semantics.md R2, pages of different namespaces never match).
+
+Before any row is decoded, the file's metadata bounds what loading it costs: the number of
+hash ids (list elements) in all row groups must stay within MAX_TRACE_PAGES, and no row group
+may average more than MAX_PAGES_PER_REQUEST ids a row (a 2 kB file can hold 10^8 zero ids).
+Rows are decoded in small batches."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import pyarrow.parquet as pq
 
 from prefixsim.errors import InputError
 from prefixsim.trace.fields import (
+    MAX_PAGES_PER_REQUEST,
+    MAX_TRACE_PAGES,
     ChainCheck,
     as_int,
     as_time,
@@ -37,10 +44,11 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
     for name in REQUIRED:
         if name not in names:
             raise InputError("missing column", file=str(path), field=name)
+    _check_sizes(path, handle)
     chains = ChainCheck()
     requests: list[Request] = []
     row_no = 0
-    for batch in handle.iter_batches(batch_size=65536):
+    for batch in handle.iter_batches(batch_size=4096):
         for row in batch.to_pylist():
             row_no += 1
             if ctx.full(len(requests)):
@@ -51,7 +59,9 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
                 input_tokens = as_int(row["input_length"], "input_length", where, minimum=1)
                 output_tokens = as_int(row["output_length"], "output_length", where)
                 ids = id_list(row["hash_ids"], "hash_ids", where)
-                block = ctx.options.block_size or row.get("block_size") or 512
+                block = ctx.options.block_size or (
+                    512 if row.get("block_size") is None
+                    else as_int(row["block_size"], "block_size", where, minimum=1))
                 check_page_count(len(ids), input_tokens, block, where)
                 namespace = namespace_field(row, where)
                 chains.check(ids, where, namespace=namespace)
@@ -63,3 +73,24 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
                                     tuple(ids), block, session, namespace))
     return requests
 
+
+
+def _check_sizes(path: Path, handle: pq.ParquetFile) -> None:
+    """Refuse a file whose hash-id lists would not fit the caps, from metadata alone."""
+    meta = handle.metadata
+    leaf = next((i for i in range(meta.num_columns)
+                 if meta.schema.column(i).path.split(".")[0] == "hash_ids"), None)
+    if leaf is None:
+        return
+    total = 0
+    for group in range(meta.num_row_groups):
+        chunk = meta.row_group(group)
+        values = chunk.column(leaf).num_values
+        total += values
+        if values > MAX_PAGES_PER_REQUEST * max(chunk.num_rows, 1):
+            raise InputError(f"row group {group} holds {values:,} hash ids for {chunk.num_rows} "
+                             f"rows, more than {MAX_PAGES_PER_REQUEST:,} a request",
+                             file=str(path), field="hash_ids")
+    if total > MAX_TRACE_PAGES:
+        raise InputError(f"holds {total:,} hash ids, more than {MAX_TRACE_PAGES:,}; convert "
+                         "fewer requests or coarser pages", file=str(path), field="hash_ids")

@@ -139,6 +139,7 @@ def read_ragpulse(path: Path, ctx: ReadContext) -> list[Request]:
             if total > input_tokens:
                 raise InputError(f"{input_tokens} is less than its chunks' {total} tokens",
                                  field="input_length", **where)
+            ctx.charge_pages(-(-input_tokens // pager.block_size), where)
         except InputError as error:
             ctx.bad(error)
             continue

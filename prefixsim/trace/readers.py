@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
-from prefixsim.trace.fields import decode_json_line
+from prefixsim.trace.fields import MAX_PAGES_PER_REQUEST, MAX_TRACE_PAGES, decode_json_line
 from prefixsim.trace.namespaces import separate_namespaces
 from prefixsim.trace.record import Request
 
@@ -72,6 +72,7 @@ class ReadContext:
     skipped_lines: int = 0
     first_skipped: InputError | None = None
     reported: int = 0  # requests already reported to on_progress
+    pages: int = 0  # page ids made up so far (charge_pages)
     labels: dict[str, object] = field(default_factory=dict)
 
     def bad(self, error: InputError) -> None:
@@ -89,6 +90,19 @@ class ReadContext:
             self.reported = count
         limit = self.options.max_requests
         return limit is not None and count >= limit
+
+    def charge_pages(self, num_pages: int, where: dict, key: str = "input_length") -> None:
+        """Count page ids a reader is about to make up for one request; InputError past
+        MAX_PAGES_PER_REQUEST for it or MAX_TRACE_PAGES for the trace (memory stays bounded
+        whatever a short line claims)."""
+        if num_pages > MAX_PAGES_PER_REQUEST:
+            raise InputError(f"needs {num_pages:,} pages, more than {MAX_PAGES_PER_REQUEST:,} "
+                             "per request (is --block-size right?)", field=key, **where)
+        self.pages += num_pages
+        if self.pages > MAX_TRACE_PAGES:
+            raise InputError(f"the trace needs more than {MAX_TRACE_PAGES:,} pages; read fewer "
+                             "requests (--max-requests) or coarser pages (--block-size)",
+                             field=key, **where)
 
     def block_size(self, format_name: str) -> int:
         return self.options.block_size or DEFAULT_BLOCK_SIZES[format_name]

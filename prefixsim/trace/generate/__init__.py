@@ -8,6 +8,8 @@ Deterministic: the same preset, count, rate and seed give the same requests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from prefixsim.trace.generate.arrivals import session_starts
@@ -20,8 +22,10 @@ __all__ = ["PRESETS", "Preset", "SharedPrefixPreset", "generate", "load_preset"]
 
 
 def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
-             rate_per_s: float | None = None) -> list[Request]:
-    """`num_requests` requests (the earliest ones) in arrival order, session ids kept."""
+             rate_per_s: float | None = None,
+             on_progress: Callable[[int], None] | None = None) -> list[Request]:
+    """`num_requests` requests (the earliest ones) in arrival order, session ids kept;
+    `on_progress(n)` is told of the rows each session added (until num_requests)."""
     if isinstance(preset, SharedPrefixPreset):
         return _shared_prefix(preset, num_requests, seed, rate_per_s)
     rng = np.random.default_rng(seed)
@@ -36,8 +40,11 @@ def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
     rate = rate_per_s if rate_per_s is not None else preset.arrival.rate_per_s
     starts = session_starts(preset.arrival, rate / mean_turns, rng)
     rows: list[Row] = []
-    session = 0
+    session = reported = 0
     while len(rows) < num_requests:
+        if on_progress is not None and session:
+            on_progress(min(len(rows), num_requests) - reported)
+            reported = min(len(rows), num_requests)
         start_s = next(starts)
         pick = int(rng.choice(len(corpora), p=session_p)) if len(corpora) > 1 else 0
         corpus = corpora[pick]

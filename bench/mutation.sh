@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Mutation testing with mutmut: mutate one part of the package, run that part's tests.
+#
+#   bench/mutation.sh cache       # cache/tree.py and cache/segment_tree.py with tests/cache
+#   bench/mutation.sh cache all   # every module of cache/ with tests/cache
+#   bench/mutation.sh engine      # engine/ with tests/engine
+#   bench/mutation.sh costmodel   # costmodel/ (calibrate.py aside: torch) with tests/costmodel
+#
+# It works in a scratch copy of the tracked tree (MUTATION_DIR, default
+# /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
+# tree is left alone and a rerun continues where the last one stopped (delete the folder
+# to start afresh). Prints mutmut's survivors and the score: killed / (killed + survived)
+# (timeouts count as killed; mutants no test reaches count as survived). Needs
+# `pip install -e '.[dev,mutation]'`. The README's "Testing" section lists the survivors of
+# the last cache run and why each is equivalent or accepted.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+part="${1:-cache}"
+scope="${2:-scored}"
+root="$PWD"
+case "$part" in
+  cache)
+    if [ "$scope" = all ]; then mutate='"prefixsim/cache/*"'
+    else mutate='"prefixsim/cache/tree.py", "prefixsim/cache/segment_tree.py"'; fi ;;
+  engine) mutate='"prefixsim/engine/*"' ;;
+  costmodel) mutate='"prefixsim/costmodel/*"' ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel [all]" >&2; exit 2 ;;
+esac
+work="${MUTATION_DIR:-/tmp/prefixsim-mutation-$part}"
+mkdir -p "$work"
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work"
+cd "$work"
+python3 - "$part" "$mutate" <<'PY'
+import re, sys
+part, mutate = sys.argv[1], sys.argv[2]
+text = open("pyproject.toml").read()
+section = f'''[tool.mutmut]
+source_paths = ["prefixsim"]
+only_mutate = [{mutate}]
+# Protocols are not mutated: a test reads their member names, which mutmut rewrites.
+do_not_mutate = ["prefixsim/costmodel/calibrate.py", "prefixsim/cache/policy.py",
+                 "prefixsim/costmodel/protocol.py"]
+also_copy = ["traces", "docs"]
+pytest_add_cli_args_test_selection = ["tests/{part}"]
+pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
+'''
+text = re.sub(r"\[tool\.mutmut\].*?(?=\n\[|\Z)", section, text, flags=re.S)
+open("pyproject.toml", "w").write(text)
+PY
+"$root/.venv/bin/mutmut" run > mutmut-run.log 2>&1 || true
+"$root/.venv/bin/python" - <<'PY'
+import json, pathlib
+counts = {"killed": 0, "survived": 0, "timeout": 0, "no tests": 0, "other": 0}
+survivors = []
+for meta in sorted(pathlib.Path("mutants").rglob("*.py.meta")):
+    for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+        kind = {0: "survived", 1: "killed", None: "other", 33: "no tests", 24: "timeout",
+                -24: "timeout", 36: "timeout", 152: "timeout"}.get(code, "killed")
+        counts[kind] += 1
+        if kind in ("survived", "no tests"):
+            survivors.append(name)
+print("\n".join(survivors))
+dead = counts["killed"] + counts["timeout"]
+alive = counts["survived"] + counts["no tests"]
+print(f"mutants: {counts}")
+print(f"score: {dead}/{dead + alive} = {dead / max(dead + alive, 1):.1%} killed")
+PY

@@ -1,0 +1,187 @@
+"""The tree's own contract where the other suites were silent (issue 13, finding 23, found by
+mutation testing): a hit raising a page's priority (R16), block-mode chain checks and
+re-adoption, reserve/release, error messages, heap compaction, and `check_invariants` — the
+oracle of the state machine — failing on corrupted trees. Pages hold P = 4 tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLRule
+from prefixsim.cache.tree import ChainConflict
+
+P = 4
+
+
+def cache(capacity=None, mode=CacheMode.RADIX, ttl=None, policy="lru") -> RadixCache:
+    return RadixCache(capacity, POLICIES.build(policy), None if ttl is None else TTLRule(ttl),
+                      mode)
+
+
+# ------------------------------------------------------------------------------ R16
+def test_a_hit_raises_a_pages_priority_and_a_lower_one_does_not_lower_it():
+    """Inserted at priority 0; a hit of priority 2 raises both pages to 2; a later hit of
+    priority 1 leaves them at 2 (a page keeps the highest priority that touched it)."""
+    tree = cache()
+    pages = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    tree.touch(pages, now=1, recency=1, priority=2)
+    assert [p.priority for p in pages] == [2, 2]
+    tree.touch(pages, now=2, recency=2, priority=1)
+    assert [p.priority for p in pages] == [2, 2]
+
+
+def test_the_priority_policy_keeps_the_page_a_hit_raised():
+    """Capacity 2 pages, priority policy. Page 1 inserted at priority 0, page 2 at priority
+    0, then page 1 hit at priority 5. Inserting page 3 needs one eviction: the lowest
+    priority goes, page 2 (priority 0), though page 1 was inserted first."""
+    tree = cache(capacity=2 * P, policy="priority")
+    (one,) = tree.insert(None, [1], [P], now=0, recency=0)
+    tree.insert(None, [2], [P], now=1, recency=1)
+    tree.touch([one], now=2, recency=2, priority=5)
+    assert tree.evict(P)
+    assert tree.get(1) is one and tree.get(2) is None
+
+
+# -------------------------------------------------------------- block-mode chains
+def test_block_mode_refuses_an_id_cached_after_another_prefix():
+    """Block mode, [1, 2] cached, page 1 evicted: page 2 is an orphan whose parent was 1.
+    Inserting 2 after page 3 is a mis-chained id (it names the prefix 1, 2): ChainConflict,
+    and so is inserting 2 as a first page. Matching [2] alone finds nothing (its parent is
+    not the root)."""
+    tree = cache(capacity=2 * P, mode=CacheMode.BLOCK)
+    one, two = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    tree.touch([two], now=1, recency=1)  # page 1 is now the older victim
+    assert tree.evict(P) and tree.get(1) is None and tree.get(2) is two
+    (three,) = tree.insert(None, [3], [P], now=2, recency=2)
+    with pytest.raises(ChainConflict, match="already cached after a different prefix"):
+        tree.insert(three, [2], [P], now=3, recency=3)
+    with pytest.raises(ChainConflict, match="page id 2"):
+        tree.insert(None, [2], [P], now=3, recency=3)
+    assert tree.match([2], 4).num_pages == 0
+    tree.check_invariants()
+
+
+def test_radix_mode_refuses_a_mis_chained_id():
+    tree = cache()
+    tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    (three,) = tree.insert(None, [3], [P], now=1, recency=1)
+    with pytest.raises(ChainConflict, match="page id 2"):
+        tree.insert(three, [2], [P], now=2, recency=2)
+
+
+def test_block_mode_insert_re_adopts_an_orphan_below_its_re_inserted_parent():
+    """Block mode: [1, 2] cached, page 1 evicted (page 2 an orphan, 4 orphan tokens).
+    insert(None, [1, 2]) at t=5 makes a new page 1 and re-adopts page 2 as its child: no
+    orphan, page 1 has one child, and match [1, 2] finds both pages."""
+    tree = cache(capacity=3 * P, mode=CacheMode.BLOCK)
+    one, two = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    tree.touch([two], now=1, recency=1)
+    assert tree.evict(2 * P) and tree.get(1) is None
+    assert tree.orphan_tokens() == P
+    placed = tree.insert(None, [1, 2], [P, P], now=5, recency=5)
+    assert placed[1] is two and two.parent is placed[0] and placed[0].num_children == 1
+    assert tree.orphan_tokens() == 0 and tree.match([1, 2], 6).num_pages == 2
+    tree.check_invariants()
+
+
+# ------------------------------------------------------------- reserve / release
+def test_reserve_and_release_charge_private_tokens_against_capacity():
+    """Capacity 10: reserve 0 is fine; reserve 6 leaves 4 free; reserving 5 more fails and
+    says how much is free; release 6 frees it all; releasing more than reserved fails."""
+    tree = cache(capacity=10)
+    tree.reserve(0)
+    tree.reserve(6)
+    assert tree.free_tokens == 4 and tree.reserved_tokens == 6
+    with pytest.raises(ValueError, match="reserving 5 tokens, only 4 free"):
+        tree.reserve(5)
+    with pytest.raises(ValueError, match="cannot reserve -1 tokens"):
+        tree.reserve(-1)
+    assert tree.insert(None, [1, 2], [P, P], now=0, recency=0)[-1].page_id == 1  # 4 fit
+    tree.release(6)
+    assert tree.free_tokens == 10 - P and tree.reserved_tokens == 0
+    with pytest.raises(ValueError, match="releasing 1 of 0 reserved"):
+        tree.release(1)
+    with pytest.raises(ValueError, match="releasing -1"):
+        tree.release(-1)
+    tree.check_invariants()
+
+
+def test_unlocking_an_unlocked_page_names_it():
+    tree = cache()
+    (one,) = tree.insert(None, [1], [P], now=0, recency=0)
+    with pytest.raises(ValueError, match="unlock of an unlocked page"):
+        tree.unlock(one, now=0)
+    with pytest.raises(ValueError, match="capacity_tokens must be >= 0, got -1"):
+        cache(capacity=-1)
+
+
+def test_an_unlocked_page_becomes_a_victim_again():
+    """Radix mode, capacity 2 pages: [1, 2] locked through page 2, so evicting fails; after
+    unlock, page 2 (the leaf) and then page 1 can be evicted."""
+    tree = cache(capacity=2 * P)
+    one, two = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    tree.lock(two)
+    assert not tree.evict(P) and tree.num_pages == 2
+    tree.unlock(two, now=1)
+    assert tree.evict(2 * P) and tree.num_pages == 0
+
+
+# ---------------------------------------------------------------- compaction
+@pytest.mark.parametrize("mode", [CacheMode.RADIX, CacheMode.BLOCK])
+def test_heaps_stay_bounded_and_eviction_order_survives_compaction(mode):
+    """20,000 hits on 10 resident leaves leave stale heap entries behind (lazy
+    invalidation); compaction keeps the heaps within 4 x pages + 2048 (+ the 1024
+    operations between looks) and keeps the LRU order: page 0, touched first in the last
+    round, is the first victim; freeing 2 pages' tokens then takes page 1."""
+    tree = cache(capacity=10 * P, mode=mode, ttl=1e9)
+    pages = [tree.insert(None, [i], [P], now=0, recency=0)[0] for i in range(10)]
+    for step in range(2000):
+        for page in pages:
+            tree.touch([page], now=step, recency=step * 10 + page.page_id)
+    bound = 4 * tree.num_pages + 2048 + 1024
+    assert len(tree._victims) <= bound and len(tree._deadlines) <= bound
+    assert tree.evict(P) and tree.get(0) is None
+    assert tree.evict(2 * P) and tree.get(1) is None and tree.num_pages == 8
+    tree.check_invariants()
+
+
+# ------------------------------------------------------- the oracle can fail
+def _corrupt(edit):
+    tree = cache(capacity=100, ttl=100)
+    one, two = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    edit(tree, one, two)
+    return tree
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("not resident", lambda t, a, b: setattr(b, "resident", False), None),
+    ("wrong key", lambda t, a, b: t._pages.__setitem__(7, t._pages.pop(2)), None),
+    ("child count", lambda t, a, b: setattr(a, "num_children", 2), "child count of 1"),
+    ("resident tokens", lambda t, a, b: setattr(t, "resident_tokens", 9), "resident tokens"),
+    ("locked tokens", lambda t, a, b: setattr(t, "locked_tokens", 4), "locked tokens"),
+    ("partial lock", lambda t, a, b: setattr(b, "lock_count", 1), "lock not on the whole"),
+    ("deadline order", lambda t, a, b: setattr(b, "deadline_s", a.deadline_s + 1),
+     "parent expires before child"),
+    ("orphan", lambda t, a, b: t._pages.pop(1), "orphan page"),
+    ("capacity", lambda t, a, b: setattr(t, "reserved_tokens", 99), "capacity exceeded"),
+    ("negative reservation", lambda t, a, b: setattr(t, "reserved_tokens", -1),
+     "negative reservation"),
+])
+def test_check_invariants_fails_on_a_corrupted_tree(name, edit, message):
+    """Each edit breaks one invariant the state machine relies on; check_invariants must
+    say so (an oracle that cannot fail proves nothing)."""
+    _corrupt(lambda t, a, b: None).check_invariants()  # the uncorrupted tree passes
+    tree = _corrupt(edit)
+    with pytest.raises(AssertionError, match=message):
+        tree.check_invariants()
+
+
+def test_check_invariants_fails_on_an_orphan_whose_parent_is_still_listed():
+    """Block mode: an orphan's gone parent must not still be the page listed under its id
+    (the orphan, listed first here, is checked before its parent)."""
+    tree = cache(capacity=100, mode=CacheMode.BLOCK)
+    one, two = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    one.resident = False
+    tree._pages = {2: two, 1: one}
+    with pytest.raises(AssertionError, match="orphan of a resident parent"):
+        tree.check_invariants()
