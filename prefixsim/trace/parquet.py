@@ -59,9 +59,10 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
                 input_tokens = as_int(row["input_length"], "input_length", where, minimum=1)
                 output_tokens = as_int(row["output_length"], "output_length", where)
                 ids = id_list(row["hash_ids"], "hash_ids", where)
-                block = ctx.options.block_size or (
-                    512 if row.get("block_size") is None
-                    else as_int(row["block_size"], "block_size", where, minimum=1))
+                # a row's own page size wins, as in Mooncake JSONL (`run` always passes the
+                # resolved default, which used to hide every row's block_size)
+                block = (ctx.options.block_size or 512) if row.get("block_size") is None \
+                    else as_int(row["block_size"], "block_size", where, minimum=1)
                 check_page_count(len(ids), input_tokens, block, where)
                 namespace = namespace_field(row, where)
                 chains.check(ids, where, namespace=namespace)
