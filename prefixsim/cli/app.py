@@ -59,7 +59,8 @@ def one_line(text: str) -> str:
 
 def safe_name(name: str) -> str:
     """A name from a file (a sweep spec's `name:`) made safe as one path component."""
-    cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip(".-")
+    cleaned = re.sub(r"[^A-Za-z0-9._+-]+|\.{2,}", "-", name)
+    cleaned = re.sub(r"-{2,}", "-", cleaned).strip(".-")
     return cleaned[:80] or "sweep"
 
 

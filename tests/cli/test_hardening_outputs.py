@@ -1,0 +1,269 @@
+"""Issue 13, findings 9-14, 16, 17, 19-21: no finished work lost, nothing written where it
+should not be. Output locations are checked before any work, default folders are never
+reused, a sweep folder is locked, report reads what a killed sweep left and nothing outside
+its folder, names from files are safe for paths and terminals."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from prefixsim.cli import app
+from prefixsim.cli.app import one_line, safe_name
+from prefixsim.errors import InputError
+from prefixsim.sweep import parse_spec, run_sweep
+from prefixsim.sweep.store import lock_sweep_folder
+
+REPO = Path(__file__).parents[2]
+DEMO = REPO / "traces" / "demo_chat.jsonl"
+BROKEN = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}\n'
+
+
+def invoke(*args: object):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_line_error(result, *expected: str) -> str:
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prefixsim: error: "), result.stderr
+    for text in expected:
+        assert text in lines[0], (text, lines[0])
+    return lines[0]
+
+
+def spec_file(folder: Path, name: str = "s", grid: str = "cache.capacity_tokens: [5000, 20000]",
+              trace: Path = DEMO) -> Path:
+    path = folder / "spec.yaml"
+    path.write_text(f"name: {json.dumps(name)}\nbase: {{trace: {{path: {json.dumps(str(trace))}}}, "
+                    f"cache_only: true}}\ngrid: {{{grid}}}\n")
+    return path
+
+
+# ------------------------------------------------------------------ finding 9
+def test_finding_09_an_unwritable_output_fails_before_any_work(tmp_path):
+    """-o under a file (a place no folder can be made) is refused at once: before the trace is
+    read (the broken trace's own error would otherwise come first), one line, exit 2; the
+    same for sweep, curve, trace generate/convert."""
+    (tmp_path / "file").write_text("")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(BROKEN)
+    blocked = tmp_path / "file" / "out"
+    one_line_error(invoke("run", "--trace", broken, "--cache-only", "-o", blocked),
+                   "cannot write here", "is not a folder")
+    one_line_error(invoke("sweep", spec_file(tmp_path, trace=DEMO), "-o", blocked), "file")
+    one_line_error(invoke("curve", "--trace", broken, "--capacities", "1000", "-o",
+                          blocked / "c.csv"), "cannot write here")
+    one_line_error(invoke("trace", "generate", "--preset", "chat", "--requests", "5", "-o",
+                          blocked / "t.jsonl"), "cannot write here")
+    one_line_error(invoke("trace", "convert", broken, blocked / "t.jsonl"), "cannot write here")
+    clash = invoke("run", "--trace", broken, "--cache-only", "-o", tmp_path / "file")
+    assert clash.exit_code == 2 and "is a file" in clash.stderr  # click's own usage error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.jsonl", "file", "spec.yaml"]
+
+
+def test_finding_09_an_unwritable_folder_is_refused(tmp_path, monkeypatch):
+    """Without write permission (os.access says no; root would pass any mode bits)."""
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    one_line_error(invoke("run", "--trace", DEMO, "--cache-only", "-o", tmp_path / "o"),
+                   "no write permission")
+
+
+# ------------------------------------------------------------------ finding 10
+def test_finding_10_runs_started_in_the_same_second_never_share_a_folder(tmp_path,
+                                                                         monkeypatch):
+    """Three runs without -o whose default name is the same (the clock frozen at one
+    second): three folders, NAME, NAME-2, NAME-3, each with its own results."""
+    monkeypatch.chdir(tmp_path)
+    cli_app = importlib.import_module("prefixsim.cli.app")  # the module, not the click group
+
+    class Frozen:
+        @staticmethod
+        def now():
+            from datetime import datetime
+            return datetime(2025, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(cli_app, "datetime", Frozen)
+    for ttl in (10, 20, 30):
+        assert invoke("run", "--trace", DEMO, "--cache-only", "--ttl", ttl,
+                      "--quiet").exit_code == 0
+    folders = sorted(p.name for p in (tmp_path / "results").iterdir())
+    base = "20250102-030405-demo_chat-lru-cache-only"
+    assert folders == [base, f"{base}-2", f"{base}-3"]
+    ttls = [json.loads((tmp_path / "results" / f / "summary.json").read_text())["cache_ttl_s"]
+            for f in folders]
+    assert ttls == [10, 20, 30]
+
+
+# ------------------------------------------------------------------ finding 11
+def test_finding_11_a_second_sweep_into_a_locked_folder_is_refused(tmp_path):
+    spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
+                       "grid": {"cache.capacity_tokens": [5000]}})
+    out = tmp_path / "sweep"
+    with lock_sweep_folder(out):
+        with pytest.raises(InputError, match=rf"another sweep \(pid {os.getpid()}\)"):
+            run_sweep(spec, out, n_jobs=1, resume=True)
+    assert not (out / "runs").exists()
+    assert run_sweep(spec, out, n_jobs=1, resume=True).executed  # the lock is gone after
+
+
+# ------------------------------------------------------------------ finding 13
+def test_finding_13_report_reads_a_sweep_killed_before_its_first_table(tmp_path):
+    """A sweep whose sweep.parquet was never written (killed before the first refresh):
+    report reads its finished run folders (3 runs, one failed)."""
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(BROKEN)
+    out = tmp_path / "sweep"
+    spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
+                       "grid": {"trace.path": [str(DEMO), str(broken)],
+                                "cache.capacity_tokens": [5000, 20000]}})
+    run_sweep(spec, out, n_jobs=1)
+    (out / "sweep.parquet").unlink()
+    result = invoke("report", out)
+    assert result.exit_code == 0, result.output
+    html = (out / "report.html").read_text()
+    assert "Failed runs" in html and (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+    from prefixsim.report import load_report_data
+    table = load_report_data(out).table
+    assert sorted(table["status"]) == ["failed", "failed", "ok", "ok"]
+    assert sorted(table[table["status"] == "ok"]["cache_capacity_tokens"]) == [5000, 20000]
+
+
+# ------------------------------------------------------------------ finding 14
+def test_finding_14_a_missing_trace_stops_a_sweep_before_any_run(tmp_path):
+    """No run folder, no sweep folder, one line even with --quiet."""
+    spec = spec_file(tmp_path, trace=tmp_path / "gone.jsonl")
+    result = invoke("sweep", spec, "-o", tmp_path / "out", "--quiet")
+    one_line_error(result, "gone.jsonl", "does not exist", "trace.path")
+    assert not (tmp_path / "out").exists()
+
+
+def test_finding_14_failed_runs_are_printed_even_with_quiet(tmp_path):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(BROKEN)
+    spec = spec_file(tmp_path, grid=f"trace.path: [{json.dumps(str(DEMO))}, "
+                                    f"{json.dumps(str(broken))}]")
+    result = invoke("sweep", spec, "-o", tmp_path / "out", "--quiet", "-j", "1")
+    assert result.exit_code == 1
+    assert result.stdout == "" and result.stderr.count("failed ") == 1
+    assert "hash_ids" in result.stderr
+
+
+# ------------------------------------------------------------------ finding 16
+def test_finding_16_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
+    """With output to a log (CliRunner's stderr is no terminal) a plain progress line comes
+    every LINE_EVERY_S seconds (0 here: at every update) and one when done."""
+    import prefixsim.cli.progress as progress
+
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)
+    result = invoke("run", "--trace", DEMO, "--cache-only", "-o", tmp_path / "o")
+    assert result.exit_code == 0
+    assert "prefixsim: replay: " in result.stderr and "/264 req" in result.stderr
+    assert "done" in result.stderr
+    result = invoke("trace", "generate", "--preset", "chat", "--requests", "300", "-o",
+                    tmp_path / "g.jsonl")
+    assert result.exit_code == 0 and "prefixsim: generate: " in result.stderr
+    result = invoke("curve", "--trace", DEMO, "--capacities", "1000,5000", "--replay")
+    assert result.exit_code == 0 and "prefixsim: replay: " in result.stderr
+    quiet = invoke("run", "--trace", DEMO, "--cache-only", "-o", tmp_path / "q", "--quiet")
+    assert quiet.stderr == ""
+
+
+# ------------------------------------------------------------------ finding 17
+def test_finding_17_a_spec_name_cannot_leave_results(tmp_path, monkeypatch):
+    """name "x/../../../victim": the default folder is results/sweep-x-victim, inside
+    results/; nothing is written anywhere else."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    spec = spec_file(tmp_path / "specs", name="x/../../../victim")
+    result = invoke("sweep", spec, "--quiet", "-j", "1")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["sweep-x-victim"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "specs"]
+    assert safe_name("../..") == "sweep" and safe_name("a b/c") == "a-b-c"
+
+
+# ------------------------------------------------------------------ finding 19
+def _sweep(tmp_path: Path) -> Path:
+    out = tmp_path / "sweep"
+    spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
+                       "grid": {"cache.capacity_tokens": [5000, 20000]}})
+    run_sweep(spec, out, n_jobs=1)
+    return out
+
+
+def test_finding_19_report_refuses_a_symlinked_plots_folder(tmp_path):
+    out = _sweep(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "plots").symlink_to(elsewhere)
+    one_line_error(invoke("report", out), "plots", "symlink")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_finding_19_report_refuses_run_ids_that_leave_the_folder(tmp_path):
+    out = _sweep(tmp_path)
+    table = pd.read_parquet(out / "sweep.parquet")
+    table.loc[0, "run_id"] = "../../etc"
+    table.to_parquet(out / "sweep.parquet", index=False)
+    one_line_error(invoke("report", out), "run_id", "not a run id")
+
+
+def test_finding_19_resume_refuses_a_symlinked_runs_folder(tmp_path):
+    out = _sweep(tmp_path)
+    target = tmp_path / "target"
+    shutil.move(out / "runs", target)
+    (target / ".tmp-keep").write_text("not ours")
+    (out / "runs").symlink_to(target)
+    spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
+                       "grid": {"cache.capacity_tokens": [5000, 20000]}})
+    with pytest.raises(InputError, match="symlink"):
+        run_sweep(spec, out, n_jobs=1, resume=True)
+    assert (target / ".tmp-keep").exists()
+
+
+def test_finding_19_the_sweep_store_follows_the_umask(tmp_path):
+    """Under umask 007 results are group-writable and not world-readable (0o660/0o770)."""
+    import prefixsim.sweep.store as store
+
+    old = os.umask(0o007)
+    try:
+        importlib.reload(store)
+        assert (store.FILE_MODE, store.DIR_MODE) == (0o660, 0o770)
+        store.write_text_atomic(tmp_path / "x.txt", "x")
+        assert stat.S_IMODE((tmp_path / "x.txt").stat().st_mode) == 0o660
+    finally:
+        os.umask(old)
+        importlib.reload(store)
+
+
+# ------------------------------------------------------------------ finding 21
+def test_finding_21_a_dollar_in_a_swept_string_does_not_break_the_report(tmp_path):
+    r"""A trace named `$\foo{$.jsonl` is a swept value, so it reaches a legend; matplotlib
+    would parse it as mathtext and fail. Text is drawn as given."""
+    odd = tmp_path / "$\\foo{$.jsonl"
+    shutil.copy(DEMO, odd)
+    out = tmp_path / "sweep"
+    spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
+                       "grid": {"trace.path": [str(DEMO), str(odd)],
+                                "cache.capacity_tokens": [5000, 20000]}})
+    run_sweep(spec, out, n_jobs=1)
+    result = invoke("report", out)
+    assert result.exit_code == 0, result.output
+    assert (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+
+
+def test_finding_21_terminal_escapes_from_files_are_shown_escaped():
+    """An OSC sequence (retitle the terminal) and a newline in a name become visible escapes
+    on one line."""
+    shown = one_line("spec \x1b]0;owned\x07 name\nsecond")
+    assert "\x1b" not in shown and "\x07" not in shown and "\n" not in shown
+    assert shown == "spec \\x1b]0;owned\\x07 name second"
