@@ -86,7 +86,10 @@ def check_reachable(address: str, default_port: int) -> None:
     """A TCP connection to `address` (`tcp://`, `tls://`, `ray://` or bare `host:port`) within
     CONNECT_TIMEOUT_S, else InputError naming --address (a wrong port would otherwise hang a
     cluster client for minutes)."""
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    except ValueError:
+        raise InputError(f"not a host:port address: {address!r}", field="--address") from None
     if parts.scheme not in ("tcp", "tls", "ray"):
         return  # in-process or other transports: the client reports those itself
     try:
