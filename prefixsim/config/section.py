@@ -41,6 +41,8 @@ class Section(BaseModel):
         elif isinstance(value, str):
             if kinds & {int, float} and str not in kinds:
                 raise ValueError(f"expected {_number(kinds)}, got {value!r}")
+            if bool in kinds and not kinds & {int, float, str}:
+                raise ValueError(f"expected true or false, got {value!r}")
         elif isinstance(value, int | float):
             if bool in kinds and not kinds & {int, float, str}:
                 raise ValueError(f"expected true or false, got {value!r}")

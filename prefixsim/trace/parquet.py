@@ -48,32 +48,45 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
     chains = ChainCheck()
     requests: list[Request] = []
     row_no = 0
-    for batch in handle.iter_batches(batch_size=4096):
-        for row in batch.to_pylist():
-            row_no += 1
-            if ctx.full(len(requests)):
-                return requests
-            where = {"file": str(path), "line": row_no}
-            try:
-                arrival_s = as_time(row["timestamp"], "timestamp", where) / 1000.0
-                input_tokens = as_int(row["input_length"], "input_length", where, minimum=1)
-                output_tokens = as_int(row["output_length"], "output_length", where)
-                ids = id_list(row["hash_ids"], "hash_ids", where)
-                # a row's own page size wins, as in Mooncake JSONL (`run` always passes the
-                # resolved default, which used to hide every row's block_size)
-                block = (ctx.options.block_size or 512) if row.get("block_size") is None \
-                    else as_int(row["block_size"], "block_size", where, minimum=1)
-                check_page_count(len(ids), input_tokens, block, where)
-                namespace = namespace_field(row, where)
-                chains.check(ids, where, namespace=namespace)
-            except InputError as error:
-                ctx.bad(error)
-                continue
-            session = row.get("session_id")
-            requests.append(Request(len(requests), arrival_s, input_tokens, output_tokens,
-                                    tuple(ids), block, session, namespace))
+    try:
+        for batch in handle.iter_batches(batch_size=4096):
+            if not _read_batch(batch.to_pylist(), row_no, path, ctx, chains, requests):
+                break
+            row_no += batch.num_rows
+    except (pa.ArrowException, OSError) as exc:  # a damaged page deep in the file
+        message = " ".join(str(exc).split())
+        raise InputError(f"not a readable Parquet file ({message})", file=str(path)) from None
     return requests
 
+
+def _read_batch(rows: list[dict], row_no: int, path: Path, ctx: ReadContext,
+                chains: ChainCheck, requests: list[Request]) -> bool:
+    """Validate and append one decoded batch (`row_no`: rows before it); False once
+    max_requests are read."""
+    for row in rows:
+        row_no += 1
+        if ctx.full(len(requests)):
+            return False
+        where = {"file": str(path), "line": row_no}
+        try:
+            arrival_s = as_time(row["timestamp"], "timestamp", where) / 1000.0
+            input_tokens = as_int(row["input_length"], "input_length", where, minimum=1)
+            output_tokens = as_int(row["output_length"], "output_length", where)
+            ids = id_list(row["hash_ids"], "hash_ids", where)
+            # a row's own page size wins, as in Mooncake JSONL (`run` always passes the
+            # resolved default, which used to hide every row's block_size)
+            block = (ctx.options.block_size or 512) if row.get("block_size") is None \
+                else as_int(row["block_size"], "block_size", where, minimum=1)
+            check_page_count(len(ids), input_tokens, block, where)
+            namespace = namespace_field(row, where)
+            chains.check(ids, where, namespace=namespace)
+        except InputError as error:
+            ctx.bad(error)
+            continue
+        session = row.get("session_id")
+        requests.append(Request(len(requests), arrival_s, input_tokens, output_tokens,
+                                tuple(ids), block, session, namespace))
+    return True
 
 
 def _check_sizes(path: Path, handle: pq.ParquetFile) -> None:
