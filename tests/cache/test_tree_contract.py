@@ -185,3 +185,26 @@ def test_check_invariants_fails_on_an_orphan_whose_parent_is_still_listed():
     tree._pages = {2: two, 1: one}
     with pytest.raises(AssertionError, match="orphan of a resident parent"):
         tree.check_invariants()
+
+
+def test_block_mode_refuses_a_first_page_id_below_another_page():
+    """Block mode: page 1 is a first page (no parent); inserting id 1 below page 3 is a
+    mis-chained id: ChainConflict (the adoption check must not take a root for an orphan)."""
+    tree = cache(mode=CacheMode.BLOCK)
+    tree.insert(None, [1], [P], now=0, recency=0)
+    (three,) = tree.insert(None, [3], [P], now=0, recency=0)
+    with pytest.raises(ChainConflict, match="page id 1"):
+        tree.insert(three, [1], [P], now=1, recency=1)
+
+
+def test_reserve_adds_up_and_may_take_every_free_token():
+    """Capacity 10: reserve 6 then 4 (exactly what is free) leaves 0 free, reserved 10;
+    releasing 0 is a no-op; release 10 frees it all."""
+    tree = cache(capacity=10)
+    tree.reserve(6)
+    tree.reserve(4)
+    assert tree.reserved_tokens == 10 and tree.free_tokens == 0
+    tree.release(0)
+    assert tree.reserved_tokens == 10
+    tree.release(10)
+    assert tree.free_tokens == 10

@@ -1,0 +1,156 @@
+"""SegmentCache's own contract where the differential suites were silent (issue 13, found by
+mutation testing): eviction's page arithmetic at its boundaries, expire's count, a split's
+statistics, heap compaction, `__repr__`, and `check_invariants` failing on corrupted trees.
+Pages hold P = 4 tokens unless said otherwise; `access(ids, now, recency, P, L)` is one
+Part A request of L tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixsim.cache import POLICIES, TTLRule
+from prefixsim.cache.segment_tree import SegmentCache
+
+P = 4
+
+
+def segment_cache(capacity=None, ttl=None, policy="lru") -> SegmentCache:
+    return SegmentCache(capacity, POLICIES.build(policy), None if ttl is None else TTLRule(ttl))
+
+
+def leaf_ids(cache: SegmentCache) -> list[tuple[int, ...]]:
+    return sorted(s.ids for s in cache.segments())
+
+
+@pytest.mark.parametrize("need, pages_left", [(0, 3), (3, 2), (4, 1), (5, 1), (7, 1), (8, 0),
+                                               (11, 0)])
+def test_evict_frees_whole_pages_from_a_segments_tail(need, pages_left):
+    """One segment [1, 2, 3] of 4 + 4 + 3 = 11 tokens in a cache of exactly 11. Freeing
+    `need` tokens takes pages from the tail: the last page holds 3, so 1-3 tokens take 1
+    page, 4-7 take 2 (3 + 4 = 7), 8-11 take all 3 (a need of 4 takes 2 pages: the last one
+    frees only 3). 0 frees nothing and succeeds."""
+    cache = segment_cache(capacity=11)
+    cache.access([1, 2, 3], 0, 0, P, 11)
+    need_pages = 3 - pages_left
+    assert cache.evict(need) is True
+    assert cache.num_pages == 3 - need_pages
+    assert cache.counters.evicted_pages == need_pages
+    if pages_left:
+        assert leaf_ids(cache) == [tuple(range(1, pages_left + 1))]
+    cache.check_invariants()
+
+
+def test_evict_on_an_unbounded_cache_or_with_enough_free_space_succeeds_at_once():
+    unbounded = segment_cache()
+    unbounded.access([1, 2], 0, 0, P, 8)
+    assert unbounded.evict(10**9) is True and unbounded.num_pages == 2
+    roomy = segment_cache(capacity=16)
+    roomy.access([1, 2], 0, 0, P, 8)
+    assert roomy.evict(8) is True and roomy.num_pages == 2  # exactly 8 free: nothing to do
+    assert roomy.evict(9) is True and roomy.num_pages == 1
+
+
+def test_evict_skips_stale_entries_and_goes_on_to_the_next_victim():
+    """Capacity 12: [1] at recency 0, [2] at 1, [3] at 2. Page 1 is hit at recency 3, which
+    leaves a stale entry for it at the heap's top. Freeing 8 tokens must skip that entry and
+    evict the next two LRU victims, [2] and [3]; [1] stays."""
+    cache = segment_cache(capacity=12)
+    for recency, page in enumerate([1, 2, 3]):
+        cache.access([page], recency, recency, P, P)
+    cache.access([1], 3, 3, P, P)
+    assert cache.evict(8) is True
+    assert leaf_ids(cache) == [(1,)]
+
+
+def test_expire_returns_the_pages_it_freed():
+    """TTL 10: [1, 2, 3] at t=0 and [7] at t=5. At t=10.5 the first segment (3 pages)
+    expires, [7] (deadline 15) does not: 3. At t=16: 1 more."""
+    cache = segment_cache(ttl=10)
+    cache.access([1, 2, 3], 0, 0, P, 12)
+    cache.access([7], 5, 1, P, 4)
+    assert cache.expire(10.5) == 3
+    assert cache.expire(16) == 1
+    assert cache.counters.expired_pages == 4
+
+
+def test_a_split_keeps_the_segments_statistics():
+    """Priority policy: [1, 2, 3] inserted at t=2 with priority 0; a hit on [1, 2] at t=5
+    splits it after page 2. The new prefix [1, 2] keeps created_s 2 and the priority; its
+    access is refreshed to 5; the suffix [3] keeps everything."""
+    cache = segment_cache(policy="priority")
+    cache.access([1, 2, 3], 2, 0, P, 12)
+    (whole,) = cache.segments()
+    whole.priority = 3
+    cache.access([1, 2, 9], 5, 1, P, 12)
+    prefix = next(s for s in cache.segments() if s.ids == (1, 2))
+    suffix = next(s for s in cache.segments() if s.ids == (3,))
+    assert (prefix.created_s, prefix.priority, prefix.last_access_s) == (2, 3, 5)
+    assert (suffix.created_s, suffix.priority, suffix.last_access_s) == (2, 3, 2)
+    assert prefix.page_tokens == prefix.last_tokens == P
+    cache.check_invariants()
+
+
+def test_heaps_stay_bounded_under_compaction_and_lru_order_survives():
+    """20,000 hits on 10 one-page segments leave stale entries; compaction keeps both heaps
+    within 4 x segments + 2048 (+ 1024 operations between looks). Page 0, hit first in the
+    last round, is then the first victim."""
+    cache = segment_cache(capacity=10 * P, ttl=1e9)
+    for page in range(10):
+        cache.access([page], 0, page, P, P)
+    recency = 10
+    for step in range(2000):
+        for page in range(10):
+            cache.access([page], step, recency, P, P)
+            recency += 1
+    bound = 4 * cache.num_segments + 2048 + 1024
+    assert len(cache._victims) <= bound and len(cache._deadlines) <= bound
+    assert cache.evict(P) and leaf_ids(cache) == [(p,) for p in range(1, 10)]
+    cache.check_invariants()
+
+
+def test_repr_names_the_run():
+    cache = segment_cache()
+    cache.access([5, 6, 7], 0, 3, P, 10)
+    assert repr(cache.segments()[0]) == "Segment(ids=5..7 x3, depth=0, tokens=10, recency=3)"
+
+
+def _corruptible() -> SegmentCache:
+    cache = segment_cache(capacity=100, ttl=100)
+    cache.access([1, 2, 3], 0, 0, P, 12)
+    cache.access([1, 2, 8], 1, 1, P, 12)  # split: [1, 2] with children [3] and [8]
+    cache.check_invariants()
+    return cache
+
+
+def _node(cache: SegmentCache, ids: tuple[int, ...]):
+    return next(s for s in cache.segments() if s.ids == ids)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: setattr(_node(c, (3,)), "resident", False), "empty or gone segment"),
+    (lambda c: setattr(_node(c, (3,)), "ids", ()), None),
+    (lambda c: setattr(_node(c, (3,)), "num_tokens", 5), None),
+    (lambda c: setattr(_node(c, (3,)), "last_tokens", 1), None),
+    (lambda c: setattr(_node(c, (3,)), "depth", 5), "depth"),
+    (lambda c: setattr(_node(c, (8,)), "deadline_s", 1e9), "parent expires before child"),
+    (lambda c: _node(c, (1, 2)).children.pop(3) and
+     _node(c, (1, 2)).children.__setitem__(3, _node(c, (8,))), None),
+    (lambda c: setattr(_node(c, (1, 2)), "depth", 1), None),
+    (lambda c: c._ids.add(99), "resident ids"),
+    (lambda c: c._ids.discard(8), "resident ids"),
+    (lambda c: setattr(c, "num_segments", 7), "segment count"),
+    (lambda c: setattr(c, "resident_tokens", 13), "resident tokens"),
+    (lambda c: setattr(c, "capacity_tokens", 10), "capacity exceeded"),
+])
+def test_check_invariants_fails_on_a_corrupted_tree(edit, message):
+    cache = _corruptible()
+    edit(cache)
+    with pytest.raises(AssertionError, match=message):
+        cache.check_invariants()
+
+
+def test_check_invariants_fails_on_a_root_listed_under_another_id():
+    cache = _corruptible()
+    cache._roots[7] = cache._roots.pop(1)
+    with pytest.raises((AssertionError, KeyError)):
+        cache.check_invariants()
