@@ -154,3 +154,12 @@ def test_check_invariants_fails_on_a_root_listed_under_another_id():
     cache._roots[7] = cache._roots.pop(1)
     with pytest.raises((AssertionError, KeyError)):
         cache.check_invariants()
+
+
+def test_evict_says_when_the_space_cannot_be_freed():
+    """Capacity 11, one segment of 11 tokens, one page locked by nothing: freeing 12 tokens
+    is impossible: everything is evicted and evict says False (need left: 1)."""
+    cache = segment_cache(capacity=11)
+    cache.access([1, 2, 3], 0, 0, P, 11)
+    assert cache.evict(12) is False
+    assert cache.num_pages == 0 and cache.resident_tokens == 0
