@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from tqdm import tqdm
 
-from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, format_value
+from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, format_value, safe_name
+from prefixsim.cli.files import check_output_dir
+from prefixsim.cli.progress import Progress
 from prefixsim.sweep import EXECUTORS
 from prefixsim.tune import TrialReport, load_tune_spec, run_tune
 
@@ -61,12 +62,13 @@ def tune(spec_path: str, output: str | None, split: str | None, train: str | Non
       prefixsim report results/demo-tune
     """
     spec = load_tune_spec(spec_path)
-    out_dir = Path(output) if output else RESULTS_ROOT / f"tune-{spec.name}"
-    bar = tqdm(total=0, unit="trial", disable=quiet or None, desc="tune", leave=not quiet)
+    out_dir = Path(output) if output else RESULTS_ROOT / f"tune-{safe_name(spec.name)}"
+    check_output_dir(out_dir)
+    bar = Progress("tune", "trial", total=0, quiet=quiet, leave=True)
     counts = {"pruned": 0, "failed": 0}
 
     def started(total: int) -> None:
-        bar.reset(total=total)
+        bar.reset(total)
 
     def finished(report: TrialReport) -> None:
         if report.state in counts:
@@ -75,7 +77,7 @@ def tune(spec_path: str, output: str | None, split: str | None, train: str | Non
         if report.best is not None:
             postfix["best"] = f"{report.best[0]:.4g}"
         postfix.update({k: v for k, v in counts.items() if v})
-        bar.set_postfix(postfix, refresh=False)
+        bar.set_postfix(postfix)
         bar.update()
 
     try:

@@ -2,7 +2,7 @@
 
 The driver owns the study and asks it for as many trials at a time as it has workers (`-j`,
 or the cluster's), turns each trial's parameters into a sweep point on top of the train
-part's base (`make_point`: validated, seed from the parameters) with the run id
+part's base (`make_point`: validated, its id from the parameters) with the run id
 `trial-NNNN`, skips a trial that breaks a constraint over config keys (told `pruned`, not
 simulated), runs the rest on a sweep executor (`run_point`, the sweep's worker), stores
 every outcome as a run folder (the sweep's atomic `write_run`), and only then tells the
