@@ -9,7 +9,8 @@
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
 # tree is left alone and a rerun continues where the last one stopped (delete the folder
-# to start afresh). Prints mutmut's survivors and the score: killed / (killed + survived)
+# to start afresh; MUTATION_RERUN=1 reruns only the survivors, after tests were added).
+# Prints mutmut's survivors and the score: killed / (killed + survived)
 # (timeouts count as killed; mutants no test reaches count as survived). Needs
 # `pip install -e '.[dev,mutation]'`. The README's "Testing" section lists the survivors of
 # the last cache run and why each is equivalent or accepted.
@@ -47,7 +48,22 @@ pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
 text = re.sub(r"\[tool\.mutmut\].*?(?=\n\[|\Z)", section, text, flags=re.S)
 open("pyproject.toml", "w").write(text)
 PY
-"$root/.venv/bin/mutmut" run > mutmut-run.log 2>&1 || true
+if [ "${MUTATION_RERUN:-0}" = 1 ] && [ -d mutants ]; then
+  # after adding tests: run again only the mutants that survived or that no test reached
+  # (mutmut maps the new tests to functions first; the other verdicts stand)
+  mapfile -t again < <("$root/.venv/bin/python" - <<'PY'
+import json, pathlib
+for meta in pathlib.Path("mutants").rglob("*.py.meta"):
+    for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+        if code in (0, 33):
+            print(name)
+PY
+)
+  echo "rerunning ${#again[@]} surviving mutants" >&2
+  [ "${#again[@]}" -eq 0 ] || "$root/.venv/bin/mutmut" run "${again[@]}" > mutmut-rerun.log 2>&1 || true
+else
+  "$root/.venv/bin/mutmut" run > mutmut-run.log 2>&1 || true
+fi
 "$root/.venv/bin/python" - <<'PY'
 import json, pathlib
 counts = {"killed": 0, "survived": 0, "timeout": 0, "no tests": 0, "other": 0}
