@@ -186,3 +186,63 @@ def test_evict_says_when_the_space_cannot_be_freed():
     cache.access([1, 2, 3], 0, 0, P, 11)
     assert cache.evict(12) is False
     assert cache.num_pages == 0 and cache.resident_tokens == 0
+
+
+# ------------------------------------------------- more gaps mutation testing found
+def test_the_constructor_checks_and_keeps_what_it_is_given():
+    policy = POLICIES.build("lru")
+    cache = SegmentCache(None, policy)
+    assert cache.policy is policy and cache.mode == "radix"
+    assert (cache.locked_tokens, cache.reserved_tokens, cache.evictable_tokens) == (0, 0, 0)
+    with pytest.raises(ValueError, match="^capacity_tokens must be >= 0, got -1$"):
+        SegmentCache(-1, policy)
+    with pytest.raises(ValueError, match="^policy LFU is not node-uniform$"):
+        SegmentCache(None, POLICIES.build("lfu"))
+
+
+def test_hits_are_counted_per_segment():
+    cache = segment_cache()
+    cache.access([1, 2], 0, 0, P, 8)
+    for now in (1, 2, 3):
+        cache.access([1, 2], now, now, P, 8)
+    assert cache.segments()[0].num_hits == 3
+
+
+def test_insert_takes_a_list_and_says_how_many_pages_it_placed():
+    """insert([1, 2, 3]) from a list into room for 2 pages places 2; an empty run 0."""
+    cache = segment_cache(capacity=2 * P)
+    assert cache.insert(None, [1, 2, 3], 0, P, P, 0, 0) == 2
+    assert cache.insert(None, [7], 1, P, P, 0, 1) == 0
+    assert leaf_ids(cache) == [(1, 2)]
+
+
+def test_an_insert_raises_every_ancestor_deadline():
+    """Fixed TTL 10 (hits do not refresh): [1, 2, 3] at t=0; [1, 5] at t=1 splits [1] off and
+    hangs [5] (deadline 11) below it, raising [1] to 11; [1, 5, 7] at t=2 hangs [7] (12) and
+    raises [5] and [1] to 12: a parent never expires before its child."""
+    from prefixsim.cache import TTLMode
+
+    cache = SegmentCache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED))
+    cache.access([1, 2, 3], 0, 0, P, 12)
+    cache.access([1, 5], 1, 1, P, 8)
+    cache.access([1, 5, 7], 2, 2, P, 12)
+    deadlines = {s.ids: s.deadline_s for s in cache.segments()}
+    assert deadlines == {(1,): 12, (2, 3): 10, (5,): 12, (7,): 12}
+    cache.check_invariants()
+
+
+def test_evict_skips_the_protected_segment_and_takes_the_next():
+    """[1] (recency 0) and [2] (recency 1), capacity 2 pages: freeing a page's tokens with
+    [1] protected takes [2] instead; [1] stays."""
+    cache = segment_cache(capacity=2 * P)
+    cache.access([1], 0, 0, P, P)
+    cache.access([2], 1, 1, P, P)
+    protect = next(s for s in cache.segments() if s.ids == (1,))
+    assert cache.evict(P, protect) and leaf_ids(cache) == [(1,)]
+
+
+def test_expire_counts_every_segment_it_frees():
+    cache = segment_cache(ttl=10)
+    cache.access([1, 2, 3], 0, 0, P, 12)
+    cache.access([7], 1, 1, P, 4)
+    assert cache.expire(20) == 4

@@ -226,3 +226,71 @@ def test_compaction_keeps_an_untouched_victim_and_its_deadline(mode):
             assert tree.evict(P) and tree.get(1) is None and tree.get(2) is two
         else:
             assert tree.expire(120) == 1 and tree.get(1) is None and tree.get(2) is two
+
+
+# ------------------------------------------------- more gaps mutation testing found
+def test_a_new_page_starts_at_priority_0_and_unhit():
+    (page,) = cache().insert(None, [1], [P], now=0, recency=0)
+    assert (page.priority, page.num_hits) == (0, 0)
+
+
+def test_insert_refuses_ids_and_token_counts_of_different_lengths():
+    with pytest.raises(ValueError):
+        cache().insert(None, [1, 2], [P], now=0, recency=0)
+
+
+def test_evict_counts_reserved_tokens_as_used():
+    """Capacity 12: pages 1, 2 (8 tokens) and 4 reserved: nothing is free, so freeing 4
+    evicts one page (the LRU leaf, page 2: radix mode evicts leaves)."""
+    tree = cache(capacity=12)
+    tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    tree.reserve(4)
+    assert tree.evict(4) and tree.num_pages == 1 and tree.get(2) is None
+
+
+def test_expire_goes_on_after_re_queueing_a_raised_deadline():
+    """Block mode, TTL 10 fixed: pages 1 and 5 at t=0 (deadlines 10); page 2 inserted below
+    page 1 at t=5 raises page 1 to 15, leaving its old entry (10) queued first (lower id).
+    expire(12) re-queues page 1 and must still expire page 5: 1 page freed."""
+    from prefixsim.cache import TTLMode
+
+    tree = RadixCache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), CacheMode.BLOCK)
+    (one,) = tree.insert(None, [1], [P], now=0, recency=0)
+    tree.insert(None, [5], [P], now=0, recency=0)
+    tree.insert(one, [2], [P], now=5, recency=1)
+    assert tree.expire(12) == 1 and tree.get(5) is None and tree.get(1) is one
+
+
+def test_block_mode_insert_raises_adopted_pages_between_new_ones():
+    """Block mode, TTL 10: [1, 2, 3] at t=0 (deadlines 10); page 1 evicted (2 and 3 stay,
+    orphans). At t=5 insert [1, 2, 3, 4]: page 1 new, 2 and 3 re-adopted, 4 new (deadline
+    15): the adopted pages are ancestors of page 4 and are raised to 15 (R12), so at t=12
+    all four pages match; an adopted page after the last new one would not be raised."""
+    tree = cache(capacity=4 * P, mode=CacheMode.BLOCK, ttl=10)
+    one, two, three = tree.insert(None, [1, 2, 3], [P, P, P], now=0, recency=0)
+    tree.touch([two, three], now=0, recency=1)  # page 1 becomes the LRU victim
+    assert tree.evict(2 * P) and tree.get(1) is None and tree.get(2) is two
+    placed = tree.insert(None, [1, 2, 3, 4], [P, P, P, P], now=5, recency=2)
+    assert [p.deadline_s for p in placed] == [15, 15, 15, 15]
+    assert tree.match([1, 2, 3, 4], 12).num_pages == 4
+    tree.check_invariants()
+
+
+def test_an_observer_hears_every_page_added_and_removed():
+    """A prefix index (router) sets `observer`: it is told of each new page and of each page
+    evicted or expired, with the page itself."""
+    events = []
+
+    class Observer:
+        def added(self, page):
+            events.append(("added", page.page_id))
+
+        def removed(self, page):
+            events.append(("removed", page.page_id))
+
+    tree = cache(capacity=2 * P, ttl=10)
+    tree.observer = Observer()
+    tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    tree.evict(P)
+    tree.expire(20)
+    assert events == [("added", 1), ("added", 2), ("removed", 2), ("removed", 1)]
