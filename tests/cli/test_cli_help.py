@@ -16,7 +16,7 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     "--skip-bad-lines", "--prefix-model", "--cache-only", "--policy", "--cache-tokens",
     "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
     "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
-    "--bounds", "--pricing", "--seed", "--trace-seed", "--session-rate", "--output",
+    "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # --seed: gone (#13)
     "--quiet", "--model", "--gpu", "--presets", "--tp", "--memory-utilization", "--kv-dtype",
     "--weight-dtype", "--replicas", "--router", "--router-param", "--cost-model", "--profile",
     "--max-batched-tokens", "--max-num-seqs", "--time-scale", "--sample-interval",

@@ -130,7 +130,7 @@ def test_finding_13_report_reads_a_sweep_killed_before_its_first_table(tmp_path)
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text()
-    assert "Failed runs" in html and (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+    assert "Failed runs" in html and (out / "plots" / "policy_zoo.png").is_file()
     from prefixsim.report import load_report_data
     table = load_report_data(out).table
     assert sorted(table["status"]) == ["failed", "failed", "ok", "ok"]
@@ -172,7 +172,7 @@ def test_finding_16_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monke
                     tmp_path / "g.jsonl")
     assert result.exit_code == 0 and "prefixsim: generate: " in result.stderr
     result = invoke("curve", "--trace", DEMO, "--capacities", "1000,5000", "--replay")
-    assert result.exit_code == 0 and "prefixsim: replay: " in result.stderr
+    assert result.exit_code == 0 and "prefixsim: curve: " in result.stderr
     quiet = invoke("run", "--trace", DEMO, "--cache-only", "-o", tmp_path / "q", "--quiet")
     assert quiet.stderr == ""
 
@@ -258,7 +258,7 @@ def test_finding_21_a_dollar_in_a_swept_string_does_not_break_the_report(tmp_pat
     run_sweep(spec, out, n_jobs=1)
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
-    assert (out / "plots" / "hit_rate_vs_capacity.png").is_file()
+    assert (out / "plots" / "policy_zoo.png").is_file()
 
 
 def test_finding_21_terminal_escapes_from_files_are_shown_escaped():
