@@ -12,6 +12,7 @@ Writing traces lives in trace/write.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from prefixsim.trace.fields import (
@@ -23,6 +24,7 @@ from prefixsim.trace.fields import (
     namespace_field,
     require,
 )
+from prefixsim.trace.mooncake_fast import read_fast
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
@@ -61,9 +63,17 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
 
 
 @READERS.register("mooncake")
-def read_mooncake(path: Path, ctx: ReadContext) -> list[Request]:
-    """Stream `path` and return its requests in file order."""
+def read_mooncake(path: Path, ctx: ReadContext) -> Sequence[Request]:
+    """Stream `path` and return its requests in file order: by the fast path
+    (mooncake_fast.py, as columns) when the file is plain, else line by line with every
+    check naming its line."""
     given = ctx.options.block_size or DEFAULT_BLOCK_SIZE
+    fast = read_fast(path, ctx, given)
+    if fast is not None:
+        return fast
+    if ctx.reported and ctx.options.on_progress is not None:
+        ctx.options.on_progress(-ctx.reported)  # the exact path reads from the start again
+    ctx.reported = 0
     chains = ChainCheck()
 
     def parse(obj: dict, request_id: int, where: dict) -> Request:

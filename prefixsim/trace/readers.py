@@ -11,12 +11,15 @@ counts it and the reader moves on. Formats are detected from content, not file n
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
+from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.fields import MAX_PAGES_PER_REQUEST, MAX_TRACE_PAGES, decode_json_line
 from prefixsim.trace.namespaces import separate_namespaces
 from prefixsim.trace.record import Request
@@ -120,7 +123,7 @@ class TraceData:
     absolute epoch clock becomes trace time). `reordered_rows`: records that arrived before an
     earlier record of the file (they were sorted into arrival order)."""
 
-    requests: list[Request]
+    requests: Sequence[Request]  # a list, or RequestColumns from a reader's fast path
     format: str
     skipped_lines: int = 0
     labels: dict[str, object] = field(default_factory=dict)
@@ -269,6 +272,8 @@ def read_trace(
             + (f" ({ctx.skipped_lines} bad lines skipped, first: {where})" if where else ""),
             file=str(path),
         )
+    if isinstance(requests, RequestColumns):
+        return _columns_data(requests, path, name, ctx)
     reordered = _reordered(requests)
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
     start = requests[order[0]].arrival_s
@@ -286,6 +291,24 @@ def read_trace(
             request = replace(request, request_id=new_id, arrival_s=request.arrival_s + shift)
         ordered.append(request)
     return TraceData(separate_namespaces(ordered), name, ctx.skipped_lines, ctx.labels,
+                     time_shift_s=start, reordered_rows=reordered)
+
+
+def _columns_data(columns: RequestColumns, path: Path, name: str,
+                  ctx: ReadContext) -> TraceData:
+    """read_trace's arrival order, time shift and renumbering, on columns (a reader that
+    gives columns gives no namespaces)."""
+    arrivals = columns.arrival_s
+    latest = np.maximum.accumulate(arrivals)
+    reordered = int(np.sum(arrivals[1:] < latest[:-1]))
+    start, end = float(arrivals.min()), float(arrivals.max())
+    if end - start > MAX_SPAN_S:
+        raise InputError(
+            f"arrivals span {end - start:.3g} s (over {MAX_SPAN_S:g} s, ~31 years): is the "
+            "time unit right?", file=str(path), field="timestamp")
+    if reordered:
+        columns = columns.take(np.argsort(arrivals, kind="stable"))
+    return TraceData(columns.renumbered(-start), name, ctx.skipped_lines, ctx.labels,
                      time_shift_s=start, reordered_rows=reordered)
 
 

@@ -1,0 +1,120 @@
+"""The chained-id check of fields.py's ChainCheck, for whole chunks of pages at once.
+
+Ids must be chained: an id always follows the same parent id (or always starts a prompt).
+`ChunkChains` checks a chunk of pages (ids in file order, with where each prompt starts)
+against itself and against every earlier chunk, with numpy: the chunk's pages sorted by id
+(stable, so an id's first occurrence leads its run), every occurrence's parent compared
+with the first's, the chunk's ids looked up in the known ones (one sorted array of ids and
+one of their parents: 16 bytes per distinct id, where ChainCheck's dict takes ~100), and the
+new ones merged in. It only says whether the chunks so far are consistent; the reader that
+uses it re-reads a trace that is not with the exact per-line checks, to name the line.
+`check_async` runs the work in a thread (numpy's sorts release the GIL), so a reader's
+parsing and the checking of its previous chunk overlap on two cores.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+NO_PARENT = np.iinfo(np.int64).min  # parent of a prompt's first page (ids are checked < 2^63)
+
+
+UNSET = np.iinfo(np.int64).max  # a table slot of an id not seen yet
+TABLE_IDS = 1 << 27  # ids below this (and >= 0) go in a direct table: 1 GiB at the most
+
+
+class ChunkChains:
+    """Known ids and parents; `check(ids, starts)` adds a chunk or finds it inconsistent.
+
+    Small non-negative ids (traces number their pages densely: generated ones from 0, the
+    Mooncake release up to ~10^6) are kept in a direct table, parent_of[id], checked with no
+    sort at all; the first id past TABLE_IDS (or below 0) moves them to the sorted arrays."""
+
+    def __init__(self) -> None:
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.parents = np.zeros(0, dtype=np.int64)
+        self.table: np.ndarray | None = np.zeros(0, dtype=np.int64)
+        self.ok = True
+        self._thread: threading.Thread | None = None
+
+    def _check_table(self, ids: np.ndarray, parents: np.ndarray) -> bool:
+        table = self.table
+        top = int(ids.max()) + 1
+        if top > len(table):
+            grown = np.full(max(top, 2 * len(table)), UNSET, dtype=np.int64)
+            grown[:len(table)] = table
+            table = self.table = grown
+        known = table[ids]
+        seen = known != UNSET
+        if np.any(known[seen] != parents[seen]):
+            return False
+        table[ids] = parents  # new ids: whichever occurrence writes last...
+        return bool(np.all(table[ids] == parents))  # ...must agree with every other one
+
+    def _to_sorted(self) -> None:
+        table = self.table
+        ids = np.flatnonzero(table != UNSET)
+        self.ids, self.parents, self.table = ids.astype(np.int64), table[ids], None
+
+    def check(self, ids: np.ndarray, starts: np.ndarray) -> bool:
+        """Check a chunk: `ids` of its pages in file order, `starts` the index of each
+        prompt's first page (prompts with no page have none). False: ids not chained."""
+        if not self.ok or len(ids) == 0:
+            return self.ok
+        parents = np.empty_like(ids)
+        parents[1:] = ids[:-1]
+        parents[starts] = NO_PARENT
+        first_page = np.zeros(len(ids), dtype=bool)
+        first_page[starts] = True
+        if np.any(ids[~first_page] == NO_PARENT) or np.any(ids == NO_PARENT):
+            self.ok = False  # an id equal to the marker: let the exact check decide
+            return False
+        if self.table is not None:
+            if int(ids.min()) >= 0 and int(ids.max()) < TABLE_IDS:
+                self.ok = self._check_table(ids, parents)
+                return self.ok
+            self._to_sorted()
+        order = np.argsort(ids, kind="stable")
+        sid, spar = ids[order], parents[order]
+        head = np.ones(len(sid), dtype=bool)
+        head[1:] = sid[1:] != sid[:-1]
+        group = np.cumsum(head) - 1
+        canonical = spar[head]
+        if np.any(spar != canonical[group]):
+            self.ok = False
+            return False
+        unique = sid[head]
+        if len(self.ids):
+            at = np.searchsorted(self.ids, unique)
+            at_clipped = np.minimum(at, len(self.ids) - 1)
+            known = self.ids[at_clipped] == unique
+            if np.any(self.parents[at_clipped[known]] != canonical[known]):
+                self.ok = False
+                return False
+            unique, canonical = unique[~known], canonical[~known]
+        merged = np.concatenate([self.ids, unique])
+        order = np.argsort(merged, kind="stable")  # two sorted runs
+        self.ids = merged[order]
+        self.parents = np.concatenate([self.parents, canonical])[order]
+        return True
+
+    def check_async(self, ids: np.ndarray, starts: np.ndarray) -> None:
+        """`check` in a thread, after the previous chunk's (call `wait` for the verdict)."""
+        previous = self._thread
+
+        def run() -> None:
+            if previous is not None:
+                previous.join()
+            self.check(ids, starts)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> bool:
+        """Whether every chunk so far is chained (joins the pending check)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        return self.ok
