@@ -24,6 +24,8 @@ from prefixsim.trace.pages import convert_pages
 from prefixsim.trace.readers import FOLDER_SNIFFERS, trace_files
 from prefixsim.trace.write import mooncake_lines, parquet_table
 
+ROW_GROUP_ROWS = 65_536  # rows a Parquet row group holds: the reader decodes one at a time
+
 
 @app.group()
 def trace() -> None:
@@ -160,7 +162,7 @@ def write_trace(requests: Sequence, out: Path, fmt: str | None) -> str:
 
     def write(temp: Path) -> None:
         if fmt == "parquet":
-            pq.write_table(parquet_table(requests), temp)
+            pq.write_table(parquet_table(requests), temp, row_group_size=ROW_GROUP_ROWS)
             return
         with temp.open("w", encoding="utf-8") as handle, \
                 Progress(f"write {out.name}", "req", total=len(requests)) as bar:

@@ -39,9 +39,9 @@ class ChunkChains:
         self.ok = True
         self._thread: threading.Thread | None = None
 
-    def _check_table(self, ids: np.ndarray, parents: np.ndarray) -> bool:
+    def _check_table(self, ids: np.ndarray, parents: np.ndarray, high: int) -> bool:
         table = self.table
-        top = int(ids.max()) + 1
+        top = high + 1
         if top > len(table):
             grown = np.full(max(top, 2 * len(table)), UNSET, dtype=np.int64)
             grown[:len(table)] = table
@@ -63,17 +63,16 @@ class ChunkChains:
         prompt's first page (prompts with no page have none). False: ids not chained."""
         if not self.ok or len(ids) == 0:
             return self.ok
+        low, high = int(ids.min()), int(ids.max())
+        if low == NO_PARENT:
+            self.ok = False  # an id equal to the marker: let the exact check decide
+            return False
         parents = np.empty_like(ids)
         parents[1:] = ids[:-1]
         parents[starts] = NO_PARENT
-        first_page = np.zeros(len(ids), dtype=bool)
-        first_page[starts] = True
-        if np.any(ids[~first_page] == NO_PARENT) or np.any(ids == NO_PARENT):
-            self.ok = False  # an id equal to the marker: let the exact check decide
-            return False
         if self.table is not None:
-            if int(ids.min()) >= 0 and int(ids.max()) < TABLE_IDS:
-                self.ok = self._check_table(ids, parents)
+            if low >= 0 and high < TABLE_IDS:
+                self.ok = self._check_table(ids, parents, high)
                 return self.ok
             self._to_sorted()
         order = np.argsort(ids, kind="stable")

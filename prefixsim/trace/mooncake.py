@@ -24,7 +24,7 @@ from prefixsim.trace.fields import (
     namespace_field,
     require,
 )
-from prefixsim.trace.mooncake_fast import read_fast
+from prefixsim.trace.mooncake_fast import read_fast, restart_progress
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
@@ -71,9 +71,7 @@ def read_mooncake(path: Path, ctx: ReadContext) -> Sequence[Request]:
     fast = read_fast(path, ctx, given)
     if fast is not None:
         return fast
-    if ctx.reported and ctx.options.on_progress is not None:
-        ctx.options.on_progress(-ctx.reported)  # the exact path reads from the start again
-    ctx.reported = 0
+    restart_progress(ctx)  # the exact path reads from the start again
     chains = ChainCheck()
 
     def parse(obj: dict, request_id: int, where: dict) -> Request:

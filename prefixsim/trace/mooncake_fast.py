@@ -44,7 +44,7 @@ def read_fast(path: Path, ctx: ReadContext, given_block: int) -> RequestColumns 
         for batch in reader:
             if limit is not None and rows + batch.num_rows > limit:
                 batch = batch.slice(0, limit - rows)
-            columns = _columns(batch, given_block)
+            columns = columns_of(batch, given_block)
             if columns is None:
                 return None
             starts = columns.page_start[:-1][np.diff(columns.page_start) > 0]
@@ -52,9 +52,7 @@ def read_fast(path: Path, ctx: ReadContext, given_block: int) -> RequestColumns 
                 return None
             parts.append(columns)
             rows += batch.num_rows
-            step = readers.PROGRESS_EVERY  # progress in the reader's units
-            for count in range(ctx.reported + step, rows + 1, step):
-                ctx.full(count)
+            report_progress(ctx, rows)
             if limit is not None and rows >= limit:
                 break
     except (pa.ArrowException, OSError, ValueError):  # not plain JSON lines: the exact path
@@ -62,6 +60,20 @@ def read_fast(path: Path, ctx: ReadContext, given_block: int) -> RequestColumns 
     if not rows:
         return None  # empty: let the exact path say so
     return concat_columns(parts)
+
+
+def report_progress(ctx: ReadContext, rows: int) -> None:
+    """Tell the progress callback about `rows` read, in the exact path's units."""
+    step = readers.PROGRESS_EVERY
+    for count in range(ctx.reported + step, rows + 1, step):
+        ctx.full(count)
+
+
+def restart_progress(ctx: ReadContext) -> None:
+    """Take back what a fast path reported before it gave up (the exact path starts over)."""
+    if ctx.reported and ctx.options.on_progress is not None:
+        ctx.options.on_progress(-ctx.reported)
+    ctx.reported = 0
 
 
 def _shallow(path: Path) -> bool:
@@ -82,7 +94,9 @@ def _shallow(path: Path) -> bool:
     return True
 
 
-def _columns(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None:
+def columns_of(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None:
+    """One Arrow batch of Mooncake-shaped columns as RequestColumns (request ids from 0),
+    or None unless every row is plain (types, no nulls, ranges, ceil(input / block) ids)."""
     names = batch.schema.names
     if any(name not in names for name in REQUIRED):
         return None
@@ -126,8 +140,9 @@ def _columns(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None:
         return None
     flat = ids.flatten().to_numpy()
     return RequestColumns(np.arange(len(batch), dtype=np.int64), timestamps / 1000.0,
-                          inputs.astype(np.int64), outputs.astype(np.int64), blocks,
-                          offsets, flat.astype(np.int64), sessions, None)
+                          inputs.astype(np.int64, copy=False),
+                          outputs.astype(np.int64, copy=False), blocks, offsets,
+                          flat.astype(np.int64, copy=False), sessions, None)
 
 
 def _sessions(field: dict) -> pa.Array | None | bool:

@@ -5,16 +5,23 @@ optional `namespace`: docs/cache-semantics.md R2, pages of different namespaces 
 Before any row is decoded, the file's metadata bounds what loading it costs: the number of
 hash ids (list elements) in all row groups must stay within MAX_TRACE_PAGES, and no row group
 may average more than MAX_PAGES_PER_REQUEST ids a row (a 2 kB file can hold 10^8 zero ids).
-Rows are decoded in small batches."""
+A plain file is decoded a row group at a time straight into numpy columns (the next group
+decoding while the last one's chains are checked); anything unusual sends it down the
+row-by-row path, whose errors name the row and field."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prefixsim.errors import InputError
+from prefixsim.trace.chains import ChunkChains
+from prefixsim.trace.columns import RequestColumns, concat_columns
 from prefixsim.trace.fields import (
     MAX_PAGES_PER_REQUEST,
     MAX_TRACE_PAGES,
@@ -25,15 +32,19 @@ from prefixsim.trace.fields import (
     id_list,
     namespace_field,
 )
+from prefixsim.trace.mooncake_fast import columns_of, report_progress, restart_progress
 from prefixsim.trace.readers import DEFAULT_BLOCK_SIZES, READERS, ReadContext
 from prefixsim.trace.record import Request
 
 DEFAULT_BLOCK_SIZES["parquet"] = 512
 REQUIRED = ("timestamp", "input_length", "output_length", "hash_ids")
+KNOWN = (*REQUIRED, "session_id", "block_size", "namespace")  # the columns the reader uses
 
 
 @READERS.register("parquet")
-def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
+def read_parquet(path: Path, ctx: ReadContext) -> Sequence[Request]:
+    """The file's requests in row order: as columns when every row is plain (the fast
+    path, `_read_columns`), else row by row with every check naming its row."""
     if not path.is_file():
         raise InputError("no such file", file=str(path))
     try:
@@ -45,6 +56,10 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
         if name not in names:
             raise InputError("missing column", file=str(path), field=name)
     _check_sizes(path, handle)
+    fast = _read_columns(handle, ctx)
+    if fast is not None:
+        return fast
+    restart_progress(ctx)
     chains = ChainCheck()
     requests: list[Request] = []
     row_no = 0
@@ -57,6 +72,75 @@ def read_parquet(path: Path, ctx: ReadContext) -> list[Request]:
         message = " ".join(str(exc).split())
         raise InputError(f"not a readable Parquet file ({message})", file=str(path)) from None
     return requests
+
+
+def _read_columns(handle: pq.ParquetFile, ctx: ReadContext) -> RequestColumns | None:
+    """The fast path: whole row groups decoded by Arrow into numpy columns and checked at
+    once (mooncake_fast.columns_of, trace/chains.py), or None when anything is unusual (a
+    column of another type, a null, a value out of range, a namespace, unchained ids): the
+    row-by-row path then reads the file, so both accept the same files and build the same
+    requests (tested against each other)."""
+    names = [name for name in KNOWN if name in handle.schema_arrow.names]
+    session = handle.schema_arrow.field("session_id").type if "session_id" in names else None
+    if session is not None and not (pa.types.is_string(session) or pa.types.is_null(session)):
+        return None  # the row path keeps non-text session ids as they are
+    meta = handle.metadata
+    limit = ctx.options.max_requests
+    total = meta.num_rows if limit is None else min(limit, meta.num_rows)
+    page_ids = np.empty(_id_count(handle), dtype=np.int64)  # one array, filled group by group
+    parts: list[RequestColumns] = []
+    chains = ChunkChains()
+    rows = pages = 0
+    try:
+        for table in _prefetched(handle, names):
+            for batch in table.to_batches():
+                if rows + batch.num_rows > total:
+                    batch = batch.slice(0, total - rows)
+                columns = columns_of(batch, ctx.options.block_size or 512)
+                if columns is None:
+                    return None
+                starts = columns.page_start[:-1][np.diff(columns.page_start) > 0]
+                if not chains.wait():
+                    return None
+                chains.check_async(columns.page_ids, starts)  # overlaps the next decode
+                page_ids[pages:pages + columns.num_pages] = columns.page_ids
+                pages += columns.num_pages
+                columns.page_ids = page_ids[:0]  # the part keeps its other columns only
+                parts.append(columns)
+                rows += batch.num_rows
+                report_progress(ctx, rows)
+                if rows >= total:
+                    break
+            if rows >= total:
+                break
+        if not chains.wait() or not rows:
+            return None
+    except (pa.ArrowException, OSError, ValueError):  # damaged: the row path says where
+        chains.wait()
+        return None
+    joined = concat_columns(parts)
+    joined.page_ids = page_ids[:pages]
+    return joined
+
+
+def _prefetched(handle: pq.ParquetFile, names: list[str]) -> Iterator[pa.Table]:
+    """The row groups in order, each decoded (Arrow, no GIL) while the last is checked."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        count = handle.metadata.num_row_groups
+        pending = pool.submit(handle.read_row_group, 0, columns=names) if count else None
+        for group in range(count):
+            table = pending.result()
+            if group + 1 < count:
+                pending = pool.submit(handle.read_row_group, group + 1, columns=names)
+            yield table
+
+
+def _id_count(handle: pq.ParquetFile) -> int:
+    """How many hash ids the file holds, from its metadata (checked by _check_sizes)."""
+    meta = handle.metadata
+    leaf = next(i for i in range(meta.num_columns)
+                if meta.schema.column(i).path.split(".")[0] == "hash_ids")
+    return sum(meta.row_group(g).column(leaf).num_values for g in range(meta.num_row_groups))
 
 
 def _read_batch(rows: list[dict], row_no: int, path: Path, ctx: ReadContext,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
+from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.mooncake import DEFAULT_BLOCK_SIZE
 from prefixsim.trace.record import Request
 
@@ -55,7 +56,10 @@ def mooncake_lines(requests: Iterable[Request]) -> Iterator[str]:
 
 
 def parquet_table(requests: Iterable[Request]) -> pa.Table:
-    """The requests as a Mooncake-shaped Arrow table (timestamp in ms)."""
+    """The requests as a Mooncake-shaped Arrow table (timestamp in ms); columns go
+    across as arrays, without a Request per row."""
+    if isinstance(requests, RequestColumns):
+        return _columns_table(requests)
     columns: dict[str, list] = {name: [] for name in PARQUET_SCHEMA.names}
     for r in requests:
         columns["timestamp"].append(r.arrival_s * 1000.0)
@@ -66,3 +70,20 @@ def parquet_table(requests: Iterable[Request]) -> pa.Table:
         columns["block_size"].append(r.page_size_tokens)
         columns["namespace"].append(r.namespace)
     return pa.table(columns, schema=PARQUET_SCHEMA)
+
+
+def _columns_table(columns: RequestColumns) -> pa.Table:
+    count = len(columns)
+    # int32 offsets, as the schema's list type has (a trace holds < 2^31 pages: MAX_TRACE_PAGES)
+    ids = pa.ListArray.from_arrays(pa.array(columns.page_start, type=pa.int32()),
+                                   pa.array(columns.page_ids, type=pa.int64()))
+    nulls = pa.nulls(count, pa.string())
+    return pa.table({
+        "timestamp": pa.array(columns.arrival_s * 1000.0, type=pa.float64()),
+        "input_length": pa.array(columns.input_tokens, type=pa.int64()),
+        "output_length": pa.array(columns.output_tokens, type=pa.int64()),
+        "hash_ids": ids,
+        "session_id": columns.sessions if columns.sessions is not None else nulls,
+        "block_size": pa.array(columns.page_size_tokens, type=pa.int64()),
+        "namespace": columns.namespaces if columns.namespaces is not None else nulls,
+    }, schema=PARQUET_SCHEMA)

@@ -1,0 +1,103 @@
+"""The Parquet reader's fast path (whole row groups into numpy columns) against its
+row-by-row path: the same requests, time shift and reordering for every file, or the same
+one-line error when a file is bad (the fast path gives up and the row path decides)."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prefixsim.errors import InputError
+from prefixsim.trace import ReadOptions, parquet, read_trace
+from prefixsim.trace.columns import RequestColumns
+
+
+def read_both(path, options=None):
+    results = []
+    for fast in (True, False):
+        original = parquet._read_columns
+        if not fast:
+            parquet._read_columns = lambda *args: None
+        try:
+            results.append(read_trace(path, "parquet", options))
+        except InputError as error:
+            results.append(str(error))
+        finally:
+            parquet._read_columns = original
+    return results
+
+
+rows = st.fixed_dictionaries(
+    {"timestamp": st.floats(0, 1e6), "input_length": st.integers(1, 2000),
+     "output_length": st.integers(0, 50)},
+    optional={"session_id": st.one_of(st.text(max_size=5), st.none())})
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(rows, min_size=1, max_size=30), st.sampled_from([None, 64, 512]),
+       st.integers(1, 7), st.sampled_from(["ok", "negative", "unchained", "null", "count",
+                                           "namespace", "int_session"]),
+       st.one_of(st.none(), st.integers(1, 40)))
+def test_fast_and_row_paths_agree(tmp_path, lines, block_size, group_rows, flaw, limit):
+    """Chained ids over a few shared chains, times out of order, several row groups, an
+    optional max_requests and one kind of flaw: both paths agree."""
+    size = block_size or 512
+    table = {"timestamp": [], "input_length": [], "output_length": [], "hash_ids": [],
+             "session_id": [], "block_size": [], "namespace": []}
+    for i, row in enumerate(lines):
+        count = -(-row["input_length"] // size)
+        table["timestamp"].append(row["timestamp"])
+        table["input_length"].append(row["input_length"])
+        table["output_length"].append(row["output_length"])
+        table["hash_ids"].append([i % 3 * 10_000 + k for k in range(count)])
+        table["session_id"].append(row.get("session_id"))
+        table["block_size"].append(block_size if i % 2 else None)
+        table["namespace"].append(None)
+    bad = len(lines) // 2
+    if flaw == "negative":
+        table["timestamp"][bad] = -1.0
+    elif flaw == "unchained":
+        ids = table["hash_ids"][bad]
+        table["hash_ids"][bad] = [99_999] + ids[1:] if len(ids) > 1 else [5]
+    elif flaw == "null":
+        table["input_length"][bad] = None
+    elif flaw == "count":
+        table["hash_ids"][bad] = table["hash_ids"][bad] + [123_456]
+    elif flaw == "namespace":
+        table["namespace"][bad] = "tenant-a"
+    schema = pa.schema([("timestamp", pa.float64()), ("input_length", pa.int64()),
+                        ("output_length", pa.int64()), ("hash_ids", pa.list_(pa.int64())),
+                        ("session_id", pa.int64() if flaw == "int_session" else pa.string()),
+                        ("block_size", pa.int64()), ("namespace", pa.string())])
+    if flaw == "int_session":
+        table["session_id"] = [i % 4 for i in range(len(lines))]
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table(table, schema=schema), path, row_group_size=group_rows)
+    fast, exact = read_both(path, ReadOptions(block_size=block_size, max_requests=limit))
+    if isinstance(exact, str):
+        assert fast == exact
+        return
+    assert list(fast.requests) == list(exact.requests)
+    assert (fast.time_shift_s, fast.reordered_rows, fast.skipped_lines) == (
+        exact.time_shift_s, exact.reordered_rows, exact.skipped_lines)
+
+
+def test_a_converted_file_goes_the_fast_way(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"timestamp": [0.0, 5.0], "input_length": [600, 700],
+                             "output_length": [1, 2], "hash_ids": [[1, 2], [1, 3]]}), path)
+    data = read_trace(path)
+    assert isinstance(data.requests, RequestColumns)
+    assert [r.page_ids for r in data.requests] == [(1, 2), (1, 3)]
+
+
+def test_columns_write_the_same_table_as_requests():
+    """write.parquet_table takes RequestColumns array by array: the same table as row by row."""
+    from prefixsim.trace.columns import as_columns
+    from prefixsim.trace.record import Request
+    from prefixsim.trace.write import parquet_table
+    requests = [Request(0, 0.5, 600, 3, (1, 2), 512, "s1", None),
+                Request(1, 1.25, 100, 0, (1,), 512, None, "tenant"),
+                Request(2, 7.0, 40, 9, (5,), 64, "s2", None)]
+    assert parquet_table(as_columns(requests)).equals(parquet_table(requests))
