@@ -11,14 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import numpy as np
+
 from prefixsim.errors import InputError
+from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.record import Request
 
 
 def distinct_prefix_tokens(requests: Iterable[Request]) -> int:
     """Tokens of the distinct pages of `requests` (each chained id counted once, with the
     most tokens it was seen holding): what an unbounded cache without a TTL holds at the end,
-    and the least capacity at which no policy ever evicts."""
+    and the least capacity at which no policy ever evicts. Columns are counted with numpy
+    (`_distinct_columns`), the same figure."""
+    if isinstance(requests, RequestColumns):
+        return _distinct_columns(requests)
     full: dict[int, set[int]] = {}  # page size -> ids seen as a full (not last) page
     last: dict[int, int] = {}  # id of a prompt's last page -> most tokens seen in it
     for request in requests:
@@ -34,6 +40,45 @@ def distinct_prefix_tokens(requests: Iterable[Request]) -> int:
     seen: set[int] = set().union(*full.values()) if full else set()
     return (sum(size * len(ids) for size, ids in full.items())
             + sum(tokens for page_id, tokens in last.items() if page_id not in seen))
+
+
+def _distinct_columns(columns: RequestColumns) -> int:
+    counts = np.diff(columns.page_start)
+    has = counts > 0
+    last_at = columns.page_start[1:][has] - 1
+    is_last = np.zeros(columns.num_pages, dtype=bool)
+    is_last[last_at] = True
+    full_ids = columns.page_ids[~is_last]
+    sizes = np.unique(columns.page_size_tokens[counts > 1]).tolist()
+    full_sizes = np.repeat(columns.page_size_tokens, counts)[~is_last] if len(sizes) > 1 \
+        else None
+    total = 0
+    seen = np.zeros(0, dtype=np.int64)
+    for size in sizes:
+        ids = _unique(full_ids if full_sizes is None else full_ids[full_sizes == size])
+        total += size * len(ids)
+        seen = ids if not len(seen) else np.union1d(seen, ids)
+    last_ids = columns.page_ids[last_at]
+    tokens = columns.input_tokens[has] - columns.page_size_tokens[has] * (counts[has] - 1)
+    order = np.lexsort((tokens, last_ids))  # by id, then tokens: each id's most is last
+    ids, tokens = last_ids[order], tokens[order]
+    most = np.ones(len(ids), dtype=bool)
+    most[:-1] = ids[1:] != ids[:-1]
+    ids, tokens = ids[most], tokens[most]
+    if len(seen):
+        at = np.minimum(np.searchsorted(seen, ids), len(seen) - 1)
+        tokens = tokens[seen[at] != ids]
+    return total + int(tokens.sum())
+
+
+def _unique(ids: np.ndarray) -> np.ndarray:
+    """The sorted distinct ids: by a bitmap when they are small and non-negative (as traces
+    number their pages), else by sorting."""
+    if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + (1 << 20):
+        marks = np.zeros(int(ids.max()) + 1, dtype=bool)
+        marks[ids] = True
+        return np.flatnonzero(marks).astype(np.int64)
+    return np.unique(ids)
 
 
 def check_page_size(from_tokens: int, to_tokens: int) -> int:
