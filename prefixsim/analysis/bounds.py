@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
-from prefixsim.analysis.seen_pages import unbounded_hit_tokens
+from prefixsim.analysis.seen_pages import unbounded_hit_tokens, unbounded_hit_tokens_columns
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
 from prefixsim.engine import replay_cache_only
 from prefixsim.metrics.summary import Bounds
 from prefixsim.trace import Request
+from prefixsim.trace.columns import RequestColumns
 
 CacheFactory = Callable[[str, bool], RadixCache]
 """(policy name, unbounded) -> a fresh cache with the run's other settings, at the run's
@@ -42,7 +43,10 @@ def unbounded_hit_rate(
     distinct page. Otherwise a replay."""
     if cache.capacity_tokens is not None or cache.ttl is not None or rules is not None:
         return replay_hit_rate(requests, cache, rules)
-    hits, query = unbounded_hit_tokens(batched(requests, chunk_size))
+    if isinstance(requests, RequestColumns):
+        hits, query = unbounded_hit_tokens_columns(requests, chunk_size)
+    else:
+        hits, query = unbounded_hit_tokens(batched(requests, chunk_size))
     return hits / query if query else 0.0
 
 

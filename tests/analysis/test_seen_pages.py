@@ -39,4 +39,30 @@ def test_seen_pages_equal_an_unbounded_replay(seed, n, chunk):
     for start in range(0, n, chunk):
         got += seen.hit_tokens(requests[start:start + chunk]).tolist()
     assert got == expected
-    assert len(seen.ids) == len({p for r in requests for p in r.page_ids})
+    assert len(seen) == len({p for r in requests for p in r.page_ids})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 100_000), st.integers(1, 80), st.integers(1, 30),
+       st.sampled_from([1 << 27, 1500, 0]))
+def test_table_sorted_and_columns_agree(seed, n, chunk, table_ids):
+    """The direct table, the sorted array and a switch from one to the other midway (the
+    table's range cut to `table_ids`), fed Requests or columns: the same hits."""
+    from prefixsim.analysis import seen_pages
+    from prefixsim.analysis.seen_pages import unbounded_hit_tokens_columns
+    from prefixsim.trace.columns import as_columns
+    requests = chained_trace(seed, n)
+    expected = [r.cached_tokens for r in
+                replay_cache_only(requests, RadixCache(None, POLICIES.build("lru"))).records]
+    original = seen_pages.TABLE_IDS
+    seen_pages.TABLE_IDS = table_ids
+    try:
+        seen = SeenPages()
+        got = []
+        for start in range(0, n, chunk):
+            got += seen.hit_tokens(requests[start:start + chunk]).tolist()
+        columns = unbounded_hit_tokens_columns(as_columns(requests), chunk)
+    finally:
+        seen_pages.TABLE_IDS = original
+    assert got == expected
+    assert columns == (sum(expected), sum(r.input_tokens for r in requests))
