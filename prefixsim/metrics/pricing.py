@@ -186,8 +186,15 @@ def prefill_savings(
         (new, cached) pair timed once."""
         if len(new) == 0:
             return 0.0
-        pairs, inverse = np.unique(np.stack([new, done], axis=1), axis=0, return_inverse=True)
-        times = [prefill_time_s(cost_model, int(n), int(c), chunk_tokens) for n, c in pairs]
+        span = int(done.max()) + 1
+        if (int(new.max()) + 1) * span < 2**62:  # one int64 key a pair, in the pairs' order
+            keys, inverse = np.unique(new * span + done, return_inverse=True)
+            pairs = zip((keys // span).tolist(), (keys % span).tolist(), strict=True)
+        else:
+            rows, inverse = np.unique(np.stack([new, done], axis=1), axis=0,
+                                      return_inverse=True)
+            pairs = rows.tolist()
+        times = [prefill_time_s(cost_model, n, c, chunk_tokens) for n, c in pairs]
         return sum(map(times.__getitem__, inverse.ravel().tolist()), 0.0)
 
     with_cache = total_s(lengths - cached, cached)
