@@ -18,11 +18,13 @@ from itertools import chain
 
 import numpy as np
 
+from prefixsim.engine.records import hit_token_array
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
 
-UNSET = np.iinfo(np.int64).max  # table slot of an id no request has named yet
-TABLE_IDS = 1 << 27  # ids below this (and >= 0) go in a direct table: 1 GiB at the most
+UNSET = np.iinfo(np.int32).max  # table slot of an id no request has named yet
+TABLE_IDS = 1 << 28  # ids below this (and >= 0) go in a direct int32 table: 1 GiB at most
+TABLE_REQUESTS = UNSET - 1  # requests a table can number (then the sorted array)
 
 
 class SeenPages:
@@ -30,12 +32,12 @@ class SeenPages:
 
     Small non-negative ids (traces number their pages densely) are kept in a direct table,
     first[id] = the first request that named it, filled with one numpy minimum.at a chunk
-    (8 bytes per id value, no sort); the first id out of that range moves them to the
+    (4 bytes per id value, no sort); the first id out of that range moves them to the
     sorted array (8 bytes per distinct id, a merge per chunk)."""
 
     def __init__(self) -> None:
         self.ids = np.zeros(0, dtype=np.int64)  # sorted mode
-        self.first: np.ndarray | None = np.zeros(0, dtype=np.int64)  # table mode
+        self.first: np.ndarray | None = np.zeros(0, dtype=np.int32)  # table mode
         self.fed = 0  # requests fed so far
 
     def __len__(self) -> int:
@@ -64,7 +66,8 @@ class SeenPages:
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
         if self.first is not None and len(ids) and (
-                int(ids.min()) < 0 or int(ids.max()) >= TABLE_IDS):
+                int(ids.min()) < 0 or int(ids.max()) >= TABLE_IDS
+                or self.fed + len(counts) > TABLE_REQUESTS):
             self.ids = np.flatnonzero(self.first != UNSET).astype(np.int64)
             self.first = None
         if self.first is not None:
@@ -80,18 +83,19 @@ class SeenPages:
         if nonempty.any():
             firsts = np.minimum.reduceat(unseen_at, starts[nonempty])
             matched[nonempty] = np.minimum(firsts, counts[nonempty])
-        return _capped_tokens(inputs, sizes, matched, counts)
+        return hit_token_array(inputs, sizes, matched, counts)
 
     def _seen_table(self, ids: np.ndarray, owner: np.ndarray) -> np.ndarray:
         """Whether an earlier request (of any chunk) named each page."""
         if not len(ids):
             return np.zeros(0, dtype=bool)
         top = int(ids.max()) + 1
-        if top > len(self.first):
-            grown = np.full(max(top, 2 * len(self.first)), UNSET, dtype=np.int64)
+        if top > len(self.first):  # grown by half: the table is most of the memory
+            grown = np.full(max(top, len(self.first) + len(self.first) // 2), UNSET,
+                            dtype=np.int32)
             grown[:len(self.first)] = self.first
             self.first = grown
-        named_by = owner + self.fed
+        named_by = (owner + self.fed).astype(np.int32)
         np.minimum.at(self.first, ids, named_by)
         return self.first[ids] < named_by
 
@@ -111,14 +115,6 @@ def _member(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     at = np.searchsorted(sorted_ids, ids)
     at[at == len(sorted_ids)] = 0
     return sorted_ids[at] == ids
-
-
-def _capped_tokens(inputs: np.ndarray, sizes: np.ndarray, matched: np.ndarray,
-                   counts: np.ndarray) -> np.ndarray:
-    """Request.prefix_tokens(matched) capped at L - 1 (engine/records.py's hit_tokens)."""
-    prefix = np.where(matched >= counts, inputs, matched * sizes)
-    prefix[matched <= 0] = 0
-    return np.minimum(prefix, inputs - 1)
 
 
 def unbounded_hit_tokens(chunks: Iterable[Sequence[Request]]) -> tuple[int, int]:

@@ -42,6 +42,15 @@ def hit_tokens(request: Request, num_matched_pages: int) -> int:
     return min(request.prefix_tokens(num_matched_pages), request.input_tokens - 1)
 
 
+def hit_token_array(inputs: np.ndarray, sizes: np.ndarray, matched: np.ndarray,
+                    counts: np.ndarray) -> np.ndarray:
+    """`hit_tokens` of many requests at once: prompt tokens, page size, matched pages and
+    pages of each (Request.prefix_tokens, capped at L - 1)."""
+    prefix = np.where(matched >= counts, inputs, matched * sizes)
+    prefix[matched <= 0] = 0
+    return np.minimum(prefix, inputs - 1)
+
+
 class _Strings:
     """A column of optional strings: UTF-8 bytes one after another and their end offsets
     (None: a negative length marker), about 8 bytes + the text per value."""
@@ -162,6 +171,18 @@ class RecordTable(Sequence):
             else:
                 out[name] = column
         return out
+
+    def drain(self) -> RecordTable:
+        """The records so far, as a table of their own; this one starts empty (its bound
+        `append` keeps working), so a streaming replay holds a chunk's records at a time."""
+        taken = RecordTable.__new__(RecordTable)
+        taken.record_type, taken.names = self.record_type, self.names
+        taken._columns, taken._appends = self._columns, self._appends
+        hints = {name: getattr(hint, "__forward_arg__", hint)
+                 for name, hint in self.record_type.__annotations__.items()}
+        self._columns = [_column(hints[name]) for name in self.names]
+        self._appends = [column.append for column in self._columns]
+        return taken
 
     def reorder(self, order: Sequence[int]) -> None:
         """Put the records in the order of the indices `order` (a permutation)."""

@@ -21,33 +21,36 @@ import numpy as np
 NO_PARENT = np.iinfo(np.int64).min  # parent of a prompt's first page (ids are checked < 2^63)
 
 
-UNSET = np.iinfo(np.int64).max  # a table slot of an id not seen yet
-TABLE_IDS = 1 << 27  # ids below this (and >= 0) go in a direct table: 1 GiB at the most
+TABLE_UNSET = -1  # a table slot of an id not seen yet
+TABLE_NO_PARENT = -2  # NO_PARENT in the table (whose ids and parents are >= 0)
+TABLE_IDS = 1 << 28  # ids below this (and >= 0) go in a direct int32 table: 1 GiB at most
 
 
 class ChunkChains:
     """Known ids and parents; `check(ids, starts)` adds a chunk or finds it inconsistent.
 
     Small non-negative ids (traces number their pages densely: generated ones from 0, the
-    Mooncake release up to ~10^6) are kept in a direct table, parent_of[id], checked with no
-    sort at all; the first id past TABLE_IDS (or below 0) moves them to the sorted arrays."""
+    Mooncake release up to ~10^6) are kept in a direct table, parent_of[id] (int32: 4 bytes
+    an id value), checked with no sort at all; the first id past TABLE_IDS (or below 0) moves
+    them to the sorted arrays."""
 
     def __init__(self) -> None:
         self.ids = np.zeros(0, dtype=np.int64)
         self.parents = np.zeros(0, dtype=np.int64)
-        self.table: np.ndarray | None = np.zeros(0, dtype=np.int64)
+        self.table: np.ndarray | None = np.zeros(0, dtype=np.int32)
         self.ok = True
         self._thread: threading.Thread | None = None
 
     def _check_table(self, ids: np.ndarray, parents: np.ndarray, high: int) -> bool:
         table = self.table
         top = high + 1
-        if top > len(table):
-            grown = np.full(max(top, 2 * len(table)), UNSET, dtype=np.int64)
+        if top > len(table):  # grown by half (not doubled): the table is most of the memory
+            grown = np.full(max(top, len(table) + len(table) // 2), TABLE_UNSET, dtype=np.int32)
             grown[:len(table)] = table
             table = self.table = grown
+        parents = np.where(parents == NO_PARENT, TABLE_NO_PARENT, parents).astype(np.int32)
         known = table[ids]
-        seen = known != UNSET
+        seen = known != TABLE_UNSET
         if np.any(known[seen] != parents[seen]):
             return False
         table[ids] = parents  # new ids: whichever occurrence writes last...
@@ -55,8 +58,10 @@ class ChunkChains:
 
     def _to_sorted(self) -> None:
         table = self.table
-        ids = np.flatnonzero(table != UNSET)
-        self.ids, self.parents, self.table = ids.astype(np.int64), table[ids], None
+        ids = np.flatnonzero(table != TABLE_UNSET)
+        parents = table[ids].astype(np.int64)
+        parents[parents == TABLE_NO_PARENT] = NO_PARENT
+        self.ids, self.parents, self.table = ids.astype(np.int64), parents, None
 
     def check(self, ids: np.ndarray, starts: np.ndarray) -> bool:
         """Check a chunk: `ids` of its pages in file order, `starts` the index of each
