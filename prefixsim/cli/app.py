@@ -83,17 +83,31 @@ def write_results(out_dir: Path, config: RunConfig, result: RunResult,
     results file of an earlier run that this run does not write (e.g. its timeseries).
     `fresh` (a default folder): never an existing one, but the next free `NAME-2`, ...
     """
+    return write_run(out_dir, config, lambda _path: result, fresh)[0]
+
+
+def write_run(out_dir: Path, config: RunConfig, produce: Callable[[Path], RunResult],
+              fresh: bool = False) -> tuple[Path, RunResult]:
+    """`write_results` of the result `produce(requests_path)` returns: a run that streams
+    writes its request rows to `requests_path` (in the staging folder) itself, else they
+    are written from the result's frame. Nothing is left behind if `produce` fails."""
+    produced: list[RunResult] = []
 
     def fill(staging: Path) -> None:
+        requests_path = staging / "requests.parquet"
+        result = produce(requests_path)
+        produced.append(result)
         (staging / "summary.json").write_text(
             json.dumps(result.summary, indent=2, default=str) + "\n", encoding="utf-8"
         )
-        result.requests.to_parquet(staging / "requests.parquet", index=False)
+        if not requests_path.exists():
+            result.requests.to_parquet(requests_path, index=False)
         if not result.timeseries.empty:
             result.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
         (staging / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")
 
-    return write_folder(out_dir, fill, RUN_FILES, fresh=fresh)
+    folder = write_folder(out_dir, fill, RUN_FILES, fresh=fresh)
+    return folder, produced[0]
 
 
 # ----------------------------------------------------------------------- printing

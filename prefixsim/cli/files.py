@@ -9,6 +9,7 @@ what to write is each subcommand's job."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -86,11 +87,20 @@ def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[s
     no result of an earlier run is left beside the new ones (nothing else is touched).
     With `fresh`, an existing folder is never written into: the results go to the first of
     `out_dir`, `out_dir-2`, ... free at that moment. Returns the folder written."""
+    made = [folder for folder in (out_dir.parent, *out_dir.parent.parents)
+            if not folder.exists()]  # the folders this write creates (removed if it fails)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         os.chmod(staging, 0o777 & ~_umask())
-        fill(staging)
+        try:
+            fill(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            for folder in made:  # innermost first; only while empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
         if fresh:
             return _rename_fresh(staging, out_dir)
         if out_dir.exists():

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from prefixsim.cache import POLICIES
-from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_results
+from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_run
 from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
 from prefixsim.cli.progress import Progress
@@ -22,11 +22,12 @@ from prefixsim.cli.serving_options import (
 )
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
-from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
+from prefixsim.pipeline import RunResult, load_trace_data, resolve_trace_defaults, simulate
+from prefixsim.pipeline.streamed import open_trace_stream, simulate_streamed
 from prefixsim.trace import READERS
 
 RUN_SECTIONS = (
-    ("Run", ("config_path", "cache_only")),
+    ("Run", ("config_path", "cache_only", "no_stream")),
     ("Trace", ("trace_path", "trace_format", "block_size", "max_requests", "skip_bad_lines",
                "prefix_model", "trace_seed", "session_rate_per_s")),
     ("Cache (both modes; --bounds cache-only)", (
@@ -106,6 +107,10 @@ RUN_SECTIONS = (
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Results folder (written into directly); default results/<time>-<label>/.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary block.")
+@click.option("--no-stream", is_flag=True,
+              help="Cache-only: read the whole trace before replaying. By default a "
+                   "Mooncake JSONL or Parquet trace streams in chunks (same results, "
+                   "bounded memory; docs/architecture.md).")
 @serving_options
 @fail_cleanly
 def run(config_path: str | None, trace_path: str | None, trace_format: str | None,
@@ -118,7 +123,7 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
         pool_tokens: str | None, pool_policy: str | None, pool_ttl_s: float | None,
         pool_bandwidth_gb_s: float | None, pool_latency_s: float | None,
         pool_write_through: bool | None, bounds: bool | None, pricing: str | None,
-        output: str | None, quiet: bool, skip_bad_lines: bool | None,
+        output: str | None, quiet: bool, no_stream: bool, skip_bad_lines: bool | None,
         prefix_model: str | None, trace_seed: int | None, session_rate_per_s: float | None,
         **serving: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
@@ -159,14 +164,24 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
     out_dir = Path(output) if output else default_output_dir(config)
     check_output_dir(out_dir)
     config = resolve_trace_defaults(config)
-    with Progress("read", "req", quiet=quiet) as bar:
-        trace_data = load_trace_data(config.trace, on_progress=bar.update)
-    if trace_data.skipped_lines:
-        click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
-    with Progress("replay", "req", total=len(trace_data.requests), quiet=quiet) as bar:
-        result = simulate(config, on_progress=bar.update, trace=trace_data,
-                          command=shlex.join(["prefixsim", *sys.argv[1:]]))
-    out_dir = write_results(out_dir, config, result, fresh=output is None)
+    command = shlex.join(["prefixsim", *sys.argv[1:]])
+
+    def produce(requests_path: Path) -> RunResult:
+        stream = None if no_stream else open_trace_stream(config)
+        if stream is not None:  # cache-only: read, replay and write chunk by chunk
+            with Progress("replay", "req", total=stream.total, quiet=quiet) as bar:
+                streamed = simulate_streamed(config, requests_path, bar.update,
+                                             command=command, stream=stream)
+            if streamed is not None:
+                return streamed
+        with Progress("read", "req", quiet=quiet) as bar:
+            trace_data = load_trace_data(config.trace, on_progress=bar.update)
+        if trace_data.skipped_lines:
+            click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
+        with Progress("replay", "req", total=len(trace_data.requests), quiet=quiet) as bar:
+            return simulate(config, on_progress=bar.update, trace=trace_data, command=command)
+
+    out_dir, result = write_run(out_dir, config, produce, fresh=output is None)
     if not quiet:
         print_summary(result.summary, out_dir)
 

@@ -47,6 +47,7 @@ def replay_cache_only(
     rules: CacheRules | None = None,
     sample_interval_s: float | None = None,
     pool: SharedPool | None = None,
+    records: RecordTable | None = None,
 ) -> CacheOnlyResult:
     """Replay `requests` (already in arrival order) through `cache`.
 
@@ -65,6 +66,8 @@ def replay_cache_only(
     it takes neither tiers nor rules.
     With `sample_interval_s`, the result's `states` are the rows the timeseries is sampled
     from (engine/cache_samples.py): one per arrival that crosses a multiple of the interval.
+    `records` (empty) is the table the records go in: a streaming caller drains it between
+    chunks (RecordTable.drain), so the result's table holds the records not yet drained.
     """
     # Pages only point at their parents, so the loop makes no reference cycles; the cyclic
     # collector would just rescan the growing tree (about half the time of an unbounded
@@ -77,18 +80,18 @@ def replay_cache_only(
             if tiers is not None or rules is not None or pool is not None:
                 raise ValueError("a SegmentCache replay takes no tiers, pool or request rules")
             records = replay_segments(requests, cache, on_progress, progress_every,
-                                      sample_interval_s, states)
+                                      sample_interval_s, states, records)
             return CacheOnlyResult(records=records, counters=cache.counters, states=states)
         return _replay(requests, cache, on_progress, progress_every, tiers, rules,
-                       sample_interval_s, states, pool)
+                       sample_interval_s, states, pool,
+                       RecordTable(CacheOnlyRecord) if records is None else records)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval,
-            states, pool) -> CacheOnlyResult:
-    records = RecordTable(CacheOnlyRecord)
+            states, pool, records) -> CacheOnlyResult:
     append = records.append
     upcoming = 0.0 if interval is not None else math.inf
     clock = [0.0]
@@ -96,6 +99,7 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         pool.clock = lambda: clock[0]
         if not pool.spec.write_through:
             cache.on_demote = pool.write_evicted
+    position = -1
     for position, request in enumerate(requests):
         now = clock[0] = request.arrival_s
         if now > upcoming:  # the state so far holds from `upcoming` until `now`
@@ -135,7 +139,7 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
     if on_progress is not None:
-        on_progress(len(records) % progress_every)
+        on_progress((position + 1) % progress_every)
     if states is not None:
         states.append(state_row(upcoming, cache))
     return CacheOnlyResult(records=records, counters=cache.counters, states=states)

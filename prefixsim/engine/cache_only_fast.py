@@ -10,14 +10,17 @@ rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+import numpy as np
 
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
+from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
+from prefixsim.trace.columns import RequestColumns
 
 
 def replay_segments(
@@ -27,12 +30,15 @@ def replay_segments(
     progress_every: int = 2000,
     sample_interval_s: float | None = None,
     states: list[tuple] | None = None,
+    records: RecordTable | None = None,
 ) -> RecordTable:
     """Replay `requests` (in arrival order; any iterable) through `cache`; one record per
     request, kept by column. With
     `sample_interval_s`, the state rows of the timeseries are appended to `states`
-    (engine/cache_samples.py; as `replay_cache_only` records them on a RadixCache)."""
-    records = RecordTable(CacheOnlyRecord)
+    (engine/cache_samples.py; as `replay_cache_only` records them on a RadixCache).
+    `records`: the (empty) table to append to, as `replay_cache_only` takes it."""
+    if records is None:
+        records = RecordTable(CacheOnlyRecord)
     append = records.append
     access = cache.access
     position = -1
@@ -62,3 +68,49 @@ def replay_segments(
     if sample_interval_s is not None:
         states.append(state_row(upcoming, cache))
     return records
+
+
+def replay_segment_chunks(
+    chunks: Iterable[RequestColumns],
+    cache: SegmentCache,
+    on_chunk: Callable[[RequestColumns, np.ndarray], None],
+    on_progress=None,
+    progress_every: int = 2000,
+    sample_interval_s: float | None = None,
+    states: list[tuple] | None = None,
+) -> int:
+    """`replay_segments` over requests kept by column, a chunk at a time, building no
+    Request and no record: the same `access` calls in the same order, then the chunk's hit
+    tokens at once (Part A's L - 1 cap, `hit_token_array`), handed to `on_chunk(chunk,
+    cached_tokens)`. Returns the number of requests replayed."""
+    access = cache.access
+    position = 0
+    upcoming = 0.0 if sample_interval_s is not None else math.inf
+    for chunk in chunks:
+        arrivals, inputs = chunk.arrival_s.tolist(), chunk.input_tokens.tolist()
+        sizes, starts = chunk.page_size_tokens.tolist(), chunk.page_start.tolist()
+        ids = chunk.page_ids.tolist()
+        matched = [0] * len(arrivals)
+        for i, now in enumerate(arrivals):
+            if now > upcoming:  # the state so far holds from `upcoming` until `now`
+                states.append(state_row(upcoming, cache))
+                upcoming = next_sample(now, sample_interval_s)
+            try:
+                matched[i] = access(tuple(ids[starts[i]:starts[i + 1]]), now, position,
+                                    sizes[i], inputs[i])
+            except ChainConflict as exc:
+                raise InputError(
+                    f"request {int(chunk.request_ids[i])}: {exc} (hash ids are not chained)",
+                    field="hash_ids",
+                ) from None
+            position += 1
+            if on_progress is not None and position % progress_every == 0:
+                on_progress(progress_every)
+        on_chunk(chunk, hit_token_array(chunk.input_tokens, chunk.page_size_tokens,
+                                        np.array(matched, dtype=np.int64),
+                                        np.diff(chunk.page_start)))
+    if on_progress is not None:
+        on_progress(position % progress_every)
+    if sample_interval_s is not None:
+        states.append(state_row(upcoming, cache))
+    return position

@@ -57,6 +57,7 @@ class RunFacts:
     (cache-only). `request_ttls`: each request's TTL, which prices its cache writes.
     `trace`: the trace as read (its labels and skipped lines go in the summary).
     `pool`: the shared KV pool's figures (R18), None without one.
+    `distinct_prefix_tokens`: the trace's, when counted as it streamed (else from `trace`).
     """
 
     mode: str
@@ -79,6 +80,7 @@ class RunFacts:
     trace: TraceData | None = None
     command: str | None = None
     pool: PoolFigures | None = None
+    distinct_prefix_tokens: int | None = None
 
 
 def summarize(facts: RunFacts) -> dict[str, Any]:
@@ -191,7 +193,9 @@ def _trace_keys(facts: RunFacts) -> dict[str, Any]:
     arrivals = facts.requests["arrival_s"]
     keys["trace_span_s"] = float(arrivals.max() - arrivals.min()) if len(arrivals) else 0.0
     if facts.trace is not None:
-        keys["trace_distinct_prefix_tokens"] = distinct_prefix_tokens(facts.trace.requests)
+        keys["trace_distinct_prefix_tokens"] = (
+            distinct_prefix_tokens(facts.trace.requests)
+            if facts.distinct_prefix_tokens is None else facts.distinct_prefix_tokens)
         keys["trace_skipped_lines"] = facts.trace.skipped_lines
         keys["trace_time_shift_s"] = facts.trace.time_shift_s
         keys["trace_reordered_rows"] = facts.trace.reordered_rows

@@ -80,7 +80,14 @@ def _shallow(path: Path) -> bool:
     """Whether no line opens more than two brackets (`{` and `[`: a Mooncake line nests two
     deep). Arrow's parser recurses on nesting and a deep line would overflow its stack; the
     exact path's parser refuses such lines with an error."""
+    return record_lines(path) is not None
+
+
+def record_lines(path: Path) -> int | None:
+    """The lines that open a bracket (a plain file's records), or None when a line opens
+    more than two (see `_shallow`)."""
     carry = 0
+    records = 0
     with path.open("rb") as handle:
         while block := handle.read(SCAN_BYTES):
             data = np.frombuffer(block, dtype=np.uint8)
@@ -89,9 +96,10 @@ def _shallow(path: Path) -> bool:
             per_line = np.bincount(np.searchsorted(ends, opens), minlength=len(ends) + 1)
             per_line[0] += carry
             if per_line.max() > 2:
-                return False
+                return None
+            records += int(np.count_nonzero(per_line[:-1]))
             carry = int(per_line[-1]) if len(ends) else int(per_line[0])
-    return True
+    return records + (carry > 0)
 
 
 def columns_of(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None:

@@ -71,6 +71,67 @@ def _distinct_columns(columns: RequestColumns) -> int:
     return total + int(tokens.sum())
 
 
+DISTINCT_TABLE_IDS = 1 << 28  # ids below this (and >= 0): a direct int32 table, 1 GiB at most
+
+
+class DistinctTokens:
+    """`distinct_prefix_tokens` fed chunk by chunk (a streamed trace with one page size).
+
+    Each distinct id's most tokens seen (a page size when it was ever a full page) in a
+    direct table most[id] (4 bytes an id value) for small non-negative ids that number the
+    pages densely (as traces do), else in sorted
+    arrays merged once a chunk; the total is their sum, what `distinct_prefix_tokens` gives
+    for the whole trace when every page has the same size (the stream checks that)."""
+
+    def __init__(self) -> None:
+        self.most: np.ndarray | None = np.zeros(0, dtype=np.int32)
+        self.ids = np.zeros(0, dtype=np.int64)  # sorted mode: ids and their most tokens
+        self.tokens = np.zeros(0, dtype=np.int64)
+        self.pages = 0  # pages fed so far
+
+    def add(self, columns: RequestColumns) -> None:
+        counts = np.diff(columns.page_start)
+        if not columns.num_pages:
+            return
+        tokens = np.repeat(columns.page_size_tokens, counts)
+        has = counts > 0
+        last_at = columns.page_start[1:][has] - 1
+        tokens[last_at] = (columns.input_tokens[has]
+                           - columns.page_size_tokens[has] * (counts[has] - 1))
+        ids = columns.page_ids
+        self.pages += len(ids)
+        low, high = int(ids.min()), int(ids.max())
+        if self.most is not None and (low < 0 or high >= DISTINCT_TABLE_IDS
+                                      or high > 8 * self.pages + (1 << 20)):  # sparse ids
+            self.ids = np.flatnonzero(self.most).astype(np.int64)
+            self.tokens = self.most[self.ids].astype(np.int64)
+            self.most = None
+        if self.most is None:
+            self._merge(ids, tokens)
+            return
+        top = high + 1
+        if top > len(self.most):  # grown by half: the table is most of the memory
+            grown = np.zeros(max(top, len(self.most) + len(self.most) // 2), dtype=np.int32)
+            grown[:len(self.most)] = self.most
+            self.most = grown
+        np.maximum.at(self.most, ids, tokens.astype(np.int32))
+
+    def _merge(self, ids: np.ndarray, tokens: np.ndarray) -> None:
+        ids = np.concatenate([self.ids, ids])
+        tokens = np.concatenate([self.tokens, tokens])
+        order = np.lexsort((tokens, ids))  # by id, then tokens: each id's most is last
+        ids, tokens = ids[order], tokens[order]
+        most = np.ones(len(ids), dtype=bool)
+        most[:-1] = ids[1:] != ids[:-1]
+        self.ids, self.tokens = ids[most], tokens[most]
+
+    @property
+    def total(self) -> int:
+        if self.most is not None:
+            return int(self.most.sum(dtype=np.int64))
+        return int(self.tokens.sum())
+
+
 def _unique(ids: np.ndarray) -> np.ndarray:
     """The sorted distinct ids: by a bitmap when they are small and non-negative (as traces
     number their pages), else by sorting."""

@@ -13,7 +13,8 @@ from prefixsim.cli import app
 
 RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned, and since
     "--config", "--trace", "--trace-format", "--block-size", "--max-requests",
-    "--skip-bad-lines", "--prefix-model", "--cache-only", "--policy", "--cache-tokens",
+    "--skip-bad-lines", "--prefix-model", "--cache-only", "--no-stream", "--policy",
+    "--cache-tokens",
     "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
     "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
     "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # --seed: gone (#13)

@@ -1,0 +1,271 @@
+"""A cache-only run over a streamed trace: the trace is read, replayed and written chunk by
+chunk, so memory holds the cache, a chunk or two and a few numbers a request.
+
+`simulate_streamed(config, requests_path)` is `simulate` (pipeline/run.py) for a cache-only
+run whose trace `trace/stream.py` can stream: it replays the chunks through the run's cache
+in one pass (the same replay loop, its record table drained after every chunk), writes each
+chunk's rows to `requests_path` as one Parquet row group, and feeds the reference figures
+as it goes (the unbounded bound without a TTL: analysis/seen_pages.py; the trace's distinct
+prefix tokens: trace/pages.py). It returns None, leaving nothing at `requests_path`, when the
+run must read its trace whole; the caller then runs `simulate`, which gives the same results
+(tested request by request), so the stream is only ever a faster, smaller way to them.
+
+Kept per request for the summary: arrival, prompt, output and hit tokens (and the tier
+hits of a run with tiers or a pool), 32-56 bytes a request, so every summary figure is
+computed by the same code on the same numbers as an in-memory run's (bit-identical; the
+request rows themselves are on disk). Not streamed (read whole): an offline policy or
+bound (belady needs the future), a time window, formats other than Mooncake JSONL and
+Parquet, and traces the stream gives up on (trace/stream.py). With a TTL or request
+classes the unbounded bound is a second pass over the file (an unbounded replay).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from prefixsim.analysis.seen_pages import SeenPages
+from prefixsim.cache.pool import PoolFigures
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.config import RunConfig
+from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
+from prefixsim.engine.cache_only_fast import replay_segment_chunks
+from prefixsim.engine.records import RecordTable
+from prefixsim.metrics.requests import records_frame, tier_hits
+from prefixsim.metrics.summary import CACHE_ONLY, Bounds, RunFacts, summarize
+from prefixsim.metrics.timeseries import cache_only_interval, cache_only_timeseries
+from prefixsim.pipeline.build import Components, build, build_cache, request_ttls
+from prefixsim.pipeline.run import RunResult
+from prefixsim.trace import Request, TraceData
+from prefixsim.trace.columns import RequestColumns
+from prefixsim.trace.pages import DistinctTokens
+from prefixsim.trace.stream import NotStreamable, TraceStream, open_stream
+
+OFFLINE_POLICIES = ("belady",)  # policies that read the future: the trace is read whole
+KEPT = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens")  # per request
+
+
+def streamable(config: RunConfig) -> bool:
+    """Whether a run of `config` may stream its trace (before looking at the file)."""
+    cache = config.cache
+    offline = cache.policy in OFFLINE_POLICIES or (
+        cache.pool is not None and cache.pool.policy in OFFLINE_POLICIES)
+    return (config.cache_only and not offline and not cache.bounds
+            and config.trace.time_window is None and config.trace.path is not None
+            and config.trace.format is not None)
+
+
+def open_trace_stream(config: RunConfig) -> TraceStream | None:
+    """The stream a run of `config` would read (None: it reads the trace whole)."""
+    trace = config.trace
+    if not streamable(config):
+        return None
+    return open_stream(Path(trace.path), trace.format, trace.block_size, trace.max_requests)
+
+
+def simulate_streamed(config: RunConfig, requests_path: Path,
+                      on_progress: ProgressCallback | None = None, *,
+                      command: str | None = None,
+                      stream: TraceStream | None = None) -> RunResult | None:
+    """Run `config` (resolved: trace format known) streaming its trace, writing the request
+    rows to `requests_path`; the result's `requests` frame holds the KEPT columns only.
+    None (nothing left at `requests_path`, progress taken back) when the trace must be read
+    whole. `stream`: the run's, when the caller opened it already (open_trace_stream)."""
+    stream = stream or open_trace_stream(config)
+    if stream is None:
+        return None
+    told = [0]
+
+    def progress(count: int) -> None:
+        told[0] += count
+        if on_progress is not None:
+            on_progress(count)
+
+    try:
+        return _simulate(config, stream, requests_path, progress, command)
+    except NotStreamable:
+        requests_path.unlink(missing_ok=True)
+        if on_progress is not None and told[0]:
+            on_progress(-told[0])
+        return None
+
+
+def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
+              on_progress: ProgressCallback, command: str | None) -> RunResult:
+    started = time.perf_counter()
+    parts = build(config, [])  # no offline policy: nothing learns from the future
+    cache, tiers = parts.caches[0], parts.tiers[0]
+    start = stream.first_arrival_s()
+    duration_s = stream.last_arrival_s(start)
+    interval_s = cache_only_interval(duration_s, config.engine.sample_interval_s)
+    kept = KEPT + _tier_columns(parts)
+    sink = _RowSink(requests_path, kept)
+    records = RecordTable(CacheOnlyRecord)
+    capacity = config.cache.capacity_tokens
+    tally = _Tally(parts, with_seen=capacity is not None and cache.ttl is None
+                   and parts.rules is None)
+
+    def chunks() -> Iterator[RequestColumns]:
+        for chunk in stream:
+            tally.add(chunk)
+            yield chunk
+        if tally.last_arrival_s != duration_s:
+            raise NotStreamable("the last row is not the last arrival")
+
+    def requests() -> Iterator[Request]:
+        for chunk in chunks():
+            yield from chunk
+            sink.write(records_frame(records.drain(), CacheOnlyRecord))  # its last record
+
+    states = None if interval_s is None else []
+    try:
+        if isinstance(cache, SegmentCache):  # columns straight in: no Request, no record
+            replay_segment_chunks(chunks(), cache, lambda chunk, cached: sink.write(
+                _chunk_frame(chunk, cached)), on_progress,
+                sample_interval_s=interval_s, states=states)
+        else:
+            states = replay_cache_only(requests(), cache, on_progress=on_progress,
+                                       tiers=tiers, rules=parts.rules,
+                                       sample_interval_s=interval_s,
+                                       pool=parts.shared_pool, records=records).states
+    finally:
+        sink.close()
+    frame = sink.frame()
+    samples, sampling = cache_only_timeseries(states, frame, capacity,
+                                              config.engine.sample_interval_s, interval_s,
+                                              duration_s)
+    hbm_rate = tier_hits(frame)["cache_hit_tokens_hbm"] / max(tally.query, 1)
+    if capacity is None:
+        unbounded = hbm_rate
+    elif tally.seen is not None:
+        unbounded = tally.seen_hits / tally.query if tally.query else 0.0
+    else:
+        unbounded = _second_pass_rate(parts, stream)
+    distinct = tally.distinct.total
+    tally.seen = tally.distinct = None  # their tables go before the summary's arrays come
+    facts = RunFacts(
+        mode=CACHE_ONLY, config=config, requests=frame, counters=cache.counters,
+        capacity_tokens=capacity, cost_model=parts.cost_model, model=parts.model,
+        gpu=parts.gpu, bounds=Bounds(unbounded), num_requests=len(frame), wall_time_s=0.0,
+        orphan_tokens=cache.orphan_tokens(), pricing=parts.pricing,
+        request_ttls=tally.ttls or [], sampling=sampling,
+        pool=None if parts.shared_pool is None else PoolFigures.of(parts.shared_pool),
+        trace=TraceData([], stream.format, time_shift_s=start), command=command,
+        distinct_prefix_tokens=distinct)
+    facts = dataclasses.replace(facts, wall_time_s=time.perf_counter() - started)
+    return RunResult(requests=frame, summary=summarize(facts), timeseries=samples,
+                     config=config)
+
+
+class _Tally:
+    """What the run feeds per chunk besides the replay: distinct prefix tokens, the
+    unbounded bound without a TTL (`with_seen`), each request's TTL (with pricing)."""
+
+    def __init__(self, parts: Components, with_seen: bool) -> None:
+        self.parts = parts
+        self.distinct = DistinctTokens()
+        self.seen = SeenPages() if with_seen else None
+        self.seen_hits = self.query = 0
+        self.ttls: list[float | None] | None = [] if parts.pricing is not None else None
+        self.last_arrival_s = 0.0
+
+    def add(self, chunk: RequestColumns) -> None:
+        self.distinct.add(chunk)
+        self.query += int(chunk.input_tokens.sum())
+        self.last_arrival_s = float(chunk.arrival_s[-1])
+        if self.seen is not None:
+            counts = np.diff(chunk.page_start)
+            self.seen_hits += int(self.seen.hit_arrays(
+                chunk.page_ids, counts, chunk.input_tokens, chunk.page_size_tokens).sum())
+        if self.ttls is not None:
+            self.ttls.extend(request_ttls(self.parts.config.cache, self.parts.rules, chunk))
+
+
+class _RowSink:
+    """Request rows to a Parquet file, one row group a chunk, keeping the `kept` columns."""
+
+    def __init__(self, path: Path, kept: tuple[str, ...]) -> None:
+        self.path, self.kept = path, kept
+        self.writer: pq.ParquetWriter | None = None
+        self.parts: list[dict[str, np.ndarray]] = []
+
+    def write(self, frame: pd.DataFrame) -> None:
+        if not len(frame):
+            return
+        rows = pa.Table.from_pandas(frame, preserve_index=False)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, rows.schema)
+        self.writer.write_table(rows)
+        self.parts.append({name: frame[name].to_numpy() for name in self.kept})
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def frame(self) -> pd.DataFrame:
+        """The kept columns of every row, and `status` (a cache-only request completes)."""
+        columns = {name: np.concatenate([part[name] for part in self.parts])
+                   if self.parts else np.zeros(0) for name in self.kept}
+        size = len(columns[self.kept[0]])
+        columns["status"] = pd.Categorical.from_codes(np.zeros(size, dtype=np.int8),
+                                                      ["completed"])
+        return pd.DataFrame(columns)
+
+
+def _chunk_frame(chunk: RequestColumns, cached: np.ndarray) -> pd.DataFrame:
+    """The rows `records_frame` makes of a chunk's CacheOnlyRecords (same columns and
+    types), from its columns and hit tokens (no lower tier: a SegmentCache run)."""
+    size = len(chunk)
+    sessions = chunk.sessions if chunk.sessions is not None else pa.nulls(size, pa.string())
+    status = pa.array(["completed"], type=pa.string()).take(np.zeros(size, dtype=np.int64))
+    zeros = np.zeros(size, dtype=np.int64)
+    return pd.DataFrame({
+        "request_id": chunk.request_ids,
+        "session_id": pd.array(sessions, dtype=pd.ArrowDtype(pa.string())),
+        "status": pd.array(status, dtype=pd.ArrowDtype(pa.string())),
+        "arrival_s": chunk.arrival_s, "input_tokens": chunk.input_tokens,
+        "output_tokens": chunk.output_tokens, "cached_tokens": cached,
+        "cached_tokens_host": zeros, "cached_tokens_disk": zeros, "cached_tokens_pool": zeros,
+    }, columns=list(CacheOnlyRecord._fields))
+
+
+def _tier_columns(parts: Components) -> tuple[str, ...]:
+    """The per-tier hit columns a run can fill (the others are all zero)."""
+    names: tuple[str, ...] = ()
+    if parts.tiers[0] is not None:
+        names += ("cached_tokens_host", "cached_tokens_disk")
+    if parts.shared_pool is not None:
+        names += ("cached_tokens_pool",)
+    return names
+
+
+def _second_pass_rate(parts: Components, stream: TraceStream) -> float:
+    """The unbounded bound with a TTL or request classes: an unbounded replay over the
+    file read again, its records summed chunk by chunk."""
+    config = parts.config
+    cache = build_cache(config.cache.model_copy(update={
+        "policy": "lru", "policy_params": {}, "pool": None, "capacity_tokens": None}),
+        [], replay_only=True)
+    records = RecordTable(CacheOnlyRecord)
+    sums = [0, 0]
+
+    def add(table: RecordTable) -> None:
+        columns = table.columns()
+        sums[0] += int(np.sum(columns["cached_tokens"]))
+        sums[1] += int(np.sum(columns["input_tokens"]))
+
+    def requests() -> Iterator[Request]:
+        for chunk in stream:
+            yield from chunk
+            add(records.drain())
+
+    replay_cache_only(requests(), cache, rules=parts.rules, records=records)
+    return sums[0] / sums[1] if sums[1] else 0.0

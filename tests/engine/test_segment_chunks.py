@@ -1,0 +1,51 @@
+"""replay_segment_chunks (columns in, no Request or record built) against replay_segments,
+and RecordTable.drain, which a streaming replay empties between chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from prefixsim.cache import POLICIES, TTLMode, TTLRule
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.engine.cache_only_fast import replay_segment_chunks, replay_segments
+from prefixsim.engine.records import CacheOnlyRecord, RecordTable
+from prefixsim.trace.columns import as_columns
+from prefixsim.trace.generate import generate, load_preset
+
+
+@pytest.mark.parametrize("capacity, ttl", [(200_000, None), (None, 20.0), (60_000, 5.0)])
+def test_chunks_replay_like_requests(capacity, ttl):
+    requests = generate(load_preset("chat"), 1500, seed=5)
+    def cache() -> SegmentCache:
+        rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
+        return SegmentCache(capacity, POLICIES.build("lru"), rule)
+
+    whole = cache()
+    states_whole: list[tuple] = []
+    records = replay_segments(requests, whole, sample_interval_s=2.0, states=states_whole)
+    chunked = cache()
+    states: list[tuple] = []
+    columns = as_columns(requests)
+    cuts = [0, 1, 400, 401, 1100, len(requests)]
+    chunks = [columns.take(np.arange(a, b)) for a, b in zip(cuts, cuts[1:], strict=False)]
+    got: list[np.ndarray] = []
+    progress: list[int] = []
+    count = replay_segment_chunks(chunks, chunked, lambda chunk, cached: got.append(cached),
+                                  progress.append, progress_every=300, sample_interval_s=2.0,
+                                  states=states)
+    assert count == len(requests) == sum(progress)
+    assert np.concatenate(got).tolist() == [r.cached_tokens for r in records]
+    assert states == states_whole
+    assert chunked.counters == whole.counters
+
+
+def test_drain_hands_over_the_records_and_keeps_appending():
+    table = RecordTable(CacheOnlyRecord)
+    append = table.append  # bound once, as the replay loops bind it
+    append((0, "s", "completed", 0.0, 10, 1, 5, 0, 0, 0))
+    append((1, None, "completed", 1.0, 20, 2, 0, 0, 0, 0))
+    taken = table.drain()
+    append((2, "t", "completed", 2.0, 30, 3, 9, 0, 0, 0))
+    assert [r.request_id for r in taken] == [0, 1] and taken[1].session_id is None
+    assert len(table) == 1 and table[0].session_id == "t" and table[0].cached_tokens == 9

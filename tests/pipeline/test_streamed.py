@@ -1,0 +1,209 @@
+"""A streamed cache-only run (pipeline/streamed.py) gives what the in-memory run gives:
+request rows, summary and timeseries, on generated traces cut into many chunks and on the
+real Mooncake trace; traces the stream cannot take fall back to the in-memory run with the
+same results and the same errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from prefixsim.cli.app import app
+from prefixsim.config import load_config
+from prefixsim.pipeline import resolve_trace_defaults, simulate
+from prefixsim.pipeline.streamed import simulate_streamed
+from prefixsim.trace import stream as stream_module
+from prefixsim.trace.generate import generate, load_preset
+from prefixsim.trace.write import mooncake_lines, parquet_table
+
+MOONCAKE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "mooncake" / \
+    "conversation_trace.jsonl"
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory) -> dict[str, Path]:
+    """3,000 chat requests, then 100 of them again (whole-prompt hits: the L - 1 cap), as
+    JSONL and as Parquet of 250-row groups."""
+    folder = tmp_path_factory.mktemp("chat")
+    requests = generate(load_preset("chat"), 3000, seed=3)
+    end = requests[-1].arrival_s
+    requests += [dataclasses.replace(r, request_id=3000 + i, arrival_s=end + 1.0 + i)
+                 for i, r in enumerate(requests[::30])]
+    jsonl = folder / "chat.jsonl"
+    jsonl.write_text("".join(mooncake_lines(requests)))
+    parquet = folder / "chat.parquet"
+    pq.write_table(parquet_table(requests), parquet, row_group_size=250)
+    return {"jsonl": jsonl, "parquet": parquet}
+
+
+@pytest.fixture(autouse=True)
+def small_json_blocks(monkeypatch):
+    monkeypatch.setattr(stream_module, "BLOCK_BYTES", 64 << 10)  # JSONL in ~30 chunks
+
+
+def _config(path: Path, **overrides):
+    keys = {"trace.path": str(path), "cache_only": True, **overrides}
+    return resolve_trace_defaults(load_config(None, keys))
+
+
+def _same_summary(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if key == "wall_time_s":
+            continue
+        if isinstance(a[key], float) and math.isnan(a[key]):
+            assert isinstance(b[key], float) and math.isnan(b[key]), key
+        else:
+            assert a[key] == b[key], key
+
+
+def _compare(config, tmp_path: Path) -> None:
+    streamed_rows = tmp_path / "streamed.parquet"
+    streamed = simulate_streamed(config, streamed_rows)
+    assert streamed is not None, "the run did not stream"
+    whole = simulate(config)
+    whole.requests.to_parquet(tmp_path / "whole.parquet", index=False)
+    assert pq.read_table(streamed_rows).equals(pq.read_table(tmp_path / "whole.parquet"))
+    assert pq.ParquetFile(streamed_rows).metadata.num_row_groups > 5  # it did stream
+    _same_summary(streamed.summary, whole.summary)
+    assert streamed.timeseries.equals(whole.timeseries)
+
+
+CONFIGS = {
+    "lru": {"cache.policy": "lru", "cache.capacity_tokens": 400_000},
+    "unbounded": {},
+    "ttl": {"cache.policy": "lru", "cache.capacity_tokens": 400_000, "cache.ttl_s": 60.0},
+    "fixed-ttl-unbounded": {"cache.ttl_s": 30.0, "cache.ttl_mode": "fixed"},
+    "s3fifo-tiers-pricing": {"cache.policy": "s3fifo", "cache.capacity_tokens": 300_000,
+                             "cache.host_capacity_tokens": 600_000,
+                             "cache.pricing": "anthropic"},
+    "block-lfu": {"cache.policy": "lfu", "cache.capacity_tokens": 300_000,
+                  "cache.mode": "block"},
+    "pool": {"cache.policy": "lru", "cache.capacity_tokens": 200_000,
+             "cache.pool.capacity_tokens": 800_000},
+    "min-cacheable": {"cache.policy": "lru", "cache.capacity_tokens": 400_000,
+                      "cache.min_cacheable_tokens": 4096},
+    "max-requests": {"cache.policy": "lru", "cache.capacity_tokens": 400_000,
+                     "trace.max_requests": 1777},
+}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_streamed_parquet_equals_in_memory(chat, tmp_path, name):
+    _compare(_config(chat["parquet"], **CONFIGS[name]), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["lru", "ttl", "s3fifo-tiers-pricing", "unbounded"])
+def test_streamed_jsonl_equals_in_memory(chat, tmp_path, name):
+    _compare(_config(chat["jsonl"], **CONFIGS[name]), tmp_path)
+
+
+def test_streamed_mooncake_equals_in_memory(tmp_path):
+    if not MOONCAKE.exists():
+        pytest.skip(f"the Mooncake trace is not at {MOONCAKE}")
+    _compare(_config(MOONCAKE, **{"cache.policy": "lru", "cache.capacity_tokens": 3_000_000}),
+             tmp_path)
+
+
+def test_offline_policy_and_bounds_do_not_stream(chat, tmp_path):
+    for overrides in ({"cache.policy": "belady", "cache.capacity_tokens": 400_000},
+                      {"cache.capacity_tokens": 400_000, "cache.bounds": True},
+                      {"trace.time_window": (0.1, 0.5)}):
+        assert simulate_streamed(_config(chat["parquet"], **overrides),
+                                 tmp_path / "rows.parquet") is None
+        assert not (tmp_path / "rows.parquet").exists()
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines(keepends=True)
+
+
+def _fallback_cases(chat, folder: Path) -> dict[str, Path]:
+    """Files the stream gives up on part-way (after some chunks were replayed)."""
+    lines = _lines(chat["jsonl"])
+    cases = {}
+    late = len(lines) - 40
+    swapped = lines[:late] + [lines[late + 1], lines[late]] + lines[late + 2:]
+    cases["out-of-order"] = swapped
+    record = json.loads(lines[late])
+    record["block_size"] = 256
+    record["hash_ids"] = list(range(10**9, 10**9 + -(-record["input_length"] // 256)))
+    cases["two-page-sizes"] = lines[:late] + [json.dumps(record) + "\n"] + lines[late + 1:]
+    paths = {}
+    for name, content in cases.items():
+        paths[name] = folder / f"{name}.jsonl"
+        paths[name].write_text("".join(content))
+    return paths
+
+
+def test_fallback_gives_in_memory_results(chat, tmp_path):
+    for name, path in _fallback_cases(chat, tmp_path).items():
+        config = _config(path, **CONFIGS["lru"])
+        told = []
+        assert simulate_streamed(config, tmp_path / "rows.parquet", told.append) is None, name
+        assert not (tmp_path / "rows.parquet").exists()
+        assert sum(told) == 0 and told, name  # progress reported, then taken back
+        runner = CliRunner()
+        base = ["run", "--trace", str(path), "--cache-only", "--policy", "lru",
+                "--cache-tokens", "400000", "--quiet"]
+        first = runner.invoke(app, [*base, "-o", str(tmp_path / "a")])
+        second = runner.invoke(app, [*base, "--no-stream", "-o", str(tmp_path / "b")])
+        assert first.exit_code == second.exit_code == 0, first.output
+        assert pq.read_table(tmp_path / "a" / "requests.parquet").equals(
+            pq.read_table(tmp_path / "b" / "requests.parquet"))
+
+
+@pytest.mark.parametrize("damage", ["bad-json", "bad-field", "unchained"])
+def test_bad_line_late_in_a_streamed_trace_is_the_same_one_line_error(chat, tmp_path,
+                                                                      damage):
+    lines = _lines(chat["jsonl"])
+    late = len(lines) - 10
+    if damage == "bad-json":
+        lines[late] = lines[late][:-5] + "\n"
+    elif damage == "bad-field":
+        record = json.loads(lines[late])
+        record["output_length"] = -3
+        lines[late] = json.dumps(record) + "\n"
+    else:
+        record = json.loads(lines[late])
+        longer = next(json.loads(line)["hash_ids"] for line in lines
+                      if len(json.loads(line)["hash_ids"]) > 1)
+        count = len(record["hash_ids"])  # starts with an id that followed another before
+        record["hash_ids"] = (longer[1:] + [10**12 + i for i in range(count)])[:count]
+        lines[late] = json.dumps(record) + "\n"
+    path = tmp_path / "damaged.jsonl"
+    path.write_text("".join(lines))
+    runner = CliRunner()
+    base = ["run", "--trace", str(path), "--cache-only", "--quiet"]
+    streamed = runner.invoke(app, [*base, "-o", str(tmp_path / "a")])
+    whole = runner.invoke(app, [*base, "--no-stream", "-o", str(tmp_path / "b")])
+    assert streamed.exit_code == whole.exit_code == 2
+    assert streamed.output == whole.output
+    assert len(streamed.output.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists()
+    assert not any(p.name.startswith(".a.") for p in tmp_path.iterdir())  # no staging left
+
+
+def test_cli_streams_and_writes_what_no_stream_writes(chat, tmp_path):
+    runner = CliRunner()
+    base = ["run", "--trace", str(chat["parquet"]), "--cache-only", "--policy", "lru",
+            "--cache-tokens", "400000", "--quiet"]
+    first = runner.invoke(app, [*base, "-o", str(tmp_path / "a")])
+    second = runner.invoke(app, [*base, "--no-stream", "-o", str(tmp_path / "b")])
+    assert first.exit_code == second.exit_code == 0, first.output
+    assert pq.ParquetFile(tmp_path / "a" / "requests.parquet").metadata.num_row_groups == 13
+    for name in ("requests.parquet", "timeseries.parquet"):
+        assert pq.read_table(tmp_path / "a" / name).equals(pq.read_table(tmp_path / "b" / name))
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
+    for summary in (a, b):
+        summary.pop("wall_time_s")
+        summary.pop("command")
+    assert a == b
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(
+        p.name for p in (tmp_path / "b").iterdir())
