@@ -70,6 +70,9 @@ def replay_segments(
     return records
 
 
+ID_BLOCK = 4096  # requests whose page ids are turned into Python ints at a time
+
+
 def replay_segment_chunks(
     chunks: Iterable[RequestColumns],
     cache: SegmentCache,
@@ -89,23 +92,27 @@ def replay_segment_chunks(
     for chunk in chunks:
         arrivals, inputs = chunk.arrival_s.tolist(), chunk.input_tokens.tolist()
         sizes, starts = chunk.page_size_tokens.tolist(), chunk.page_start.tolist()
-        ids = chunk.page_ids.tolist()
         matched = [0] * len(arrivals)
-        for i, now in enumerate(arrivals):
-            if now > upcoming:  # the state so far holds from `upcoming` until `now`
-                states.append(state_row(upcoming, cache))
-                upcoming = next_sample(now, sample_interval_s)
-            try:
-                matched[i] = access(tuple(ids[starts[i]:starts[i + 1]]), now, position,
-                                    sizes[i], inputs[i])
-            except ChainConflict as exc:
-                raise InputError(
-                    f"request {int(chunk.request_ids[i])}: {exc} (hash ids are not chained)",
-                    field="hash_ids",
-                ) from None
-            position += 1
-            if on_progress is not None and position % progress_every == 0:
-                on_progress(progress_every)
+        for block in range(0, len(arrivals), ID_BLOCK):  # ids as Python ints a block at once
+            last = min(block + ID_BLOCK, len(arrivals))
+            base = starts[block]
+            ids = chunk.page_ids[base:starts[last]].tolist()
+            for i in range(block, last):
+                now = arrivals[i]
+                if now > upcoming:  # the state so far holds from `upcoming` until `now`
+                    states.append(state_row(upcoming, cache))
+                    upcoming = next_sample(now, sample_interval_s)
+                try:
+                    matched[i] = access(tuple(ids[starts[i] - base:starts[i + 1] - base]), now,
+                                        position, sizes[i], inputs[i])
+                except ChainConflict as exc:
+                    raise InputError(
+                        f"request {int(chunk.request_ids[i])}: {exc} (hash ids are not "
+                        "chained)", field="hash_ids",
+                    ) from None
+                position += 1
+                if on_progress is not None and position % progress_every == 0:
+                    on_progress(progress_every)
         on_chunk(chunk, hit_token_array(chunk.input_tokens, chunk.page_size_tokens,
                                         np.array(matched, dtype=np.int64),
                                         np.diff(chunk.page_start)))

@@ -203,7 +203,8 @@ class _RowSink:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.path, rows.schema)
         self.writer.write_table(rows)
-        self.parts.append({name: frame[name].to_numpy() for name in self.kept})
+        # copies: a view would pin the frame's whole block of columns
+        self.parts.append({name: frame[name].to_numpy().copy() for name in self.kept})
 
     def close(self) -> None:
         if self.writer is not None:

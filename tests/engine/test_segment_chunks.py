@@ -8,6 +8,7 @@ import pytest
 
 from prefixsim.cache import POLICIES, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.engine import cache_only_fast
 from prefixsim.engine.cache_only_fast import replay_segment_chunks, replay_segments
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable
 from prefixsim.trace.columns import as_columns
@@ -15,7 +16,8 @@ from prefixsim.trace.generate import generate, load_preset
 
 
 @pytest.mark.parametrize("capacity, ttl", [(200_000, None), (None, 20.0), (60_000, 5.0)])
-def test_chunks_replay_like_requests(capacity, ttl):
+def test_chunks_replay_like_requests(capacity, ttl, monkeypatch):
+    monkeypatch.setattr(cache_only_fast, "ID_BLOCK", 97)  # several id blocks a chunk
     requests = generate(load_preset("chat"), 1500, seed=5)
     def cache() -> SegmentCache:
         rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
