@@ -1,0 +1,189 @@
+"""Benchmark of prefixsim at scale (issue 14): read rates, then wall time and peak RSS of the
+main commands at 1M and 10M requests, in one run.
+
+    .venv/bin/python bench/scale.py [--data DIR] [--commands-10m cache-only,...] [--skip ...]
+
+1. The base trace: 1M requests of the `chat` generator preset (Mooncake JSONL, ~320 MB,
+   generated into --data once, ~2 min, then reused) and its Parquet form (`trace convert`).
+2. Read rates at 1M, side by side: a bare `json.loads` loop over the JSONL lines (parses,
+   keeps nothing), `read_trace` of the JSONL (Mooncake fast path) and of the Parquet file.
+3. Each command in a child process, its wall time and peak RSS from the kernel (wait4):
+   `trace inspect`, `run --cache-only` (LRU, 3M tokens), `curve` (LRU, 20 capacities) and a
+   timed `run` (4 x h100-sxm, prefix_aware) at 1M, and `run --cache-only` at 10M (the
+   others at 10M on request: they read the whole trace, the timed run takes ~10x 1M).
+4. The 10M trace is the base Parquet tiled ten times, written row group by row group (never
+   in memory): copy k's page ids are shifted past every earlier copy's (no prefix shared
+   across copies), its clock starts after the previous copy ends and its session ids get a
+   `#k` suffix (k >= 1). So its first 1M requests are the base trace, and the 10M run's first 1M
+   request rows must equal an in-memory (`--no-stream`) run of the base: checked, printed.
+
+Targets (issue 14): JSONL >= 200k req/s, Parquet >= 1M req/s; cache-only 1M <= 25 s and
+<= 1 GB, timed 1M <= 120 s and <= 1.5 GB, cache-only 10M <= 4 GB. The machine is shared:
+wall times move by 20-30% from run to run; RSS does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from prefixsim.trace import read_trace
+
+PREFIXSIM = [sys.executable, "-m", "prefixsim"]
+ROW_GROUP = 65_536
+COMMANDS = ("inspect", "cache-only", "curve", "timed")
+TARGETS = {("cache-only", "1M"): (25, 1024), ("timed", "1M"): (120, 1536),
+           ("cache-only", "10M"): (None, 4096)}
+
+
+def base_traces(data: Path) -> tuple[Path, Path]:
+    """The 1M-request chat trace as JSONL and Parquet (made once, then reused)."""
+    data.mkdir(parents=True, exist_ok=True)
+    jsonl, parquet = data / "chat1m.jsonl", data / "chat1m.parquet"
+    if not jsonl.exists():
+        print(f"generating {jsonl} (1M requests, chat preset, ~2 min) ...", flush=True)
+        subprocess.run([*PREFIXSIM, "trace", "generate", "--preset", "chat",
+                        "--requests", "1000000", "-o", str(jsonl)], check=True)
+    if not parquet.exists():
+        subprocess.run([*PREFIXSIM, "trace", "convert", str(jsonl), "-o", str(parquet)],
+                       check=True)
+    return jsonl, parquet
+
+
+def tiled(base: Path, copies: int, out: Path) -> Path:
+    """`base` repeated `copies` times (see the module docstring), row group by row group."""
+    if out.exists():
+        return out
+    handle = pq.ParquetFile(base)
+    top = stamp_end = 0
+    for group in range(handle.metadata.num_row_groups):
+        table = handle.read_row_group(group, columns=["hash_ids", "timestamp"])
+        ids = pc.list_flatten(table.column("hash_ids"))
+        top = max(top, pc.max(ids).as_py() or 0)
+        stamp_end = max(stamp_end, pc.max(table.column("timestamp")).as_py())
+    partial = out.with_suffix(".partial")
+    writer = None
+    for k in range(copies):
+        for group in range(handle.metadata.num_row_groups):
+            table = handle.read_row_group(group)
+            ids = table.column("hash_ids").combine_chunks()
+            offsets = pc.subtract(ids.offsets, ids.offsets[0])
+            shifted = pa.ListArray.from_arrays(offsets, pc.add(ids.flatten(), k * (top + 1)))
+            table = table.set_column(table.schema.get_field_index("hash_ids"), "hash_ids",
+                                     shifted.cast(table.schema.field("hash_ids").type))
+            stamps = pc.add(table.column("timestamp"), k * (stamp_end + 1000.0))
+            table = table.set_column(table.schema.get_field_index("timestamp"), "timestamp",
+                                     stamps.cast(table.schema.field("timestamp").type))
+            if k and "session_id" in table.schema.names:  # copy 0 is the base as it is
+                sessions = pc.binary_join_element_wise(table.column("session_id"), f"#{k}", "")
+                table = table.set_column(table.schema.get_field_index("session_id"),
+                                         "session_id", sessions)
+            if writer is None:
+                writer = pq.ParquetWriter(partial, table.schema)
+            writer.write_table(table, row_group_size=ROW_GROUP)
+    writer.close()
+    partial.rename(out)
+    return out
+
+
+def read_rates(jsonl: Path, parquet: Path) -> list[tuple[str, float]]:
+    """Requests per second: bare json.loads, the Mooncake reader, the Parquet reader."""
+    rows = []
+    started = time.perf_counter()
+    count = 0
+    with jsonl.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                json.loads(line)
+                count += 1
+    rows.append(("bare json.loads loop (JSONL)", count / (time.perf_counter() - started)))
+    for name, path in (("read_trace mooncake JSONL", jsonl), ("read_trace parquet", parquet)):
+        started = time.perf_counter()
+        data = read_trace(path)
+        rows.append((name, len(data.requests) / (time.perf_counter() - started)))
+        del data
+    return rows
+
+
+def measured(args: list[str]) -> tuple[float, float, int]:
+    """(wall s, peak RSS MB, exit status) of a child process running `args`."""
+    started = time.perf_counter()
+    child = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - started, usage.ru_maxrss / 1024, child.returncode
+
+
+def command_args(command: str, trace: Path, out: Path) -> list[str]:
+    if command == "inspect":
+        return [*PREFIXSIM, "trace", "inspect", str(trace), "--json"]
+    if command == "cache-only":
+        return [*PREFIXSIM, "run", "--trace", str(trace), "--cache-only", "--policy", "lru",
+                "--cache-tokens", "3000000", "-o", str(out), "--quiet"]
+    if command == "curve":
+        return [*PREFIXSIM, "curve", "--trace", str(trace), "--capacities", "1e5:5e7:20",
+                "--json"]
+    return [*PREFIXSIM, "run", "--trace", str(trace), "--replicas", "4", "--router",
+            "prefix_aware", "-o", str(out), "--quiet"]
+
+
+def first_rows_match(run_10m: Path, base: Path, out: Path) -> bool:
+    """Whether the 10M run's first 1M request rows equal an in-memory run of the base."""
+    args = command_args("cache-only", base, out) + ["--no-stream"]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    whole = pq.read_table(out / "requests.parquet")
+    streamed = pq.ParquetFile(run_10m / "requests.parquet").iter_batches(
+        batch_size=whole.num_rows)
+    head = pa.Table.from_batches([next(streamed)])
+    return head.equals(whole)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("bench/.scale-data"),
+                        help="folder for the generated traces (reused between runs)")
+    parser.add_argument("--skip", default="", help="comma-separated 1M commands to skip")
+    parser.add_argument("--commands-10m", default="cache-only",
+                        help="comma-separated commands to run at 10M (default cache-only)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the 10M-vs-in-memory check of the first 1M rows")
+    args = parser.parse_args()
+    jsonl, parquet = base_traces(args.data)
+    big = tiled(parquet, 10, args.data / "chat10m.parquet")
+    print("read rate at 1M requests (same run):")
+    rates = read_rates(jsonl, parquet)
+    for name, rate in rates:
+        print(f"  {name:<32} {rate:>12,.0f} req/s   {rate / rates[0][1]:5.2f}x bare")
+    skip = {s for s in args.skip.split(",") if s}
+    plan = [(c, "1M", parquet) for c in COMMANDS if c not in skip]
+    plan += [(c, "10M", big) for c in args.commands_10m.split(",") if c]
+    print(f"\n{'command':<12} {'requests':>8} {'wall s':>8} {'peak RSS MB':>12}  target")
+    outputs = {}
+    for command, size, trace in plan:
+        out = args.data / f"out-{command}-{size}"
+        wall, rss, status = measured(command_args(command, trace, out))
+        outputs[(command, size)] = out
+        target = TARGETS.get((command, size))
+        note = "" if target is None else "<= " + " and ".join(
+            part for part in (target[0] and f"{target[0]} s", f"{target[1]:,} MB") if part)
+        flag = "" if status == 0 else f"  (exit {status})"
+        print(f"{command:<12} {size:>8} {wall:>8.1f} {rss:>12,.0f}  {note}{flag}", flush=True)
+    if ("cache-only", "10M") in outputs and not args.no_check:
+        same = first_rows_match(outputs[("cache-only", "10M")], parquet,
+                                args.data / "out-cache-only-1M-whole")
+        print(f"\n10M streamed run, first 1M rows == in-memory 1M run: {same}")
+    print(f"\nnumpy {np.__version__}, pyarrow {pa.__version__}, {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
