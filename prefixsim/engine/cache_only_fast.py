@@ -9,6 +9,7 @@ rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable, Iterable
 
@@ -85,7 +86,20 @@ def replay_segment_chunks(
     """`replay_segments` over requests kept by column, a chunk at a time, building no
     Request and no record: the same `access` calls in the same order, then the chunk's hit
     tokens at once (Part A's L - 1 cap, `hit_token_array`), handed to `on_chunk(chunk,
-    cached_tokens)`. Returns the number of requests replayed."""
+    cached_tokens)`. Returns the number of requests replayed. The cyclic garbage collector
+    is off meanwhile, as in `replay_cache_only` (the tree makes no cycles)."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every,
+                              sample_interval_s, states)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_interval_s,
+                   states) -> int:
     access = cache.access
     position = 0
     upcoming = 0.0 if sample_interval_s is not None else math.inf
