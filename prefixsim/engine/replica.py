@@ -22,6 +22,7 @@ from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
 from prefixsim.engine.decode_steps import RunClock, steps_reaching
+from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.replica_memory import ReplicaMemory
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, RequestState
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -61,7 +62,7 @@ class Replica(ReplicaMemory):
         self.state_log = state_log
         self.num_steps = 0
         self.busy_s = 0.0
-        self.itl_segments: list[tuple[float, int]] = []  # (gap seconds, tokens produced)
+        self.itl_segments = ItlSegments()  # (gap seconds, tokens produced)
         self._wake: simpy.Event | None = None
         self._run: tuple[float, RunClock] | None = None  # decode run in progress: its start
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle

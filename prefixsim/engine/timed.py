@@ -33,6 +33,7 @@ from prefixsim.cache.pool import LinkDirection, PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.disaggregation import DecodeReplica, Disaggregation, KVTransfer
+from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
@@ -82,7 +83,7 @@ class TimedResult:
     records: RecordTable  # of ServedRecord, in request-id order
     states: dict[str, np.ndarray] | None  # state_log.STATE_COLUMNS; None: not recorded
     replicas: list[ReplicaFigures]
-    itl_segments: list[tuple[float, int]]
+    itl_segments: ItlSegments  # (gap seconds, tokens) pairs, all replicas
     duration_s: float
     num_events: int
     pool_links: list[PoolLink] = field(default_factory=list)  # one per replica, with a pool
@@ -189,7 +190,9 @@ def replay_timed(
     figures = [ReplicaFigures(r.index, r.capacity_tokens, r.num_steps, r.busy_s,
                               r.num_preemptions, r.query_tokens, r.hit_tokens,
                               r.cache.counters) for r in replicas]
-    itl = [segment for r in replicas for segment in r.itl_segments]
+    itl = ItlSegments()
+    for r in replicas:
+        itl.extend(r.itl_segments)
     duration = env.now
     state_columns = log.columns() if log is not None else None
     return TimedResult(records, state_columns, figures, itl, duration,

@@ -27,11 +27,18 @@ STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
 
 def weighted_distribution(segments: Sequence[tuple[float, int]], name: str,
                           scale: float = 1e3) -> dict[str, float]:
-    """`distribution` of values given as (value, count) pairs, values times `scale`."""
-    if not segments:
+    """`distribution` of values given as (value, count) pairs, values times `scale` (an
+    ItlSegments, engine/itl.py, hands over its arrays without building the pairs)."""
+    if not len(segments):
         return {f"{stat}_{name}": float("nan") for stat in STATS}
-    values = np.array([v for v, _ in segments], dtype=float) * scale
-    weights = np.array([w for _, w in segments], dtype=float)
+    arrays = getattr(segments, "arrays", None)  # engine/itl.py's ItlSegments: by column
+    if arrays is not None:
+        gaps, tokens = arrays()
+        values = gaps * scale
+        weights = tokens.astype(float)
+    else:
+        values = np.array([v for v, _ in segments], dtype=float) * scale
+        weights = np.array([w for _, w in segments], dtype=float)
     order = np.argsort(values, kind="stable")
     values, weights = values[order], weights[order]
     cumulative = np.cumsum(weights)
@@ -52,7 +59,7 @@ def weighted_distribution(segments: Sequence[tuple[float, int]], name: str,
 def serving_summary(
     requests: pd.DataFrame,
     duration_s: float,
-    itl_segments: Sequence[tuple[float, int]],
+    itl_segments: Sequence[tuple[float, int]],  # or an ItlSegments
     goodput_ttft_ms: float | None = None,
     goodput_tpot_ms: float | None = None,
 ) -> dict[str, float | int | None]:
