@@ -7,8 +7,8 @@ preemptions, reservations; the previous step's inserts and completions happen at
 instant) and a replica going idle. Those points append one row here, so recording costs one
 row per event, however long the simulated time; nothing wakes up to poll. Between rows the
 state is constant, which is how metrics/timeseries.py derives the fixed-interval samples
-after the run. Rows are kept as tuples and packed into a float64 block every `CHUNK_ROWS`
-(80 bytes a row; counters stay exact below 2**53).
+after the run. Rows are kept as tuples and packed every `CHUNK_ROWS` into one array chunk
+per column (80 bytes a row; counters stay exact below 2**53, as they pass through float64).
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ CHUNK_ROWS = 1 << 16
 class StateLog:
     """Append-only rows of `STATE_COLUMNS`, in simulated-time order."""
 
-    __slots__ = ("_rows", "_chunks")
+    __slots__ = ("_rows", "_columns")
 
     def __init__(self) -> None:
         self._rows: list[tuple] = []
-        self._chunks: list[np.ndarray] = []
+        # per column, its packed chunks (time_s float64, the rest int64): a column is joined
+        # into one array on its own, so `columns()` needs room for one column at a time
+        self._columns: list[list[np.ndarray]] = [[] for _ in STATE_COLUMNS]
 
     def record(self, replica) -> None:
         """A row for `replica` (engine/replica.py) as it stands now."""
@@ -40,19 +42,27 @@ class StateLog:
                      replica.query_tokens, replica.hit_tokens, cache.counters.evicted_pages,
                      replica.num_preemptions))
         if len(rows) >= CHUNK_ROWS:
-            self._chunks.append(np.array(rows, dtype=np.float64))
-            rows.clear()
+            self._pack()
+
+    def _pack(self) -> None:
+        """Move the pending rows into each column's chunks."""
+        table = np.array(self._rows, dtype=np.float64)
+        self._rows.clear()
+        for i, chunks in enumerate(self._columns):
+            chunks.append(table[:, i].copy() if i == 0 else table[:, i].astype(np.int64))
 
     def __len__(self) -> int:
-        return sum(len(c) for c in self._chunks) + len(self._rows)
+        return sum(len(c) for c in self._columns[0]) + len(self._rows)
 
     def columns(self) -> dict[str, np.ndarray]:
         """The rows as one array per column (time_s float64, the rest int64)."""
-        blocks = [*self._chunks]
         if self._rows:
-            blocks.append(np.array(self._rows, dtype=np.float64))
-        table = (np.concatenate(blocks) if blocks
-                 else np.empty((0, len(STATE_COLUMNS)), dtype=np.float64))
-        out = {name: table[:, i].astype(np.int64) for i, name in enumerate(STATE_COLUMNS)}
-        out["time_s"] = table[:, 0].copy()
+            self._pack()
+        out = {}
+        for name, chunks in zip(STATE_COLUMNS, self._columns, strict=True):
+            if not chunks:
+                chunks.append(np.empty(0, dtype=np.float64 if name == "time_s" else np.int64))
+            elif len(chunks) > 1:
+                chunks[:] = [np.concatenate(chunks)]  # its chunks are freed here
+            out[name] = chunks[0]
         return out

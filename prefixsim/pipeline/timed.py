@@ -39,6 +39,8 @@ def run_timed(parts: Components, requests: Sequence[Request],
         disaggregation=_disaggregation(engine))
     frame = records_frame(result.records, ServedRecord)
     samples, sampling = timeseries(result, engine.sample_interval_s)
+    # the recorded states (80 bytes per engine event) are spent once sampled
+    result = dataclasses.replace(result, states=None)
     unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
                                                             "policy": "lru",
                                                             "policy_params": {},
