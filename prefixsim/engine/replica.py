@@ -114,8 +114,8 @@ class Replica(ReplicaMemory):
         self.on_finish(state)
 
     def _finish_done(self) -> None:
-        for state in [s for s in self.running if s.remaining_decode_tokens <= 0]:
-            self._finish(state)
+        for state in [s for s in self.running if s.generated_tokens >= s.target_tokens]:
+            self._finish(state)  # (remaining_decode_tokens <= 0, written out)
 
     # ------------------------------------------------------ disaggregated serving
     def _hand_off(self, state: RequestState) -> None:
@@ -168,10 +168,11 @@ class Replica(ReplicaMemory):
             if plan.chunks:
                 self._reserve_decode(decodes, 1)
                 batch = StepBatch(
-                    tuple(PrefillChunk(n, s.computed_tokens,
-                                       s.computed_tokens + n >= s.prompt_tokens)
-                          for s, n in plan.chunks),
-                    tuple(s.context_tokens for s in decodes),
+                    tuple([PrefillChunk(n, s.computed_tokens,
+                                        s.computed_tokens + n >= s.prompt_tokens)
+                           for s, n in plan.chunks]),
+                    tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
+                           for s in decodes]),
                 )
                 step_s = cost.step_time_s(batch) + self._idle_wakeup_s
                 self._idle_wakeup_s = 0.0
@@ -217,7 +218,7 @@ class Replica(ReplicaMemory):
         """Decode-only steps until the first completion, in one timeout (or fewer if woken)."""
         env, cost = self.env, self.cost_model
         num = len(decodes)
-        steps = min(s.remaining_decode_tokens for s in decodes)
+        steps = min([s.target_tokens - s.generated_tokens for s in decodes])  # remaining
         # Evict only what the next step needs (whole pages, so usually several steps' worth):
         # evictions then happen at the same step boundaries as when stepping one by one.
         if self.cache.free_tokens < num:
@@ -229,7 +230,8 @@ class Replica(ReplicaMemory):
         if gaps:  # their next token ends a gap: one step, so it is timed on its own
             steps = 1
         self._reserve_decode(decodes, steps)
-        contexts = tuple(s.context_tokens for s in decodes)
+        contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
+                          for s in decodes])
         total_s = cost.decode_steps_time_s(contexts, steps)
         start = env.now
         self._wake = env.event()

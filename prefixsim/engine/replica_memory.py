@@ -180,8 +180,9 @@ class ReplicaMemory:
     def _make_decode_room(self) -> None:
         """Preempt the newest requests until every decoding request can grow by a token."""
         while True:
-            room = sum(1 for s in self.running if not s.prefilling)
-            if room <= self._available() or not self.running:
+            running = self.running
+            room = sum([s.computed_tokens >= s.prompt_tokens for s in running])  # decoding
+            if not running or room <= self.cache.free_tokens + self.cache.evictable_tokens:
                 self._decode_room = room
                 return
             self._preempt(self.running[-1])
