@@ -13,9 +13,11 @@ process records arrivals).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import simpy
+from simpy.events import PENDING
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.pool import PoolLink, SharedPool
@@ -30,6 +32,12 @@ from prefixsim.engine.state_log import StateLog
 from prefixsim.trace import Request
 
 FinishCallback = Callable[[RequestState], None]
+
+
+def _trigger_once(event: simpy.Event, _cause: simpy.Event) -> None:
+    """Trigger `event` unless it already is (an event's callback: `_cause` fired)."""
+    if event._value is PENDING:
+        event.succeed()
 
 
 class HandOff(Protocol):
@@ -234,12 +242,19 @@ class Replica(ReplicaMemory):
                           for s in decodes])
         total_s = cost.decode_steps_time_s(contexts, steps)
         start = env.now
-        self._wake = env.event()
+        self._wake = wake = env.event()
         self._run = (start, RunClock(cost, contexts, steps, total_s))
         if self.state_log is not None:
             self.state_log.record(self)
-        yield env.any_of((env.timeout(total_s), self._wake))
-        wake, self._wake = self._wake, None
+        # the run's end or a wake-up, whichever comes first: what env.any_of would do, with
+        # the same hops through the event queue (the first to fire triggers `over`, which
+        # resumes this process), without building a Condition per run
+        over = env.event()
+        timeout = env.timeout(total_s)
+        timeout.callbacks.append(partial(_trigger_once, over))
+        wake.callbacks.append(partial(_trigger_once, over))
+        yield over
+        self._wake = None
         self._run = None
         done = steps
         if wake.triggered and env.now - start < total_s:
