@@ -42,8 +42,22 @@ from prefixsim.engine.state_log import StateLog
 from prefixsim.router import Router
 from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
+from prefixsim.trace.columns import RequestColumns
 
 ProgressCallback = Callable[[int], None]
+BLOCK_REQUESTS = 1 << 16  # requests of a RequestColumns turned into Python objects at a time
+
+
+def _in_blocks(requests: Iterable[Request]) -> Iterator[Request]:
+    """`requests` in order. A RequestColumns is read a block at a time (`take`): iterating
+    it whole first turns every column into a Python list, objects that would live as long
+    as the run (~300 bytes a request); a block's die with the block."""
+    if not isinstance(requests, RequestColumns) or len(requests) <= BLOCK_REQUESTS:
+        yield from requests
+        return
+    for start in range(0, len(requests), BLOCK_REQUESTS):
+        stop = min(start + BLOCK_REQUESTS, len(requests))
+        yield from requests.take(np.arange(start, stop, dtype=np.int64))
 
 
 @contextmanager
@@ -162,7 +176,7 @@ def replay_timed(
     frontend_s = cost_model.serving_overheads.frontend_s
 
     def arrivals():
-        for request in requests:
+        for request in _in_blocks(requests):
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
                 yield env.timeout(arrival_s + frontend_s - env.now)
