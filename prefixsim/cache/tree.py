@@ -374,6 +374,24 @@ class RadixCache:
             node.lock_count += 1
             node = node.parent
 
+    def relock(self, old: Page | None, page: Page, now: float) -> None:
+        """`lock(page)` then `unlock(old, now)` (when `old` is not None), for a lock moving
+        down a path: when `old` is an ancestor of `page` (a prefill chunk's pages inserted
+        below the request's tip) only the pages below `old` gain a lock, as the pair would
+        leave `old` and its prefix as they were (they stay locked throughout)."""
+        node: Page | None = page
+        while node is not None and node is not old:
+            if node.lock_count == 0:
+                self.locked_tokens += node.num_tokens
+            node.lock_count += 1
+            node = node.parent
+        if old is None:
+            return
+        if node is None:  # `old` is not on the path: it is unlocked on its own
+            self.unlock(old, now)
+        elif self.ttl is not None:  # what unlock(old) ends with
+            self.expire(now)
+
     def unlock(self, page: Page, now: float) -> None:
         """Release a lock taken by `lock(page)`; expired pages it held are freed (R12)."""
         node: Page | None = page

@@ -225,9 +225,7 @@ class ReplicaMemory:
                                           request.page_tokens()[:covered])
                 if written:
                     self.link.write(written * self.kv_bytes_per_token, self.env.now)
-            self.cache.lock(placed[-1])
-            if state.tip is not None:
-                self.cache.unlock(state.tip, self.env.now)
+            self.cache.relock(state.tip, placed[-1], self.env.now)  # lock, unlock the old
             state.tip = placed[-1]
             state.num_tree_pages = covered
             state.tree_tokens += moved
