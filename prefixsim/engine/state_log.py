@@ -7,7 +7,7 @@ preemptions, reservations; the previous step's inserts and completions happen at
 instant) and a replica going idle. Those points append one row here, so recording costs one
 row per event, however long the simulated time; nothing wakes up to poll. Between rows the
 state is constant, which is how metrics/timeseries.py derives the fixed-interval samples
-after the run. Rows are kept as tuples and packed every `CHUNK_ROWS` into one array chunk
+after the run. Rows are kept as tuples and packed every `CHUNK_ROWS` into one growing array
 per column (80 bytes a row; counters stay exact below 2**53, as they pass through float64).
 """
 
@@ -25,13 +25,17 @@ CHUNK_ROWS = 1 << 16
 class StateLog:
     """Append-only rows of `STATE_COLUMNS`, in simulated-time order."""
 
-    __slots__ = ("_rows", "_columns")
+    __slots__ = ("_rows", "_columns", "_size")
 
     def __init__(self) -> None:
         self._rows: list[tuple] = []
-        # per column, its packed chunks (time_s float64, the rest int64): a column is joined
-        # into one array on its own, so `columns()` needs room for one column at a time
-        self._columns: list[list[np.ndarray]] = [[] for _ in STATE_COLUMNS]
+        # one array per column in its final dtype (time_s float64, the rest int64), grown by
+        # doubling: `columns()` hands out views, so the rows are never copied whole again.
+        # (Joining chunks at the end would double the log's memory: the freed chunks stay
+        # with the allocator, the joined columns are new pages.)
+        self._columns = [np.empty(0, dtype=np.float64 if name == "time_s" else np.int64)
+                         for name in STATE_COLUMNS]
+        self._size = 0
 
     def record(self, replica) -> None:
         """A row for `replica` (engine/replica.py) as it stands now."""
@@ -45,24 +49,29 @@ class StateLog:
             self._pack()
 
     def _pack(self) -> None:
-        """Move the pending rows into each column's chunks."""
+        """Move the pending rows into the column arrays."""
         table = np.array(self._rows, dtype=np.float64)
         self._rows.clear()
-        for i, chunks in enumerate(self._columns):
-            chunks.append(table[:, i].copy() if i == 0 else table[:, i].astype(np.int64))
+        size, added = self._size, len(table)
+        columns = self._columns
+        if size + added > len(columns[0]):
+            capacity = max(2 * len(columns[0]), size + added)
+            for i, column in enumerate(columns):
+                grown = np.empty(capacity, dtype=column.dtype)
+                grown[:size] = column[:size]
+                columns[i] = grown
+        for i, column in enumerate(columns):
+            column[size:size + added] = table[:, i] if i == 0 else table[:, i].astype(np.int64)
+        self._size = size + added
 
     def __len__(self) -> int:
-        return sum(len(c) for c in self._columns[0]) + len(self._rows)
+        return self._size + len(self._rows)
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The rows as one array per column (time_s float64, the rest int64)."""
+        """The rows as one array per column (time_s float64, the rest int64): views of the
+        log's arrays, valid as recorded (later rows do not change them)."""
         if self._rows:
             self._pack()
-        out = {}
-        for name, chunks in zip(STATE_COLUMNS, self._columns, strict=True):
-            if not chunks:
-                chunks.append(np.empty(0, dtype=np.float64 if name == "time_s" else np.int64))
-            elif len(chunks) > 1:
-                chunks[:] = [np.concatenate(chunks)]  # its chunks are freed here
-            out[name] = chunks[0]
-        return out
+        size = self._size
+        return {name: column[:size] for name, column in zip(STATE_COLUMNS, self._columns,
+                                                               strict=True)}
