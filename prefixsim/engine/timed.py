@@ -205,8 +205,9 @@ def replay_timed(
                               r.num_preemptions, r.query_tokens, r.hit_tokens,
                               r.cache.counters) for r in replicas]
     itl = ItlSegments()
-    for r in replicas:
+    for r in replicas:  # moved, not copied: each replica's arrays go once appended
         itl.extend(r.itl_segments)
+        r.itl_segments = ItlSegments()
     duration = env.now
     state_columns = log.columns() if log is not None else None
     return TimedResult(records, state_columns, figures, itl, duration,
