@@ -273,9 +273,11 @@ class RadixCache:
         pages = self._pages
         get = pages.get
         hook = self.policy.on_insert if self._hook_insert else None
-        observer = self.observer
-        resident = self.resident_tokens
+        added = self.observer.added if self.observer is not None else None
+        resident = start = self.resident_tokens
         counters = self.counters
+        new_pages = 0
+        append = placed.append
         try:
             for page_id, tokens in zip(page_ids, page_tokens, strict=True):
                 page = get(page_id)
@@ -284,7 +286,7 @@ class RadixCache:
                         raise ChainConflict(
                             f"page id {page_id} is already cached after a different prefix"
                         )
-                    placed.append(page)
+                    append(page)
                     parent = page
                     continue
                 if resident + tokens > limit:
@@ -297,16 +299,17 @@ class RadixCache:
                 if parent is not None:
                     parent.num_children += 1
                 resident += tokens
-                counters.inserted_pages += 1
-                counters.inserted_tokens += tokens
+                new_pages += 1
                 if hook is not None:
                     hook(page)
-                if observer is not None:
-                    observer.added(page)
-                placed.append(page)
+                if added is not None:
+                    added(page)
+                append(page)
                 parent = page
         finally:
             self.resident_tokens = resident
+            counters.inserted_pages += new_pages
+            counters.inserted_tokens += resident - start
         if not placed:
             return placed
         if self.resident_tokens > self.counters.peak_tokens:
@@ -371,6 +374,24 @@ class RadixCache:
             node.lock_count += 1
             node = node.parent
 
+    def relock(self, old: Page | None, page: Page, now: float) -> None:
+        """`lock(page)` then `unlock(old, now)` (when `old` is not None), for a lock moving
+        down a path: when `old` is an ancestor of `page` (a prefill chunk's pages inserted
+        below the request's tip) only the pages below `old` gain a lock, as the pair would
+        leave `old` and its prefix as they were (they stay locked throughout)."""
+        node: Page | None = page
+        while node is not None and node is not old:
+            if node.lock_count == 0:
+                self.locked_tokens += node.num_tokens
+            node.lock_count += 1
+            node = node.parent
+        if old is None:
+            return
+        if node is None:  # `old` is not on the path: it is unlocked on its own
+            self.unlock(old, now)
+        elif self.ttl is not None:  # what unlock(old) ends with
+            self.expire(now)
+
     def unlock(self, page: Page, now: float) -> None:
         """Release a lock taken by `lock(page)`; expired pages it held are freed (R12)."""
         node: Page | None = page
@@ -398,6 +419,89 @@ class RadixCache:
         need = num_tokens - (self.capacity_tokens - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
+        if self.block or self._reconsider is not None:
+            return self._evict_general(need, protect)
+        return self._evict_leaves(need, protect)
+
+    def _evict_leaves(self, need: int, protect: Page | None) -> bool:
+        """`evict` in radix mode without second chances, `_remove` and `_entry` inlined (the
+        hot path of the timed engine: every page inserted is evicted one by one)."""
+        heap = self._victims
+        pages = self._pages
+        skipped = []
+        demote = self.on_demote
+        observer = self.observer
+        removed = observer.removed if observer is not None else None
+        on_evict = self.policy.on_evict if self._hook_evict else None
+        key = self.policy.key
+        ttl = self.ttl is not None
+        counters = self.counters
+        ages = counters.evicted_ages.counts
+        clock = self._clock
+        evicted = evicted_tokens = 0
+        # A page's parent that becomes a leaf is often the very next victim (a chain is
+        # evicted from its end): its entry is kept aside instead of pushed and popped again
+        # when it sorts before the heap's top, which is exactly when a pop would return it.
+        # (It is only set while more is needed, so the next turn always takes it.)
+        pending = None
+        try:
+            while need > 0:
+                if pending is not None:
+                    entry, pending = pending, None
+                elif heap:
+                    entry = heappop(heap)
+                else:
+                    break
+                page = entry[-1]
+                if (entry[-2] != page.version or not page.resident or page.num_children
+                        or page.lock_count):
+                    continue  # stale (_is_current)
+                if page is protect:
+                    skipped.append(entry)
+                    continue
+                tokens = page.num_tokens
+                need -= tokens
+                # _remove(page, defer=True)
+                page.resident = False
+                del pages[page.page_id]
+                if removed is not None:
+                    removed(page)
+                self.resident_tokens -= tokens
+                parent = page.parent
+                parent_entry = None
+                if parent is not None:
+                    parent.num_children -= 1
+                    if parent.num_children == 0 and parent.lock_count == 0:
+                        if ttl:
+                            parent_entry = self._entry(parent)
+                        else:  # _entry without a deadline heap
+                            parent.version = version = parent.version + 1
+                            self._until_compact -= 1
+                            if self._until_compact <= 0:
+                                self._compact()
+                            parent_entry = (key(parent), parent.recency, -parent.depth,
+                                            parent.page_id, version, parent)
+                if on_evict is not None:
+                    on_evict(page)
+                evicted += 1
+                evicted_tokens += tokens
+                ages[bisect_right(EDGES_S, clock - page.last_access_s)] += 1
+                if demote is not None:
+                    demote(page)
+                if parent_entry is not None:
+                    if need > 0 and (not heap or parent_entry < heap[0]):
+                        pending = parent_entry
+                    else:
+                        heappush(heap, parent_entry)
+        finally:
+            counters.evicted_pages += evicted
+            counters.evicted_tokens += evicted_tokens
+        for entry in skipped:
+            heappush(heap, entry)
+        return need <= 0
+
+    def _evict_general(self, need: int, protect: Page | None) -> bool:
+        """`evict` in block mode or with a policy's second chances."""
         heap = self._victims
         current = self._current
         protected = set(protect.path()) if self.block and protect is not None else ()
@@ -407,11 +511,7 @@ class RadixCache:
         counters = self.counters
         ages = counters.evicted_ages.counts
         clock = self._clock
-        # A page's parent that becomes a leaf is often the very next victim (a chain is
-        # evicted from its end): its entry is kept aside instead of pushed and popped again
-        # when it sorts before the heap's top, which is exactly when a pop would return it.
-        # (It is only set while more is needed, so the next turn always takes it.)
-        pending = None
+        pending = None  # as in _evict_leaves
         while need > 0:
             if pending is not None:
                 entry, pending = pending, None

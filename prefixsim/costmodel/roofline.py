@@ -170,10 +170,12 @@ class Roofline:
 
     # -------------------------------------------------------------- protocol
     def step_time_s(self, batch: StepBatch) -> float:
-        tokens = batch.num_tokens
+        prefills, contexts = batch.prefills, batch.decode_contexts
+        tokens = len(contexts)  # batch.num_tokens, written out
+        for chunk in prefills:
+            tokens += chunk.new_tokens
         if tokens == 0:
             return 0.0
-        prefills, contexts = batch.prefills, batch.decode_contexts
         if not prefills:
             return self._decode_fixed_s(len(contexts)) + self._s_per_context * sum(contexts)
         ops = self.ops

@@ -13,15 +13,18 @@ process records arrivals).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import simpy
+from simpy.events import PENDING
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
 from prefixsim.engine.decode_steps import RunClock, steps_reaching
+from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.replica_memory import ReplicaMemory
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, RequestState
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -29,6 +32,12 @@ from prefixsim.engine.state_log import StateLog
 from prefixsim.trace import Request
 
 FinishCallback = Callable[[RequestState], None]
+
+
+def _trigger_once(event: simpy.Event, _cause: simpy.Event) -> None:
+    """Trigger `event` unless it already is (an event's callback: `_cause` fired)."""
+    if event._value is PENDING:
+        event.succeed()
 
 
 class HandOff(Protocol):
@@ -61,7 +70,7 @@ class Replica(ReplicaMemory):
         self.state_log = state_log
         self.num_steps = 0
         self.busy_s = 0.0
-        self.itl_segments: list[tuple[float, int]] = []  # (gap seconds, tokens produced)
+        self.itl_segments = ItlSegments()  # (gap seconds, tokens produced)
         self._wake: simpy.Event | None = None
         self._run: tuple[float, RunClock] | None = None  # decode run in progress: its start
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
@@ -113,8 +122,8 @@ class Replica(ReplicaMemory):
         self.on_finish(state)
 
     def _finish_done(self) -> None:
-        for state in [s for s in self.running if s.remaining_decode_tokens <= 0]:
-            self._finish(state)
+        for state in [s for s in self.running if s.generated_tokens >= s.target_tokens]:
+            self._finish(state)  # (remaining_decode_tokens <= 0, written out)
 
     # ------------------------------------------------------ disaggregated serving
     def _hand_off(self, state: RequestState) -> None:
@@ -167,10 +176,11 @@ class Replica(ReplicaMemory):
             if plan.chunks:
                 self._reserve_decode(decodes, 1)
                 batch = StepBatch(
-                    tuple(PrefillChunk(n, s.computed_tokens,
-                                       s.computed_tokens + n >= s.prompt_tokens)
-                          for s, n in plan.chunks),
-                    tuple(s.context_tokens for s in decodes),
+                    tuple([PrefillChunk(n, s.computed_tokens,
+                                        s.computed_tokens + n >= s.prompt_tokens)
+                           for s, n in plan.chunks]),
+                    tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
+                           for s in decodes]),
                 )
                 step_s = cost.step_time_s(batch) + self._idle_wakeup_s
                 self._idle_wakeup_s = 0.0
@@ -216,7 +226,7 @@ class Replica(ReplicaMemory):
         """Decode-only steps until the first completion, in one timeout (or fewer if woken)."""
         env, cost = self.env, self.cost_model
         num = len(decodes)
-        steps = min(s.remaining_decode_tokens for s in decodes)
+        steps = min([s.target_tokens - s.generated_tokens for s in decodes])  # remaining
         # Evict only what the next step needs (whole pages, so usually several steps' worth):
         # evictions then happen at the same step boundaries as when stepping one by one.
         if self.cache.free_tokens < num:
@@ -228,15 +238,23 @@ class Replica(ReplicaMemory):
         if gaps:  # their next token ends a gap: one step, so it is timed on its own
             steps = 1
         self._reserve_decode(decodes, steps)
-        contexts = tuple(s.context_tokens for s in decodes)
+        contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
+                          for s in decodes])
         total_s = cost.decode_steps_time_s(contexts, steps)
         start = env.now
-        self._wake = env.event()
+        self._wake = wake = env.event()
         self._run = (start, RunClock(cost, contexts, steps, total_s))
         if self.state_log is not None:
             self.state_log.record(self)
-        yield env.any_of((env.timeout(total_s), self._wake))
-        wake, self._wake = self._wake, None
+        # the run's end or a wake-up, whichever comes first: what env.any_of would do, with
+        # the same hops through the event queue (the first to fire triggers `over`, which
+        # resumes this process), without building a Condition per run
+        over = env.event()
+        timeout = env.timeout(total_s)
+        timeout.callbacks.append(partial(_trigger_once, over))
+        wake.callbacks.append(partial(_trigger_once, over))
+        yield over
+        self._wake = None
         self._run = None
         done = steps
         if wake.triggered and env.now - start < total_s:

@@ -180,8 +180,9 @@ class ReplicaMemory:
     def _make_decode_room(self) -> None:
         """Preempt the newest requests until every decoding request can grow by a token."""
         while True:
-            room = sum(1 for s in self.running if not s.prefilling)
-            if room <= self._available() or not self.running:
+            running = self.running
+            room = sum([s.computed_tokens >= s.prompt_tokens for s in running])  # decoding
+            if not running or room <= self.cache.free_tokens + self.cache.evictable_tokens:
                 self._decode_room = room
                 return
             self._preempt(self.running[-1])
@@ -224,9 +225,7 @@ class ReplicaMemory:
                                           request.page_tokens()[:covered])
                 if written:
                     self.link.write(written * self.kv_bytes_per_token, self.env.now)
-            self.cache.lock(placed[-1])
-            if state.tip is not None:
-                self.cache.unlock(state.tip, self.env.now)
+            self.cache.relock(state.tip, placed[-1], self.env.now)  # lock, unlock the old
             state.tip = placed[-1]
             state.num_tree_pages = covered
             state.tree_tokens += moved

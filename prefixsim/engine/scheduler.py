@@ -58,15 +58,16 @@ class ContinuousBatching:
         tokens and returns its size (0: it does not fit); `grow(state, tokens)` reserves a
         running request's next chunk (False: it does not fit)."""
         budget = self.max_batched_tokens
-        decodes = [s for s in running if not s.prefilling]
+        # `prefilling` and `remaining_prefill_tokens` written out (the hot path)
+        decodes = [s for s in running if s.computed_tokens >= s.prompt_tokens]
         budget -= len(decodes)
         chunks: list[tuple[RequestState, int]] = []
         starved = False
-        for state in running:
+        for state in running if len(decodes) < len(running) else ():
             if budget <= 0:
                 break
-            if state.prefilling:
-                size = min(state.remaining_prefill_tokens, budget)
+            if state.computed_tokens < state.prompt_tokens:
+                size = min(state.prompt_tokens - state.computed_tokens, budget)
                 if not grow(state, size):
                     starved = True  # no memory for it: later prefills and admissions wait
                     break

@@ -14,11 +14,14 @@ pool all replicas share, each over a link of its own (`pool_links` in the result
 `disaggregation` (engine/disaggregation.py) makes the first replicas prefill and the rest
 decode; the router chooses among the prefill replicas. Building
 caches and cost models from a config is pipeline/build.py's job. No pandas here: records only.
+The cyclic garbage collector is paused while the simulation runs (`_cyclic_gc_paused`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import gc
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +33,7 @@ from prefixsim.cache.pool import LinkDirection, PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.disaggregation import DecodeReplica, Disaggregation, KVTransfer
+from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
@@ -38,8 +42,38 @@ from prefixsim.engine.state_log import StateLog
 from prefixsim.router import Router
 from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
+from prefixsim.trace.columns import RequestColumns
 
 ProgressCallback = Callable[[int], None]
+BLOCK_REQUESTS = 1 << 16  # requests of a RequestColumns turned into Python objects at a time
+
+
+def _in_blocks(requests: Iterable[Request]) -> Iterator[Request]:
+    """`requests` in order. A RequestColumns is read a block at a time (`take`): iterating
+    it whole first turns every column into a Python list, objects that would live as long
+    as the run (~300 bytes a request); a block's die with the block."""
+    if not isinstance(requests, RequestColumns) or len(requests) <= BLOCK_REQUESTS:
+        yield from requests
+        return
+    for start in range(0, len(requests), BLOCK_REQUESTS):
+        stop = min(start + BLOCK_REQUESTS, len(requests))
+        yield from requests.take(np.arange(start, stop, dtype=np.int64))
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the run. The engine makes millions of
+    short-lived objects (pages, heap entries, events, rows), freed by reference counting;
+    the collector's passes over them found nothing and cost about a tenth of the run. The
+    few cycles (a replica and its simpy process) live as long as the run; the previous
+    setting is restored after it, and anything cyclic left is collected then as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +97,7 @@ class TimedResult:
     records: RecordTable  # of ServedRecord, in request-id order
     states: dict[str, np.ndarray] | None  # state_log.STATE_COLUMNS; None: not recorded
     replicas: list[ReplicaFigures]
-    itl_segments: list[tuple[float, int]]
+    itl_segments: ItlSegments  # (gap seconds, tokens) pairs, all replicas
     duration_s: float
     num_events: int
     pool_links: list[PoolLink] = field(default_factory=list)  # one per replica, with a pool
@@ -142,7 +176,7 @@ def replay_timed(
     frontend_s = cost_model.serving_overheads.frontend_s
 
     def arrivals():
-        for request in requests:
+        for request in _in_blocks(requests):
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
                 yield env.timeout(arrival_s + frontend_s - env.now)
@@ -160,7 +194,8 @@ def replay_timed(
             all_done.succeed()
 
     env.process(arrivals())
-    env.run(until=all_done)
+    with _cyclic_gc_paused():
+        env.run(until=all_done)
     if on_progress is not None:
         on_progress(count["finished"] % progress_every)
     ids = records.columns()["request_id"]
@@ -169,7 +204,10 @@ def replay_timed(
     figures = [ReplicaFigures(r.index, r.capacity_tokens, r.num_steps, r.busy_s,
                               r.num_preemptions, r.query_tokens, r.hit_tokens,
                               r.cache.counters) for r in replicas]
-    itl = [segment for r in replicas for segment in r.itl_segments]
+    itl = ItlSegments()
+    for r in replicas:  # moved, not copied: each replica's arrays go once appended
+        itl.extend(r.itl_segments)
+        r.itl_segments = ItlSegments()
     duration = env.now
     state_columns = log.columns() if log is not None else None
     return TimedResult(records, state_columns, figures, itl, duration,

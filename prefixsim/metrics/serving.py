@@ -27,11 +27,18 @@ STATS = ("mean", "median", "std", "p50", "p90", "p95", "p99")
 
 def weighted_distribution(segments: Sequence[tuple[float, int]], name: str,
                           scale: float = 1e3) -> dict[str, float]:
-    """`distribution` of values given as (value, count) pairs, values times `scale`."""
-    if not segments:
+    """`distribution` of values given as (value, count) pairs, values times `scale` (an
+    ItlSegments, engine/itl.py, hands over its arrays without building the pairs)."""
+    if not len(segments):
         return {f"{stat}_{name}": float("nan") for stat in STATS}
-    values = np.array([v for v, _ in segments], dtype=float) * scale
-    weights = np.array([w for _, w in segments], dtype=float)
+    arrays = getattr(segments, "arrays", None)  # engine/itl.py's ItlSegments: by column
+    if arrays is not None:
+        gaps, tokens = arrays()
+        values = gaps * scale
+        weights = tokens.astype(float)
+    else:
+        values = np.array([v for v, _ in segments], dtype=float) * scale
+        weights = np.array([w for _, w in segments], dtype=float)
     order = np.argsort(values, kind="stable")
     values, weights = values[order], weights[order]
     cumulative = np.cumsum(weights)
@@ -49,28 +56,39 @@ def weighted_distribution(segments: Sequence[tuple[float, int]], name: str,
     }
 
 
+def _completed(requests: pd.DataFrame) -> np.ndarray:
+    """Which rows completed, as a numpy mask: the figures select columns with it rather
+    than copying the whole frame (a frame of 1M requests is ~200 MB)."""
+    return (requests["status"] == "completed").to_numpy(dtype=bool)
+
+
 def serving_summary(
     requests: pd.DataFrame,
     duration_s: float,
-    itl_segments: Sequence[tuple[float, int]],
+    itl_segments: Sequence[tuple[float, int]],  # or an ItlSegments
     goodput_ttft_ms: float | None = None,
     goodput_tpot_ms: float | None = None,
 ) -> dict[str, float | int | None]:
     """Throughputs, goodput and latency distributions (vLLM benchmark keys)."""
-    done = requests[requests["status"] == "completed"]
+    completed = _completed(requests)
+
+    def done(column: str) -> np.ndarray:  # a column over completed requests (no frame copy)
+        return requests[column].to_numpy()[completed]
+
+    num_done = int(np.count_nonzero(completed))
     duration = duration_s if duration_s > 0 else float("nan")
-    output = int(done["output_tokens"].sum())
-    total = int(done["input_tokens"].sum()) + output
+    output = int(done("output_tokens").sum())
+    total = int(done("input_tokens").sum()) + output
     slo = goodput_ttft_ms is not None or goodput_tpot_ms is not None
-    good = np.ones(len(done), dtype=bool)
+    good = np.ones(num_done, dtype=bool)
     if goodput_ttft_ms is not None:
-        good &= done["ttft_ms"].to_numpy() <= goodput_ttft_ms
+        good &= done("ttft_ms") <= goodput_ttft_ms
     if goodput_tpot_ms is not None:
-        tpot = done["tpot_ms"].to_numpy()
+        tpot = done("tpot_ms")
         good &= np.isnan(tpot) | (tpot <= goodput_tpot_ms)
     summary: dict[str, float | int | None] = {
         "duration": duration_s,
-        "request_throughput": len(done) / duration,
+        "request_throughput": num_done / duration,
         "output_throughput": output / duration,
         "total_token_throughput": total / duration,
         "request_goodput": int(good.sum()) / duration if slo else None,
@@ -78,7 +96,7 @@ def serving_summary(
         "num_preemptions": int(requests["preemptions"].sum()),
     }
     for name in ("ttft", "tpot", "e2el"):
-        values = done[f"{name}_ms"].to_numpy(dtype=float)
+        values = done(f"{name}_ms").astype(float, copy=False)
         summary.update(distribution(values[~np.isnan(values)], f"{name}_ms"))
     summary.update(weighted_distribution(itl_segments, "itl_ms"))
     return summary
@@ -88,10 +106,10 @@ def replica_summary(requests: pd.DataFrame, figures: Sequence, duration_s: float
                     ) -> dict[str, float | int]:
     """Per-replica figures as flat `replica{i}_*` keys."""
     summary: dict[str, float | int] = {}
-    done = requests[requests["status"] == "completed"]
+    done = requests["replica"].to_numpy()[_completed(requests)]
     for fig in figures:
         prefix = f"replica{fig.replica}_"
-        summary[prefix + "completed"] = int((done["replica"] == fig.replica).sum())
+        summary[prefix + "completed"] = int(np.count_nonzero(done == fig.replica))
         summary[prefix + "kv_pool_tokens"] = fig.capacity_tokens
         summary[prefix + "busy_fraction"] = fig.busy_s / duration_s if duration_s else 0.0
         summary[prefix + "steps"] = fig.num_steps

@@ -15,6 +15,11 @@ a router fed by KV events sees the caches (additions and removals alike); the st
 then counts pages whose removal it has not heard of yet. Radix mode only: block mode's
 re-adoption of orphans changes what matches without an event, so routers read block-mode
 caches live.
+
+Live and without TTLs (the usual case) every indexed page counts, so the index keeps one
+int per page id, a bit per replica holding it, and a lookup is a few integer ANDs per
+page; with TTLs (pages must be checked alive) or a delayed feed it keeps the pages
+themselves, page id -> {replica: page}.
 """
 
 from __future__ import annotations
@@ -58,6 +63,32 @@ class _ReplicaFeed:
             self.index.event(self.replica, page, False)
 
 
+class _MaskFeed:
+    """The observer of one replica's cache when the index keeps bit masks (live, no TTL):
+    its bit set on a page id when a page is added, cleared when it is removed (a cache
+    holds a page id once, so the events of one replica alternate)."""
+
+    __slots__ = ("masks", "bit")
+
+    def __init__(self, masks: dict[int, int], replica: int) -> None:
+        self.masks = masks
+        self.bit = 1 << replica
+
+    def added(self, page: Page) -> None:
+        masks = self.masks
+        page_id = page.page_id
+        masks[page_id] = masks.get(page_id, 0) | self.bit
+
+    def removed(self, page: Page) -> None:
+        masks = self.masks
+        page_id = page.page_id
+        mask = masks.get(page_id, 0) & ~self.bit
+        if mask:
+            masks[page_id] = mask
+        else:
+            masks.pop(page_id, None)
+
+
 class PrefixIndex:
     """page id -> {replica: page} over every replica's HBM cache (module docstring)."""
 
@@ -70,11 +101,29 @@ class PrefixIndex:
         self._pending: deque[tuple[float, int, Page, bool]] = deque()
         self._live = event_delay_s == 0
         self._immortal = True  # no attached cache has a TTL: every indexed page is alive
+        # page id -> replica bits while live and immortal (None: `_holders` instead)
+        self._masks: dict[int, int] | None = {} if self._live else None
+        self._attached: list[tuple[int, RadixCache]] = []
 
     def attach(self, replica: int, cache: RadixCache) -> None:
         """Follow `cache` as replica `replica`'s (its resident pages are indexed now)."""
-        cache.observer = _ReplicaFeed(self, replica)
+        self._attached.append((replica, cache))
         self._immortal = self._immortal and cache.ttl is None
+        if self._masks is not None and not self._immortal:
+            # a cache with a TTL: pages must be checked alive, so the index keeps the pages;
+            # the caches attached so far are indexed again that way
+            self._masks = None
+            for earlier, earlier_cache in self._attached[:-1]:
+                earlier_cache.observer = _ReplicaFeed(self, earlier)
+                for page in earlier_cache.pages():
+                    self._apply(earlier, page, True)
+        if self._masks is not None:
+            feed = _MaskFeed(self._masks, replica)
+            cache.observer = feed
+            for page in cache.pages():
+                feed.added(page)
+            return
+        cache.observer = _ReplicaFeed(self, replica)
         for page in cache.pages():
             self._apply(replica, page, True)
 
@@ -109,6 +158,8 @@ class PrefixIndex:
         matched: dict[int, int] = {}
         if not page_ids:
             return matched
+        if self._masks is not None:
+            return self._walk_masks(request, page_ids)
         if not self._live or self._immortal:
             return self._walk_sets(request, page_ids)
         still = list(self._holders.get(page_ids[0], ()))  # with TTLs: check each page alive
@@ -131,6 +182,28 @@ class PrefixIndex:
         for replica in still:
             matched[replica] = depth
         return {replica: request.prefix_tokens(pages) for replica, pages in matched.items()}
+
+    def _walk_masks(self, request: Request, page_ids: tuple[int, ...]) -> dict[int, int]:
+        """`_walk_sets` over bit masks (live, no TTL): the replicas still matching as one
+        int, narrowed by an AND per page."""
+        masks = self._masks
+        get = masks.get
+        still = get(page_ids[0], 0)
+        found: dict[int, int] = {}
+        depth = 0
+        num = len(page_ids)
+        while still:
+            depth += 1
+            kept = still & get(page_ids[depth], 0) if depth < num else 0
+            dropped = still ^ kept
+            if dropped:
+                tokens = request.prefix_tokens(depth)
+                while dropped:
+                    low = dropped & -dropped
+                    found[low.bit_length() - 1] = tokens
+                    dropped ^= low
+            still = kept
+        return found
 
     def _walk_sets(self, request: Request, page_ids: tuple[int, ...]) -> dict[int, int]:
         """The walk when every indexed page counts (no TTL, or a stale view): set
