@@ -24,14 +24,15 @@ AGE_QUANTILES = ((10, 0.1), (50, 0.5), (90, 0.9))
 def records_frame(records: Sequence[object], record_type: type) -> pd.DataFrame:
     """One row per record; columns are the record's field names, in declaration order
     (a frozen dataclass or a named tuple). A RecordTable's columns go in without a copy,
-    its strings as Arrow-backed columns."""
+    its strings as Arrow-backed columns, and the frame keeps them apart (no block of all
+    the numbers copied together: a 1M-request timed run's records are ~170 MB)."""
     names = list(getattr(record_type, "_fields", None) or [f.name for f in fields(record_type)])
     if isinstance(records, RecordTable):
         columns = {name: pd.array(values, dtype=pd.ArrowDtype(values.type))
                    if isinstance(values, pa.Array) else values
                    for name, values in records.columns().items()}
-    else:
-        columns = {name: [getattr(r, name) for r in records] for name in names}
+        return pd.DataFrame(columns, columns=names, copy=False)
+    columns = {name: [getattr(r, name) for r in records] for name in names}
     return pd.DataFrame(columns, columns=names)
 
 

@@ -24,6 +24,7 @@ from prefixsim.pipeline.cache_only import run_cache_only
 from prefixsim.pipeline.inputs import load_trace_data
 from prefixsim.pipeline.timed import run_timed
 from prefixsim.trace import Request, TraceData
+from prefixsim.trace.pages import distinct_prefix_tokens
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,13 @@ def simulate(
         if trace is None:
             trace = load_trace_data(config.trace)
         requests = trace.requests
+    # a figure of the trace alone, counted before the run's memory is taken
+    distinct = None if trace is None else distinct_prefix_tokens(trace.requests)
     parts = build(config, requests)
     run_mode = run_cache_only if config.cache_only else run_timed
     facts, samples = run_mode(parts, requests, on_progress)
     facts = dataclasses.replace(facts, trace=trace, command=command,
+                                distinct_prefix_tokens=distinct,
                                 wall_time_s=time.perf_counter() - started)
     return RunResult(requests=facts.requests, summary=summarize(facts), timeseries=samples,
                      config=config)

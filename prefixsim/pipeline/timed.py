@@ -35,6 +35,18 @@ def run_timed(parts: Components, requests: Sequence[Request],
     # Arrow's allocator keeps what the trace reader freed (~120 MB at 1M requests read from
     # Parquet) for reuse by Arrow, which the run hardly uses: hand it back first
     pa.default_memory_pool().release_unused()
+    unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
+                                                            "policy": "lru",
+                                                            "policy_params": {},
+                                                            "pool": None}),
+                            replay_only=True)
+    on_engine_clock = requests  # the bound first: its tables come and go before the run's
+    if engine.time_scale != 1.0 and unbounded.ttl is not None:
+        # the bound must see the gaps the run saw: TTLs run on the engine's clock
+        on_engine_clock = [dataclasses.replace(r, arrival_s=r.arrival_s * engine.time_scale)
+                           for r in requests]
+    bounds = Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules))
+    del on_engine_clock, unbounded
     result = replay_timed(
         requests, parts.caches, parts.cost_model, parts.scheduler, parts.router,
         time_scale=engine.time_scale, record_state=engine.sample_interval_s is not None,
@@ -50,22 +62,12 @@ def run_timed(parts: Components, requests: Sequence[Request],
     # rather than at some later allocation (0.5 GB at 1M requests)
     result = dataclasses.replace(result, states=None)
     gc.collect()
-    unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
-                                                            "policy": "lru",
-                                                            "policy_params": {},
-                                                            "pool": None}),
-                            replay_only=True)
-    on_engine_clock = requests
-    if engine.time_scale != 1.0 and unbounded.ttl is not None:
-        # the bound must see the gaps the run saw: TTLs run on the engine's clock
-        on_engine_clock = [dataclasses.replace(r, arrival_s=r.arrival_s * engine.time_scale)
-                           for r in requests]
     pool = parts.pool_tokens_per_replica
     facts = RunFacts(
         mode=TIMED, config=config, requests=frame, counters=total_counters(result.replicas),
         capacity_tokens=None if pool is None else pool * engine.num_replicas,
         cost_model=parts.cost_model, model=parts.model, gpu=parts.gpu,
-        bounds=Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules)),
+        bounds=bounds,
         num_requests=len(requests), wall_time_s=0.0, timed=result,
         pool_tokens_per_replica=pool, pricing=parts.pricing,
         request_ttls=(request_ttls(config.cache, parts.rules, requests)
