@@ -18,7 +18,8 @@ main commands at 1M and 10M requests, in one run.
    request rows must equal an in-memory (`--no-stream`) run of the base: checked, printed.
 
 Targets (issue 14): JSONL >= 200k req/s, Parquet >= 1M req/s; cache-only 1M <= 25 s and
-<= 1 GB, timed 1M <= 120 s and <= 1.5 GB, cache-only 10M <= 4 GB. The machine is shared:
+<= 1 GB, timed 1M <= 120 s and <= 1.5 GB, cache-only 10M <= 4 GB (RSS is printed in MiB,
+as the kernel counts it; the targets are read as GiB). The machine is shared:
 wall times move by 20-30% from run to run; RSS does not.
 """
 
@@ -116,7 +117,7 @@ def read_rates(jsonl: Path, parquet: Path) -> list[tuple[str, float]]:
 
 
 def measured(args: list[str]) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, exit status) of a child process running `args`. Linux keeps a
+    """(wall s, peak RSS MiB, exit status) of a child process running `args`. Linux keeps a
     process's peak RSS across fork and exec, so the parent must stay small: everything
     heavy (generating, tiling, the read rates) runs in a child of its own."""
     started = time.perf_counter()
@@ -176,7 +177,7 @@ def main() -> None:
     skip = {s for s in args.skip.split(",") if s}
     plan = [(c, "1M", parquet) for c in COMMANDS if c not in skip]
     plan += [(c, "10M", big) for c in args.commands_10m.split(",") if c]
-    print(f"\n{'command':<12} {'requests':>8} {'wall s':>8} {'peak RSS MB':>12}  target")
+    print(f"\n{'command':<12} {'requests':>8} {'wall s':>8} {'peak RSS MiB':>12}  target")
     outputs = {}
     for command, size, trace in plan:
         out = args.data / f"out-{command}-{size}"
@@ -184,7 +185,7 @@ def main() -> None:
         outputs[(command, size)] = out
         target = TARGETS.get((command, size))
         note = "" if target is None else "<= " + " and ".join(
-            part for part in (target[0] and f"{target[0]} s", f"{target[1]:,} MB") if part)
+            part for part in (target[0] and f"{target[0]} s", f"{target[1]:,} MiB") if part)
         flag = "" if status == 0 else f"  (exit {status})"
         print(f"{command:<12} {size:>8} {wall:>8.1f} {rss:>12,.0f}  {note}{flag}", flush=True)
     if ("cache-only", "10M") in outputs and not args.no_check:
