@@ -181,6 +181,14 @@ def build_cache(
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain)
 
 
+def build_unbounded_cache(config: CacheConfig) -> AnyCache:
+    """The cache `cache_unbounded_token_hit_rate` is read from: the section's TTL and mode
+    with no capacity limit, LRU (no policy matters when nothing is evicted), no pool."""
+    return build_cache(config.model_copy(update={"capacity_tokens": None, "policy": "lru",
+                                                 "policy_params": {}, "pool": None}),
+                       replay_only=True)
+
+
 def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = None,
                       prefill_time_s: Callable[[int, int], float] | None = None,
                       time_scale: float = 1.0) -> SharedPool | None:

@@ -9,11 +9,16 @@ from collections.abc import Sequence
 import pandas as pd
 
 from prefixsim.analysis.bounds import reference_bounds
+from prefixsim.cache import CacheCounters
 from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.metrics.requests import records_frame, tier_hits
-from prefixsim.metrics.summary import CACHE_ONLY, RunFacts
-from prefixsim.metrics.timeseries import cache_only_interval, cache_only_timeseries
+from prefixsim.metrics.summary import CACHE_ONLY, Bounds, RunFacts
+from prefixsim.metrics.timeseries import (
+    SamplingInfo,
+    cache_only_interval,
+    cache_only_timeseries,
+)
 from prefixsim.pipeline.build import Components, build_cache, request_ttls
 from prefixsim.trace import Request
 
@@ -45,13 +50,24 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
         }), requests, replay_only=True),
         parts.rules,
     )
-    facts = RunFacts(
-        mode=CACHE_ONLY, config=config, requests=frame, counters=result.counters,
-        capacity_tokens=config.cache.capacity_tokens, cost_model=parts.cost_model,
-        model=parts.model, gpu=parts.gpu, bounds=bounds, num_requests=len(requests),
-        wall_time_s=0.0, orphan_tokens=cache.orphan_tokens(), pricing=parts.pricing,
-        request_ttls=(request_ttls(config.cache, parts.rules, requests)
-                      if parts.pricing is not None else []),
-        sampling=sampling,
-        pool=None if parts.shared_pool is None else PoolFigures.of(parts.shared_pool))
+    ttls = (request_ttls(config.cache, parts.rules, requests)
+            if parts.pricing is not None else [])
+    facts = cache_only_facts(parts, frame, result.counters, bounds, sampling, ttls,
+                             num_requests=len(requests))
     return facts, samples
+
+
+def cache_only_facts(parts: Components, frame: pd.DataFrame, counters: CacheCounters,
+                     bounds: Bounds, sampling: SamplingInfo | None,
+                     ttls: list[float | None], **more) -> RunFacts:
+    """The RunFacts of a cache-only run (this module's and pipeline/streamed.py's), wall
+    time 0; `more` sets further fields (num_requests, the trace, ...)."""
+    config = parts.config
+    return RunFacts(
+        mode=CACHE_ONLY, config=config, requests=frame, counters=counters,
+        capacity_tokens=config.cache.capacity_tokens, cost_model=parts.cost_model,
+        model=parts.model, gpu=parts.gpu, bounds=bounds, wall_time_s=0.0,
+        orphan_tokens=parts.caches[0].orphan_tokens(), pricing=parts.pricing,
+        request_ttls=ttls, sampling=sampling,
+        pool=None if parts.shared_pool is None else PoolFigures.of(parts.shared_pool),
+        **more)

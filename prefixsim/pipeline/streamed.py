@@ -32,16 +32,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from prefixsim.analysis.seen_pages import SeenPages
-from prefixsim.cache.pool import PoolFigures
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import RunConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.engine.cache_only_fast import replay_segment_chunks
 from prefixsim.engine.records import RecordTable
 from prefixsim.metrics.requests import records_frame, tier_hits
-from prefixsim.metrics.summary import CACHE_ONLY, Bounds, RunFacts, summarize
+from prefixsim.metrics.summary import Bounds, summarize
 from prefixsim.metrics.timeseries import cache_only_interval, cache_only_timeseries
-from prefixsim.pipeline.build import Components, build, build_cache, request_ttls
+from prefixsim.pipeline.build import Components, build, build_unbounded_cache, request_ttls
+from prefixsim.pipeline.cache_only import cache_only_facts
 from prefixsim.pipeline.run import RunResult
 from prefixsim.trace import Request, TraceData
 from prefixsim.trace.columns import RequestColumns
@@ -150,15 +150,10 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
         unbounded = _second_pass_rate(parts, stream)
     distinct = tally.distinct.total
     tally.seen = tally.distinct = None  # their tables go before the summary's arrays come
-    facts = RunFacts(
-        mode=CACHE_ONLY, config=config, requests=frame, counters=cache.counters,
-        capacity_tokens=capacity, cost_model=parts.cost_model, model=parts.model,
-        gpu=parts.gpu, bounds=Bounds(unbounded), num_requests=len(frame), wall_time_s=0.0,
-        orphan_tokens=cache.orphan_tokens(), pricing=parts.pricing,
-        request_ttls=tally.ttls or [], sampling=sampling,
-        pool=None if parts.shared_pool is None else PoolFigures.of(parts.shared_pool),
-        trace=TraceData([], stream.format, time_shift_s=start), command=command,
-        distinct_prefix_tokens=distinct)
+    facts = cache_only_facts(
+        parts, frame, cache.counters, Bounds(unbounded), sampling, tally.ttls or [],
+        num_requests=len(frame), trace=TraceData([], stream.format, time_shift_s=start),
+        command=command, distinct_prefix_tokens=distinct)
     facts = dataclasses.replace(facts, wall_time_s=time.perf_counter() - started)
     return RunResult(requests=frame, summary=summarize(facts), timeseries=samples,
                      config=config)
@@ -251,10 +246,7 @@ def _tier_columns(parts: Components) -> tuple[str, ...]:
 def _second_pass_rate(parts: Components, stream: TraceStream) -> float:
     """The unbounded bound with a TTL or request classes: an unbounded replay over the
     file read again, its records summed chunk by chunk."""
-    config = parts.config
-    cache = build_cache(config.cache.model_copy(update={
-        "policy": "lru", "policy_params": {}, "pool": None, "capacity_tokens": None}),
-        [], replay_only=True)
+    cache = build_unbounded_cache(parts.config.cache)
     records = RecordTable(CacheOnlyRecord)
     sums = [0, 0]
 

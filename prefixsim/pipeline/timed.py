@@ -21,7 +21,7 @@ from prefixsim.metrics.requests import records_frame
 from prefixsim.metrics.serving import total_counters
 from prefixsim.metrics.summary import TIMED, Bounds, RunFacts
 from prefixsim.metrics.timeseries import timeseries
-from prefixsim.pipeline.build import Components, build_cache, request_ttls
+from prefixsim.pipeline.build import Components, build_unbounded_cache, request_ttls
 from prefixsim.trace import Request
 
 
@@ -35,11 +35,7 @@ def run_timed(parts: Components, requests: Sequence[Request],
     # Arrow's allocator keeps what the trace reader freed (~120 MB at 1M requests read from
     # Parquet) for reuse by Arrow, which the run hardly uses: hand it back first
     pa.default_memory_pool().release_unused()
-    unbounded = build_cache(config.cache.model_copy(update={"capacity_tokens": None,
-                                                            "policy": "lru",
-                                                            "policy_params": {},
-                                                            "pool": None}),
-                            replay_only=True)
+    unbounded = build_unbounded_cache(config.cache)
     on_engine_clock = requests  # the bound first: its tables come and go before the run's
     if engine.time_scale != 1.0 and unbounded.ttl is not None:
         # the bound must see the gaps the run saw: TTLs run on the engine's clock

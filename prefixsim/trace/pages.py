@@ -60,11 +60,7 @@ def _distinct_columns(columns: RequestColumns) -> int:
         seen = ids if not len(seen) else np.union1d(seen, ids)
     last_ids = columns.page_ids[last_at]
     tokens = columns.input_tokens[has] - columns.page_size_tokens[has] * (counts[has] - 1)
-    order = np.lexsort((tokens, last_ids))  # by id, then tokens: each id's most is last
-    ids, tokens = last_ids[order], tokens[order]
-    most = np.ones(len(ids), dtype=bool)
-    most[:-1] = ids[1:] != ids[:-1]
-    ids, tokens = ids[most], tokens[most]
+    ids, tokens = _most_per_id(last_ids, tokens)
     if len(seen):
         at = np.minimum(np.searchsorted(seen, ids), len(seen) - 1)
         tokens = tokens[seen[at] != ids]
@@ -117,19 +113,23 @@ class DistinctTokens:
         np.maximum.at(self.most, ids, tokens.astype(np.int32))
 
     def _merge(self, ids: np.ndarray, tokens: np.ndarray) -> None:
-        ids = np.concatenate([self.ids, ids])
-        tokens = np.concatenate([self.tokens, tokens])
-        order = np.lexsort((tokens, ids))  # by id, then tokens: each id's most is last
-        ids, tokens = ids[order], tokens[order]
-        most = np.ones(len(ids), dtype=bool)
-        most[:-1] = ids[1:] != ids[:-1]
-        self.ids, self.tokens = ids[most], tokens[most]
+        self.ids, self.tokens = _most_per_id(np.concatenate([self.ids, ids]),
+                                             np.concatenate([self.tokens, tokens]))
 
     @property
     def total(self) -> int:
         if self.most is not None:
             return int(self.most.sum(dtype=np.int64))
         return int(self.tokens.sum())
+
+
+def _most_per_id(ids: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ids (sorted) and the most tokens each was seen with."""
+    order = np.lexsort((tokens, ids))  # by id, then tokens: each id's most is last
+    ids, tokens = ids[order], tokens[order]
+    most = np.ones(len(ids), dtype=bool)
+    most[:-1] = ids[1:] != ids[:-1]
+    return ids[most], tokens[most]
 
 
 def _unique(ids: np.ndarray) -> np.ndarray:
