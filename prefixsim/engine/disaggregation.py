@@ -71,6 +71,8 @@ class KVTransfer:
 class DecodeReplica(Replica):
     """A replica that only decodes requests prefilled elsewhere (see the module docstring)."""
 
+    DEFERS_EVICTION = False  # a pull reserves memory mid-run
+
     def __init__(self, *args, transfer: KVTransfer, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.transfer_in = transfer

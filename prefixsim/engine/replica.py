@@ -3,8 +3,11 @@
 Memory (admission, preemption, prefill inserts; docs/cache-semantics.md Part B) is
 replica_memory.py's `ReplicaMemory`, which `Replica` extends. Time moves per batch change: a
 step with prefill chunks is one timeout; a decode-only batch runs until its first
-completion, or until free memory runs out (then one more page is evicted), in one timeout,
-cut short at the next step boundary when an arrival could join the batch. A router reading
+completion, or until free and evictable memory run out, in one timeout, cut short at the
+next step boundary when an arrival could join the batch. A step of the run past the free
+memory evicts for itself at its boundary; the run applies those evictions when something
+next looks at the cache (`catch_up`, called by the arrivals process before routing) or
+when it ends, with the victims and counts that stepping one by one gives. A router reading
 the load mid-run sees the steps completed by then. With a `StateLog` (state_log.py) the
 replica records its state at the start of each step and when it goes idle (the arrivals
 process records arrivals).
@@ -20,6 +23,7 @@ import simpy
 from simpy.events import PENDING
 
 from prefixsim.cache import RadixCache
+from prefixsim.cache.page import INFINITY
 from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
@@ -51,6 +55,8 @@ class HandOff(Protocol):
 class Replica(ReplicaMemory):
     """A model instance on `tp` GPUs with its own prefix cache (a router's ReplicaView)."""
 
+    DEFERS_EVICTION = True  # decode runs may outlast free memory (see `catch_up`)
+
     def __init__(self, index: int, env: simpy.Environment, cache: RadixCache,
                  cost_model: CostModel, scheduler: ContinuousBatching,
                  on_finish: FinishCallback, check_invariants: bool = False,
@@ -73,6 +79,14 @@ class Replica(ReplicaMemory):
         self.itl_segments = ItlSegments()  # (gap seconds, tokens produced)
         self._wake: simpy.Event | None = None
         self._run: tuple[float, RunClock] | None = None  # decode run in progress: its start
+        # Deferred evictions (`catch_up`): a decode run may go on past the free memory, each
+        # later step evicting for itself at its own boundary, as stepping one by one does.
+        # Not with a shared pool (its writes are timed when the eviction happens) or in
+        # disaggregated serving (a pull reserves memory mid-run).
+        self._defers = self.DEFERS_EVICTION and pool is None and transfer is None
+        self._run_decodes: list[RequestState] = []
+        self._covered = 0  # steps of the run in progress whose KV is reserved
+        self.due_s = INFINITY  # when the run's next uncovered step starts (catch_up due)
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
         if state_log is not None:
             state_log.record(self)  # the state at t = 0
@@ -227,23 +241,34 @@ class Replica(ReplicaMemory):
         env, cost = self.env, self.cost_model
         num = len(decodes)
         steps = min([s.target_tokens - s.generated_tokens for s in decodes])  # remaining
-        # Evict only what the next step needs (whole pages, so usually several steps' worth):
-        # evictions then happen at the same step boundaries as when stepping one by one.
-        if self.cache.free_tokens < num:
-            self.cache.evict(num)
-        steps = max(1, min(steps, self.cache.free_tokens // num))
+        # Evict only what the first step needs (whole pages, so usually several steps'
+        # worth); each later step past the free memory evicts for itself when it starts,
+        # applied by catch_up: evictions happen at the same step boundaries as when stepping
+        # one by one.
+        cache = self.cache
+        if cache.free_tokens < num:
+            cache.evict(num)
+        covered = max(1, min(steps, cache.free_tokens // num))  # by free memory
+        if self._defers and covered < steps:  # later steps evict when they start (catch_up)
+            steps = max(covered, min(steps, (cache.free_tokens + cache.evictable_tokens) // num))
+        else:
+            steps = covered
         if self.max_run_steps is not None:
             steps = min(steps, self.max_run_steps)
         gaps = [s for s in decodes if s.gap_pending]
         if gaps:  # their next token ends a gap: one step, so it is timed on its own
             steps = 1
-        self._reserve_decode(decodes, steps)
+        covered = min(covered, steps)
+        self._reserve_decode(decodes, covered)
         contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
                           for s in decodes])
         total_s = cost.decode_steps_time_s(contexts, steps)
         start = env.now
         self._wake = wake = env.event()
         self._run = (start, RunClock(cost, contexts, steps, total_s))
+        self._run_decodes, self._covered = decodes, covered
+        if covered < steps:
+            self.due_s = start + cost.decode_steps_time_s(contexts, covered)
         if self.state_log is not None:
             self.state_log.record(self)
         # the run's end or a wake-up, whichever comes first: what env.any_of would do, with
@@ -256,18 +281,26 @@ class Replica(ReplicaMemory):
         yield over
         self._wake = None
         self._run = None
+        self.due_s = INFINITY
         done = steps
-        if wake.triggered and env.now - start < total_s:
+        cut = wake.triggered and env.now - start < total_s
+        if cut:
             done = steps_reaching(cost, contexts, steps, env.now - start)
+        covered = self._covered  # raised by catch_up during the run
+        if done > covered:  # the evictions of the steps started since the last catch_up
+            self._reserve_decode(decodes, done - covered)
+            covered = done
+        self._run_decodes = []
+        if cut:
             done_s = cost.decode_steps_time_s(contexts, done)
             if done_s > env.now - start:
                 yield env.timeout(done_s - (env.now - start))
             total_s = done_s
-            unused = steps - done
-            if unused:
-                self.cache.release(unused * num)
-                for state in decodes:
-                    state.private_tokens -= unused
+        if covered > done:  # reserved for steps the run no longer takes
+            unused = covered - done
+            self.cache.release(unused * num)
+            for state in decodes:
+                state.private_tokens -= unused
         if done:  # a run woken before its first step ends ran no step
             self.num_steps += 1
         self.busy_s += total_s
@@ -282,6 +315,32 @@ class Replica(ReplicaMemory):
                 self.itl_segments.append((total_s, num - len(gaps)))
         elif done:
             self.itl_segments.append((total_s / done, done * num))
+
+    def catch_up(self) -> None:
+        """Evict and reserve for the steps of the decode run in progress that have started
+        by now (`due_s` <= now): what stepping one by one would have done at their
+        boundaries. Called before anything reads or changes the cache mid-run (the arrivals
+        process, before routing), and by the run itself when it ends. The victims are the
+        same: nothing else touches this cache during the run, and evicting for k steps at
+        once frees the shortest run of victims that k evictions of one step each free."""
+        run = self._run
+        if run is None:
+            self.due_s = INFINITY
+            return
+        start, clock = run
+        target = min(clock.steps, clock.steps_done(self.env.now - start) + 1)
+        covered = self._covered
+        if target > covered:
+            self._reserve_decode(self._run_decodes, target - covered)
+            self._covered = covered = target
+            if self.state_log is not None:  # its state changed (the log is after every change)
+                self.state_log.record(self)
+        if covered >= clock.steps:
+            self.due_s = INFINITY
+        elif covered == target:  # the clock's cursor: target - 1 steps done, next ends next_s
+            self.due_s = start + clock.next_s
+        else:
+            self.due_s = start + self.cost_model.decode_steps_time_s(clock.contexts, covered)
 
     # --------------------------------------------------------------- invariants
     def check_invariants(self) -> None:

@@ -184,7 +184,11 @@ def replay_timed(
             if rules is not None:
                 state.rule = rules.for_request(request)
             count["arrived"] += 1
-            chosen = routed[router.route(request, routed, env.now)]
+            now = env.now
+            for other in routed:  # deferred evictions due by now, before the router looks
+                if other.due_s <= now:
+                    other.catch_up()
+            chosen = routed[router.route(request, routed, now)]
             chosen.submit(state)
             if log is not None:
                 for other in routed if record_all else (chosen,):
