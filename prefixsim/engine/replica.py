@@ -280,7 +280,6 @@ class Replica(ReplicaMemory):
         wake.callbacks.append(partial(_trigger_once, over))
         yield over
         self._wake = None
-        self._run = None
         self.due_s = INFINITY
         done = steps
         cut = wake.triggered and env.now - start < total_s
@@ -291,11 +290,12 @@ class Replica(ReplicaMemory):
             self._reserve_decode(decodes, done - covered)
             covered = done
         self._run_decodes = []
-        if cut:
+        if cut:  # to the end of the step in progress; the router still reads the run's clock
             done_s = cost.decode_steps_time_s(contexts, done)
             if done_s > env.now - start:
                 yield env.timeout(done_s - (env.now - start))
             total_s = done_s
+        self._run = None
         if covered > done:  # reserved for steps the run no longer takes
             unused = covered - done
             self.cache.release(unused * num)

@@ -83,3 +83,31 @@ def test_same_as_stepping_one_by_one():
     assert sorted(p.page_id for p in fast_cache.pages()) == \
         sorted(p.page_id for p in slow_cache.pages())
     assert fast.replicas[0].num_steps < slow.replicas[0].num_steps
+
+
+class LoadReading:
+    """Sends request 0 to replica 0, the rest to replica 0 too, and writes down replica 0's
+    outstanding tokens at each arrival."""
+
+    def __init__(self) -> None:
+        self.loads: list[int] = []
+
+    def route(self, request, replicas, now) -> int:
+        self.loads.append(replicas[0].outstanding_tokens)
+        return 0
+
+
+def test_load_inside_the_step_a_wake_up_cuts():
+    """A (L=4, 20 outputs) decodes t=1->20 in one run. B at t=5.2 wakes it: the run ends at
+    the step boundary t=6. C at t=5.6, inside that step, sees 4 of A's decode steps done
+    (t=1->5), as stepping one by one shows: 19 - 4 = 15 tokens left of A, plus B's 4 + 1."""
+    requests = [Request(0, 0.0, 4, 20, (1,), P), Request(1, 5.2, 4, 1, (2,), P),
+                Request(2, 5.6, 4, 1, (3,), P)]
+    seen = []
+    for steps in (None, 1):
+        router = LoadReading()
+        replay_timed(requests, [RadixCache(100, POLICIES.build("lru"))], Ticks(),
+                     ContinuousBatching(8192, 256), router, check_invariants=True,
+                     max_run_steps=steps)
+        seen.append(router.loads)
+    assert seen[0] == seen[1] == [0, 15, 20]
