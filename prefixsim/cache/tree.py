@@ -96,6 +96,19 @@ def _is_current(entry: tuple, page: Page) -> bool:
     )
 
 
+def _sorts_first(key: object, page: Page, entry: tuple) -> bool:
+    """Whether `page` under `key` would be popped before the victim heap entry `entry`
+    (the order of `_entry`'s tuples; page ids are unique, so it is decided by then)."""
+    top = entry[0]
+    if key != top:
+        return key < top
+    if page.recency != entry[1]:
+        return page.recency < entry[1]
+    if page.depth != -entry[2]:
+        return page.depth > -entry[2]
+    return page.page_id < entry[3]
+
+
 def _is_current_block(entry: tuple, page: Page) -> bool:
     """Block mode: whether a heap entry still describes `page` as unlocked and resident."""
     return entry[-2] == page.version and page.resident and page.lock_count == 0
@@ -443,22 +456,29 @@ class RadixCache:
         # evicted from its end): its entry is kept aside instead of pushed and popped again
         # when it sorts before the heap's top, which is exactly when a pop would return it.
         # (It is only set while more is needed, so the next turn always takes it.)
+        # Without a TTL the parent is not even entered: when it sorts before the heap's top
+        # it is evicted at once (`page` carried over), which is what a push and a pop would
+        # do; its stale entries are left for later pops to drop, as it is no longer resident.
         pending = None
+        page = None
         try:
             while need > 0:
-                if pending is not None:
-                    entry, pending = pending, None
-                elif heap:
-                    entry = heappop(heap)
-                else:
-                    break
-                page = entry[-1]
-                if (entry[-2] != page.version or not page.resident or page.num_children
-                        or page.lock_count):
-                    continue  # stale (_is_current)
-                if page is protect:
-                    skipped.append(entry)
-                    continue
+                if page is None:
+                    if pending is not None:
+                        entry, pending = pending, None
+                    elif heap:
+                        entry = heappop(heap)
+                    else:
+                        break
+                    page = entry[-1]
+                    if (entry[-2] != page.version or not page.resident or page.num_children
+                            or page.lock_count):
+                        page = None
+                        continue  # stale (_is_current)
+                    if page is protect:
+                        skipped.append(entry)
+                        page = None
+                        continue
                 tokens = page.num_tokens
                 need -= tokens
                 # _remove(page, defer=True)
@@ -469,18 +489,24 @@ class RadixCache:
                 self.resident_tokens -= tokens
                 parent = page.parent
                 parent_entry = None
+                going = None  # the parent, when it is the very next victim
                 if parent is not None:
                     parent.num_children -= 1
                     if parent.num_children == 0 and parent.lock_count == 0:
                         if ttl:
                             parent_entry = self._entry(parent)
-                        else:  # _entry without a deadline heap
-                            parent.version = version = parent.version + 1
-                            self._until_compact -= 1
-                            if self._until_compact <= 0:
-                                self._compact()
-                            parent_entry = (key(parent), parent.recency, -parent.depth,
-                                            parent.page_id, version, parent)
+                        else:
+                            parent_key = key(parent)
+                            if need > 0 and parent is not protect and (
+                                    not heap or _sorts_first(parent_key, parent, heap[0])):
+                                going = parent
+                            else:  # _entry without a deadline heap
+                                parent.version = version = parent.version + 1
+                                self._until_compact -= 1
+                                if self._until_compact <= 0:
+                                    self._compact()
+                                parent_entry = (parent_key, parent.recency, -parent.depth,
+                                                parent.page_id, version, parent)
                 if on_evict is not None:
                     on_evict(page)
                 evicted += 1
@@ -488,6 +514,7 @@ class RadixCache:
                 ages[bisect_right(EDGES_S, clock - page.last_access_s)] += 1
                 if demote is not None:
                     demote(page)
+                page = going
                 if parent_entry is not None:
                     if need > 0 and (not heap or parent_entry < heap[0]):
                         pending = parent_entry
