@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -96,3 +96,39 @@ class _Uses:
 
 def _array(typecode: str, values: np.ndarray) -> array:
     return array(typecode, values.astype(np.float64 if typecode == "d" else np.int64).tobytes())
+
+
+class StreamedBelady(Belady):
+    """Belady over a streamed trace, with the same keys: the replay calls `begin(next_uses)`
+    before each request, with the replay position of the next use of each of its pages in
+    page order (analysis/next_uses.py; -1: none), and the policy keeps the one a resident
+    page had at its last access (a page's depth is its index in the request naming it).
+    That is the position `_Uses.next_use` finds from the page's last access in a cache-only
+    replay, where the last access is the request's (arrival, position) and the trace is in
+    arrival order. Memory: one number per resident page. Not registered: the streamed
+    pipeline builds it for `belady`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._next: dict[int, int] = {}
+        self._current: Sequence[int] = ()
+
+    def prepare(self, requests: Iterable[Request], time_scale: float = 1.0) -> None:
+        return None  # the uses come a request at a time (`begin`)
+
+    def begin(self, next_uses: Sequence[int]) -> None:
+        """The next uses of the pages of the request replayed now, first page first."""
+        self._current = next_uses
+
+    def key(self, page: Page) -> float:
+        position = self._next[page.page_id]
+        return -INFINITY if position < 0 else -position
+
+    def on_access(self, page: Page) -> None:
+        self._next[page.page_id] = self._current[page.depth]
+
+    def on_insert(self, page: Page) -> None:
+        self._next[page.page_id] = self._current[page.depth]
+
+    def on_evict(self, page: Page) -> None:
+        self._next.pop(page.page_id, None)

@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prefixsim.cache import RadixCache, SegmentCache, TTLRule, build_policy, replay_cache
+from prefixsim.cache import (
+    EvictionPolicy,
+    RadixCache,
+    SegmentCache,
+    TTLRule,
+    build_policy,
+    replay_cache,
+)
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import TierStack, build_tier_stack
@@ -66,9 +73,11 @@ class Components:
     shared_pool: SharedPool | None = None
 
 
-def build(config: RunConfig, requests: Sequence[Request]) -> Components:
+def build(config: RunConfig, requests: Sequence[Request],
+          policy: EvictionPolicy | None = None) -> Components:
     """Every component of a run of `config` over `requests` (in replay order: offline
-    policies such as belady learn the future from them)."""
+    policies such as belady learn the future from them). `policy`: a cache-only run's
+    policy, built already (a streamed run's belady learns the future otherwise)."""
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
     check_tensor_parallel(model, config.hardware.tp)  # a custom model's heads (presets: config)
     cost_model = build_cost_model(config, model, gpu)
@@ -77,7 +86,8 @@ def build(config: RunConfig, requests: Sequence[Request]) -> Components:
     rules = build_rules(config.cache, config.trace.seed)
     shared = build_shared_pool(config.cache, requests, chunk_time, config.engine.time_scale)
     if config.cache_only:
-        cache = build_cache(config.cache, requests, chunk_time, replay_only=True)
+        cache = build_cache(config.cache, requests, chunk_time, replay_only=True,
+                            policy=policy)
         return Components(config, model, gpu, cost_model, rules, pricing, [cache],
                           [build_tiers(cache, config.cache)], shared_pool=shared)
     if config.cache.bounds:
@@ -161,19 +171,22 @@ def build_cache(
     prefill_time_s: Callable[[int, int], float] | None = None,
     replay_only: bool = False,
     time_scale: float = 1.0,
+    policy: EvictionPolicy | None = None,
 ) -> AnyCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
     section allows it (radix mode, a node-uniform policy, no tiers, no request classes).
-    `time_scale`: the timed engine's, so an offline policy reads the trace on its clock."""
+    `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
+    `policy`: one built already, instead of the section's (its params then unused)."""
     ttl_s = config.ttl_s
     if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
     ttl = None if ttl_s is None else TTLRule(ttl_s, config.ttl_mode)
-    policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
-                          config.policy_params)
+    if policy is None:
+        policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
+                              config.policy_params)
     plain = (replay_only and config.host_capacity_tokens is None
              and config.disk_capacity_tokens is None and not config.classes
              and config.min_cacheable_tokens == 0 and config.prefix_caching

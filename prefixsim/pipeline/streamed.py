@@ -13,17 +13,21 @@ run must read its trace whole; the caller then runs `simulate`, which gives the 
 Kept per request for the summary: arrival, prompt, output and hit tokens (and the tier
 hits of a run with tiers or a pool), 32-56 bytes a request, so every summary figure is
 computed by the same code on the same numbers as an in-memory run's (bit-identical; the
-request rows themselves are on disk). Not streamed (read whole): an offline policy or
-bound (belady needs the future), a time window, formats other than Mooncake JSONL and
-Parquet, and traces the stream gives up on (trace/stream.py). With a TTL or request
-classes the unbounded bound is a second pass over the file (an unbounded replay).
+request rows themselves are on disk). Belady, as the run's policy or its bound, learns the
+future from a next-use pass before the replay (analysis/next_uses.py: files in a temporary
+folder beside `requests_path`, removed after the run; cache/belady.py: StreamedBelady); the
+bound is one more pass. Not streamed (read whole): a pool with an offline policy, a time
+window, formats other than Mooncake JSONL and Parquet, and traces the stream gives up on
+(trace/stream.py). With a TTL or request classes the unbounded bound is a second pass over
+the file (an unbounded replay).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +35,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from prefixsim.analysis.next_uses import NextUses
 from prefixsim.analysis.seen_pages import SeenPages
+from prefixsim.cache.belady import StreamedBelady
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import RunConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
@@ -40,7 +46,13 @@ from prefixsim.engine.records import RecordTable
 from prefixsim.metrics.requests import records_frame, tier_hits
 from prefixsim.metrics.summary import Bounds, summarize
 from prefixsim.metrics.timeseries import cache_only_interval, cache_only_timeseries
-from prefixsim.pipeline.build import Components, build, build_unbounded_cache, request_ttls
+from prefixsim.pipeline.build import (
+    Components,
+    build,
+    build_cache,
+    build_unbounded_cache,
+    request_ttls,
+)
 from prefixsim.pipeline.cache_only import cache_only_facts
 from prefixsim.pipeline.run import RunResult
 from prefixsim.trace import Request, TraceData
@@ -55,11 +67,15 @@ KEPT = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens")  # per re
 def streamable(config: RunConfig) -> bool:
     """Whether a run of `config` may stream its trace (before looking at the file)."""
     cache = config.cache
-    offline = cache.policy in OFFLINE_POLICIES or (
-        cache.pool is not None and cache.pool.policy in OFFLINE_POLICIES)
-    return (config.cache_only and not offline and not cache.bounds
+    offline = cache.pool is not None and cache.pool.policy in OFFLINE_POLICIES
+    return (config.cache_only and not offline
             and config.trace.time_window is None and config.trace.path is not None
             and config.trace.format is not None)
+
+
+def _needs_next_uses(config: RunConfig) -> bool:
+    """Whether the run replays belady (as its policy or its bound): a next-use pass first."""
+    return config.cache.policy in OFFLINE_POLICIES or config.cache.bounds
 
 
 def open_trace_stream(config: RunConfig) -> TraceStream | None:
@@ -89,7 +105,11 @@ def simulate_streamed(config: RunConfig, requests_path: Path,
             on_progress(count)
 
     try:
-        return _simulate(config, stream, requests_path, progress, command)
+        if not _needs_next_uses(config):
+            return _simulate(config, stream, requests_path, progress, command)
+        with tempfile.TemporaryDirectory(prefix=".next-uses-", dir=requests_path.parent) as tmp:
+            uses = NextUses.build(stream, Path(tmp))
+            return _simulate(config, stream, requests_path, progress, command, uses)
     except NotStreamable:
         requests_path.unlink(missing_ok=True)
         if on_progress is not None and told[0]:
@@ -98,9 +118,11 @@ def simulate_streamed(config: RunConfig, requests_path: Path,
 
 
 def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
-              on_progress: ProgressCallback, command: str | None) -> RunResult:
+              on_progress: ProgressCallback, command: str | None,
+              uses: NextUses | None = None) -> RunResult:
     started = time.perf_counter()
-    parts = build(config, [])  # no offline policy: nothing learns from the future
+    belady = StreamedBelady() if config.cache.policy in OFFLINE_POLICIES else None
+    parts = build(config, [], policy=belady)  # belady learns the future from `uses`
     cache, tiers = parts.caches[0], parts.tiers[0]
     start = stream.first_arrival_s()
     duration_s = stream.last_arrival_s(start)
@@ -120,7 +142,7 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
             raise NotStreamable("the last row is not the last arrival")
 
     def requests() -> Iterator[Request]:
-        for chunk in chunks():
+        for chunk in _told_next_uses(chunks(), belady, uses):
             yield from chunk
             sink.write(records_frame(records.drain(), CacheOnlyRecord))  # its last record
 
@@ -150,8 +172,10 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
         unbounded = _second_pass_rate(parts, stream)
     distinct = tally.distinct.total
     tally.seen = tally.distinct = None  # their tables go before the summary's arrays come
+    belady_rate = _belady_pass_rate(parts, stream, uses) if config.cache.bounds else None
     facts = cache_only_facts(
-        parts, frame, cache.counters, Bounds(unbounded), sampling, tally.ttls or [],
+        parts, frame, cache.counters, Bounds(unbounded, belady_rate), sampling,
+        tally.ttls or [],
         num_requests=len(frame), trace=TraceData([], stream.format, time_shift_s=start),
         command=command, distinct_prefix_tokens=distinct)
     facts = dataclasses.replace(facts, wall_time_s=time.perf_counter() - started)
@@ -243,10 +267,51 @@ def _tier_columns(parts: Components) -> tuple[str, ...]:
     return names
 
 
+def _told_next_uses(chunks: Iterable[RequestColumns], belady: StreamedBelady | None,
+                    uses: NextUses | None) -> Iterator[Iterable[Request]]:
+    """`chunks` as requests, telling `belady` (when there is one) each request's next uses
+    just before the replay takes it."""
+    if belady is None or uses is None:
+        yield from chunks
+        return
+    first = 0
+    for chunk in chunks:
+        values, offsets = uses.chunk(first, len(chunk))
+        first += len(chunk)
+        yield _telling(chunk, belady, values, offsets)
+
+
+def _telling(chunk: RequestColumns, belady: StreamedBelady, values: np.ndarray,
+             offsets: list[int]) -> Iterator[Request]:
+    for i, request in enumerate(chunk):
+        belady.begin(values[offsets[i]:offsets[i + 1]].tolist())
+        yield request
+
+
+def _belady_pass_rate(parts: Components, stream: TraceStream, uses: NextUses | None
+                      ) -> float:
+    """`cache_belady_token_hit_rate` (the bound): belady at the run's capacity, with its
+    TTL, mode and request classes and no tiers or pool, over the file read again."""
+    if uses is None:
+        raise AssertionError("the belady bound needs the next-use pass")
+    config = parts.config.cache
+    belady = StreamedBelady()
+    cache = build_cache(config.model_copy(update={"policy": "belady", "policy_params": {},
+                                                  "pool": None}),
+                        replay_only=True, policy=belady)
+    return _pass_rate(parts, stream, cache, belady, uses)
+
+
 def _second_pass_rate(parts: Components, stream: TraceStream) -> float:
     """The unbounded bound with a TTL or request classes: an unbounded replay over the
     file read again, its records summed chunk by chunk."""
-    cache = build_unbounded_cache(parts.config.cache)
+    return _pass_rate(parts, stream, build_unbounded_cache(parts.config.cache))
+
+
+def _pass_rate(parts: Components, stream: TraceStream, cache,
+               belady: StreamedBelady | None = None, uses: NextUses | None = None) -> float:
+    """Token hit rate of one more replay of the file through `cache` (with the run's
+    request classes), its records summed chunk by chunk."""
     records = RecordTable(CacheOnlyRecord)
     sums = [0, 0]
 
@@ -256,7 +321,7 @@ def _second_pass_rate(parts: Components, stream: TraceStream) -> float:
         sums[1] += int(np.sum(columns["input_tokens"]))
 
     def requests() -> Iterator[Request]:
-        for chunk in stream:
+        for chunk in _told_next_uses(stream, belady, uses):
             yield from chunk
             add(records.drain())
 

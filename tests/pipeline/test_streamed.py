@@ -111,9 +111,35 @@ def test_streamed_mooncake_equals_in_memory(tmp_path):
              tmp_path)
 
 
-def test_offline_policy_and_bounds_do_not_stream(chat, tmp_path):
-    for overrides in ({"cache.policy": "belady", "cache.capacity_tokens": 400_000},
-                      {"cache.capacity_tokens": 400_000, "cache.bounds": True},
+BELADY = {
+    "belady": {"cache.policy": "belady", "cache.capacity_tokens": 400_000},
+    "lru-bounds": {"cache.policy": "lru", "cache.capacity_tokens": 300_000,
+                   "cache.bounds": True},
+    "belady-ttl-classes": {"cache.policy": "belady", "cache.capacity_tokens": 300_000,
+                           "cache.ttl_s": 60.0, "cache.min_cacheable_tokens": 4096,
+                           "cache.bounds": True},
+    "belady-block-tiers": {"cache.policy": "belady", "cache.capacity_tokens": 300_000,
+                           "cache.mode": "block", "cache.host_capacity_tokens": 600_000},
+}
+
+
+@pytest.mark.parametrize("name", BELADY)
+def test_streamed_belady_equals_in_memory(chat, tmp_path, monkeypatch, name):
+    """Belady, as the policy or the bound, learns the future from the next-use files
+    (analysis/next_uses.py, walked backwards in blocks of a few requests here)."""
+    from prefixsim.analysis import next_uses
+    monkeypatch.setattr(next_uses, "BLOCK_USES", 1000)
+    _compare(_config(chat["parquet"], **BELADY[name]), tmp_path)
+    assert not list(tmp_path.glob(".next-uses-*")), "the next-use files are left behind"
+
+
+def test_streamed_belady_bound_jsonl(chat, tmp_path):
+    _compare(_config(chat["jsonl"], **BELADY["belady-ttl-classes"]), tmp_path)
+
+
+def test_pool_offline_policy_and_time_window_do_not_stream(chat, tmp_path):
+    for overrides in ({"cache.capacity_tokens": 200_000, "cache.pool.policy": "belady",
+                       "cache.pool.capacity_tokens": 800_000},
                       {"trace.time_window": (0.1, 0.5)}):
         assert simulate_streamed(_config(chat["parquet"], **overrides),
                                  tmp_path / "rows.parquet") is None
