@@ -106,14 +106,17 @@ def sample_states(states: Mapping[str, np.ndarray], capacities: Sequence[int],
         hit = np.diff(hits, prepend=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             rate = np.where(queried > 0, hit / np.maximum(queried, 1), np.nan)
-        cached, private = states["cached_tokens"][at], states["private_tokens"][at]
+        def taken(name: str, at: np.ndarray = at) -> np.ndarray:  # narrower in the log
+            return states[name][at].astype(np.int64)
+
+        cached, private = taken("cached_tokens"), taken("private_tokens")
         frames.append(pd.DataFrame({
             "time_s": times, "replica": np.full(len(times), replica, dtype=np.int64),
-            "running": states["running"][at], "waiting": states["waiting"][at],
+            "running": taken("running"), "waiting": taken("waiting"),
             "cache_usage": (cached + private) / capacity,
             "cached_tokens": cached, "private_tokens": private,
             "rolling_hit_rate": rate.astype(float),
-            "evictions": states["evictions"][at], "preemptions": states["preemptions"][at],
+            "evictions": taken("evictions"), "preemptions": taken("preemptions"),
         }))
     if not frames:
         return pd.DataFrame({name: [] for name in TIMESERIES_COLUMNS})
