@@ -461,6 +461,7 @@ class RadixCache:
         # do; its stale entries are left for later pops to drop, as it is no longer resident.
         pending = None
         page = None
+        last_access, bucket = None, 0  # the idle-age bucket of the last page evicted
         try:
             while need > 0:
                 if page is None:
@@ -511,7 +512,10 @@ class RadixCache:
                     on_evict(page)
                 evicted += 1
                 evicted_tokens += tokens
-                ages[bisect_right(EDGES_S, clock - page.last_access_s)] += 1
+                if page.last_access_s != last_access:  # a chain's pages share theirs
+                    last_access = page.last_access_s
+                    bucket = bisect_right(EDGES_S, clock - last_access)
+                ages[bucket] += 1
                 if demote is not None:
                     demote(page)
                 page = going
