@@ -24,6 +24,7 @@ from prefixsim.config import load_config
 from prefixsim.errors import InputError
 from prefixsim.pipeline import RunResult, load_trace_data, resolve_trace_defaults, simulate
 from prefixsim.pipeline.streamed import open_trace_stream, simulate_streamed
+from prefixsim.pipeline.streamed_timed import simulate_timed_streamed
 from prefixsim.trace import READERS
 
 RUN_SECTIONS = (
@@ -108,8 +109,8 @@ RUN_SECTIONS = (
               help="Results folder (written into directly); default results/<time>-<label>/.")
 @click.option("--quiet", is_flag=True, help="No progress bar or summary block.")
 @click.option("--no-stream", is_flag=True,
-              help="Cache-only: read the whole trace before replaying. By default a "
-                   "Mooncake JSONL or Parquet trace streams in chunks (same results, "
+              help="Read the whole trace before replaying. By default a Mooncake JSONL "
+                   "or Parquet trace streams in chunks, in both modes (same results, "
                    "bounded memory; docs/architecture.md).")
 @serving_options
 @fail_cleanly
@@ -168,10 +169,14 @@ def run(config_path: str | None, trace_path: str | None, trace_format: str | Non
 
     def produce(requests_path: Path) -> RunResult:
         stream = None if no_stream else open_trace_stream(config)
-        if stream is not None:  # cache-only: read, replay and write chunk by chunk
+        if stream is not None:  # read chunk by chunk (cache-only: replayed and written so)
             with Progress("replay", "req", total=stream.total, quiet=quiet) as bar:
-                streamed = simulate_streamed(config, requests_path, bar.update,
-                                             command=command, stream=stream)
+                if config.cache_only:
+                    streamed = simulate_streamed(config, requests_path, bar.update,
+                                                 command=command, stream=stream)
+                else:
+                    streamed = simulate_timed_streamed(config, bar.update, command=command,
+                                                       stream=stream)
             if streamed is not None:
                 return streamed
         with Progress("read", "req", quiet=quiet) as bar:

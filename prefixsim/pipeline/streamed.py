@@ -65,12 +65,19 @@ KEPT = ("arrival_s", "input_tokens", "output_tokens", "cached_tokens")  # per re
 
 
 def streamable(config: RunConfig) -> bool:
-    """Whether a run of `config` may stream its trace (before looking at the file)."""
+    """Whether a run of `config` may stream its trace (before looking at the file). A timed
+    run (pipeline/streamed_timed.py) may not with an offline policy (it learns the whole
+    trace first) or with a scaled clock and a TTL (the bound then runs on that clock)."""
     cache = config.cache
-    offline = cache.pool is not None and cache.pool.policy in OFFLINE_POLICIES
-    return (config.cache_only and not offline
-            and config.trace.time_window is None and config.trace.path is not None
-            and config.trace.format is not None)
+    if (cache.pool is not None and cache.pool.policy in OFFLINE_POLICIES
+            or config.trace.time_window is not None or config.trace.path is None
+            or config.trace.format is None):
+        return False
+    if config.cache_only:
+        return True
+    ttl = cache.ttl_s is not None or any(c.ttl_s is not None for c in cache.classes)
+    return cache.policy not in OFFLINE_POLICIES and not (
+        config.engine.time_scale != 1.0 and ttl)
 
 
 def _needs_next_uses(config: RunConfig) -> bool:
@@ -131,7 +138,7 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
     sink = _RowSink(requests_path, kept)
     records = RecordTable(CacheOnlyRecord)
     capacity = config.cache.capacity_tokens
-    tally = _Tally(parts, with_seen=capacity is not None and cache.ttl is None
+    tally = TraceTally(parts, with_seen=capacity is not None and cache.ttl is None
                    and parts.rules is None)
 
     def chunks() -> Iterator[RequestColumns]:
@@ -169,7 +176,7 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
     elif tally.seen is not None:
         unbounded = tally.seen_hits / tally.query if tally.query else 0.0
     else:
-        unbounded = _second_pass_rate(parts, stream)
+        unbounded = unbounded_pass_rate(parts, stream)
     distinct = tally.distinct.total
     tally.seen = tally.distinct = None  # their tables go before the summary's arrays come
     belady_rate = _belady_pass_rate(parts, stream, uses) if config.cache.bounds else None
@@ -183,9 +190,10 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
                      config=config)
 
 
-class _Tally:
-    """What the run feeds per chunk besides the replay: distinct prefix tokens, the
-    unbounded bound without a TTL (`with_seen`), each request's TTL (with pricing)."""
+class TraceTally:
+    """What a run feeds per chunk besides the replay: distinct prefix tokens, the
+    unbounded bound without a TTL (`with_seen`), each request's TTL (with pricing), the
+    query tokens and the last arrival."""
 
     def __init__(self, parts: Components, with_seen: bool) -> None:
         self.parts = parts
@@ -302,7 +310,7 @@ def _belady_pass_rate(parts: Components, stream: TraceStream, uses: NextUses | N
     return _pass_rate(parts, stream, cache, belady, uses)
 
 
-def _second_pass_rate(parts: Components, stream: TraceStream) -> float:
+def unbounded_pass_rate(parts: Components, stream: TraceStream) -> float:
     """The unbounded bound with a TTL or request classes: an unbounded replay over the
     file read again, its records summed chunk by chunk."""
     return _pass_rate(parts, stream, build_unbounded_cache(parts.config.cache))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
@@ -25,24 +26,47 @@ from prefixsim.pipeline.build import Components, build_unbounded_cache, request_
 from prefixsim.trace import Request
 
 
-def run_timed(parts: Components, requests: Sequence[Request],
-              on_progress: ProgressCallback | None = None) -> tuple[RunFacts, pd.DataFrame]:
+@dataclass(frozen=True)
+class TraceFigures:
+    """What a timed run reads off its trace before the engine runs: the unbounded bound,
+    the number of requests and, with pricing, each request's TTL class."""
+
+    bounds: Bounds
+    num_requests: int
+    request_ttls: list[float | None]
+
+
+def trace_figures(parts: Components, requests: Sequence[Request]) -> TraceFigures:
+    """`TraceFigures` of `requests` (the whole trace, in memory)."""
+    config = parts.config
+    engine = config.engine
+    unbounded = build_unbounded_cache(config.cache)
+    on_engine_clock = requests
+    if engine.time_scale != 1.0 and unbounded.ttl is not None:
+        # the bound must see the gaps the run saw: TTLs run on the engine's clock
+        on_engine_clock = [dataclasses.replace(r, arrival_s=r.arrival_s * engine.time_scale)
+                           for r in requests]
+    bounds = Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules))
+    return TraceFigures(bounds, len(requests),
+                        request_ttls(config.cache, parts.rules, requests)
+                        if parts.pricing is not None else [])
+
+
+def run_timed(parts: Components, requests: Iterable[Request],
+              on_progress: ProgressCallback | None = None,
+              figures: TraceFigures | None = None) -> tuple[RunFacts, pd.DataFrame]:
     """Serve `requests` on the components' replicas; returns the run's facts (wall time 0:
-    the caller stamps it) and its timeseries frame."""
+    the caller stamps it) and its timeseries frame. `figures`: the trace's, taken already
+    (a streamed run's first pass; then `requests` may be any iterable, read once as the
+    arrivals come), else taken here from `requests`, a sequence."""
     config = parts.config
     engine = config.engine
     assert parts.router is not None and parts.scheduler is not None
     # Arrow's allocator keeps what the trace reader freed (~120 MB at 1M requests read from
     # Parquet) for reuse by Arrow, which the run hardly uses: hand it back first
     pa.default_memory_pool().release_unused()
-    unbounded = build_unbounded_cache(config.cache)
-    on_engine_clock = requests  # the bound first: its tables come and go before the run's
-    if engine.time_scale != 1.0 and unbounded.ttl is not None:
-        # the bound must see the gaps the run saw: TTLs run on the engine's clock
-        on_engine_clock = [dataclasses.replace(r, arrival_s=r.arrival_s * engine.time_scale)
-                           for r in requests]
-    bounds = Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules))
-    del on_engine_clock, unbounded
+    if figures is None:  # the bound first: its tables come and go before the run's
+        figures = trace_figures(parts, requests)
     result = replay_timed(
         requests, parts.caches, parts.cost_model, parts.scheduler, parts.router,
         time_scale=engine.time_scale, record_state=engine.sample_interval_s is not None,
@@ -63,11 +87,10 @@ def run_timed(parts: Components, requests: Sequence[Request],
         mode=TIMED, config=config, requests=frame, counters=total_counters(result.replicas),
         capacity_tokens=None if pool is None else pool * engine.num_replicas,
         cost_model=parts.cost_model, model=parts.model, gpu=parts.gpu,
-        bounds=bounds,
-        num_requests=len(requests), wall_time_s=0.0, timed=result,
+        bounds=figures.bounds,
+        num_requests=figures.num_requests, wall_time_s=0.0, timed=result,
         pool_tokens_per_replica=pool, pricing=parts.pricing,
-        request_ttls=(request_ttls(config.cache, parts.rules, requests)
-                      if parts.pricing is not None else []),
+        request_ttls=figures.request_ttls,
         sampling=sampling,
         pool=None if parts.shared_pool is None else PoolFigures.of(
             parts.shared_pool, result.pool_links, result.duration_s))

@@ -55,7 +55,7 @@ def _config(path: Path, **overrides):
 def _same_summary(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for key in a:
-        if key == "wall_time_s":
+        if key in ("wall_time_s", "simulated_s_per_wall_s"):
             continue
         if isinstance(a[key], float) and math.isnan(a[key]):
             assert isinstance(b[key], float) and math.isnan(b[key]), key
@@ -233,3 +233,78 @@ def test_cli_streams_and_writes_what_no_stream_writes(chat, tmp_path):
     assert a == b
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(
         p.name for p in (tmp_path / "b").iterdir())
+
+
+TIMED = {
+    "prefix-aware": {"engine.replicas": 2, "router.name": "prefix_aware"},
+    "ttl-pricing": {"engine.replicas": 2, "cache.ttl_s": 30.0,
+                    "cache.pricing": "anthropic"},
+    "classes-tiers": {"engine.replicas": 1, "cache.min_cacheable_tokens": 4096,
+                      "cache.host_capacity_tokens": 600_000},
+}
+
+
+def _timed_config(path: Path, **overrides):
+    keys = {"trace.path": str(path), "trace.max_requests": 1200, **overrides}
+    return resolve_trace_defaults(load_config(None, keys))
+
+
+@pytest.mark.parametrize("name", TIMED)
+def test_streamed_timed_equals_in_memory(chat, tmp_path, name):
+    """The engine reads the chunks as the arrivals come (pipeline/streamed_timed.py)."""
+    from prefixsim.pipeline.streamed_timed import simulate_timed_streamed
+    config = _timed_config(chat["parquet"], **TIMED[name])
+    streamed = simulate_timed_streamed(config)
+    assert streamed is not None, "the run did not stream"
+    whole = simulate(config)
+    assert streamed.requests.equals(whole.requests)
+    _same_summary(streamed.summary, whole.summary)
+    assert streamed.timeseries.equals(whole.timeseries)
+
+
+def test_streamed_timed_falls_back_before_serving(chat, tmp_path):
+    from prefixsim.pipeline.streamed_timed import simulate_timed_streamed
+    lines = _lines(chat["jsonl"])[:600]
+    lines[500], lines[501] = lines[501], lines[500]  # out of arrival order, late
+    path = tmp_path / "swapped.jsonl"
+    path.write_text("".join(lines))
+    config = _timed_config(path)
+    assert simulate_timed_streamed(config) is None
+    for overrides in ({"cache.policy": "belady"},
+                      {"engine.time_scale": 0.5, "cache.ttl_s": 30.0}):
+        assert simulate_timed_streamed(_timed_config(chat["parquet"], **overrides)) is None
+
+
+@pytest.mark.parametrize("damage", ["bad-field", "none"])
+def test_cli_timed_run_streams_what_no_stream_writes(chat, tmp_path, monkeypatch, damage):
+    """A timed `run` takes the streamed road (and a late bad line in the JSONL gives the
+    same one-line error as reading the trace whole)."""
+    from prefixsim.pipeline import streamed_timed
+    taken = []
+    real = streamed_timed.simulate_timed_streamed
+    monkeypatch.setattr("prefixsim.cli.run.simulate_timed_streamed",
+                        lambda *a, **k: taken.append(1) or real(*a, **k))
+    lines = _lines(chat["jsonl"])[:800]
+    if damage == "bad-field":
+        record = json.loads(lines[700])
+        record["output_length"] = -3
+        lines[700] = json.dumps(record) + "\n"
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(lines))
+    runner = CliRunner()
+    base = ["run", "--trace", str(path), "--replicas", "2", "--quiet"]
+    first = runner.invoke(app, [*base, "-o", str(tmp_path / "a")])
+    second = runner.invoke(app, [*base, "--no-stream", "-o", str(tmp_path / "b")])
+    assert taken, "the timed run did not try the stream"
+    if damage == "bad-field":
+        assert first.exit_code == second.exit_code == 2
+        assert first.output == second.output and len(first.output.strip().splitlines()) == 1
+        return
+    assert first.exit_code == second.exit_code == 0, first.output
+    for name in ("requests.parquet", "timeseries.parquet"):
+        assert pq.read_table(tmp_path / "a" / name).equals(pq.read_table(tmp_path / "b" / name))
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
+    for summary in (a, b):
+        for key in ("wall_time_s", "command", "simulated_s_per_wall_s"):
+            summary.pop(key)
+    assert a == b
