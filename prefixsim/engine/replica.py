@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from heapq import heappop, heappush
+from itertools import count
 from typing import Protocol
 
 import simpy
@@ -42,6 +44,30 @@ def _trigger_once(event: simpy.Event, _cause: simpy.Event) -> None:
     """Trigger `event` unless it already is (an event's callback: `_cause` fired)."""
     if event._value is PENDING:
         event.succeed()
+
+
+class CatchUps:
+    """The replicas whose decode run has evictions due (`Replica.catch_up`), by due time:
+    the arrivals process catches up the ones due by an arrival without looking at every
+    replica. An entry is stale once its replica's `due_s` has moved on."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Replica]] = []
+        self._order = count()
+
+    def push(self, replica: Replica, due_s: float) -> None:
+        heappush(self._heap, (due_s, next(self._order), replica))
+
+    def run_until(self, now: float) -> None:
+        """Catch up every replica due by `now` (each once: a due time it sets again at or
+        before `now`, by rounding, waits for the next call)."""
+        heap = self._heap
+        ready = []
+        while heap and heap[0][0] <= now:
+            ready.append(heappop(heap))
+        for due_s, _, replica in ready:
+            if replica.due_s == due_s:
+                replica.catch_up()
 
 
 class HandOff(Protocol):
@@ -87,6 +113,7 @@ class Replica(ReplicaMemory):
         self._run_decodes: list[RequestState] = []
         self._covered = 0  # steps of the run in progress whose KV is reserved
         self.due_s = INFINITY  # when the run's next uncovered step starts (catch_up due)
+        self.catch_ups: CatchUps | None = None  # told of each due time (the engine's)
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
         if state_log is not None:
             state_log.record(self)  # the state at t = 0
@@ -268,7 +295,7 @@ class Replica(ReplicaMemory):
         self._run = (start, RunClock(cost, contexts, steps, total_s))
         self._run_decodes, self._covered = decodes, covered
         if covered < steps:
-            self.due_s = start + cost.decode_steps_time_s(contexts, covered)
+            self._due(start + cost.decode_steps_time_s(contexts, covered))
         if self.state_log is not None:
             self.state_log.record(self)
         # the run's end or a wake-up, whichever comes first: what env.any_of would do, with
@@ -338,9 +365,14 @@ class Replica(ReplicaMemory):
         if covered >= clock.steps:
             self.due_s = INFINITY
         elif covered == target:  # the clock's cursor: target - 1 steps done, next ends next_s
-            self.due_s = start + clock.next_s
+            self._due(start + clock.next_s)
         else:
-            self.due_s = start + self.cost_model.decode_steps_time_s(clock.contexts, covered)
+            self._due(start + self.cost_model.decode_steps_time_s(clock.contexts, covered))
+
+    def _due(self, due_s: float) -> None:
+        self.due_s = due_s
+        if self.catch_ups is not None:
+            self.catch_ups.push(self, due_s)
 
     # --------------------------------------------------------------- invariants
     def check_invariants(self) -> None:

@@ -35,7 +35,7 @@ from prefixsim.costmodel import CostModel
 from prefixsim.engine.disaggregation import DecodeReplica, Disaggregation, KVTransfer
 from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.records import RecordTable
-from prefixsim.engine.replica import Replica
+from prefixsim.engine.replica import CatchUps, Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.state_log import StateLog
@@ -162,6 +162,9 @@ def replay_timed(
         return Replica(*args, transfer=transfer, **kwargs)
 
     replicas = [replica(i, cache) for i, cache in enumerate(caches)]
+    catch_ups = CatchUps()
+    for r in replicas:
+        r.catch_ups = catch_ups
     routed = replicas  # the replicas the router chooses among (prefill ones, disaggregated)
     if transfer is not None:
         routed = replicas[:disaggregation.prefill_replicas]
@@ -185,9 +188,7 @@ def replay_timed(
                 state.rule = rules.for_request(request)
             count["arrived"] += 1
             now = env.now
-            for other in routed:  # deferred evictions due by now, before the router looks
-                if other.due_s <= now:
-                    other.catch_up()
+            catch_ups.run_until(now)  # deferred evictions due by now, before the router looks
             chosen = routed[router.route(request, routed, now)]
             chosen.submit(state)
             if log is not None:
