@@ -8,9 +8,10 @@ main commands at 1M and 10M requests, in one run.
 2. Read rates at 1M, side by side: a bare `json.loads` loop over the JSONL lines (parses,
    keeps nothing), `read_trace` of the JSONL (Mooncake fast path) and of the Parquet file.
 3. Each command in a child process, its wall time and peak RSS from the kernel (wait4):
-   `trace inspect`, `run --cache-only` (LRU, 3M tokens), `curve` (LRU, 20 capacities) and a
-   timed `run` (4 x h100-sxm, prefix_aware) at 1M, and `run --cache-only` at 10M (the
-   others at 10M on request: they read the whole trace, the timed run takes ~10x 1M).
+   `trace inspect`, `run --cache-only` (LRU, 3M tokens; `belady`: the same with belady,
+   streamed through its next-use pass), `curve` (LRU, 20 capacities) and a timed `run`
+   (4 x h100-sxm, prefix_aware, streamed) at 1M, and `run --cache-only` at 10M (the others
+   at 10M on request: inspect and curve read the whole trace, the timed run takes ~10x 1M).
 4. The 10M trace is the base Parquet tiled ten times, written row group by row group (never
    in memory): copy k's page ids are shifted past every earlier copy's (no prefix shared
    across copies), its clock starts after the previous copy ends and its session ids get a
@@ -42,7 +43,7 @@ from prefixsim.trace import read_trace
 
 PREFIXSIM = [sys.executable, "-m", "prefixsim"]
 ROW_GROUP = 65_536
-COMMANDS = ("inspect", "cache-only", "curve", "timed")
+COMMANDS = ("inspect", "cache-only", "belady", "curve", "timed")
 TARGETS = {("cache-only", "1M"): (25, 1024), ("timed", "1M"): (120, 1536),
            ("cache-only", "10M"): (None, 4096)}
 
@@ -133,6 +134,9 @@ def command_args(command: str, trace: Path, out: Path) -> list[str]:
     if command == "cache-only":
         return [*PREFIXSIM, "run", "--trace", str(trace), "--cache-only", "--policy", "lru",
                 "--cache-tokens", "3000000", "-o", str(out), "--quiet"]
+    if command == "belady":  # streamed: a next-use pass first (analysis/next_uses.py)
+        return [*PREFIXSIM, "run", "--trace", str(trace), "--cache-only", "--policy",
+                "belady", "--cache-tokens", "3000000", "-o", str(out), "--quiet"]
     if command == "curve":
         return [*PREFIXSIM, "curve", "--trace", str(trace), "--capacities", "1e5:5e7:20",
                 "--json"]
