@@ -273,10 +273,17 @@ class Replica(ReplicaMemory):
         # applied by catch_up: evictions happen at the same step boundaries as when stepping
         # one by one.
         cache = self.cache
-        if cache.free_tokens < num:
+        evicts = cache.free_tokens < num
+        if evicts:
             cache.evict(num)
         covered = max(1, min(steps, cache.free_tokens // num))  # by free memory
-        if self._defers and covered < steps:  # later steps evict when they start (catch_up)
+        if self.waiting:
+            # Stepping one by one re-tries the queue's head at every step boundary. Memory
+            # only shrinks during the run, but the head's match may expire pages (TTL) or
+            # lose pages to the step's evictions (then it locks less), so it may fit at a
+            # later boundary: re-plan after each step that could change that.
+            steps = 1 if evicts or cache.ttl is not None else covered
+        elif self._defers and covered < steps:  # later steps evict when they start (catch_up)
             steps = max(covered, min(steps, (cache.free_tokens + cache.evictable_tokens) // num))
         else:
             steps = covered

@@ -177,3 +177,25 @@ def test_every_policy_and_cache_mode_keeps_r13_in_timed_mode(policy, mode):
     assert set(df["status"]) <= {"completed", "rejected"}
     assert (df["status"] == "completed").sum() > len(df) // 2
     assert sum(fig.counters.evicted_pages for fig in result.replicas) > 0
+
+
+@pytest.mark.parametrize("mode", ["radix", "block"])
+@pytest.mark.parametrize("policy", POLICIES.names())
+def test_every_policy_fast_path_equals_step_by_step(policy, mode):
+    """Differential over the policy registry, under tight memory with a TTL: decode runs
+    past the free memory (evictions deferred to their step boundaries, applied when the
+    router next looks) give the records and victims of one timeout per step."""
+    from prefixsim.cache import CacheMode, build_policy
+
+    requests = workload(6, num_sessions=10, rate_s=0.01, max_output=300)
+
+    def serve(max_run_steps):
+        caches = [RadixCache(3000, build_policy(policy, requests), TTLRule(2.0, TTLMode.SLIDING),
+                             CacheMode(mode)) for _ in range(2)]
+        result = replay_timed(requests, caches, COST, ContinuousBatching(512, 16),
+                              ROUTERS.build("prefix_aware"), max_run_steps=max_run_steps)
+        return frame(result), [fig.counters.evicted_pages for fig in result.replicas]
+
+    (fast, fast_evicted), (slow, slow_evicted) = serve(None), serve(1)
+    pd.testing.assert_frame_equal(fast, slow, check_exact=False, rtol=1e-9)
+    assert fast_evicted == slow_evicted and sum(fast_evicted) > 0
