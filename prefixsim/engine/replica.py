@@ -7,7 +7,10 @@ completion, or until free and evictable memory run out, in one timeout, cut shor
 next step boundary when an arrival could join the batch. A step of the run past the free
 memory evicts for itself at its boundary; the run applies those evictions when something
 next looks at the cache (`catch_up`, called by the arrivals process before routing) or
-when it ends, with the victims and counts that stepping one by one gives. A router reading
+when it ends, with the victims and counts that stepping one by one gives. While a request
+waits, a run goes no further than the free memory, and ends after its first step when that
+step evicts or the cache has a TTL: the queue's head is re-tried wherever stepping one by one
+could find it fitting. A router reading
 the load mid-run sees the steps completed by then. With a `StateLog` (state_log.py) the
 replica records its state at the start of each step and when it goes idle (the arrivals
 process records arrivals).
