@@ -9,13 +9,31 @@ or two of the answer; these walk from there with a few cost-model calls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prefixsim.costmodel import CostModel
+
+RunTime = Callable[[tuple[int, ...], int], float]  # (contexts, steps) -> seconds
+
+
+def run_time_of(cost_model: CostModel, contexts: tuple[int, ...]) -> RunTime:
+    """`cost_model.decode_steps_time_s`, for repeated calls on the same `contexts`: a cost
+    model with `decode_run_time_s(num_seqs, context_sum, steps)` (the roofline models, whose
+    `decode_steps_time_s` is exactly that of the contexts' count and sum) is asked that
+    directly, without summing the contexts at every call."""
+    by_sum = getattr(cost_model, "decode_run_time_s", None)
+    if by_sum is None:
+        return cost_model.decode_steps_time_s
+    num_seqs, context_sum = len(contexts), sum(contexts)
+    return lambda _contexts, steps: by_sum(num_seqs, context_sum, steps)
 
 
 def steps_done_by(cost_model: CostModel, contexts: tuple[int, ...], steps: int,
-                  elapsed_s: float) -> int:
-    """Most steps (0..steps) of the run whose total time fits in `elapsed_s`."""
-    time_of = cost_model.decode_steps_time_s
+                  elapsed_s: float, time_of: RunTime | None = None) -> int:
+    """Most steps (0..steps) of the run whose total time fits in `elapsed_s`
+    (`time_of`: the run's `run_time_of`, when the caller has it)."""
+    if time_of is None:
+        time_of = cost_model.decode_steps_time_s
     total_s = time_of(contexts, steps)
     if elapsed_s >= total_s:
         return steps
@@ -44,7 +62,7 @@ class RunClock:
     Same answers as `steps_done_by`."""
 
     __slots__ = ("cost_model", "contexts", "num_seqs", "steps", "total_s", "done", "done_s",
-                 "next_s")
+                 "next_s", "time_of")
 
     def __init__(self, cost_model: CostModel, contexts: tuple[int, ...], steps: int,
                  total_s: float) -> None:
@@ -53,6 +71,7 @@ class RunClock:
         self.num_seqs = len(contexts)
         self.steps = steps
         self.total_s = total_s
+        self.time_of = run_time_of(cost_model, contexts)
         # the cursor: `done` steps end at done_s, the next at next_s (-1: not asked yet); a
         # caller may read done directly when done_s <= elapsed < next_s
         self.done = 0
@@ -64,18 +83,19 @@ class RunClock:
         if elapsed_s >= self.total_s:
             return self.steps
         if self.next_s < 0:
-            self.next_s = self.cost_model.decode_steps_time_s(self.contexts, 1)
+            self.next_s = self.time_of(self.contexts, 1)
         if self.done_s <= elapsed_s < self.next_s:
             return self.done
         if self.next_s <= elapsed_s < 2 * self.next_s - self.done_s:
             self._advance(self.done + 1)  # the next step: one call
             if elapsed_s < self.next_s:
                 return self.done
-        self._advance(steps_done_by(self.cost_model, self.contexts, self.steps, elapsed_s))
+        self._advance(steps_done_by(self.cost_model, self.contexts, self.steps, elapsed_s,
+                                    self.time_of))
         return self.done
 
     def _advance(self, done: int) -> None:
-        time_of = self.cost_model.decode_steps_time_s
+        time_of = self.time_of
         self.done_s = self.next_s if done == self.done + 1 else time_of(self.contexts, done)
         self.done = done
         self.next_s = time_of(self.contexts, done + 1) if done < self.steps else self.total_s
