@@ -453,24 +453,17 @@ class RadixCache:
         clock = self._clock
         evicted = evicted_tokens = 0
         # A page's parent that becomes a leaf is often the very next victim (a chain is
-        # evicted from its end): its entry is kept aside instead of pushed and popped again
-        # when it sorts before the heap's top, which is exactly when a pop would return it.
-        # (It is only set while more is needed, so the next turn always takes it.)
-        # Without a TTL the parent is not even entered: when it sorts before the heap's top
-        # it is evicted at once (`page` carried over), which is what a push and a pop would
-        # do; its stale entries are left for later pops to drop, as it is no longer resident.
-        pending = None
+        # evicted from its end): when it sorts before the heap's top it is evicted at once
+        # (`page` carried over), which is what a push and a pop would do, and never entered;
+        # any stale entries of it are left for later pops to drop (it is no longer resident).
         page = None
         last_access, bucket = None, 0  # the idle-age bucket of the last page evicted
         try:
             while need > 0:
                 if page is None:
-                    if pending is not None:
-                        entry, pending = pending, None
-                    elif heap:
-                        entry = heappop(heap)
-                    else:
+                    if not heap:
                         break
+                    entry = heappop(heap)
                     page = entry[-1]
                     if (entry[-2] != page.version or not page.resident or page.num_children
                             or page.lock_count):
@@ -489,25 +482,13 @@ class RadixCache:
                     removed(page)
                 self.resident_tokens -= tokens
                 parent = page.parent
-                parent_entry = None
-                going = None  # the parent, when it is the very next victim
+                ready = False  # the parent is now an unlocked leaf, keyed before the hooks
                 if parent is not None:
                     parent.num_children -= 1
                     if parent.num_children == 0 and parent.lock_count == 0:
-                        if ttl:
-                            parent_entry = self._entry(parent)
-                        else:
-                            parent_key = key(parent)
-                            if need > 0 and parent is not protect and (
-                                    not heap or _sorts_first(parent_key, parent, heap[0])):
-                                going = parent
-                            else:  # _entry without a deadline heap
-                                parent.version = version = parent.version + 1
-                                self._until_compact -= 1
-                                if self._until_compact <= 0:
-                                    self._compact()
-                                parent_entry = (parent_key, parent.recency, -parent.depth,
-                                                parent.page_id, version, parent)
+                        ready = True
+                        parent_entry = self._entry(parent) if ttl else None
+                        parent_key = key(parent) if parent_entry is None else parent_entry[0]
                 if on_evict is not None:
                     on_evict(page)
                 evicted += 1
@@ -518,12 +499,20 @@ class RadixCache:
                 ages[bucket] += 1
                 if demote is not None:
                     demote(page)
-                page = going
-                if parent_entry is not None:
-                    if need > 0 and (not heap or parent_entry < heap[0]):
-                        pending = parent_entry
-                    else:
-                        heappush(heap, parent_entry)
+                page = None
+                if ready:
+                    if need > 0 and parent is not protect and (
+                            not heap or _sorts_first(parent_key, parent, heap[0])):
+                        page = parent  # the very next victim
+                        continue
+                    if parent_entry is None:  # _entry without a deadline heap
+                        parent.version = version = parent.version + 1
+                        self._until_compact -= 1
+                        if self._until_compact <= 0:
+                            self._compact()
+                        parent_entry = (parent_key, parent.recency, -parent.depth,
+                                        parent.page_id, version, parent)
+                    heappush(heap, parent_entry)
         finally:
             counters.evicted_pages += evicted
             counters.evicted_tokens += evicted_tokens

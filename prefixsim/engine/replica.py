@@ -360,11 +360,7 @@ class Replica(ReplicaMemory):
         process, before routing), and by the run itself when it ends. The victims are the
         same: nothing else touches this cache during the run, and evicting for k steps at
         once frees the shortest run of victims that k evictions of one step each free."""
-        run = self._run
-        if run is None:
-            self.due_s = INFINITY
-            return
-        start, clock = run
+        start, clock = self._run  # due_s is finite only while a run is in progress
         target = min(clock.steps, clock.steps_done(self.env.now - start) + 1)
         covered = self._covered
         if target > covered:
