@@ -104,18 +104,29 @@ def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[s
         if fresh:
             return _rename_fresh(staging, out_dir)
         if out_dir.exists():
-            written = {item.name for item in staging.iterdir()}
-            for item in staging.iterdir():
-                os.replace(item, out_dir / item.name)
-            for stale in owned - written:
-                (out_dir / stale).unlink(missing_ok=True)
-            staging.rmdir()
-        else:
+            _move_into(staging, out_dir, owned)
+            return out_dir
+        try:
             os.rename(staging, out_dir)
+        except OSError as exc:  # another writer made it meanwhile: write into it
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not out_dir.is_dir():
+                raise
+            _move_into(staging, out_dir, owned)
         return out_dir
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_into(staging: Path, out_dir: Path, owned: frozenset[str]) -> None:
+    """Move each file of `staging` into the existing `out_dir` atomically and remove the
+    `owned` files this write did not produce."""
+    written = {item.name for item in staging.iterdir()}
+    for item in staging.iterdir():
+        os.replace(item, out_dir / item.name)
+    for stale in owned - written:
+        (out_dir / stale).unlink(missing_ok=True)
+    staging.rmdir()
 
 
 def _rename_fresh(staging: Path, out_dir: Path) -> Path:
