@@ -269,20 +269,24 @@ def test_finding_21_terminal_escapes_from_files_are_shown_escaped():
     assert shown == "spec \\x1b]0;owned\\x07 name second"
 
 
-def test_a_folder_another_writer_makes_meanwhile_is_written_into(tmp_path):
+def test_a_folder_another_writer_makes_meanwhile_is_written_into(tmp_path, monkeypatch):
     """Two processes writing the same results folder (two tune workers' `base` run): the
     one that finds it made between its check and its rename moves its files in instead of
     failing with "Directory not empty"; each file is whole, the owned stale one is gone."""
     from prefixsim.cli.files import write_folder
 
     out = tmp_path / "runs" / "base"
+    rename = os.rename
 
-    def fill(staging: Path) -> None:
-        (staging / "summary.json").write_text('{"mine": 1}')
-        out.mkdir(parents=True)  # the other writer wins the rename race
-        (out / "summary.json").write_text('{"theirs": 1}')
-        (out / "requests.parquet").write_text("theirs")
+    def racing_rename(source, target):  # the other writer wins the race just before
+        if Path(target) == out and not out.exists():
+            out.mkdir()
+            (out / "summary.json").write_text('{"theirs": 1}')
+            (out / "requests.parquet").write_text("theirs")
+        return rename(source, target)
 
+    monkeypatch.setattr(os, "rename", racing_rename)
+    fill = lambda staging: (staging / "summary.json").write_text('{"mine": 1}')  # noqa: E731
     assert write_folder(out, fill, frozenset({"summary.json", "requests.parquet"})) == out
     assert json.loads((out / "summary.json").read_text()) == {"mine": 1}
     assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
