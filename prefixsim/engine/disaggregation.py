@@ -5,7 +5,8 @@ Prefill replicas (ordinary replicas with a `KVTransfer`) compute prompts with th
 caches and sample the first token; a request with more tokens to generate is then handed
 to the decode replica with the least outstanding work, which pulls its KV when it can hold
 the request's whole future (its prompt's KV and every token still to generate, beside what
-its running requests will still grow by: so a decode replica never preempts). The pull goes
+its running requests will still grow by, beyond the decode tokens their step in progress
+holds already: so a decode replica never preempts). The pull goes
 over the prefill replica's outbound link (per GPU, as each GPU sends its share of a token's
 KV; transfers queue one behind another: latency + bytes / bandwidth). When it lands, the
 prefill replica frees the request's KV and unlocks its cached prefix; the decode replica
@@ -93,7 +94,7 @@ class DecodeReplica(Replica):
                                  < self.scheduler.max_num_seqs):
             state = self.incoming[0]
             growth = sum(s.remaining_decode_tokens for s in self.running) + sum(
-                s.remaining_decode_tokens for s in self.pulling)
+                s.remaining_decode_tokens for s in self.pulling) - self._reserved_ahead()
             kv = state.request.input_tokens
             if kv + state.remaining_decode_tokens + growth > self._available():
                 return
@@ -107,6 +108,16 @@ class DecodeReplica(Replica):
             state = self.incoming[0]
             raise RuntimeError(f"decode replica {self.index} can never hold request "
                                f"{state.request.request_id}")
+
+    def _reserved_ahead(self) -> int:
+        """Decode tokens the run in progress holds already and has not yet generated: the
+        running requests' remaining tokens count them, so the growth still to come is the
+        remaining tokens less these (a run reserves its `covered` steps when it starts and
+        credits its tokens when it ends; stepping one by one, covered is 1). With them
+        left out the fit test reads the same at every moment of a run, mid-step or at a
+        boundary, whether the run is one timeout or many."""
+        run = self._run
+        return 0 if run is None else self._covered * run[1].num_seqs
 
     def _land(self, state: RequestState, wait_s: float):
         yield self.env.timeout(wait_s)

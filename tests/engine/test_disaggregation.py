@@ -2,6 +2,7 @@
 4-token pages, 1,000 KV bytes per token, a KV link of 1,000 B/s with 0.5 s latency."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,9 +12,11 @@ from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.config import load_config
 from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.disaggregation import Disaggregation
+from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.errors import InputError
+from prefixsim.metrics.requests import records_frame
 from prefixsim.pipeline import simulate
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
@@ -87,6 +90,36 @@ def test_a_decode_replica_pulls_only_what_it_can_hold_to_the_end():
     assert b.first_token_s == 2.0 and b.finish_s == 34.0
 
 
+@pytest.mark.parametrize("max_run_steps", [1, None])
+def test_a_pull_that_fits_mid_run_starts_at_once(max_run_steps):
+    """Decode replica of 32 tokens. A (L=8, 9 out) lands at 9.5 and decodes its 8 tokens
+    9.5 -> 17.5. B (L=8, 9 out, arriving at 11) is handed over at 12, mid-step: A's KV and
+    the 3 decode tokens reserved so far hold 11, and A will still grow by 5 beyond the
+    token its step in progress holds, so B's 8 + 8 fits (16 + 5 <= 32 - 11). B's pull
+    starts at 12 and lands at 20.5; B decodes to 28.5. A fit test that counted the step in
+    progress twice (reserved and still to grow) would wait for the next boundary, 12.5; one
+    that took a whole run's up-front reservation as it stands, for the run's end at 17.5."""
+    result = serve([Request(0, 0.0, 8, 9, (1, 2), 4), Request(1, 11.0, 8, 9, (3, 4), 4)],
+                   capacity=32, max_run_steps=max_run_steps)
+    a, b = result.records
+    assert a.finish_s == 17.5
+    assert (b.first_token_s, b.finish_s) == (12.0, 28.5)
+
+
+class OffGrid(Ticks):
+    """Step times off the link's half-second grid that grow with the contexts (as a
+    roofline's do), so that no step boundary ties an arrival or a landing: at a tie the
+    order of simultaneous events decides, which is no difference between the two paths."""
+
+    def step_time_s(self, batch) -> float:
+        return 1.0137
+
+    def decode_steps_time_s(self, contexts, num_steps) -> float:
+        # sum over the steps of 0.9731 + 1e-4 x (the batch's context tokens at that step)
+        grown = num_steps * sum(contexts) + len(contexts) * num_steps * (num_steps - 1) // 2
+        return num_steps * 0.9731 + 1e-4 * grown
+
+
 def workload(seed, n=40):
     rng = np.random.default_rng(seed)
     system = (900, 901, 902)
@@ -140,3 +173,27 @@ def test_config_runs_disaggregated_and_checks_its_keys():
     with pytest.raises(InputError, match="replicas"):
         load_config(overrides={**base, "engine.prefill_replicas": 1,
                                "engine.decode_replicas": 1, "engine.replicas": 4})
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 2), st.integers(1, 2),
+       st.sampled_from([60, 200, 1000]))
+def test_whole_decode_runs_equal_step_by_step_when_disaggregated(seed, prefill, decode,
+                                                                 capacity):
+    """Disaggregated serving, whole decode runs against one step per timeout: the same
+    records (times to float rounding: a run's time is one product, stepping a sum)."""
+    requests = workload(seed)
+
+    def frame(max_run_steps):
+        caches = [RadixCache(capacity, POLICIES.build("lru"))
+                  for _ in range(prefill + decode)]
+        result = replay_timed(requests, caches, OffGrid(), ContinuousBatching(64, 8),
+                              ROUTERS.build("round_robin"), max_run_steps=max_run_steps,
+                              kv_bytes_per_token=1000,
+                              disaggregation=Disaggregation(prefill, decode, **LINK))
+        return records_frame(result.records, ServedRecord)
+
+    fast, slow = frame(None), frame(1)
+    floats = fast.select_dtypes("float").columns
+    pd.testing.assert_frame_equal(fast.drop(columns=floats), slow.drop(columns=floats))
+    pd.testing.assert_frame_equal(fast[floats], slow[floats], rtol=1e-9, atol=1e-6)
