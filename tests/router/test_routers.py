@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.router import ROUTERS
 from prefixsim.router.protocol import prefix_tokens_in
@@ -102,3 +104,36 @@ def test_bad_parameters_fail():
         ROUTERS.build("prefix_aware", load_weight=-1)
     with pytest.raises(ValueError, match="valid"):
         ROUTERS.build("random")
+
+
+class FixedIndex:
+    """A PrefixIndex stand-in: the same cached tokens per replica for every prompt."""
+
+    def __init__(self, found):
+        self.found = found
+
+    def prefix_tokens(self, request, now):
+        return dict(self.found)
+
+
+def best_by_reading_every_replica(found, loads, weight):
+    """The rule, replica by replica: the highest found - weight x load, ties to the lower
+    load, then the lower index."""
+    key = [(found.get(i, 0) - weight * load, -load, -i) for i, load in enumerate(loads)]
+    return max(range(len(loads)), key=key.__getitem__)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=12),
+       st.dictionaries(st.integers(0, 11), st.integers(0, 8), max_size=6),
+       st.sampled_from([0.0, 0.5, 1.0, 3.0]))
+def test_prefix_aware_through_an_index_follows_the_rule_ties_included(loads, found, weight):
+    """Routing through the index (which names only the replicas holding the prompt's
+    first page) picks what the rule picks replica by replica, ties included: small loads
+    and small cached counts tie often."""
+    router = ROUTERS.build("prefix_aware", load_weight=weight)
+    router._index = FixedIndex(found)
+    replicas = [FakeReplica(i, outstanding_tokens=load) for i, load in enumerate(loads)]
+    inside = {i: tokens for i, tokens in found.items() if i < len(loads)}
+    assert router.route(req(0, [1, 2]), replicas, 0.0) == best_by_reading_every_replica(
+        inside, loads, weight)
