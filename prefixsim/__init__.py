@@ -12,11 +12,15 @@ The public API, for notebooks and scripts:
 a YAML config; `simulate(config, requests)` is the lower-level call. See README.md.
 """
 
-from prefixsim._version import __version__
-from prefixsim.config import RunConfig, load_config
-from prefixsim.pipeline import RunResult, simulate
-from prefixsim.pipeline.api import run
-from prefixsim.trace import Request, load_trace
+from prefixsim import accel as _accel
+
+_accel.install()  # before any hot module is imported: compiled copies, if built (accel/)
+
+from prefixsim._version import __version__  # noqa: E402
+from prefixsim.config import RunConfig, load_config  # noqa: E402
+from prefixsim.pipeline import RunResult, simulate  # noqa: E402
+from prefixsim.pipeline.api import run  # noqa: E402
+from prefixsim.trace import Request, load_trace  # noqa: E402
 
 Result = RunResult
 

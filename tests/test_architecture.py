@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prefixsim"
 
 # docs/architecture.md, bottom to top: a part may import its own layer or any below it.
 LAYERS = (
-    ("_version", "errors", "registry", "presets"),
+    ("_version", "errors", "registry", "presets", "accel"),
     ("trace",),
     ("cache",),
     ("costmodel",),

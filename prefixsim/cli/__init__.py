@@ -1,5 +1,6 @@
 """The command line. Importing a subcommand module registers it on `app`."""
 
+from prefixsim.cli import accelerate as _accelerate  # noqa: F401
 from prefixsim.cli import calibrate as _calibrate  # noqa: F401
 from prefixsim.cli import curve as _curve  # noqa: F401
 from prefixsim.cli import profile as _profile  # noqa: F401

@@ -1,0 +1,129 @@
+"""Opt-in compiled copies of the simulator's hot modules (docs/architecture.md "Compiled
+hot modules"): which modules, where the copies are kept, and the finder that imports them.
+
+`prefixsim accelerate` compiles the modules in `HOT_MODULES` with Cython, unchanged (no type
+declarations: the same Python semantics, so the same results), into a cache folder
+(`PREFIXSIM_ACCEL_DIR`, else `$XDG_CACHE_HOME/prefixsim/accel`, else
+`~/.cache/prefixsim/accel`). Each compiled file is named by its module and a digest of the
+source it was built from. At import (`install`, called by the package's `__init__`) a finder
+ahead of the normal ones hands out a compiled module only when one exists for the source as
+it is now: an edited module is imported from its source until it is compiled again, so a
+stale build is never run. `PREFIXSIM_PURE=1` turns the finder off.
+
+Owned here: the module list, the cache layout and the finder; build.py compiles (in a child
+process: Cython, then setuptools' build_ext). Left out: anything that changes what the
+modules compute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+# the timed engine's and the cache-only replay's per-request and per-page code
+HOT_MODULES: tuple[str, ...] = (
+    "prefixsim.cache.lru",
+    "prefixsim.cache.page",
+    "prefixsim.cache.segment_tree",
+    "prefixsim.cache.tree",
+    "prefixsim.costmodel.operator_times",
+    "prefixsim.costmodel.roofline",
+    "prefixsim.engine.cache_only_fast",
+    "prefixsim.engine.decode_steps",
+    "prefixsim.engine.itl",
+    "prefixsim.engine.records",
+    "prefixsim.engine.replica",
+    "prefixsim.engine.replica_memory",
+    "prefixsim.engine.request_state",
+    "prefixsim.engine.scheduler",
+    "prefixsim.engine.state_log",
+    "prefixsim.engine.timed",
+    "prefixsim.router.index",
+    "prefixsim.router.prefix_aware",
+)
+
+EXT_SUFFIX: str = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+def cache_dir() -> Path:
+    """Where compiled modules are kept."""
+    explicit = os.environ.get("PREFIXSIM_ACCEL_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "prefixsim" / "accel"
+
+
+def source_path(module: str) -> Path:
+    """The source file of a module of this package."""
+    return PACKAGE_DIR.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def source_digest(source: bytes) -> str:
+    """The digest a compiled file is named by: the source's bytes and this interpreter."""
+    digest = hashlib.sha256(source)
+    digest.update(sys.implementation.cache_tag.encode())
+    return digest.hexdigest()[:20]
+
+
+def compiled_path(module: str, folder: Path | None = None) -> Path:
+    """Where the compiled copy of `module`'s current source is (or would be) kept."""
+    folder = cache_dir() if folder is None else folder
+    return folder / f"{module}-{source_digest(source_path(module).read_bytes())}{EXT_SUFFIX}"
+
+
+class CompiledFinder(importlib.abc.MetaPathFinder):
+    """Finds the compiled copy of a hot module built from its current source, if any."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in HOT_MODULES:
+            return None
+        try:
+            compiled = compiled_path(fullname, self.folder)
+        except OSError:
+            return None
+        if not compiled.is_file():
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(fullname, str(compiled))
+        return importlib.util.spec_from_file_location(fullname, compiled, loader=loader)
+
+
+def install() -> CompiledFinder | None:
+    """Put a CompiledFinder first on `sys.meta_path` when compiled modules exist (one
+    `stat` otherwise) and `PREFIXSIM_PURE` is not set."""
+    if os.environ.get("PREFIXSIM_PURE", "") not in ("", "0"):
+        return None
+    folder = cache_dir()
+    if not folder.is_dir():
+        return None
+    for finder in sys.meta_path:
+        if isinstance(finder, CompiledFinder):
+            return finder
+    finder = CompiledFinder(folder)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def status(folder: Path | None = None) -> dict[str, bool]:
+    """Module -> whether a compiled copy of its current source is in the cache."""
+    return {module: compiled_path(module, folder).is_file() for module in HOT_MODULES}
+
+
+def in_use() -> list[str]:
+    """The hot modules imported so far from compiled copies."""
+    return [name for name in HOT_MODULES
+            if (module := sys.modules.get(name)) is not None
+            and str(getattr(module, "__file__", "")).endswith(EXT_SUFFIX)]

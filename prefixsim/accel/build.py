@@ -1,0 +1,87 @@
+"""`prefixsim accelerate`'s build: the hot modules' current sources compiled with Cython
+(no type declarations, so the same Python semantics) in a child process, then moved into the
+cache folder under the names the finder (accel/__init__.py) looks for."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from prefixsim.accel import EXT_SUFFIX, HOT_MODULES, cache_dir, source_digest, source_path
+
+
+class AccelError(Exception):
+    """A build that cannot run here (no Cython, no C compiler) or that failed."""
+
+
+_BUILD_SCRIPT = """
+import sys
+from setuptools import Extension, setup
+from Cython.Build import cythonize
+build, jobs, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
+extensions = [Extension(name, [path]) for name, path in zip(pairs[::2], pairs[1::2])]
+setup(name="prefixsim-accel", script_args=["-q", "build_ext", "--build-lib", build + "/lib",
+      "--build-temp", build + "/tmp", "-j", jobs],
+      ext_modules=cythonize(extensions, language_level=3, quiet=True,
+                            build_dir=build + "/c",
+                            compiler_directives={"annotation_typing": False,
+                                                 "binding": True}))
+"""
+
+
+def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
+    """Compile every hot module's current source into `folder` (the cache by default) and
+    remove the copies built from older sources; returns the compiled files."""
+    try:
+        import Cython  # noqa: F401
+    except ImportError:
+        raise AccelError("needs Cython: pip install 'prefixsim[accel]'") from None
+    folder = cache_dir() if folder is None else folder
+    jobs = jobs or min(len(HOT_MODULES), os.cpu_count() or 1)
+    with tempfile.TemporaryDirectory(prefix="prefixsim-accel-") as temp:
+        work = Path(temp)
+        pairs: list[str] = []
+        sources: dict[str, bytes] = {}
+        for module in HOT_MODULES:
+            source = source_path(module).read_bytes()  # what is built is what is digested
+            sources[module] = source
+            copy = work / "src" / f"{module}.py"
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(source)
+            pairs += [module, str(copy)]
+        done = subprocess.run([sys.executable, "-c", _BUILD_SCRIPT, str(work / "build"),
+                               str(jobs), *pairs], capture_output=True, text=True,
+                              cwd=work, check=False)
+        if done.returncode != 0:
+            lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+            raise AccelError("the build failed (is a C compiler installed?): "
+                             + (lines[-1] if lines else f"exit status {done.returncode}"))
+        folder.mkdir(parents=True, exist_ok=True)
+        built = []
+        for module, source in sources.items():
+            made = (work / "build" / "lib").joinpath(*module.split(".")).with_suffix(EXT_SUFFIX)
+            if not made.is_file():
+                raise AccelError(f"the build left no compiled file for {module}")
+            target = folder / f"{module}-{source_digest(source)}{EXT_SUFFIX}"
+            partial = target.with_name(target.name + ".partial")
+            shutil.copyfile(made, partial)
+            os.replace(partial, target)  # a reader sees a whole file or none
+            for old in folder.glob(f"{module}-*{EXT_SUFFIX}"):
+                if old != target:
+                    old.unlink(missing_ok=True)
+            built.append(target)
+    return built
+
+
+def clear(folder: Path | None = None) -> int:
+    """Remove every compiled copy; returns how many files were removed."""
+    folder = cache_dir() if folder is None else folder
+    removed = 0
+    for path in folder.glob(f"prefixsim.*{EXT_SUFFIX}"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed

@@ -1,0 +1,132 @@
+"""Compiled hot modules (prefixsim/accel/): the finder hands out only a copy built from the
+source as it is now, the environment switches, and a real build whose runs give the same
+results as the sources."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from prefixsim import accel
+from prefixsim.accel import build as accel_build
+from prefixsim.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "traces" / "demo_chat.jsonl"
+
+
+def test_every_hot_module_has_a_source():
+    for module in accel.HOT_MODULES:
+        assert accel.source_path(module).is_file(), module
+
+
+def test_the_finder_takes_only_a_copy_built_from_the_current_source(tmp_path):
+    module = "prefixsim.cache.tree"
+    finder = accel.CompiledFinder(tmp_path)
+    assert finder.find_spec(module) is None  # nothing built
+    stale = tmp_path / f"{module}-{accel.source_digest(b'# an older source')}{accel.EXT_SUFFIX}"
+    stale.write_bytes(b"")
+    assert finder.find_spec(module) is None  # built from another source: the source is used
+    current = accel.compiled_path(module, tmp_path)
+    current.write_bytes(b"")
+    spec = finder.find_spec(module)
+    assert spec is not None and spec.origin == str(current)
+    assert finder.find_spec("prefixsim.cli.run") is None  # not a hot module
+    assert accel.status(tmp_path)[module] and not accel.status(tmp_path)["prefixsim.engine.timed"]
+
+
+def test_the_digest_follows_the_source():
+    assert accel.source_digest(b"a = 1\n") != accel.source_digest(b"a = 2\n")
+    assert accel.source_digest(b"a = 1\n") == accel.source_digest(b"a = 1\n")
+
+
+def test_install_needs_a_cache_folder_and_no_pure_switch(tmp_path, monkeypatch):
+    before = list(sys.meta_path)
+    try:
+        monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path / "absent"))
+        monkeypatch.delenv("PREFIXSIM_PURE", raising=False)
+        assert accel.install() is None
+        monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
+        monkeypatch.setenv("PREFIXSIM_PURE", "1")
+        assert accel.install() is None
+        monkeypatch.setenv("PREFIXSIM_PURE", "0")
+        finder = accel.install()
+        assert finder is not None and sys.meta_path[0] is finder
+        assert accel.install() is finder  # once
+    finally:
+        sys.meta_path[:] = before
+
+
+def test_a_build_without_cython_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "Cython", None)  # import Cython raises ImportError
+    monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["accelerate"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("prefixsim: error: needs Cython: "
+                                     "pip install 'prefixsim[accel]'")
+    assert not list(tmp_path.iterdir())
+
+
+def test_status_and_clear(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
+    accel.compiled_path("prefixsim.cache.lru", tmp_path).write_bytes(b"")
+    result = CliRunner().invoke(app, ["accelerate", "--status"])
+    assert result.exit_code == 0
+    assert f"1 of {len(accel.HOT_MODULES)} hot modules compiled" in result.output
+    result = CliRunner().invoke(app, ["accelerate", "--clear"])
+    assert result.exit_code == 0 and "removed 1 compiled modules" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def _can_compile() -> str | None:
+    """Why a real build cannot run here, or None."""
+    if importlib.util.find_spec("Cython") is None:
+        return "Cython is not installed"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler ({compiler})"
+    return None
+
+
+def _run(out: Path, env: dict[str, str], *args: str) -> dict:
+    subprocess.run([sys.executable, "-m", "prefixsim", "run", "--trace", str(DEMO),
+                    "--max-requests", "400", "-o", str(out), "--quiet", *args],
+                   env=env, check=True, cwd=ROOT)
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
+def test_compiled_runs_equal_the_sources(tmp_path):
+    """Build for real, then a timed run (two replicas, prefix_aware) and a cache-only run
+    with the compiled modules give the records and figures of the sources."""
+    cache = tmp_path / "accel"
+    built = accel_build.build(cache)
+    assert len(built) == len(accel.HOT_MODULES)
+    compiled = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(cache), "PREFIXSIM_PURE": "0"}
+    pure = {**os.environ, "PREFIXSIM_PURE": "1"}
+    used = subprocess.run(
+        [sys.executable, "-c", "import prefixsim.pipeline, prefixsim.engine.timed; "
+         "from prefixsim import accel; print(len(accel.in_use()))"],
+        env=compiled, check=True, capture_output=True, text=True, cwd=ROOT)
+    assert int(used.stdout) == len(accel.HOT_MODULES)
+    for name, args in (("timed", ("--replicas", "2", "--router", "prefix_aware")),
+                       ("cache-only", ("--cache-only", "--policy", "lru",
+                                       "--cache-tokens", "20000"))):
+        fast = _run(tmp_path / f"{name}-compiled", compiled, *args)
+        slow = _run(tmp_path / f"{name}-pure", pure, *args)
+        timing = {"command"} | {key for key in fast if "wall" in key}  # the -o path differs
+        assert {k: v for k, v in fast.items() if k not in timing} == \
+            {k: v for k, v in slow.items() if k not in timing}
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / f"{name}-compiled" / "requests.parquet"),
+            pd.read_parquet(tmp_path / f"{name}-pure" / "requests.parquet"))
