@@ -12,6 +12,10 @@ main commands at 1M and 10M requests, in one run.
    streamed through its next-use pass), `curve` (LRU, 20 capacities) and a timed `run`
    (4 x h100-sxm, prefix_aware, streamed) at 1M, and `run --cache-only` at 10M (the others
    at 10M on request: inspect and curve read the whole trace, the timed run takes ~10x 1M).
+   Every command runs the plain sources (PREFIXSIM_PURE=1) but `timed-compiled`: the timed
+   run again on the hot modules compiled by `prefixsim accelerate` (into --data, built
+   first; skipped with the reason when Cython or a compiler is missing), whose records must
+   equal the plain run's: checked, printed.
 4. The 10M trace is the base Parquet tiled ten times, written row group by row group (never
    in memory): copy k's page ids are shifted past every earlier copy's (no prefix shared
    across copies), its clock starts after the previous copy ends and its session ids get a
@@ -43,9 +47,10 @@ from prefixsim.trace import read_trace
 
 PREFIXSIM = [sys.executable, "-m", "prefixsim"]
 ROW_GROUP = 65_536
-COMMANDS = ("inspect", "cache-only", "belady", "curve", "timed")
+COMMANDS = ("inspect", "cache-only", "belady", "curve", "timed", "timed-compiled")
 TARGETS = {("cache-only", "1M"): (25, 1024), ("timed", "1M"): (120, 1536),
-           ("cache-only", "10M"): (None, 4096)}
+           ("timed-compiled", "1M"): (120, 1536), ("cache-only", "10M"): (None, 4096)}
+PURE = {**os.environ, "PREFIXSIM_PURE": "1"}
 
 
 def base_traces(data: Path) -> tuple[Path, Path]:
@@ -117,12 +122,24 @@ def read_rates(jsonl: Path, parquet: Path) -> list[tuple[str, float]]:
     return rows
 
 
-def measured(args: list[str]) -> tuple[float, float, int]:
+def compiled_env(data: Path) -> dict[str, str] | None:
+    """The environment of a run on compiled hot modules, built into `data`/accel by
+    `prefixsim accelerate` (None, with the reason printed, when the build cannot run)."""
+    env = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(data / "accel"), "PREFIXSIM_PURE": "0"}
+    done = subprocess.run([*PREFIXSIM, "accelerate"], env=env, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        print(f"timed-compiled skipped: {done.stderr.strip() or done.stdout.strip()}")
+        return None
+    return env
+
+
+def measured(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
     """(wall s, peak RSS MiB, exit status) of a child process running `args`. Linux keeps a
     process's peak RSS across fork and exec, so the parent must stay small: everything
     heavy (generating, tiling, the read rates) runs in a child of its own."""
     started = time.perf_counter()
-    child = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, env=env or PURE)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     return time.perf_counter() - started, usage.ru_maxrss / 1024, child.returncode
@@ -183,15 +200,24 @@ def main() -> None:
     plan += [(c, "10M", big) for c in args.commands_10m.split(",") if c]
     print(f"\n{'command':<12} {'requests':>8} {'wall s':>8} {'peak RSS MiB':>12}  target")
     outputs = {}
+    compiled = compiled_env(args.data) if any(c == "timed-compiled" for c, _, _ in plan) \
+        else None
     for command, size, trace in plan:
+        if command == "timed-compiled" and compiled is None:
+            continue
         out = args.data / f"out-{command}-{size}"
-        wall, rss, status = measured(command_args(command, trace, out))
+        wall, rss, status = measured(command_args(command, trace, out),
+                                     compiled if command == "timed-compiled" else None)
         outputs[(command, size)] = out
         target = TARGETS.get((command, size))
         note = "" if target is None else "<= " + " and ".join(
             part for part in (target[0] and f"{target[0]} s", f"{target[1]:,} MiB") if part)
         flag = "" if status == 0 else f"  (exit {status})"
         print(f"{command:<12} {size:>8} {wall:>8.1f} {rss:>12,.0f}  {note}{flag}", flush=True)
+    if ("timed", "1M") in outputs and ("timed-compiled", "1M") in outputs:
+        same = pq.read_table(outputs[("timed", "1M")] / "requests.parquet").equals(
+            pq.read_table(outputs[("timed-compiled", "1M")] / "requests.parquet"))
+        print(f"\ntimed 1M, compiled requests.parquet == plain: {same}")
     if ("cache-only", "10M") in outputs and not args.no_check:
         same = first_rows_match(outputs[("cache-only", "10M")], parquet,
                                 args.data / "out-cache-only-1M-whole")
