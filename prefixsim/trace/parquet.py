@@ -90,6 +90,9 @@ def _read_columns(handle: pq.ParquetFile, ctx: ReadContext) -> RequestColumns | 
     page_ids = np.empty(_id_count(handle), dtype=np.int64)  # one array, filled group by group
     parts: list[RequestColumns] = []
     chains = ChunkChains()
+    span = id_span(handle, total)
+    if span is not None:
+        chains.expect(*span)
     rows = pages = 0
     try:
         for table in _prefetched(handle, names):
@@ -133,6 +136,28 @@ def _prefetched(handle: pq.ParquetFile, names: list[str]) -> Iterator[pa.Table]:
             if group + 1 < count:
                 pending = pool.submit(handle.read_row_group, group + 1, columns=names)
             yield table
+
+
+def id_span(handle: pq.ParquetFile, rows: int | None = None) -> tuple[int, int] | None:
+    """(lowest, highest) hash id in the row groups holding the first `rows` rows (all when
+    None), from their statistics; None when one has none. Only a hint: the chain check
+    sizes its table by it."""
+    meta = handle.metadata
+    leaf = next(i for i in range(meta.num_columns)
+                if meta.schema.column(i).path.split(".")[0] == "hash_ids")
+    low = high = None
+    covered = 0
+    for group in range(meta.num_row_groups):
+        if rows is not None and covered >= rows:
+            break
+        row_group = meta.row_group(group)
+        covered += row_group.num_rows
+        stats = row_group.column(leaf).statistics
+        if stats is None or not stats.has_min_max or not isinstance(stats.max, int):
+            return None
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    return None if low is None else (low, high)
 
 
 def _id_count(handle: pq.ParquetFile) -> int:

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from prefixsim.trace.chains import ChunkChains
 from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.mooncake_fast import BLOCK_BYTES, columns_of, record_lines
-from prefixsim.trace.parquet import KNOWN, _check_sizes, _prefetched
+from prefixsim.trace.parquet import KNOWN, _check_sizes, _prefetched, id_span
 from prefixsim.trace.readers import MAX_SPAN_S
 
 STREAMED_FORMATS = ("mooncake", "parquet")
@@ -69,6 +69,13 @@ class TraceStream:
 
     def __iter__(self) -> Iterator[RequestColumns]:
         chains = ChunkChains()
+        if self.format == "parquet":
+            try:
+                span = id_span(pq.ParquetFile(self.path), self.max_requests)
+            except (pa.ArrowException, OSError):
+                span = None  # _batches says what is wrong
+            if span is not None:
+                chains.expect(*span)
         first = 0
         latest = -np.inf
         start: float | None = None

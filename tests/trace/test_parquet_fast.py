@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from prefixsim.errors import InputError
 from prefixsim.trace import ReadOptions, parquet, read_trace
+from prefixsim.trace.chains import TABLE_IDS, ChunkChains
 from prefixsim.trace.columns import RequestColumns
 
 
@@ -101,3 +102,27 @@ def test_columns_write_the_same_table_as_requests():
                 Request(1, 1.25, 100, 0, (1,), 512, None, "tenant"),
                 Request(2, 7.0, 40, 9, (5,), 64, "s2", None)]
     assert parquet_table(as_columns(requests)).equals(parquet_table(requests))
+
+
+def test_the_id_span_of_the_rows_read_sizes_the_chain_table(tmp_path):
+    """The row groups' statistics give the ids' range, of the groups holding the rows to be
+    read only (a `max_requests` read of a big file must not size a table for all of it),
+    and the chain check's table takes that size at once, or stays as it is for a range it
+    cannot hold."""
+    table = pa.table({"timestamp": [0.0, 1.0, 2.0, 3.0], "input_length": [1024, 512, 1024, 512],
+                      "output_length": [1] * 4,
+                      "hash_ids": [[3, 4], [5], [900, 901], [7]]})
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=2)
+    handle = pq.ParquetFile(path)
+    assert parquet.id_span(handle) == (3, 901)
+    assert parquet.id_span(handle, 2) == (3, 5)
+    assert parquet.id_span(handle, 3) == (3, 901)
+    chains = ChunkChains()
+    chains.expect(3, 901)
+    assert len(chains.table) == 902
+    for low, high in ((-1, 10), (0, TABLE_IDS)):
+        other = ChunkChains()
+        other.expect(low, high)
+        assert len(other.table) == 0
+    assert read_trace(path, "parquet").requests[2].page_ids == (900, 901)
