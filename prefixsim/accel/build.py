@@ -33,13 +33,18 @@ setup(name="prefixsim-accel", script_args=["-q", "build_ext", "--build-lib", bui
 """
 
 
-def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
-    """Compile every hot module's current source into `folder` (the cache by default) and
-    remove the copies built from older sources; returns the compiled files."""
+def require_cython() -> None:
+    """Raise AccelError, saying what to install, when Cython cannot be imported."""
     try:
         import Cython  # noqa: F401
     except ImportError:
         raise AccelError("needs Cython: pip install 'prefixsim[accel]'") from None
+
+
+def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
+    """Compile every hot module's current source into `folder` (the cache by default) and
+    remove the copies built from older sources; returns the compiled files."""
+    require_cython()
     folder = cache_dir() if folder is None else folder
     jobs = jobs or min(len(HOT_MODULES), os.cpu_count() or 1)
     with tempfile.TemporaryDirectory(prefix="prefixsim-accel-") as temp:

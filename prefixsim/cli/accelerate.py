@@ -7,8 +7,8 @@ import time
 
 import click
 
+from prefixsim.accel import HOT_MODULES, cache_dir, status
 from prefixsim.accel import build as accel_build
-from prefixsim.accel import cache_dir, status
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.errors import InputError
 
@@ -49,6 +49,9 @@ def accelerate(show_status: bool, clear: bool, jobs: int | None) -> None:
         return
     started = time.perf_counter()
     try:
+        accel_build.require_cython()
+        click.echo(f"compiling {len(HOT_MODULES)} hot modules with Cython (about a minute) ...",
+                   err=True)
         built = accel_build.build(folder, jobs)
     except accel_build.AccelError as exc:
         raise InputError(str(exc)) from None
