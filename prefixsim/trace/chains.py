@@ -45,19 +45,22 @@ class ChunkChains:
         """Size the direct table for ids in [low, high] at once, when they fit it (a
         reader that knows its ids' range, from Parquet statistics): growing it by half as
         ids rise allocates, fills and copies about three times its final size."""
+        if self.table is not None and 0 <= low and high < TABLE_IDS:
+            self._grow_table(high + 1)
+
+    def _grow_table(self, size: int) -> np.ndarray:
+        """The direct table, first grown to `size` slots (new ones unset) if smaller."""
         table = self.table
-        if table is not None and 0 <= low and high < TABLE_IDS and high + 1 > len(table):
-            grown = np.full(high + 1, TABLE_UNSET, dtype=np.int32)
+        if size > len(table):
+            grown = np.full(size, TABLE_UNSET, dtype=np.int32)
             grown[:len(table)] = table
-            self.table = grown
+            table = self.table = grown
+        return table
 
     def _check_table(self, ids: np.ndarray, parents: np.ndarray, high: int) -> bool:
         table = self.table
-        top = high + 1
-        if top > len(table):  # grown by half (not doubled): the table is most of the memory
-            grown = np.full(max(top, len(table) + len(table) // 2), TABLE_UNSET, dtype=np.int32)
-            grown[:len(table)] = table
-            table = self.table = grown
+        if high + 1 > len(table):  # grown by half (not doubled): the table is most of the memory
+            table = self._grow_table(max(high + 1, len(table) + len(table) // 2))
         parents = np.where(parents == NO_PARENT, TABLE_NO_PARENT, parents).astype(np.int32)
         known = table[ids]
         seen = known != TABLE_UNSET

@@ -143,8 +143,9 @@ def id_span(handle: pq.ParquetFile, rows: int | None = None) -> tuple[int, int] 
     None), from their statistics; None when one has none. Only a hint: the chain check
     sizes its table by it."""
     meta = handle.metadata
-    leaf = next(i for i in range(meta.num_columns)
-                if meta.schema.column(i).path.split(".")[0] == "hash_ids")
+    leaf = _hash_ids_leaf(meta)
+    if leaf is None:
+        return None
     low = high = None
     covered = 0
     for group in range(meta.num_row_groups):
@@ -160,11 +161,16 @@ def id_span(handle: pq.ParquetFile, rows: int | None = None) -> tuple[int, int] 
     return None if low is None else (low, high)
 
 
+def _hash_ids_leaf(meta: pq.FileMetaData) -> int | None:
+    """The index of the `hash_ids` list's leaf column in the file's metadata (None: none)."""
+    return next((i for i in range(meta.num_columns)
+                 if meta.schema.column(i).path.split(".")[0] == "hash_ids"), None)
+
+
 def _id_count(handle: pq.ParquetFile) -> int:
     """How many hash ids the file holds, from its metadata (checked by _check_sizes)."""
     meta = handle.metadata
-    leaf = next(i for i in range(meta.num_columns)
-                if meta.schema.column(i).path.split(".")[0] == "hash_ids")
+    leaf = _hash_ids_leaf(meta)
     return sum(meta.row_group(g).column(leaf).num_values for g in range(meta.num_row_groups))
 
 
@@ -201,8 +207,7 @@ def _read_batch(rows: list[dict], row_no: int, path: Path, ctx: ReadContext,
 def _check_sizes(path: Path, handle: pq.ParquetFile) -> None:
     """Refuse a file whose hash-id lists would not fit the caps, from metadata alone."""
     meta = handle.metadata
-    leaf = next((i for i in range(meta.num_columns)
-                 if meta.schema.column(i).path.split(".")[0] == "hash_ids"), None)
+    leaf = _hash_ids_leaf(meta)
     if leaf is None:
         return
     total = 0
