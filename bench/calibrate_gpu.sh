@@ -22,7 +22,7 @@ if [[ $DRY == 0 ]]; then
     echo "calibrate_gpu.sh: no CUDA GPU visible to torch (install '.[calibrate]' with a CUDA wheel); nothing measured" >&2
     exit 2
   fi
-  GPU=$("$PY" -c 'import torch; from prefixsim.costmodel.calibrate import guess_hardware_preset as g; print(g(torch.cuda.get_device_name(0)) or "gpu")')
+  GPU=$("$PY" -c 'import torch; from prefixsim.profiles.calibrate import guess_hardware_preset as g; print(g(torch.cuda.get_device_name(0)) or "gpu")')
 else
   GPU=gpu
 fi

@@ -16,10 +16,10 @@ import argparse
 import dataclasses
 import time
 
-from prefixsim.costmodel.calibrate import TARGETS, calibrate
 from prefixsim.costmodel.operators import LayerDims
-from prefixsim.costmodel.shapes import shape_ranges
 from prefixsim.presets import MODELS
+from prefixsim.profiles.calibrate import TARGETS, calibrate
+from prefixsim.profiles.shapes import shape_ranges
 
 
 def report(title: str, heldout: dict, wall_s: float, cpu_s: float) -> None:

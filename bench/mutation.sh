@@ -39,7 +39,7 @@ section = f'''[tool.mutmut]
 source_paths = ["prefixsim"]
 only_mutate = [{mutate}]
 # Protocols are not mutated: a test reads their member names, which mutmut rewrites.
-do_not_mutate = ["prefixsim/costmodel/calibrate.py", "prefixsim/cache/policy.py",
+do_not_mutate = ["prefixsim/profiles/calibrate.py", "prefixsim/cache/policy.py",
                  "prefixsim/costmodel/protocol.py"]
 also_copy = ["traces", "docs"]
 pytest_add_cli_args_test_selection = ["tests/{part}"]

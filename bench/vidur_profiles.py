@@ -19,10 +19,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from prefixsim.costmodel.vidur import VIDUR_GPUS, find_root
-from prefixsim.costmodel.vidur_borrow import donor_points, leave_one_model_out
-from prefixsim.costmodel.vidur_import import TARGETS, import_vidur
-from prefixsim.costmodel.vidur_split import ImportOptions
+from prefixsim.profiles.vidur import VIDUR_GPUS, find_root
+from prefixsim.profiles.vidur_borrow import donor_points, leave_one_model_out
+from prefixsim.profiles.vidur_import import TARGETS, import_vidur
+from prefixsim.profiles.vidur_split import ImportOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "gpu-measurements" / "vidur"

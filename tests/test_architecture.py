@@ -3,7 +3,7 @@
 - The package's parts import one way, down the layer order of docs/architecture.md (a bare
   `from prefixsim import X` counts as importing the top of the package); hence no cycle.
 - No function-local import of a prefixsim module (a hidden cycle).
-- torch is imported only by costmodel/calibrate.py, inside functions (an optional extra).
+- torch is imported only by profiles/calibrate.py, inside functions (an optional extra).
 - No engine module imports pandas (the engine emits records; metrics/ makes frames).
 - The top level holds at most 6 modules besides packages; every module imports cleanly.
 """
@@ -25,6 +25,7 @@ LAYERS = (
     ("trace",),
     ("cache",),
     ("costmodel",),
+    ("profiles",),
     ("router",),
     ("config",),
     ("engine",),
@@ -131,7 +132,7 @@ def test_torch_only_in_calibrate_and_lazily():
         for imported, in_function in _imports(tree)
         if imported == "torch" or imported.startswith("torch.")
     }
-    assert set(users) <= {"prefixsim.costmodel.calibrate"}
+    assert set(users) <= {"prefixsim.profiles.calibrate"}
     assert all(users.values()), "torch must be imported inside functions"
 
 

@@ -10,11 +10,11 @@ import click
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import check_output_file, write_text
 from prefixsim.cli.progress import Progress
-from prefixsim.costmodel.calibrate import TARGETS, calibrate, import_torch, validate
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile import load_profile
 from prefixsim.errors import InputError
 from prefixsim.presets import MODELS, get_model, load_custom_presets
+from prefixsim.profiles.calibrate import TARGETS, calibrate, import_torch, validate
 
 QUICK_CPU_TARGET_S = 120.0
 

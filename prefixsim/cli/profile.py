@@ -11,10 +11,10 @@ import click
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import write_text
 from prefixsim.costmodel.profile import Heldout, Profile, load_profile, shipped_profiles
-from prefixsim.costmodel.vidur import VIDUR_GPUS, VIDUR_MODELS
-from prefixsim.costmodel.vidur_import import TARGETS, import_vidur, validate_profile
-from prefixsim.costmodel.vidur_split import ImportOptions
 from prefixsim.errors import InputError
+from prefixsim.profiles.vidur import VIDUR_GPUS, VIDUR_MODELS
+from prefixsim.profiles.vidur_import import TARGETS, import_vidur, validate_profile
+from prefixsim.profiles.vidur_split import ImportOptions
 
 
 @app.group("profile")

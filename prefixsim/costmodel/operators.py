@@ -1,7 +1,7 @@
 """The operators of one transformer layer and their features (FLOPs, bytes, calls), torch-free.
 
-Both halves of calibration speak this vocabulary: calibrate.py times these operators with
-torch, and the fitted cost model predicts each operator class as `coefficients . features`,
+Both halves of calibration speak this vocabulary: profiles/calibrate.py times these operators
+with torch, and the fitted cost model predicts each operator class as `coefficients . features`,
 where the features of a class add up over the operators of a step. So a step's prediction is
 one dot product per class, and the layer check (a whole torch layer against the sum of its
 operator predictions) exercises exactly the decomposition `run` uses.

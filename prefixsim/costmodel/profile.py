@@ -8,7 +8,7 @@ counts: GEMMs of the model's own matrices are interpolated, which measured bette
 linear form; `heldout_linear` keeps the linear form's errors), measured copy `bandwidth` (CUDA
 only) and the `heldout` errors per class (`gemm`, `prefill_attention`, `decode_attention`,
 `layer`).
-Imported profiles (costmodel/vidur_import.py) add measured blocks (profile_parts.py):
+Imported profiles (profiles/vidur_import.py) add measured blocks (profile_parts.py):
 element-wise tables, attention grids, collective and CPU-overhead tables, the TP degrees
 whose per-GPU shapes they hold (`covers_tp`), their `source`, and `heldout_borrow_rule` (the
 leave-one-model-out error of any rule that borrowed a part from another GPU). A calibration

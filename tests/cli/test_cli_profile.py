@@ -1,4 +1,4 @@
-"""`prefixsim profile`: import-vidur on a tiny excerpt the tests write (tests/costmodel/
+"""`prefixsim profile`: import-vidur on a tiny excerpt the tests write (tests/profiles/
 vidur_excerpt.py), its refusals (one line, exit 2, nothing written), --validate, list."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 from prefixsim.costmodel.profile import load_profile, shipped_profiles
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "costmodel"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "profiles"))
 from vidur_excerpt import write_vidur_excerpt  # noqa: E402
 
 

@@ -15,13 +15,6 @@ from hypothesis import strategies as st
 
 from prefixsim.cli import app
 from prefixsim.costmodel import COST_MODELS, PrefillChunk, StepBatch
-from prefixsim.costmodel.fit import (
-    error_summary,
-    fit_relative,
-    holdout_split,
-    nnls,
-    relative_errors,
-)
 from prefixsim.costmodel.fitted import FittedCostModel, GemmInterpolation
 from prefixsim.costmodel.operators import (
     FEATURES,
@@ -39,6 +32,13 @@ from prefixsim.costmodel.profile import (
 )
 from prefixsim.errors import InputError
 from prefixsim.presets import GPUS, MODELS, model_from_mapping
+from prefixsim.profiles.fit import (
+    error_summary,
+    fit_relative,
+    holdout_split,
+    nnls,
+    relative_errors,
+)
 
 TINY = model_from_mapping({
     "name": "tiny", "num_layers": 2, "hidden_size": 8, "num_heads": 2, "num_kv_heads": 1,

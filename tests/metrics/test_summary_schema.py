@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from prefixsim.config import RunConfig, load_config
-from prefixsim.costmodel.calibrate import TARGETS
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.metrics.pricing import Pricing
 from prefixsim.metrics.schema import SUMMARY_KEYS, schema_key
 from prefixsim.metrics.timeseries import CACHE_ONLY_COLUMNS, TIMESERIES_COLUMNS
 from prefixsim.pipeline import simulate
+from prefixsim.profiles.calibrate import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "traces" / "demo_chat.jsonl")

@@ -18,11 +18,11 @@ from vidur_excerpt import (
 )
 
 from prefixsim.costmodel.fitted import FittedCostModel
-from prefixsim.costmodel.vidur import find_root, read_mlp
-from prefixsim.costmodel.vidur_import import import_vidur, validate_profile
-from prefixsim.costmodel.vidur_split import ImportOptions
 from prefixsim.errors import InputError
 from prefixsim.presets import GPUS, MODELS
+from prefixsim.profiles.vidur import find_root, read_mlp
+from prefixsim.profiles.vidur_import import import_vidur, validate_profile
+from prefixsim.profiles.vidur_split import ImportOptions
 
 A100_8B = ImportOptions("llama-3.1-8b", "a100-80g", 1)
 H100_8B = ImportOptions("llama-3.1-8b", "h100-sxm", 1, borrow="a100-80g")

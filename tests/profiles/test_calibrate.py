@@ -12,7 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 from prefixsim.cli import app
-from prefixsim.costmodel.calibrate import (
+from prefixsim.costmodel.fitted import FittedCostModel
+from prefixsim.costmodel.operators import LayerDims
+from prefixsim.costmodel.profile import load_profile
+from prefixsim.costmodel.protocol import PrefillChunk, StepBatch
+from prefixsim.presets import model_from_mapping
+from prefixsim.profiles.calibrate import (
     Bench,
     calibrate,
     decode_attention,
@@ -20,12 +25,7 @@ from prefixsim.costmodel.calibrate import (
     prefill_attention,
     validate,
 )
-from prefixsim.costmodel.fitted import FittedCostModel
-from prefixsim.costmodel.operators import LayerDims
-from prefixsim.costmodel.profile import load_profile
-from prefixsim.costmodel.protocol import PrefillChunk, StepBatch
-from prefixsim.costmodel.shapes import ShapeRanges, plan_shapes
-from prefixsim.presets import model_from_mapping
+from prefixsim.profiles.shapes import ShapeRanges, plan_shapes
 
 torch = pytest.importorskip("torch")
 
@@ -162,7 +162,7 @@ def test_validate_measures_fresh_shapes(tiny_profile):
 def test_cli_calibrate_and_validate(tmp_path, monkeypatch):
     presets = tmp_path / "models.yaml"
     presets.write_text(json.dumps({"models": [TINY_SPEC]}))
-    monkeypatch.setattr("prefixsim.costmodel.calibrate.shape_ranges", lambda *a: RANGES)
+    monkeypatch.setattr("prefixsim.profiles.calibrate.shape_ranges", lambda *a: RANGES)
     out = tmp_path / "p.json"
     result = CliRunner().invoke(app, ["calibrate", "--model", "tiny", "--presets",
                                       str(presets), "--quick", "-o", str(out), "--quiet"])

@@ -15,9 +15,9 @@ from prefixsim.cli import app
 from prefixsim.costmodel import PrefillChunk, StepBatch
 from prefixsim.costmodel.fitted import FittedCostModel
 from prefixsim.costmodel.profile import load_profile, shipped_profiles
-from prefixsim.costmodel.vidur_import import TARGETS, import_vidur
-from prefixsim.costmodel.vidur_split import ImportOptions
 from prefixsim.presets import GPUS, MODELS
+from prefixsim.profiles.vidur_import import TARGETS, import_vidur
+from prefixsim.profiles.vidur_split import ImportOptions
 
 VIDUR = Path(__file__).resolve().parents[3] / "shared" / "gpu-measurements" / "vidur"
 DEMO = Path(__file__).resolve().parents[2] / "traces" / "demo_chat.jsonl"

@@ -19,10 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prefixsim.costmodel.fit import holdout_split
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile_parts import Borrowed, SourceFile
-from prefixsim.costmodel.vidur import (
+from prefixsim.errors import InputError
+from prefixsim.presets import ModelSpec
+from prefixsim.profiles.fit import holdout_split
+from prefixsim.profiles.vidur import (
     VIDUR_GPUS,
     VIDUR_MODELS,
     AttentionData,
@@ -38,9 +40,7 @@ from prefixsim.costmodel.vidur import (
     read_cpu,
     read_mlp,
 )
-from prefixsim.costmodel.vidur_borrow import RULES, BorrowRule, donor_points, leave_one_model_out
-from prefixsim.errors import InputError
-from prefixsim.presets import ModelSpec
+from prefixsim.profiles.vidur_borrow import RULES, BorrowRule, donor_points, leave_one_model_out
 
 
 @dataclass(frozen=True)

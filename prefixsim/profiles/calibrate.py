@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from prefixsim._version import __version__
-from prefixsim.costmodel.fit import error_summary, fit_relative, holdout_split, relative_errors
 from prefixsim.costmodel.fitted import GemmInterpolation, Predictor
 from prefixsim.costmodel.operators import (
     FEATURES,
@@ -50,8 +49,9 @@ from prefixsim.costmodel.operators import (
 )
 from prefixsim.costmodel.profile import Profile, profile_from_mapping
 from prefixsim.costmodel.protocol import StepBatch
-from prefixsim.costmodel.shapes import Plan, ShapeRanges, plan_shapes, shape_ranges
 from prefixsim.errors import InputError
+from prefixsim.profiles.fit import error_summary, fit_relative, holdout_split, relative_errors
+from prefixsim.profiles.shapes import Plan, ShapeRanges, plan_shapes, shape_ranges
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 TARGETS = {"gemm": 0.10, "prefill_attention": 0.10, "decode_attention": 0.10, "layer": 0.15}

@@ -25,7 +25,6 @@ import numpy as np
 from prefixsim._version import __version__
 from prefixsim.costmodel.attention_grid import DecodeTimes, PrefillTimes
 from prefixsim.costmodel.collectives import ACTIVATION_BYTES
-from prefixsim.costmodel.fit import error_summary, fit_relative, relative_errors
 from prefixsim.costmodel.fitted import FittedCostModel, Predictor
 from prefixsim.costmodel.measured import CpuTimes, ElementwiseTimes, elementwise_widths
 from prefixsim.costmodel.operators import (
@@ -39,9 +38,10 @@ from prefixsim.costmodel.operators import (
 from prefixsim.costmodel.profile import Heldout, Profile, profile_from_mapping
 from prefixsim.costmodel.profile_parts import ELEMENTWISE_OPS
 from prefixsim.costmodel.tables import Table1D
-from prefixsim.costmodel.vidur import VIDUR_COMMIT, VIDUR_GPUS, VIDUR_MODELS, VIDUR_REPO
-from prefixsim.costmodel.vidur_split import ImportOptions, Measured, measure
 from prefixsim.presets import MODELS, get_gpu, get_model
+from prefixsim.profiles.fit import error_summary, fit_relative, relative_errors
+from prefixsim.profiles.vidur import VIDUR_COMMIT, VIDUR_GPUS, VIDUR_MODELS, VIDUR_REPO
+from prefixsim.profiles.vidur_split import ImportOptions, Measured, measure
 
 FEATURE_RULES = FeatureRules(gemm_dtype_bytes=2, attention_dtype_bytes=2, prefill_skips_masked=True)
 LAYER_OPS = ("qkv", "o", "gate_up", "down")

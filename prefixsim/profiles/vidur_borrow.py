@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prefixsim.costmodel.fit import error_summary, relative_errors
 from prefixsim.costmodel.measured import elementwise_widths
 from prefixsim.costmodel.operators import LayerDims
-from prefixsim.costmodel.vidur import GEMM_OPS, MlpData, measured_models, mlp_path, read_mlp
 from prefixsim.errors import InputError
+from prefixsim.profiles.fit import error_summary, relative_errors
+from prefixsim.profiles.vidur import GEMM_OPS, MlpData, measured_models, mlp_path, read_mlp
 
 RULES = {
     "gemm": "ratio of the donors' GEMMs at the same token count, interpolated over "
