@@ -1,36 +1,16 @@
 """A decode run woken before any of its steps ends (here: at its own start time) ran no step,
 so it must not count in the replica's steps or the run's events."""
 
-from prefixsim.cache import POLICIES, RadixCache
-from prefixsim.costmodel import NO_OVERHEADS
+from fakes import Ticks, lru
+
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 
-class Ticks:
-    """Every step takes 1 s."""
-
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch) -> float:
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return 0.0
-
-
 def req(rid, arrival, input_tokens, output_tokens, ids):
     return Request(rid, arrival, input_tokens, output_tokens, tuple(ids), 4)
-
-
-def lru(capacity):
-    return RadixCache(capacity, POLICIES.build("lru"))
 
 
 def test_decode_run_woken_at_its_start_counts_no_step():

@@ -11,29 +11,14 @@ Known answers with a constant cost model (every step 1 s), P = 4, LRU, two repli
 A router looking at replica 0 at t=9.5 sees page 2; at t=10.5 it is gone.
 """
 
+from fakes import Ticks
+
 from prefixsim.cache import POLICIES, RadixCache
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.trace import Request
 
 P = 4
-
-
-class Ticks:
-    """Every step takes 1 s."""
-
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch) -> float:
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return 0.0
 
 
 class Peeking:

@@ -4,13 +4,13 @@
 import numpy as np
 import pandas as pd
 import pytest
+from fakes import Ticks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.config import load_config
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.disaggregation import Disaggregation
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -22,20 +22,6 @@ from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 LINK = {"link_bytes_s": 1000.0, "link_latency_s": 0.5}
-
-
-class Ticks:
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch) -> float:
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return num_bytes / bandwidth_bytes_s
 
 
 def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1, pool=None):

@@ -3,28 +3,14 @@ the cache's counters with sums it makes itself, so a corrupted counter is caught
 cache's own check is switched off (the four counters alone always add up to the capacity)."""
 
 import pytest
+from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine import replica as replica_module
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
-
-
-class Ticks:
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch) -> float:
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return 0.0
 
 
 def _run(check: bool):

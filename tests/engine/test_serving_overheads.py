@@ -3,6 +3,7 @@ overheads"), worked by hand with 1 s steps: frontend 0.25 s, emission 0.5 s, idl
 0.125 s."""
 
 import pytest
+from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import ServingOverheads
@@ -11,26 +12,12 @@ from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
-
-class TicksWithOverheads:
-    """Every step takes 1 s; requests pay the overheads above."""
-
-    name = "ticks"
-    serving_overheads = ServingOverheads(frontend_s=0.25, emission_s=0.5, idle_wakeup_s=0.125)
-
-    def step_time_s(self, batch) -> float:
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return 0.0
+OVERHEADS = ServingOverheads(frontend_s=0.25, emission_s=0.5, idle_wakeup_s=0.125)
 
 
 def run(requests):
     return replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
-                        TicksWithOverheads(), ContinuousBatching(8192, 256),
+                        Ticks(OVERHEADS), ContinuousBatching(8192, 256),
                         ROUTERS.build("round_robin"), check_invariants=True).records
 
 

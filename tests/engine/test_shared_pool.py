@@ -6,12 +6,11 @@ Timed runs use 1 s steps, 4-token pages, 1,000 KV bytes per token and a pool lin
 
 import numpy as np
 import pytest
+from fakes import Ticks, lru
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.pool import PoolFigures, PoolLink, PoolSpec, SharedPool
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.cache_only import replay_cache_only
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -19,26 +18,6 @@ from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 SPEC = PoolSpec(read_bytes_s=1000.0, write_bytes_s=1000.0, latency_s=0.5)
-
-
-class Ticks:
-    """Every step takes 1 s; transfers take bytes / bandwidth."""
-
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch) -> float:
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return num_bytes / bandwidth_bytes_s
-
-
-def lru(capacity):
-    return RadixCache(capacity, POLICIES.build("lru"))
 
 
 def pool(capacity=None, spec=SPEC):

@@ -8,9 +8,9 @@ runs after the step was planned (admissions done) and before the step's time pas
 Timelines are worked by hand in each docstring; "t=a->b" is one step.
 """
 
-from prefixsim.cache import POLICIES, RadixCache
+from fakes import Ticks, lru
+
 from prefixsim.cache.ttl import TTLRule
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -20,41 +20,14 @@ from prefixsim.trace import Request
 P = 4
 
 
-class Ticks:
-    """Every step takes 1 s; `probe(kind)` is called for every step time asked for."""
-
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
-    def __init__(self, probe=None) -> None:
-        self.probe = probe
-
-    def step_time_s(self, batch) -> float:
-        if self.probe is not None:
-            self.probe("step", batch)
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps) -> float:
-        if self.probe is not None:
-            self.probe("decode", contexts)
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return 0.0
-
-
 def req(rid, arrival, input_tokens, output_tokens, ids, page=P):
     assert len(ids) == -(-input_tokens // page)
     return Request(rid, arrival, input_tokens, output_tokens, tuple(ids), page)
 
 
 def run(requests, cache, probe=None, budget=8192, seqs=256):
-    return replay_timed(requests, [cache], Ticks(probe), ContinuousBatching(budget, seqs),
+    return replay_timed(requests, [cache], Ticks(probe=probe), ContinuousBatching(budget, seqs),
                         ROUTERS.build("round_robin"), check_invariants=True, max_run_steps=1)
-
-
-def lru(capacity, ttl=None):
-    return RadixCache(capacity, POLICIES.build("lru"), ttl)
 
 
 def snapshot(cache):

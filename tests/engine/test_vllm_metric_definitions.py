@@ -2,8 +2,9 @@
 per-chunk KV allocation, ITL stalls after a preemption, a resumed request's decode context,
 rejected requests outside token totals and hit rates, goodput only with an SLO."""
 
+from fakes import Ticks
+
 from prefixsim.cache import POLICIES, CacheCounters, RadixCache
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -13,30 +14,25 @@ from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 
-class Ticks:
+class RecordsContexts(Ticks):
     """Every step takes 1 s; records the decode contexts of every step."""
 
-    name = "ticks"
-    serving_overheads = NO_OVERHEADS
-
     def __init__(self) -> None:
+        super().__init__()
         self.contexts: list[tuple[int, ...]] = []
 
     def step_time_s(self, batch) -> float:
         self.contexts.append(tuple(batch.decode_contexts))
-        return 1.0
+        return super().step_time_s(batch)
 
     def decode_steps_time_s(self, contexts, num_steps) -> float:
         self.contexts += [tuple(c + k for c in contexts) for k in range(num_steps)]
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
-        return 0.0
+        return super().decode_steps_time_s(contexts, num_steps)
 
 
 def serve(requests, capacity, budget, cost=None):
     return replay_timed(requests, [RadixCache(capacity, POLICIES.build("lru"))],
-                        cost or Ticks(), ContinuousBatching(budget, 4),
+                        cost or RecordsContexts(), ContinuousBatching(budget, 4),
                         ROUTERS.build("round_robin"), check_invariants=True, max_run_steps=1)
 
 
@@ -62,7 +58,7 @@ def test_itl_includes_the_stall_after_a_preemption_and_context_counts_once():
     2 of 1 s. So p99 ITL (4 s) is not below B's TPOT (11 - 1) / 7 = 1.43 s. B's decode steps
     after resuming attend to 8 + 6 and 8 + 7 tokens: its input and what it generated, the
     5 generated before the preemption counted once (not 13 + 6)."""
-    cost = Ticks()
+    cost = RecordsContexts()
     result = serve([Request(0, 0.0, 8, 8, (1, 2), 4), Request(1, 0.0, 8, 8, (3, 4), 4)],
                    24, 16, cost)
     a, b = result.records

@@ -6,13 +6,14 @@ import math
 import numpy as np
 import pytest
 import simpy
+from fakes import Ticks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import prefixsim.engine.timed as timed
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.config import load_config
-from prefixsim.costmodel import NO_OVERHEADS, StepRoofline
+from prefixsim.costmodel import StepRoofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.summary import sampling_keys
@@ -31,22 +32,6 @@ NAN = float("nan")
 ROOFLINE = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 
 
-class OneSecondSteps:
-    """Every step takes 1 s, whatever its batch (times stay exact binary fractions)."""
-
-    name = "one_second"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch):
-        return 1.0
-
-    def decode_steps_time_s(self, decode_contexts, num_steps):
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s):
-        return 0.0
-
-
 def test_known_answer_by_hand():
     """One replica (1000 tokens, budget 64), 1 s steps, samples every 0.5 s.
 
@@ -61,7 +46,7 @@ def test_known_answer_by_hand():
     """
     requests = [Request(0, 0.25, 32, 3, (1, 2), 16), Request(1, 1.5, 32, 1, (1, 2), 16)]
     result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
-                          OneSecondSteps(), ContinuousBatching(64, 4),
+                          Ticks(), ContinuousBatching(64, 4),
                           ROUTERS.build("round_robin"), check_invariants=True)
     assert result.duration_s == 3.25
     frame, about = timeseries(result, 0.5)
@@ -84,7 +69,7 @@ def test_rows_per_replica_are_time_major():
                 for i in range(6)]
     result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))
                                      for _ in range(3)],
-                          OneSecondSteps(), ContinuousBatching(64, 4),
+                          Ticks(), ContinuousBatching(64, 4),
                           ROUTERS.build("round_robin"))
     frame, _ = timeseries(result, 0.5)
     assert frame["replica"].tolist() == [0, 1, 2] * (len(frame) // 3)
@@ -121,7 +106,7 @@ def test_row_cap_widens_the_interval_and_says_so():
                 for i in range(20)]
     result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))
                                      for _ in range(2)],
-                          OneSecondSteps(), ContinuousBatching(64, 4),
+                          Ticks(), ContinuousBatching(64, 4),
                           ROUTERS.build("round_robin"))
     assert result.duration_s == 38.0 + 4.0  # the last request: arrival 38, 4 steps
     frame, info = timeseries(result, 0.5, max_rows=30)

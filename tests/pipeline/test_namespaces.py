@@ -14,10 +14,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cli import app
-from prefixsim.costmodel import NO_OVERHEADS
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -41,20 +41,6 @@ def write_trace(path, namespaces, ids=None):
     return path
 
 
-class OneSecondSteps:
-    name = "one_second"
-    serving_overheads = NO_OVERHEADS
-
-    def step_time_s(self, batch):
-        return 1.0
-
-    def decode_steps_time_s(self, contexts, num_steps):
-        return float(num_steps)
-
-    def transfer_time_s(self, num_bytes, bandwidth_bytes_s):
-        return 0.0
-
-
 def cache_only_hits(requests):
     result = replay_cache_only(requests, RadixCache(1000, POLICIES.build("lru")))
     return [r.cached_tokens for r in result.records]
@@ -62,7 +48,7 @@ def cache_only_hits(requests):
 
 def timed_hits(requests):
     result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
-                          OneSecondSteps(), ContinuousBatching(64, 4),
+                          Ticks(), ContinuousBatching(64, 4),
                           ROUTERS.build("round_robin"), check_invariants=True)
     return [r.cached_tokens for r in result.records]
 
