@@ -24,6 +24,7 @@ from prefixsim._version import __version__
 from prefixsim.cli.files import write_folder
 from prefixsim.config import RunConfig, config_to_yaml
 from prefixsim.errors import InputError
+from prefixsim.metrics.schema import PRINTED_KEYS
 from prefixsim.pipeline import RunResult
 
 RESULTS_ROOT = Path("results")
@@ -123,20 +124,7 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
     """A vLLM-style result block on stdout."""
     title = " prefixsim result ({}) ".format(summary.get("mode", ""))
     click.echo(f"{title:=^60}")
-    keys = [
-        "completed", "failed", "total_input_tokens", "total_output_tokens",
-        "rejected", "num_preemptions", "duration", "request_throughput", "output_throughput",
-        "total_token_throughput", "request_goodput", "mean_ttft_ms", "median_ttft_ms",
-        "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms",
-        "mean_e2el_ms", "p99_e2el_ms",
-        "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
-        "cache_query_tokens", "cache_hit_tokens", "cache_token_hit_rate",
-        "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
-        "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_unbounded_token_hit_rate",
-        "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
-        "cost_model", "cost_model_profile", "wall_time_s", "simulated_s_per_wall_s",
-    ]
-    for key in keys:
+    for key in PRINTED_KEYS:
         if key in summary:
             click.echo(f"{key + ':':<44}{format_value(summary[key]):>16}")
     click.echo("=" * 60)

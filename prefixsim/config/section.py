@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 
-def _kinds(annotation: Any) -> set[type]:
+def value_kinds(annotation: Any) -> set[type]:
     """The plain types an annotation admits (`int | None` -> {int, NoneType})."""
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
-        return {kind for arg in typing.get_args(annotation) for kind in _kinds(arg)}
+        return {kind for arg in typing.get_args(annotation) for kind in value_kinds(arg)}
     if origin is typing.Literal:
         return {type(arg) for arg in typing.get_args(annotation)}
     return {annotation} if isinstance(annotation, type) else set()
@@ -34,7 +34,7 @@ class Section(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        kinds = _kinds(cls.model_fields[info.field_name].annotation)
+        kinds = value_kinds(cls.model_fields[info.field_name].annotation)
         if isinstance(value, bool):
             if kinds & {int, float} and bool not in kinds:
                 raise ValueError(f"expected {_number(kinds)}, got {value!r}")

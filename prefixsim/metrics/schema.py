@@ -136,6 +136,22 @@ SUMMARY_KEYS: dict[str, str] = {
        for name, meaning in LATENCIES.items() for stat in STATS},
 }
 
+PRINTED_KEYS: tuple[str, ...] = (
+    "completed", "failed", "total_input_tokens", "total_output_tokens",
+    "rejected", "num_preemptions", "duration", "request_throughput", "output_throughput",
+    "total_token_throughput", "request_goodput", "mean_ttft_ms", "median_ttft_ms",
+    "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms",
+    "mean_e2el_ms", "p99_e2el_ms",
+    "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
+    "cache_query_tokens", "cache_hit_tokens", "cache_token_hit_rate",
+    "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
+    "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_unbounded_token_hit_rate",
+    "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
+    "cost_model", "cost_model_profile", "wall_time_s", "simulated_s_per_wall_s",
+)
+"""The summary keys `prefixsim run` prints after a run (cli/app.py `print_summary`), in
+the order printed (vLLM's result block first); each is a key of `SUMMARY_KEYS`."""
+
 
 def _pattern(key: str) -> re.Pattern[str]:
     escaped = re.escape(key).replace(r"\{i\}", r"\d+").replace(r"\*", r"[a-z0-9_]+")

@@ -10,6 +10,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from prefixsim.cli import app
+from prefixsim.cli.config_options import config_overrides
+from prefixsim.metrics.schema import PRINTED_KEYS, SUMMARY_KEYS
 
 RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned, and since
     "--config", "--trace", "--trace-format", "--block-size", "--max-requests",
@@ -64,3 +66,30 @@ def test_sweep_ends_with_the_report_command(tmp_path):
     assert result.output.strip().splitlines()[-1] == f"report:  prefixsim report '{out}'"
     report = CliRunner().invoke(app, ["report", str(out), "--quiet"])
     assert report.exit_code == 0 and (out / "report.html").is_file()
+
+
+def _overrides(args: list[str]) -> dict:
+    """The dotted overrides `prefixsim run ARGS` hands to the config (None: not given)."""
+    context = app.commands["run"].make_context("run", args)
+    return {k: v for k, v in config_overrides(context.params).items() if v is not None}
+
+
+def test_flags_made_from_the_config_set_their_keys():
+    """One flag may set two keys (--pool-bandwidth, --presets); --pool-tokens takes a word;
+    --goodput and --router-param are parsed into their keys; a flag not given sets none."""
+    assert _overrides([]) == {}
+    assert _overrides(["--pool-bandwidth", "10", "--pool-tokens", "unbounded", "--ttl", "5",
+                       "--cache-only", "--trace-seed", "3"]) == {
+        "cache.pool.read_gb_s": 10.0, "cache.pool.write_gb_s": 10.0,
+        "cache.pool.capacity_tokens": "unbounded", "cache.ttl_s": 5.0, "cache_only": True,
+        "trace.seed": 3}
+    assert _overrides(["--presets", "p.yaml", "--goodput", "ttft:500 tpot:50",
+                       "--router-param", "staleness_s=5", "--pool-tokens", "7"]) == {
+        "model.presets_file": "p.yaml", "hardware.presets_file": "p.yaml",
+        "engine.goodput_ttft_ms": 500.0, "engine.goodput_tpot_ms": 50.0,
+        "router.params": {"staleness_s": 5}, "cache.pool.capacity_tokens": 7}
+
+
+def test_printed_summary_keys_are_schema_keys():
+    assert len(set(PRINTED_KEYS)) == len(PRINTED_KEYS) == 40
+    assert set(PRINTED_KEYS) <= set(SUMMARY_KEYS)

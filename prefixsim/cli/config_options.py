@@ -1,0 +1,150 @@
+"""The `prefixsim run` flags made from the config fields that name one (config/flags.py).
+
+`config_options` adds a click option per flagged field (its type, choices and help from
+the field and its metadata); `config_overrides` turns the parsed values into the dotted
+config overrides (None = not given, so the config file's value stands); `config_dests`
+names the options of some config sections for the --help sections (cli/help_sections.py).
+The flags that are not config keys (--config, --output, ...) are cli/run.py's.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import click
+import yaml
+
+from prefixsim.config import RunConfig
+from prefixsim.config.flags import FlaggedField, flagged_fields
+from prefixsim.config.section import value_kinds
+from prefixsim.errors import InputError
+
+
+@functools.cache
+def _flagged() -> tuple[FlaggedField, ...]:
+    return tuple(flagged_fields(RunConfig))
+
+
+def dest(field: FlaggedField) -> str:
+    """The click parameter name of a flagged field (`cache.pool.ttl_s` -> cache_pool_ttl_s)."""
+    return field.meta.get("dest", field.key.replace(".", "_"))
+
+
+def config_dests(*groups: str) -> tuple[str, ...]:
+    """The parameter names of the flags of these top-level config sections (or metadata
+    `section`s), group by group in the order given, fields in their order."""
+    return tuple(dest(field) for group in groups for field in _flagged()
+                 if field.meta.get("section", field.top) == group)
+
+
+def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add a click option for every flagged config field to a click command."""
+    for field in reversed(_flagged()):
+        command = _option(field)(command)
+    return command
+
+
+def _option(field: FlaggedField) -> Callable[..., Any]:
+    meta = field.meta
+    settings: dict[str, Any] = {"help": meta["help"]}
+    if "metavar" in meta:
+        settings["metavar"] = meta["metavar"]
+    if meta.get("multiple"):
+        settings["multiple"] = True
+    kinds = value_kinds(field.field.annotation)
+    choices = meta.get("choices") or _choices(field.field.annotation)
+    if meta.get("kind") == "path":
+        settings["type"] = click.Path(dir_okay=False)
+    elif meta.get("kind") == "text":
+        pass
+    elif choices:
+        settings["type"] = click.Choice(choices)
+    elif bool in kinds:
+        settings.update(is_flag=True, default=None)
+    elif int in kinds:
+        settings["type"] = click.IntRange(min=meta["min"]) if "min" in meta else int
+    elif float in kinds:
+        settings["type"] = float
+    return click.option(meta["flag"], dest(field), **settings)
+
+
+def _choices(annotation: Any) -> list[str] | None:
+    """The values a Literal or an Enum field admits, else None."""
+    for arg in typing.get_args(annotation) or (annotation,):
+        if isinstance(arg, type) and issubclass(arg, enum.Enum):
+            return [member.value for member in arg]
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    return None
+
+
+def config_overrides(values: dict[str, Any]) -> dict[str, Any]:
+    """Dotted config overrides from the parsed values of the flagged fields' options."""
+    overrides: dict[str, Any] = {}
+    for field in _flagged():
+        parse = _PARSERS[field.meta.get("parse", "same")]
+        overrides.update(parse(field, values.get(dest(field))))
+    return overrides
+
+
+def _same(field: FlaggedField, value: Any) -> dict[str, Any]:
+    """The value for the field's key and any further keys it sets (`also`)."""
+    return {key: value for key in (field.key, *field.meta.get("also", ()))}
+
+
+def _tokens_or_unbounded(field: FlaggedField, value: str | None) -> dict[str, Any]:
+    """A whole number or `unbounded` (the config checks the number)."""
+    if value is None or value == "unbounded":
+        return {field.key: value}
+    try:
+        return {field.key: int(value)}
+    except ValueError:
+        raise InputError(f"expected a number of tokens or 'unbounded', got {value!r}",
+                         field=field.meta["flag"]) from None
+
+
+def _params(field: FlaggedField, values: tuple[str, ...] | None) -> dict[str, Any]:
+    return {field.key: parse_params(values or (), field.meta["flag"])}
+
+
+def _goodput(field: FlaggedField, values: tuple[str, ...] | None) -> dict[str, Any]:
+    return parse_goodput(values or ())
+
+
+def parse_goodput(values: tuple[str, ...]) -> dict[str, float]:
+    """`ttft:500 tpot:50` -> {"engine.goodput_ttft_ms": 500, "engine.goodput_tpot_ms": 50}."""
+    out: dict[str, float] = {}
+    for item in (part for value in values for part in re.split(r"[\s,]+", value) if part):
+        name, _, number = item.partition(":")
+        if name not in ("ttft", "tpot"):
+            raise InputError(f"expected ttft:MS or tpot:MS, got {item!r}", field="--goodput")
+        try:
+            out[f"engine.goodput_{name}_ms"] = float(number)
+        except ValueError:
+            raise InputError(f"not a number of milliseconds: {item!r}",
+                             field="--goodput") from None
+    return out
+
+
+def parse_params(values: tuple[str, ...], flag: str) -> dict[str, Any] | None:
+    """`KEY=VALUE` pairs (values read as YAML scalars) into a mapping; None when empty."""
+    if not values:
+        return None
+    params: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", field=flag)
+        params[key] = yaml.safe_load(raw)
+    return params
+
+
+_PARSERS: dict[str, Callable[[FlaggedField, Any], dict[str, Any]]] = {
+    "same": _same, "tokens_or_unbounded": _tokens_or_unbounded, "params": _params,
+    "goodput": _goodput,
+}
