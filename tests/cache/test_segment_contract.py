@@ -1,4 +1,4 @@
-"""SegmentCache's own contract where the differential suites were silent (issue 13, found by
+"""SegmentCache's own contract where the differential suites were silent (found by
 mutation testing): eviction's page arithmetic at its boundaries, expire's count, a split's
 statistics, heap compaction, `__repr__`, and `check_invariants` failing on corrupted trees.
 Pages hold P = 4 tokens unless said otherwise; `access(ids, now, recency, P, L)` is one

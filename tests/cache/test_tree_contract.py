@@ -1,7 +1,7 @@
-"""The tree's own contract where the other suites were silent (issue 13, finding 23, found by
-mutation testing): a hit raising a page's priority (R16), block-mode chain checks and
-re-adoption, reserve/release, error messages, heap compaction, and `check_invariants` — the
-oracle of the state machine — failing on corrupted trees. Pages hold P = 4 tokens."""
+"""The tree's own contract where the other suites were silent (found by mutation testing):
+a hit raising a page's priority (R16), block-mode chain checks and re-adoption,
+reserve/release, error messages, heap compaction, and `check_invariants` — the oracle of the
+state machine — failing on corrupted trees. Pages hold P = 4 tokens."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The bad-input matrix of issue 13 (its 205 cases, rebuilt): every numeric option of `run`
+"""The bad-input matrix (docs/input-rules.md I1, I2): every numeric option of `run`
 and every numeric or boolean field of a YAML run config, given values that must be refused
 (negative, not finite, too large, text, the wrong kind), gives exit 2, no traceback, nothing
 on disk, and, when prefixsim itself reports it, one line naming the option or dotted key.
 Zero is added where zero is not a valid value. Trace, YAML-structure, output, sweep and
-cluster cases are in test_hardening_*.py, test_cli_errors.py and tests/trace/."""
+cluster cases are in test_input_refusals.py, test_output_safety.py, test_cli_errors.py
+and tests/trace/."""
 
 from __future__ import annotations
 

@@ -19,12 +19,12 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     "--cache-tokens",
     "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
     "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
-    "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # --seed: gone (#13)
+    "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # no --seed: I8
     "--quiet", "--model", "--gpu", "--presets", "--tp", "--memory-utilization", "--kv-dtype",
     "--weight-dtype", "--replicas", "--router", "--router-param", "--cost-model", "--profile",
     "--max-batched-tokens", "--max-num-seqs", "--time-scale", "--sample-interval",
     "--goodput", "--check-invariants", "--help",
-    # added since (issue 17: the shared pool and disaggregated serving)
+    # the shared pool and disaggregated serving
     "--pool-tokens", "--pool-policy", "--pool-ttl", "--pool-bandwidth", "--pool-latency",
     "--pool-write-through", "--prefill-replicas", "--decode-replicas",
     "--kv-transfer-bandwidth"}

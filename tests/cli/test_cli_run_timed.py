@@ -84,7 +84,7 @@ def test_tensor_parallel_makes_70b_fit():
 
 @pytest.mark.skipif(not MOONCAKE.exists(), reason="../shared/traces is absent")
 def test_mooncake_acceptance():
-    """Issue 3 acceptance: 4 x h100-sxm, llama-3.1-8b, prefix_aware: all 12,031 requests
+    """Acceptance: 4 x h100-sxm, llama-3.1-8b, prefix_aware: all 12,031 requests
     complete, the hit rate stays below the unbounded cache-only 0.3736, and no TTFT beats the
     compute floor of its uncached prefill."""
     config = load_config(None, {"trace.path": str(MOONCAKE), "model.name": "llama-3.1-8b",

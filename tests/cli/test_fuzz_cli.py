@@ -1,10 +1,10 @@
-"""Fuzzing the command line (issue 13): valid files of every trace format, valid run configs
-and valid sweep specs, mutated byte by byte and token by token by hypothesis, must give
-exit 0, or exit 2 with exactly one `prefixsim: error:` line: never a traceback, never
-another exit code, never a hang (each example runs under a 20 s alarm, so a loop fails the
-test instead of stalling the suite). tests/trace/test_reader_fuzz.py mutates single fields
-of records; this suite mutates whole files and reaches the config and spec readers too.
-About 30 s on 2 cores."""
+"""Fuzzing the command line (docs/input-rules.md I1): valid files of every trace format,
+valid run configs and valid sweep specs, mutated byte by byte and token by token by
+hypothesis, must give exit 0, or exit 2 with exactly one `prefixsim: error:` line: never a
+traceback, never another exit code, never a hang (each example runs under a 20 s alarm, so a
+loop fails the test instead of stalling the suite). tests/trace/test_reader_fuzz.py mutates
+single fields of records; this suite mutates whole files and reaches the config and spec
+readers too. About 30 s on 2 cores."""
 
 from __future__ import annotations
 

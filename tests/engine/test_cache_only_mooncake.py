@@ -138,7 +138,7 @@ def test_bounded_replay_of_the_trace_head_matches_a_scan_reference(requests, cap
 
 
 def test_unbounded_pool_under_a_small_hbm_gives_the_unbounded_figure(requests):
-    """Issue 17 acceptance: HBM of 300,000 tokens over an unbounded shared pool, no TTL:
+    """Acceptance: HBM of 300,000 tokens over an unbounded shared pool, no TTL:
     HBM + pool hit tokens are the unbounded single cache's 54,098,293 (37.36 %), most of
     them from the pool."""
     pool = SharedPool(RadixCache(None, POLICIES.build("lru")), PoolSpec(1e9, 1e9), lambda: 0)

@@ -1,6 +1,6 @@
-"""Issue 13, findings 12, 20, 24, 25: the executors against real local clusters (Dask and
-Ray are in the test extra), workers that die with their driver, and addresses that are
-wrong, unreachable or lead to a cluster without workers (one InputError, no sweep folder).
+"""The executors against real local clusters (Dask and Ray are in the test extra), workers
+that die with their driver (docs/input-rules.md I14), and addresses that are wrong,
+unreachable or lead to a cluster without workers (one InputError, no sweep folder: I16).
 
 A Ray head started with `ray start` stands for "a cluster already running here"; the tests
 that need it share one (module scope, stopped at the end)."""
@@ -46,12 +46,12 @@ def local_table(tmp_path_factory) -> pd.DataFrame:
     return table(out)
 
 
-# ------------------------------------------------------------------ finding 25
+# ------------------------------------------- docs/input-rules.md I16
 @pytest.mark.parametrize("executor, address", [
     ("dask", "tcp://127.0.0.1:{port}"), ("ray", "127.0.0.1:{port}"),
     ("ray", "ray://127.0.0.1:{port}"), ("dask", "tcp://[::bad"),
 ])
-def test_finding_25_an_unreachable_address_is_one_error_and_no_folder(tmp_path, executor,
+def test_an_unreachable_address_is_one_error_and_no_folder(tmp_path, executor,
                                                                        address):
     """A closed port (nothing listens on it): refused in a TCP connect, named, before the
     sweep folder exists (a rerun needs no --resume). A wrong Ray GCS port used to hang for
@@ -65,7 +65,7 @@ def test_finding_25_an_unreachable_address_is_one_error_and_no_folder(tmp_path, 
     assert not out.exists()
 
 
-def test_finding_25_a_dask_scheduler_without_workers_is_an_error(tmp_path, monkeypatch):
+def test_a_dask_scheduler_without_workers_is_an_error(tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     monkeypatch.setattr(executors, "WORKERS_TIMEOUT_S", 1.0)
     out = tmp_path / "sweep"
@@ -75,8 +75,8 @@ def test_finding_25_a_dask_scheduler_without_workers_is_an_error(tmp_path, monke
     assert not out.exists()
 
 
-# ------------------------------------------------------------------ finding 20
-def test_finding_20_a_local_dask_cluster_admits_only_its_driver(tmp_path, local_table):
+# ------------------------------------------- docs/input-rules.md I16
+def test_a_local_dask_cluster_admits_only_its_driver(tmp_path, local_table):
     """The local cluster speaks TLS with temporary credentials: a client without them cannot
     join; the sweep through it gives the local table."""
     distributed = pytest.importorskip("distributed")
@@ -96,7 +96,7 @@ def test_finding_20_a_local_dask_cluster_admits_only_its_driver(tmp_path, local_
     assert "--address" in readme and "trust" in readme
 
 
-# ------------------------------------------------------------------ finding 24
+# ------------------------------------------- docs/input-rules.md I16
 @pytest.fixture(scope="module")
 def ray_head():
     """`ray start --head` on free ports: a cluster that runs before (and beside) the sweep."""
@@ -121,7 +121,7 @@ def ray_head():
         patch.undo()
 
 
-def test_finding_24_ray_joins_a_running_cluster_and_starts_its_own_beside_one(
+def test_ray_joins_a_running_cluster_and_starts_its_own_beside_one(
         tmp_path, ray_head, local_table):
     """With a cluster already running: `--address HOST:PORT` joins it, and no address starts
     a separate local cluster (ray.init(num_cpus=...) used to fail there); both give the local
@@ -135,7 +135,7 @@ def test_finding_24_ray_joins_a_running_cluster_and_starts_its_own_beside_one(
     pd.testing.assert_frame_equal(table(tmp_path / "own"), local_table)
 
 
-# ------------------------------------------------------------------ finding 12
+# ------------------------------------------- docs/input-rules.md I14
 DRIVER = textwrap.dedent("""
     import os, sys, time
     from prefixsim.sweep.executors import LocalExecutor
@@ -170,7 +170,7 @@ def _ends_within(pid: int, seconds: float) -> bool:
         time.sleep(0.05)
 
 
-def test_finding_12_local_workers_exit_when_the_driver_is_killed(tmp_path):
+def test_local_workers_exit_when_the_driver_is_killed(tmp_path):
     """A driver maps a 10-minute task over 2 loky workers; each worker writes its pid to a
     FIFO it keeps open. SIGKILL the driver: the workers must end, which the test sees as
     end-of-file on the FIFO (every writer gone) within a minute, not minutes later."""

@@ -89,7 +89,7 @@ def test_ids_depend_only_on_parameters(capacities, rnd):
 
 
 def test_a_run_seed_is_refused_where_nothing_would_read_it():
-    """Issue 13, finding 15: `seed` changed nothing but the `seed` field. A run has no
+    """docs/input-rules.md I8: `seed` changed nothing but the `seed` field. A run has no
     randomness of its own, so a spec that sets or sweeps `seed` is refused, naming the key
     and where the workload's randomness is (trace.seed)."""
     for spec in ({"base": {**BASE, "seed": 3}, "grid": {"cache.capacity_tokens": [7]}},

@@ -1,7 +1,8 @@
-"""Issue 13, findings 9-14, 16, 17, 19-21: no finished work lost, nothing written where it
-should not be. Output locations are checked before any work, default folders are never
-reused, a sweep folder is locked, report reads what a killed sweep left and nothing outside
-its folder, names from files are safe for paths and terminals."""
+"""No finished work lost, nothing written where it should not be (docs/input-rules.md
+I9-I17, each section headed by its rule). Output locations are checked before any work,
+default folders are never reused, a sweep folder is locked, report reads what a killed
+sweep left and nothing outside its folder, names from files are safe for paths and
+terminals."""
 
 from __future__ import annotations
 
@@ -14,30 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from cli_helpers import DEMO, invoke, one_line_error
 
-from prefixsim.cli import app
 from prefixsim.cli.app import one_line, safe_name
 from prefixsim.errors import InputError
 from prefixsim.sweep import parse_spec, run_sweep
 from prefixsim.sweep.store import lock_sweep_folder
 
-REPO = Path(__file__).parents[2]
-DEMO = REPO / "traces" / "demo_chat.jsonl"
 BROKEN = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}\n'
-
-
-def invoke(*args: object):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_line_error(result, *expected: str) -> str:
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("prefixsim: error: "), result.stderr
-    for text in expected:
-        assert text in lines[0], (text, lines[0])
-    return lines[0]
 
 
 def spec_file(folder: Path, name: str = "s", grid: str = "cache.capacity_tokens: [5000, 20000]",
@@ -48,8 +33,8 @@ def spec_file(folder: Path, name: str = "s", grid: str = "cache.capacity_tokens:
     return path
 
 
-# ------------------------------------------------------------------ finding 9
-def test_finding_09_an_unwritable_output_fails_before_any_work(tmp_path):
+# -------------------------------------------- docs/input-rules.md I9
+def test_an_unwritable_output_fails_before_any_work(tmp_path):
     """-o under a file (a place no folder can be made) is refused at once: before the trace is
     read (the broken trace's own error would otherwise come first), one line, exit 2; the
     same for sweep, curve, trace generate/convert."""
@@ -70,15 +55,15 @@ def test_finding_09_an_unwritable_output_fails_before_any_work(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.jsonl", "file", "spec.yaml"]
 
 
-def test_finding_09_an_unwritable_folder_is_refused(tmp_path, monkeypatch):
+def test_an_unwritable_folder_is_refused(tmp_path, monkeypatch):
     """Without write permission (os.access says no; root would pass any mode bits)."""
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     one_line_error(invoke("run", "--trace", DEMO, "--cache-only", "-o", tmp_path / "o"),
                    "no write permission")
 
 
-# ------------------------------------------------------------------ finding 10
-def test_finding_10_runs_started_in_the_same_second_never_share_a_folder(tmp_path,
+# ------------------------------------------- docs/input-rules.md I10
+def test_runs_started_in_the_same_second_never_share_a_folder(tmp_path,
                                                                          monkeypatch):
     """Three runs without -o whose default name is the same (the clock frozen at one
     second): three folders, NAME, NAME-2, NAME-3, each with its own results."""
@@ -103,8 +88,8 @@ def test_finding_10_runs_started_in_the_same_second_never_share_a_folder(tmp_pat
     assert ttls == [10, 20, 30]
 
 
-# ------------------------------------------------------------------ finding 11
-def test_finding_11_a_second_sweep_into_a_locked_folder_is_refused(tmp_path):
+# ------------------------------------------- docs/input-rules.md I13
+def test_a_second_sweep_into_a_locked_folder_is_refused(tmp_path):
     spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
                        "grid": {"cache.capacity_tokens": [5000]}})
     out = tmp_path / "sweep"
@@ -115,8 +100,8 @@ def test_finding_11_a_second_sweep_into_a_locked_folder_is_refused(tmp_path):
     assert run_sweep(spec, out, n_jobs=1, resume=True).executed  # the lock is gone after
 
 
-# ------------------------------------------------------------------ finding 13
-def test_finding_13_report_reads_a_sweep_killed_before_its_first_table(tmp_path):
+# ------------------------------------------- docs/input-rules.md I14
+def test_report_reads_a_sweep_killed_before_its_first_table(tmp_path):
     """A sweep whose sweep.parquet was never written (killed before the first refresh):
     report reads its finished run folders (3 runs, one failed)."""
     broken = tmp_path / "broken.jsonl"
@@ -137,8 +122,8 @@ def test_finding_13_report_reads_a_sweep_killed_before_its_first_table(tmp_path)
     assert sorted(table[table["status"] == "ok"]["cache_capacity_tokens"]) == [5000, 20000]
 
 
-# ------------------------------------------------------------------ finding 14
-def test_finding_14_a_missing_trace_stops_a_sweep_before_any_run(tmp_path):
+# --------------------------------------- docs/input-rules.md I2, I14
+def test_a_missing_trace_stops_a_sweep_before_any_run(tmp_path):
     """No run folder, no sweep folder, one line even with --quiet."""
     spec = spec_file(tmp_path, trace=tmp_path / "gone.jsonl")
     result = invoke("sweep", spec, "-o", tmp_path / "out", "--quiet")
@@ -146,7 +131,7 @@ def test_finding_14_a_missing_trace_stops_a_sweep_before_any_run(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_finding_14_failed_runs_are_printed_even_with_quiet(tmp_path):
+def test_failed_runs_are_printed_even_with_quiet(tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text(BROKEN)
     spec = spec_file(tmp_path, grid=f"trace.path: [{json.dumps(str(DEMO))}, "
@@ -157,8 +142,8 @@ def test_finding_14_failed_runs_are_printed_even_with_quiet(tmp_path):
     assert "hash_ids" in result.stderr
 
 
-# ------------------------------------------------------------------ finding 16
-def test_finding_16_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
+# ------------------------------------------- docs/input-rules.md I17
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monkeypatch):
     """With output to a log (CliRunner's stderr is no terminal) a plain progress line comes
     every LINE_EVERY_S seconds (0 here: at every update) and one when done."""
     import prefixsim.cli.progress as progress
@@ -177,8 +162,8 @@ def test_finding_16_progress_lines_when_stderr_is_not_a_terminal(tmp_path, monke
     assert quiet.stderr == ""
 
 
-# ------------------------------------------------------------------ finding 17
-def test_finding_17_a_spec_name_cannot_leave_results(tmp_path, monkeypatch):
+# ------------------------------------------- docs/input-rules.md I15
+def test_a_spec_name_cannot_leave_results(tmp_path, monkeypatch):
     """name "x/../../../victim": the default folder is results/sweep-x-victim, inside
     results/; nothing is written anywhere else."""
     monkeypatch.chdir(tmp_path)
@@ -191,7 +176,7 @@ def test_finding_17_a_spec_name_cannot_leave_results(tmp_path, monkeypatch):
     assert safe_name("../..") == "sweep" and safe_name("a b/c") == "a-b-c"
 
 
-# ------------------------------------------------------------------ finding 19
+# ------------------------------------------- docs/input-rules.md I15
 def _sweep(tmp_path: Path) -> Path:
     out = tmp_path / "sweep"
     spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
@@ -200,7 +185,7 @@ def _sweep(tmp_path: Path) -> Path:
     return out
 
 
-def test_finding_19_report_refuses_a_symlinked_plots_folder(tmp_path):
+def test_report_refuses_a_symlinked_plots_folder(tmp_path):
     out = _sweep(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -209,7 +194,7 @@ def test_finding_19_report_refuses_a_symlinked_plots_folder(tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
-def test_finding_19_report_refuses_run_ids_that_leave_the_folder(tmp_path):
+def test_report_refuses_run_ids_that_leave_the_folder(tmp_path):
     out = _sweep(tmp_path)
     table = pd.read_parquet(out / "sweep.parquet")
     table.loc[0, "run_id"] = "../../etc"
@@ -217,7 +202,7 @@ def test_finding_19_report_refuses_run_ids_that_leave_the_folder(tmp_path):
     one_line_error(invoke("report", out), "run_id", "not a run id")
 
 
-def test_finding_19_resume_refuses_a_symlinked_runs_folder(tmp_path):
+def test_resume_refuses_a_symlinked_runs_folder(tmp_path):
     out = _sweep(tmp_path)
     target = tmp_path / "target"
     shutil.move(out / "runs", target)
@@ -230,7 +215,8 @@ def test_finding_19_resume_refuses_a_symlinked_runs_folder(tmp_path):
     assert (target / ".tmp-keep").exists()
 
 
-def test_finding_19_the_sweep_store_follows_the_umask(tmp_path):
+# ------------------------------------------- docs/input-rules.md I12
+def test_the_sweep_store_follows_the_umask(tmp_path):
     """Under umask 007 results are group-writable and not world-readable (0o660/0o770)."""
     import prefixsim.sweep.store as store
 
@@ -245,8 +231,8 @@ def test_finding_19_the_sweep_store_follows_the_umask(tmp_path):
         importlib.reload(store)
 
 
-# ------------------------------------------------------------------ finding 21
-def test_finding_21_a_dollar_in_a_swept_string_does_not_break_the_report(tmp_path):
+# ------------------------------------------- docs/input-rules.md I15
+def test_a_dollar_in_a_swept_string_does_not_break_the_report(tmp_path):
     r"""A trace named `$\foo{$.jsonl` is a swept value, so it reaches a legend; matplotlib
     would parse it as mathtext and fail. Text is drawn as given."""
     odd = tmp_path / "$\\foo{$.jsonl"
@@ -261,7 +247,7 @@ def test_finding_21_a_dollar_in_a_swept_string_does_not_break_the_report(tmp_pat
     assert (out / "plots" / "policy_zoo.png").is_file()
 
 
-def test_finding_21_terminal_escapes_from_files_are_shown_escaped():
+def test_terminal_escapes_from_files_are_shown_escaped():
     """An OSC sequence (retitle the terminal) and a newline in a name become visible escapes
     on one line."""
     shown = one_line("spec \x1b]0;owned\x07 name\nsecond")
@@ -269,6 +255,7 @@ def test_finding_21_terminal_escapes_from_files_are_shown_escaped():
     assert shown == "spec \\x1b]0;owned\\x07 name second"
 
 
+# ------------------------------------------- docs/input-rules.md I11
 def test_a_folder_another_writer_makes_meanwhile_is_written_into(tmp_path, monkeypatch):
     """Two processes writing the same results folder (two tune workers' `base` run): the
     one that finds it made between its check and its rename moves its files in instead of

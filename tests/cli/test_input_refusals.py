@@ -1,8 +1,7 @@
-"""Issue 13, findings 1-8 and 18: bad time, config and trace input is refused in one line
-(exit 2, naming file, line and field), never run silently, looped on or let grow memory.
-
-Each test is named after its finding; the demo trace is traces/demo_chat.jsonl (264 Mooncake
-requests over 710 s, 512-token pages)."""
+"""Bad time, config and trace input is refused in one line (exit 2, naming file, line and
+field), never run silently, looped on or let grow memory: docs/input-rules.md I3-I8, each
+section headed by its rule. The demo trace is traces/demo_chat.jsonl (264 Mooncake requests
+over 710 s, 512-token pages)."""
 
 from __future__ import annotations
 
@@ -12,30 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
+from cli_helpers import DEMO, invoke, one_line_error
 
-from prefixsim.cli import app
 from prefixsim.metrics.timeseries import effective_interval
 
-REPO = Path(__file__).parents[2]
-DEMO = REPO / "traces" / "demo_chat.jsonl"
 ROW = {"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}
 VOLATILE = {"wall_time_s", "command", "trace_time_shift_s", "simulated_s_per_wall_s"}
-
-
-def invoke(*args: object):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_line_error(result, *expected: str) -> str:
-    """Exit 2, exactly one stderr line `prefixsim: error: ...` holding each expected text."""
-    assert result.exit_code == 2, (result.output, result.exception)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("prefixsim: error: "), result.stderr
-    assert "Traceback" not in result.output
-    for text in expected:
-        assert text in lines[0], (text, lines[0])
-    return lines[0]
 
 
 def jsonl(path: Path, *rows: dict) -> Path:
@@ -47,9 +28,9 @@ def summary(folder: Path) -> dict:
     return json.loads((folder / "summary.json").read_text())
 
 
-# ------------------------------------------------------------------ finding 1
+# -------------------------------------------- docs/input-rules.md I3
 @pytest.mark.parametrize("stamp", [1e50, 1e30, 1e17])
-def test_finding_01_huge_timestamps_are_refused_not_looped_on(tmp_path, stamp):
+def test_huge_timestamps_are_refused_not_looped_on(tmp_path, stamp):
     """1e50 ms looped forever in the timeseries grid; now any time over 1e16 (in the file's
     unit) is refused, naming line 2 and the field."""
     trace = jsonl(tmp_path / "t.jsonl", ROW, {**ROW, "timestamp": stamp})
@@ -59,7 +40,8 @@ def test_finding_01_huge_timestamps_are_refused_not_looped_on(tmp_path, stamp):
     assert not (tmp_path / "out").exists()
 
 
-def test_finding_01_the_interval_search_ends_on_any_span():
+# -------------------------------------------- docs/input-rules.md I7
+def test_the_interval_search_ends_on_any_span():
     """The coarsening search used to step one by one: with a 1e47 s span, (f - 1) x 1 s
     rounds to f x 1 s and the loop never ended. 1e47 s / 1e5 rows: about 1e42 s per row."""
     used = effective_interval(1e47, 1.0, 1)
@@ -68,14 +50,15 @@ def test_finding_01_the_interval_search_ends_on_any_span():
     assert effective_interval(1e6, 1.0, 4) == 41.0  # 1e6/41 + 1 = 24,391 <= 25,000 per replica
 
 
-def test_finding_01_a_span_over_31_years_is_a_wrong_unit(tmp_path):
+# -------------------------------------------- docs/input-rules.md I3
+def test_a_span_over_31_years_is_a_wrong_unit(tmp_path):
     trace = jsonl(tmp_path / "t.jsonl", ROW, {**ROW, "timestamp": 2e12 * 1000})
     one_line_error(invoke("run", "--trace", trace, "--cache-only", "-o", tmp_path / "o"),
                    "t.jsonl", "timestamp", "time unit")
 
 
-# ------------------------------------------------------------------ finding 2
-def test_finding_02_epoch_timestamps_start_at_zero_in_every_command(tmp_path):
+# -------------------------------------------- docs/input-rules.md I3
+def test_epoch_timestamps_start_at_zero_in_every_command(tmp_path):
     """The demo with 1.7e12 ms added to every row: run gives the same summary as the demo
     (duration, hit rates, everything but the recorded shift of 1.7e9 s + 5.66 s) and trace
     inspect the same span, as the unshifted trace does."""
@@ -103,7 +86,7 @@ def test_finding_02_epoch_timestamps_start_at_zero_in_every_command(tmp_path):
     assert spans[0] == pytest.approx(spans[1], abs=1e-3)
 
 
-def test_finding_02_rows_out_of_order_are_counted(tmp_path):
+def test_rows_out_of_order_are_counted(tmp_path):
     """Rows at 5, 1, 3 s: rows 2 and 3 arrive before row 1 (5 s): 2 reordered rows."""
     trace = jsonl(tmp_path / "t.jsonl", {**ROW, "timestamp": 5000},
                   {**ROW, "timestamp": 1000, "hash_ids": [3, 4]},
@@ -112,16 +95,16 @@ def test_finding_02_rows_out_of_order_are_counted(tmp_path):
     assert summary(tmp_path / "o")["trace_reordered_rows"] == 2
 
 
-# ------------------------------------------------------------------ finding 3
+# -------------------------------------------- docs/input-rules.md I5
 @pytest.mark.parametrize("tp", [3, 5, 7, 64])
-def test_finding_03_tp_must_split_the_heads(tmp_path, tp):
+def test_tp_must_split_the_heads(tmp_path, tp):
     """llama-3.1-8b: 32 attention heads, 8 KV heads. tp 3/5/7 does not divide 32; tp 64
     does not divide 32 either (and is a multiple of 8): refused, naming tp and the heads."""
     result = invoke("run", "--trace", DEMO, "--tp", tp, "-o", tmp_path / "o")
     one_line_error(result, "hardware.tp", f"tp {tp}", "32 attention heads", "8 KV heads")
 
 
-def test_finding_03_tp_above_the_kv_heads_replicates_them(tmp_path):
+def test_tp_above_the_kv_heads_replicates_them(tmp_path):
     """tp 16 splits 32 heads (2 a GPU) and is a multiple of the 8 KV heads (each on 2 GPUs,
     as vLLM replicates them): accepted."""
     result = invoke("run", "--trace", DEMO, "--tp", 16, "--cache-only", "-o", tmp_path / "o",
@@ -130,7 +113,7 @@ def test_finding_03_tp_above_the_kv_heads_replicates_them(tmp_path):
     assert "16 x" in summary(tmp_path / "o")["prefill_model"]
 
 
-def test_finding_03_a_custom_model_is_checked_when_built(tmp_path):
+def test_a_custom_model_is_checked_when_built(tmp_path):
     presets = tmp_path / "p.yaml"
     presets.write_text(
         "models:\n  - {name: tiny, num_layers: 2, hidden_size: 256, num_heads: 6, "
@@ -141,7 +124,7 @@ def test_finding_03_a_custom_model_is_checked_when_built(tmp_path):
     one_line_error(result, "hardware.tp", "6 attention heads", "2 KV heads")
 
 
-# ------------------------------------------------------------------ finding 4
+# -------------------------------------------- docs/input-rules.md I4
 @pytest.mark.parametrize("name, config, expected", [
     ("ttl zero", None, ["cache.ttl_s", "greater than 0"]),
     ("bool capacity", "cache: {capacity_tokens: true}\n",
@@ -154,7 +137,7 @@ def test_finding_03_a_custom_model_is_checked_when_built(tmp_path):
      ["run.yaml:3", "policy", "key given twice"]),
     ("nul byte", "cache:\n  policy: lru\x00\n", ["run.yaml", "not valid YAML"]),
 ])
-def test_finding_04_config_values_are_strict(tmp_path, name, config, expected):
+def test_config_values_are_strict(tmp_path, name, config, expected):
     args = ["run", "--trace", DEMO, "--cache-only", "-o", tmp_path / "o"]
     if config is None:
         args += ["--ttl", "0"]
@@ -165,9 +148,9 @@ def test_finding_04_config_values_are_strict(tmp_path, name, config, expected):
     assert not (tmp_path / "o").exists()
 
 
-# ------------------------------------------------------------------ finding 5
+# -------------------------------------------- docs/input-rules.md I5
 @pytest.mark.parametrize("trace", [DEMO, None])
-def test_finding_05_a_bad_prefix_model_is_refused_for_any_format(tmp_path, trace):
+def test_a_bad_prefix_model_is_refused_for_any_format(tmp_path, trace):
     """Checked for Mooncake too (it ignores prefix models), and for lengths-only CSVs."""
     if trace is None:
         trace = tmp_path / "v.csv"
@@ -178,7 +161,7 @@ def test_finding_05_a_bad_prefix_model_is_refused_for_any_format(tmp_path, trace
                        "shared:abc")
 
 
-def test_finding_05_a_parquet_row_with_block_size_zero_is_refused(tmp_path):
+def test_a_parquet_row_with_block_size_zero_is_refused(tmp_path):
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"timestamp": [0, 1], "input_length": [600, 600],
                              "output_length": [1, 1], "hash_ids": [[1, 2], [1, 2]],
@@ -187,8 +170,8 @@ def test_finding_05_a_parquet_row_with_block_size_zero_is_refused(tmp_path):
                    "t.parquet:2", "block_size", "must be >= 1")
 
 
-# ------------------------------------------------------------------ finding 6
-def test_finding_06_a_utf8_bom_is_read_like_any_file(tmp_path):
+# -------------------------------------------- docs/input-rules.md I6
+def test_a_utf8_bom_is_read_like_any_file(tmp_path):
     """Mooncake JSONL and an Azure CSV with a BOM give the results of the same files
     without one."""
     bom = "\ufeff"
@@ -208,28 +191,28 @@ def test_finding_06_a_utf8_bom_is_read_like_any_file(tmp_path):
                {k: v for k, v in json.loads(b.output).items() if k not in drop}
 
 
-# ------------------------------------------------------------------ finding 7
+# -------------------------------------------- docs/input-rules.md I4
 @pytest.mark.parametrize("param, expected", [
     ("staleness_s=abc", ["router.params.staleness_s", "expected a number, got 'abc'"]),
     ("staleness_s=true", ["router.params.staleness_s", "expected a number"]),
     ("stale=1", ["router.params.stale", "no such parameter", "staleness_s"]),
     ("staleness_s=-1", ["router.params", "staleness_s must be >= 0"]),
 ])
-def test_finding_07_router_params_are_named(tmp_path, param, expected):
+def test_router_params_are_named(tmp_path, param, expected):
     result = invoke("run", "--trace", DEMO, "--router-param", param, "-o", tmp_path / "o")
     one_line_error(result, *expected)
 
 
-# ------------------------------------------------------------------ finding 8
-def test_finding_08_a_kv_cache_tester_file_names_its_bad_field(tmp_path):
+# -------------------------------------------- docs/input-rules.md I6
+def test_a_kv_cache_tester_file_names_its_bad_field(tmp_path):
     path = tmp_path / "conv.json"
     path.write_text('{"requests": {"a": 1}}')
     one_line_error(invoke("trace", "inspect", path), "conv.json", "requests",
                    "expected a list of requests")
 
 
-# ------------------------------------------------------------------ finding 18
-def test_finding_18_a_huge_lengths_only_row_is_refused_at_once(tmp_path):
+# -------------------------------------------- docs/input-rules.md I7
+def test_a_huge_lengths_only_row_is_refused_at_once(tmp_path):
     """A 56-byte CSV row of 2^30 tokens took 6.7 GB (one page id per 16 tokens); tokens per
     request are capped at 2^24, and pages made up per request at 2^20 (2^24 tokens at
     --block-size 1 would be 16M pages)."""
@@ -242,7 +225,7 @@ def test_finding_18_a_huge_lengths_only_row_is_refused_at_once(tmp_path):
                    "pages, more than 1,048,576 per request")
 
 
-def test_finding_18_a_parquet_file_is_sized_from_its_metadata(tmp_path):
+def test_a_parquet_file_is_sized_from_its_metadata(tmp_path):
     """10^8 zero ids compress to ~1.6 kB; the row group's value count refuses it before a
     row is decoded."""
     path = tmp_path / "zeros.parquet"
@@ -254,7 +237,7 @@ def test_finding_18_a_parquet_file_is_sized_from_its_metadata(tmp_path):
                    "100,000,000 hash ids")
 
 
-def test_finding_18_yaml_aliases_cannot_explode(tmp_path):
+def test_yaml_aliases_cannot_explode(tmp_path):
     """Nine aliases deep of ten each stand for 10^9 values in 400 bytes."""
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
@@ -265,7 +248,7 @@ def test_finding_18_yaml_aliases_cannot_explode(tmp_path):
                    "run.yaml", "100,000 values")
 
 
-def test_finding_18_a_catastrophic_session_regex_is_refused(tmp_path):
+def test_a_catastrophic_session_regex_is_refused(tmp_path):
     (tmp_path / "run.yaml").write_text(
         "cache:\n  classes: [{name: a, ttl_s: 5, session_regex: '^(a+)+$'}]\n")
     one_line_error(invoke("run", "--config", tmp_path / "run.yaml", "--trace", DEMO,
@@ -273,7 +256,7 @@ def test_finding_18_a_catastrophic_session_regex_is_refused(tmp_path):
                    "cache.classes.0.session_regex", "exponential")
 
 
-def test_finding_18_deeply_nested_json_on_the_first_line(tmp_path):
+def test_deeply_nested_json_on_the_first_line(tmp_path):
     path = tmp_path / "deep.jsonl"
     path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     result = invoke("run", "--trace", path, "--cache-only", "-o", tmp_path / "o")

@@ -1,6 +1,7 @@
-"""Known answers for input and output edges a review found: stale results in a reused -o
-folder, private permissions, non-finite capacities, negative seeds, a bad sweep base seed,
-and the workload seed that keeps request classes equal across a sweep's runs."""
+"""Known answers at the edges of output folders and seeds: stale results in a reused -o
+folder (docs/input-rules.md I11), private permissions (I12), non-finite capacities (I1),
+negative seeds and a seed nothing reads (I8), a sweep with failed runs (I14), and the
+workload seed that keeps request classes equal across a sweep's runs."""
 
 from __future__ import annotations
 
@@ -8,19 +9,14 @@ import os
 import stat
 
 import pytest
-from click.testing import CliRunner
+from cli_helpers import invoke
 
-from prefixsim.cli import app
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
 from prefixsim.pipeline.run import simulate
 from prefixsim.sweep.spec import make_point
 
 DEMO = "traces/demo_chat.jsonl"
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
 
 
 def test_a_reused_output_folder_keeps_no_stale_results(tmp_path):
@@ -79,7 +75,7 @@ def test_negative_seeds_are_refused(args):
 
 
 def test_run_has_no_seed_that_nothing_reads():
-    """Issue 13, finding 15: `run --seed` changed only the `seed` field of the summary. It
+    """docs/input-rules.md I8: `run --seed` changed only the `seed` field of the summary. It
     is gone (click refuses the flag, exit 2), a config's `seed:` is refused naming the key,
     and the summary has no `seed`."""
     assert invoke("run", "--trace", DEMO, "--cache-only", "--seed", "3").exit_code == 2
