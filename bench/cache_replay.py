@@ -1,4 +1,4 @@
-"""Benchmark of the cache-only replay (issue 2): speed against a naive baseline, the whole
+"""Benchmark of the cache-only replay: speed against a naive baseline, the whole
 command's wall time, and resident bytes per cached page.
 
     .venv/bin/python bench/cache_replay.py [--trace PATH] [--repeat N]

@@ -7,7 +7,7 @@
 #   bench/calibrate_gpu.sh --dry-run [MODEL] [OUT_DIR]   # print the commands only
 #
 # Writes OUT_DIR/cuda-<gpu preset or "gpu">-MODEL.json. Without a CUDA GPU visible to
-# torch it measures nothing and exits 2. No GPU was lent to issue 12, so this path has not
+# torch it measures nothing and exits 2. No GPU was at hand when it was written, so it has not
 # produced a shipped profile yet; the shipped GPU profiles are imported from Vidur's data.
 set -euo pipefail
 cd "$(dirname "$0")/.."

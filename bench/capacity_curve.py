@@ -1,6 +1,6 @@
 """Bench: the 50-capacity LRU curve in one stack-distance pass vs 3 single replays.
 
-Target (issue 6): 50 capacities of the LRU curve in less time than 3 single cache-only
+Target: 50 capacities of the LRU curve in less time than 3 single cache-only
 replays, both timed here in the same process. Uses the Mooncake conversation trace when
 ../shared/traces is present, else a synthetic multi-turn trace. The 3 replays' capacities
 are points of the curve, so the bench also checks their hit tokens agree exactly.

@@ -1,4 +1,4 @@
-"""Bench: timed-engine speed on the Mooncake conversation trace (issue 3, item 7).
+"""Bench: timed-engine speed on the Mooncake conversation trace.
 
 Replays the trace on 4 x h100-sxm serving llama-3.1-8b with prefix_aware routing and prints
 simulated seconds per wall second (target >= 1000x: the 1-hour trace in <= 3.6 s of wall
@@ -6,7 +6,7 @@ time) and events per request. The baseline, measured in the same run, is the sam
 stepping decode one step per timeout (`max_run_steps=1`) on the first N requests, against
 the fast path on the same N: the ratio is what "advance per batch change" buys. Then a
 fleet series (`--replica-series 4,16,64`): CPU time per request as replicas grow at
-constant load per replica (target: 64 replicas <= 1.5x of 4, issue 17). Without
+constant load per replica (target: 64 replicas <= 1.5x of 4). Without
 ../shared/traces it uses the bundled demo trace (figures then are not the target's).
 
     .venv/bin/python bench/engine_speed.py [TRACE] [--baseline-requests N]

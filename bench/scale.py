@@ -1,4 +1,4 @@
-"""Benchmark of prefixsim at scale (issue 14): read rates, then wall time and peak RSS of the
+"""Benchmark of prefixsim at scale: read rates, then wall time and peak RSS of the
 main commands at 1M and 10M requests, in one run.
 
     .venv/bin/python bench/scale.py [--data DIR] [--commands-10m cache-only,...] [--skip ...]
@@ -22,7 +22,7 @@ main commands at 1M and 10M requests, in one run.
    `#k` suffix (k >= 1). So its first 1M requests are the base trace, and the 10M run's first 1M
    request rows must equal an in-memory (`--no-stream`) run of the base: checked, printed.
 
-Targets (issue 14): JSONL >= 200k req/s, Parquet >= 1M req/s; cache-only 1M <= 25 s and
+Targets: JSONL >= 200k req/s, Parquet >= 1M req/s; cache-only 1M <= 25 s and
 <= 1 GB, timed 1M <= 120 s and <= 1.5 GB, cache-only 10M <= 4 GB (RSS is printed in MiB,
 as the kernel counts it; the targets are read as GiB). The machine is shared:
 wall times move by 20-30% from run to run; RSS does not.

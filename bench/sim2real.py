@@ -1,4 +1,4 @@
-"""Bench: simulated against measured latencies of real vLLM servers (issue 11).
+"""Bench: simulated against measured latencies of real vLLM servers.
 
 Reads the real runs under ../shared/validation/ (inference-perf load sweeps of vLLM v0.11 on
 one H100; see that folder's README), rebuilds each open-loop stage's workload with the

@@ -1,4 +1,4 @@
-"""Benchmark of the trace readers (issue 5): requests read per second for every format,
+"""Benchmark of the trace readers: requests read per second for every format,
 against a bare-parse baseline measured in the same run, and the 1M-request scale check.
 
     .venv/bin/python bench/trace_read.py [--requests N] [--scale N]

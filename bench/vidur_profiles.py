@@ -1,4 +1,5 @@
-"""Bench: the shipped GPU profiles against Vidur's public data (issue 12).
+"""Bench: the shipped GPU profiles against Vidur's public data (docs/cost-models.md
+"Imported GPU profiles").
 
 For every shipped `<gpu>-<model>-tp<N>` profile: the one command that imports it, whether a
 fresh import gives the shipped bytes (the date apart) and the same bytes twice, the import

@@ -353,7 +353,7 @@ def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
     return config
 
 
-# A run has no randomness of its own: `seed` was accepted and read by nothing (issue 13).
+# A run has no randomness of its own: `seed` was read by nothing (docs/input-rules.md I8).
 _NO_SEED = (" (a run has no randomness of its own; the workload's modelled randomness is "
             "trace.seed)")
 

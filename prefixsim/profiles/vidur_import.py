@@ -47,7 +47,7 @@ FEATURE_RULES = FeatureRules(gemm_dtype_bytes=2, attention_dtype_bytes=2, prefil
 LAYER_OPS = ("qkv", "o", "gate_up", "down")
 TARGETS = {"gemm": 0.03, "elementwise": 0.05, "prefill_attention": 0.15,
            "decode_attention": 0.15, "all_reduce": 0.05, "step": 0.05}
-"""Held-out median targets of issue 12 (docs/cost-models.md "Imported GPU profiles")."""
+"""Held-out median targets (docs/cost-models.md "Imported GPU profiles")."""
 FRAMEWORK = "vLLM of 2024-05 (about v0.4) on an A100 host, Vidur's cpu_overheads profile"
 
 

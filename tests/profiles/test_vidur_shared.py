@@ -1,4 +1,5 @@
-"""The shipped GPU profiles: each meets the held-out targets of issue 12, and (with Vidur's
+"""The shipped GPU profiles: each meets the held-out targets (docs/cost-models.md
+"Imported GPU profiles"), and (with Vidur's
 data in ../shared/gpu-measurements/vidur, skipped where absent) a fresh import gives the
 shipped bytes, the date apart; timed runs with them name what they borrowed and how a run
 at an uncovered TP falls back."""
