@@ -7,10 +7,10 @@ Owns only what several test files need; a fake used by one file stays in that fi
 from collections.abc import Callable
 
 from prefixsim.cache import POLICIES, RadixCache
-from prefixsim.costmodel import NO_OVERHEADS, ServingOverheads
+from prefixsim.costmodel import NO_OVERHEADS, CostModelBase, ServingOverheads
 
 
-class Ticks:
+class Ticks(CostModelBase):
     """A cost model (docs/architecture.md "Cost models") where every step takes 1 s, a run of
     n identical decode steps n s, and a transfer bytes / bandwidth. `probe(kind, what)`, when
     given, hears every step time asked for: ("step", batch) or ("decode", contexts)."""

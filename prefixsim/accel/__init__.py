@@ -37,6 +37,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.tree",
     "prefixsim.costmodel.operator_times",
     "prefixsim.costmodel.roofline",
+    "prefixsim.costmodel.roofline_base",
     "prefixsim.engine.cache_only_fast",
     "prefixsim.engine.decode_steps",
     "prefixsim.engine.itl",

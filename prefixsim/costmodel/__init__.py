@@ -6,6 +6,7 @@ from prefixsim.costmodel.protocol import (
     COST_MODELS,
     NO_OVERHEADS,
     CostModel,
+    CostModelBase,
     PrefillChunk,
     ServingOverheads,
     StepBatch,
@@ -13,6 +14,6 @@ from prefixsim.costmodel.protocol import (
 from prefixsim.costmodel.roofline import Roofline, ServingParams
 from prefixsim.costmodel.step_roofline import StepRoofline, StepRooflineParams
 
-__all__ = ["COST_MODELS", "NO_OVERHEADS", "CostModel", "FittedCostModel", "PrefillChunk",
-           "ServingOverheads", "Roofline", "ServingParams", "StepBatch", "StepRoofline",
-           "StepRooflineParams"]
+__all__ = ["COST_MODELS", "NO_OVERHEADS", "CostModel", "CostModelBase", "FittedCostModel",
+           "PrefillChunk", "ServingOverheads", "Roofline", "ServingParams", "StepBatch",
+           "StepRoofline", "StepRooflineParams"]

@@ -44,7 +44,7 @@ from prefixsim.costmodel.operators import (
     lm_head,
 )
 from prefixsim.costmodel.profile import Profile, load_profile
-from prefixsim.costmodel.protocol import COST_MODELS, ServingOverheads, StepBatch
+from prefixsim.costmodel.protocol import COST_MODELS, CostModelBase, ServingOverheads, StepBatch
 from prefixsim.costmodel.roofline import ServingParams
 from prefixsim.costmodel.tables import Table1D
 from prefixsim.presets import GPUSpec, ModelSpec
@@ -97,7 +97,7 @@ def fitted_params(params: dict[str, float]) -> ServingParams:
 
 
 @COST_MODELS.register("fitted")
-class FittedCostModel:
+class FittedCostModel(CostModelBase):
     """Step times of `model` on `tp` devices from a `profile` (a Profile, a path or a
     shipped profile's name). `gpu` is the run's GPU preset: it prices all-reduces the
     profile did not measure and is compared with the GPU the profile describes."""

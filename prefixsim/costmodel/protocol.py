@@ -3,14 +3,17 @@
 The engine calls a cost model for every batch change: `step_time_s` for a step that has
 prefill chunks (mixed with decodes or not), `decode_steps_time_s` for a run of identical
 decode-only steps (the fast path of "advance per batch change"), and `transfer_time_s` for
-moving KV between tiers. Implementations register in `COST_MODELS` (the roofline model in
-roofline.py; the calibrated model in fitted.py). A cost model is pure: same batch, same time;
-it keeps no state between calls and never sees the cache or the scheduler.
+moving KV between tiers; `decode_run_timer` for the steps a decode run has done by a time,
+and `describe` for the summary keys a model adds about itself. `CostModelBase` gives every
+method but `step_time_s` a default. Implementations register in `COST_MODELS` (the roofline
+models in roofline.py and step_roofline.py, sharing roofline_base.py; the calibrated model in
+fitted.py). A cost model is pure: same batch, same time; it keeps no state between calls and
+never sees the cache or the scheduler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -66,6 +69,9 @@ class ServingOverheads:
 
 NO_OVERHEADS = ServingOverheads()
 
+DecodeRunTime = Callable[[tuple[int, ...], int], float]
+"""(decode contexts, steps) -> seconds of that many steps of one decode run."""
+
 
 class CostModel(Protocol):
     """Step times of one replica (a model on `tp` GPUs); all times in simulated seconds."""
@@ -91,9 +97,46 @@ class CostModel(Protocol):
         """
         ...
 
+    def decode_run_timer(self, decode_contexts: tuple[int, ...]) -> DecodeRunTime:
+        """`decode_steps_time_s` for repeated calls on one run over `decode_contexts` (the
+        engine asks how many steps fit in a time); it may precompute what the contexts fix."""
+        ...
+
     def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
         """Time to move `num_bytes` of KV over a link of `bandwidth_bytes_s` per direction."""
         ...
+
+    def describe(self) -> dict[str, object]:
+        """Keys the model adds to the summary about itself (the fitted model names its
+        profile; docs/cost-models.md); none by default."""
+        ...
+
+
+class CostModelBase:
+    """The defaults of `CostModel`: no serving overheads, decode runs summed step by step
+    and timed by `decode_steps_time_s` itself, transfers at the link's bandwidth, nothing to
+    describe. A model subclasses it and writes `step_time_s` and what it computes better."""
+
+    name: str
+    serving_overheads: ServingOverheads = NO_OVERHEADS
+
+    def step_time_s(self, batch: StepBatch) -> float:
+        raise NotImplementedError
+
+    def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
+        return sum(self.step_time_s(StepBatch((), tuple(c + k for c in decode_contexts)))
+                   for k in range(num_steps))
+
+    def decode_run_timer(self, decode_contexts: tuple[int, ...]) -> DecodeRunTime:
+        return self.decode_steps_time_s
+
+    def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
+        if bandwidth_bytes_s <= 0:
+            raise ValueError(f"bandwidth must be > 0, got {bandwidth_bytes_s}")
+        return num_bytes / bandwidth_bytes_s
+
+    def describe(self) -> dict[str, object]:
+        return {}
 
 
 COST_MODELS: Registry[CostModel] = Registry("cost model")

@@ -20,13 +20,13 @@ overlap of CPU work with the GPU (vLLM's async scheduling is off by default).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 from prefixsim.costmodel.collectives import ACTIVATION_BYTES, AllReduceCost
 from prefixsim.costmodel.operator_times import OperatorParams, OperatorTimes
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.protocol import COST_MODELS, ServingOverheads, StepBatch
+from prefixsim.costmodel.roofline_base import RooflineBase
 from prefixsim.presets import GPUSpec, ModelSpec
 
 
@@ -72,17 +72,13 @@ def split_params(params: dict[str, float]) -> tuple[OperatorParams, ServingParam
 
 
 @COST_MODELS.register("roofline")
-class Roofline:
+class Roofline(RooflineBase):
     """Per-operator step times of `model` on `tp` x `gpu` (see the module docstring)."""
 
     name = "roofline"
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1, **params: float) -> None:
-        if tp < 1:
-            raise ValueError(f"tp must be >= 1, got {tp}")
-        self.model = model
-        self.gpu = gpu
-        self.tp = tp
+        super().__init__(model, gpu, tp)
         self.operator_params, self.params = split_params(params)
         s = self.params
         self.serving_overheads = ServingOverheads(s.frontend_s, s.emission_s, s.idle_wakeup_s)
@@ -102,17 +98,6 @@ class Roofline:
                                * self.ops.decode_attention_s_per_context_token())
 
     # ------------------------------------------------------------------ pieces
-    def prefill_flops(self, new_tokens: int, cached_tokens: int) -> tuple[float, float]:
-        """(GEMM FLOPs incl. logits, attention FLOPs) of one prefill chunk, whole replica,
-        without padding: the least work any GPU arrangement must do."""
-        model = self.model
-        n, c = new_tokens, cached_tokens
-        gemm = 2.0 * model.linear_params_per_token * n + 2.0 * model.hidden_size * (
-            model.vocab_size)
-        attn = 4.0 * model.num_layers * model.num_heads * model.head_dim * (
-            n * c + n * (n + 1) / 2)
-        return gemm, attn
-
     def _mlp_s(self, tokens: int) -> float:
         d, ops = self.dims, self.ops
         h, inter = d.hidden_size, d.intermediate_size
@@ -193,17 +178,8 @@ class Roofline:
                 + self.cpu_s(num_seqs, tokens))
 
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
-        """`decode_steps_time_s` from the batch size and context sum alone."""
         if num_seqs <= 0 or num_steps <= 0:
             return 0.0
         growth = num_seqs * num_steps * (num_steps - 1) / 2
         return (num_steps * self._decode_fixed_s(num_seqs)
                 + self._s_per_context * (num_steps * context_sum + growth))
-
-    def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
-        return self.decode_run_time_s(len(decode_contexts), sum(decode_contexts), num_steps)
-
-    def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
-        if bandwidth_bytes_s <= 0:
-            raise ValueError(f"bandwidth must be > 0, got {bandwidth_bytes_s}")
-        return num_bytes / bandwidth_bytes_s

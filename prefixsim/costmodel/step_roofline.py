@@ -23,11 +23,11 @@ communication latency, quantised weights other than `weight_dtype_bytes`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prefixsim.costmodel.collectives import allreduce_s_per_token
-from prefixsim.costmodel.protocol import COST_MODELS, NO_OVERHEADS, StepBatch
+from prefixsim.costmodel.protocol import COST_MODELS, StepBatch
+from prefixsim.costmodel.roofline_base import RooflineBase
 from prefixsim.presets import GPUSpec, ModelSpec
 
 
@@ -71,18 +71,13 @@ def _sum_max_of_lines(a1: float, b1: float, a2: float, b2: float, num_steps: int
 
 
 @COST_MODELS.register("step_roofline")
-class StepRoofline:
+class StepRoofline(RooflineBase):
     """Whole-step roofline times of `model` on `tp` × `gpu` (see the module docstring)."""
 
     name = "step_roofline"
-    serving_overheads = NO_OVERHEADS
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1, **params: float) -> None:
-        if tp < 1:
-            raise ValueError(f"tp must be >= 1, got {tp}")
-        self.model = model
-        self.gpu = gpu
-        self.tp = tp
+        super().__init__(model, gpu, tp)
         self.params = StepRooflineParams(**params)
         p = self.params
         peak = gpu.peak_flops(p.weight_dtype_bytes) * tp
@@ -91,9 +86,6 @@ class StepRoofline:
         self._s_per_gemm_flop = 1.0 / (peak * p.gemm_efficiency)
         self._s_per_attn_flop = 1.0 / (peak * p.attention_efficiency)
         self._s_per_byte = 1.0 / bandwidth
-        self._linear_flops_per_token = 2.0 * model.linear_params_per_token
-        self._logit_flops_per_seq = 2.0 * model.hidden_size * model.vocab_size
-        self._attn_flops_per_pair = 4.0 * model.num_layers * model.num_heads * model.head_dim
         self._kv_bytes_per_token = model.kv_bytes_per_token(p.kv_dtype_bytes)
         weights = model.weight_bytes(p.weight_dtype_bytes)
         self._expert_bytes = model.expert_params * p.weight_dtype_bytes
@@ -108,13 +100,6 @@ class StepRoofline:
             return self._dense_weight_bytes + self._expert_bytes
         untouched = (1.0 - model.experts_per_token / model.num_experts) ** num_tokens
         return self._dense_weight_bytes + self._expert_bytes * (1.0 - untouched)
-
-    def prefill_flops(self, new_tokens: int, cached_tokens: int) -> tuple[float, float]:
-        """(GEMM FLOPs incl. logits, attention FLOPs) of one prefill chunk."""
-        n, c = new_tokens, cached_tokens
-        gemm = self._linear_flops_per_token * n + self._logit_flops_per_seq
-        attn = self._attn_flops_per_pair * (n * c + n * (n + 1) / 2)
-        return gemm, attn
 
     def _time(self, gemm: float, attn: float, num_bytes: float, num_tokens: int) -> float:
         compute = gemm * self._s_per_gemm_flop + attn * self._s_per_attn_flop
@@ -160,16 +145,7 @@ class StepRoofline:
         return a1, b1, a2, b2, fixed
 
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
-        """`decode_steps_time_s` from the batch size and context sum alone."""
         if num_seqs <= 0 or num_steps <= 0:
             return 0.0
         a1, b1, a2, b2, fixed = self.decode_run_lines(num_seqs, context_sum)
         return _sum_max_of_lines(a1, b1, a2, b2, num_steps) + fixed * num_steps
-
-    def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
-        return self.decode_run_time_s(len(decode_contexts), sum(decode_contexts), num_steps)
-
-    def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
-        if bandwidth_bytes_s <= 0:
-            raise ValueError(f"bandwidth must be > 0, got {bandwidth_bytes_s}")
-        return num_bytes / bandwidth_bytes_s

@@ -9,29 +9,14 @@ or two of the answer; these walk from there with a few cost-model calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from prefixsim.costmodel import CostModel
-
-RunTime = Callable[[tuple[int, ...], int], float]  # (contexts, steps) -> seconds
-
-
-def run_time_of(cost_model: CostModel, contexts: tuple[int, ...]) -> RunTime:
-    """`cost_model.decode_steps_time_s`, for repeated calls on the same `contexts`: a cost
-    model with `decode_run_time_s(num_seqs, context_sum, steps)` (the roofline models, whose
-    `decode_steps_time_s` is exactly that of the contexts' count and sum) is asked that
-    directly, without summing the contexts at every call."""
-    by_sum = getattr(cost_model, "decode_run_time_s", None)
-    if by_sum is None:
-        return cost_model.decode_steps_time_s
-    num_seqs, context_sum = len(contexts), sum(contexts)
-    return lambda _contexts, steps: by_sum(num_seqs, context_sum, steps)
+from prefixsim.costmodel.protocol import DecodeRunTime
 
 
 def steps_done_by(cost_model: CostModel, contexts: tuple[int, ...], steps: int,
-                  elapsed_s: float, time_of: RunTime | None = None) -> int:
+                  elapsed_s: float, time_of: DecodeRunTime | None = None) -> int:
     """Most steps (0..steps) of the run whose total time fits in `elapsed_s`
-    (`time_of`: the run's `run_time_of`, when the caller has it)."""
+    (`time_of`: the run's `cost_model.decode_run_timer`, when the caller has it)."""
     if time_of is None:
         time_of = cost_model.decode_steps_time_s
     total_s = time_of(contexts, steps)
@@ -71,7 +56,7 @@ class RunClock:
         self.num_seqs = len(contexts)
         self.steps = steps
         self.total_s = total_s
-        self.time_of = run_time_of(cost_model, contexts)
+        self.time_of = cost_model.decode_run_timer(contexts)
         # the cursor: `done` steps end at done_s, the next at next_s (-1: not asked yet); a
         # caller may read done directly when done_s <= elapsed < next_s
         self.done = 0

@@ -9,8 +9,8 @@ it a local cluster of `n_jobs` single-threaded worker processes is started on th
 
 `open()` connects (or starts the local cluster) before the driver creates anything on disk,
 so a wrong address, an unreachable port or a cluster without workers is one `InputError`
-(exit 2) and no sweep folder; `close()` ends what `open()` started (`open_executor` and
-`close_executor` call them where an executor has them). Workers of a local pool
+(exit 2) and no sweep folder; `close()` ends what `open()` started (`ExecutorBase`: neither
+does anything by default). Workers of a local pool
 or cluster exit when the driver dies (sweep/worker.py `watch_driver`). A local Dask cluster
 runs with TLS and temporary credentials (only this driver can submit work); a cluster given
 by `--address` is trusted: the driver unpickles what its workers return (README: sweeps).
@@ -52,6 +52,17 @@ class Executor(Protocol):
         """End what `open` started (a joined cluster is left running)."""
 
 
+class ExecutorBase:
+    """The defaults of `Executor`: nothing to connect or start before the first map, nothing
+    to release after the last (joblib keeps and reuses its worker pool itself)."""
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 EXECUTORS: Registry[Executor] = Registry("executor")
 
 
@@ -66,20 +77,6 @@ def _optional(module: str, extra: str) -> Any:
     except ImportError:
         raise InputError(f"needs the optional dependency {module!r}: "
                          f"pip install 'prefixsim[{extra}]'", field="--executor") from None
-
-
-def open_executor(executor: Executor) -> None:
-    """Connect `executor` now (its `open`, where it has one)."""
-    opener = getattr(executor, "open", None)
-    if opener is not None:
-        opener()
-
-
-def close_executor(executor: Executor) -> None:
-    """Release what `executor` holds (its `close`, where it has one)."""
-    close = getattr(executor, "close", None)
-    if close is not None:
-        close()
 
 
 def check_reachable(address: str, default_port: int) -> None:
@@ -116,19 +113,13 @@ def _call_indexed(fn: Callable[[Any], Any], driver_pid: int, index: int, item: A
 
 
 @EXECUTORS.register("local")
-class LocalExecutor:
+class LocalExecutor(ExecutorBase):
     """joblib's process pool (loky) on this machine; -j 1 runs in this process."""
 
     def __init__(self, n_jobs: int | None = None, address: str | None = None) -> None:
         if address is not None:
             raise InputError("--address is for the dask and ray executors", field="--address")
         self.n_jobs = n_jobs or default_jobs()
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        """Nothing to release: joblib keeps (and reuses) its worker pool itself."""
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Indexed]:
         if self.n_jobs == 1 or len(items) <= 1:
@@ -143,7 +134,7 @@ class LocalExecutor:
 
 
 @EXECUTORS.register("dask")
-class DaskExecutor:
+class DaskExecutor(ExecutorBase):
     """Dask distributed: a scheduler at `address`, or a LocalCluster of worker processes
     (TLS with temporary credentials, so no other local process can submit to it)."""
 
@@ -211,7 +202,7 @@ class DaskExecutor:
 
 
 @EXECUTORS.register("ray")
-class RayExecutor:
+class RayExecutor(ExecutorBase):
     """Ray: a cluster at `address` (`auto`, `host:6379` or, with `ray[client]`,
     `ray://host:10001`), or a new local one (even when another Ray cluster runs here)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.sweep.executors import EXECUTORS, Executor, close_executor, open_executor
+from prefixsim.sweep.executors import EXECUTORS, Executor
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
 from prefixsim.sweep.store import (
     check_sweep_folder,
@@ -82,13 +82,13 @@ def run_sweep(
     if not resume and read_sweep_meta(out_dir) is not None:
         raise InputError("already holds a sweep; pass --resume to finish it or choose another "
                          "-o folder", file=str(out_dir))
-    open_executor(runner)  # a wrong address or an empty cluster fails here, before any folder
+    runner.open()  # a wrong address or an empty cluster fails here, before any folder
     try:
         with lock_sweep_folder(out_dir):
             return _run(spec, points, out_dir, runner, resume, keep_requests, on_start,
                         on_outcome, command)
     finally:
-        close_executor(runner)
+        runner.close()
 
 
 def check_traces(points: list[SweepPoint], source: str | None) -> None:

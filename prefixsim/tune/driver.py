@@ -28,7 +28,6 @@ import yaml
 
 from prefixsim.errors import InputError
 from prefixsim.sweep import EXECUTORS, OK, RunOutcome, run_point
-from prefixsim.sweep.executors import close_executor
 from prefixsim.sweep.runner import TABLE_REFRESH_S
 from prefixsim.sweep.spec import SweepPoint
 from prefixsim.sweep.store import (
@@ -114,7 +113,7 @@ def run_tune(
         result.summary = finish(study, spec, parts, out_dir, runner=runner,
                                 keep_requests=keep_requests)
     finally:
-        close_executor(runner)
+        runner.close()
     return result
 
 
