@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -65,8 +66,7 @@ def parse_capacities(text: str) -> list[int]:
 @fail_cleanly
 def curve(trace_path: str, trace_format: str | None, block_size: int | None,
           max_requests: int | None, policies: str, capacities: str, sample_rate: float | None,
-          force_replay: bool, as_json: bool, output: str | None,
-          plot_path: str | None) -> None:
+          force_replay: bool, **outputs: Any) -> None:
     """Hit rate against capacity for one or several policies. LRU uses one exact
     stack-distance pass (docs/cache-semantics.md Part A, no TTL); other policies replay
     once per capacity.
@@ -84,6 +84,7 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
       prefixsim curve --trace trace.jsonl --policy lru,s3fifo,gdsf,belady \\
           --capacities 1e5:5e7:50 --plot curve.png
     """
+    as_json, output, plot_path = outputs["as_json"], outputs["output"], outputs["plot_path"]
     names = parse_policies(policies)
     caps = parse_capacities(capacities)
     if plot_path is not None and not plot_path.lower().endswith(".png"):

@@ -17,6 +17,7 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -190,13 +191,23 @@ def curve_label(columns: Sequence[str], key: tuple[str, ...]) -> str:
     return ", ".join(f"{c}={v}" for c, v in zip(columns, key, strict=True)) or "all runs"
 
 
-def xy_figure(
-    table: pd.DataFrame, x: str, y: str, *, curve_by: Sequence[str] = (),
-    col_by: str | None = None, scale_x: str = "linear", title: str | None = None,
-    bounds_label: str | None = None, min_points: int = 1, dashed: Sequence[str] = (),
-    match_by: Sequence[str] | None = None,
-) -> Figure:
-    """One curve per `curve_by` combination (sorted by x), one panel per `col_by` value.
+@dataclass(frozen=True)
+class XYLayout:
+    """How `xy_figure` groups rows into curves and panels and draws them."""
+
+    curve_by: Sequence[str] = ()
+    col_by: str | None = None
+    scale_x: str = "linear"
+    title: str | None = None
+    bounds_label: str | None = None
+    min_points: int = 1
+    dashed: Sequence[str] = ()
+    match_by: Sequence[str] | None = None
+
+
+def xy_figure(table: pd.DataFrame, x: str, y: str, **layout: Any) -> Figure:
+    """One curve per `curve_by` combination (sorted by x), one panel per `col_by` value;
+    `layout` holds the fields of `XYLayout`.
 
     Rows with a missing x become dashed horizontal lines labelled `bounds_label` when it is
     given (else they are dropped), drawn for the curve that has the same `match_by` values
@@ -204,16 +215,12 @@ def xy_figure(
     curves whose label contains one of `dashed` are drawn dashed.
     """
     with plain_text():
-        return _xy_figure(table, x, y, curve_by=curve_by, col_by=col_by, scale_x=scale_x,
-                          title=title, bounds_label=bounds_label, min_points=min_points,
-                          dashed=dashed, match_by=match_by)
+        return _xy_figure(table, x, y, XYLayout(**layout))
 
 
-def _xy_figure(
-    table: pd.DataFrame, x: str, y: str, *, curve_by: Sequence[str], col_by: str | None,
-    scale_x: str, title: str | None, bounds_label: str | None, min_points: int,
-    dashed: Sequence[str], match_by: Sequence[str] | None,
-) -> Figure:
+def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
+    curve_by, col_by, min_points = layout.curve_by, layout.col_by, layout.min_points
+    bounds_label, dashed, match_by = layout.bounds_label, layout.dashed, layout.match_by
     require(table, [x, y])
     match_by = list(curve_by if match_by is None else match_by)
     panels = [(None, table)] if col_by is None else [
@@ -240,10 +247,10 @@ def _xy_figure(
                     colour, label = colours[key]
                     ax.axhline(row[y], linestyle="--", color=colour, linewidth=1.2,
                                label=f"{bounds_label} ({label})")
-        ax.set_xscale(scale_x)
+        ax.set_xscale(layout.scale_x)
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))
-        heading = title or f"{axis_label(y)} vs {axis_label(x)}"
+        heading = layout.title or f"{axis_label(y)} vs {axis_label(x)}"
         ax.set_title(heading if panel is None else f"{heading}\n{col_by}={panel}", fontsize=10)
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
