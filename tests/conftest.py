@@ -1,7 +1,8 @@
-"""Makes `tests/fakes.py` importable as `fakes` from every test folder.
+"""Makes the shared helper modules of `tests/` (`fakes.py`, `cli_helpers.py`, `fast_path.py`)
+importable by name from every test folder.
 
 The test folders are not packages (pytest's default "prepend" import mode puts each test
-file's folder on `sys.path`), so the shared fakes live on the path this file adds.
+file's folder on `sys.path`), so the shared helpers live on the path this file adds.
 """
 
 import sys

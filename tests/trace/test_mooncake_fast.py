@@ -5,6 +5,7 @@ a file is bad, the same one-line error (the fast path gives up and the exact pat
 import json
 
 import pytest
+from fast_path import read_both as read_both_ways
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,18 +15,7 @@ from prefixsim.trace.columns import RequestColumns
 
 
 def read_both(path, options=None):
-    results = []
-    for fast in (True, False):
-        original = mooncake.read_fast
-        if not fast:
-            mooncake.read_fast = lambda *args: None
-        try:
-            results.append(read_trace(path, "mooncake", options))
-        except InputError as error:
-            results.append(str(error))
-        finally:
-            mooncake.read_fast = original
-    return results
+    return read_both_ways(path, "mooncake", mooncake, "read_fast", options)
 
 
 rows = st.fixed_dictionaries(

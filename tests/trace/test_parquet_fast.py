@@ -4,28 +4,17 @@ one-line error when a file is bad (the fast path gives up and the row path decid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from fast_path import read_both as read_both_ways
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prefixsim.errors import InputError
 from prefixsim.trace import ReadOptions, parquet, read_trace
 from prefixsim.trace.chains import TABLE_IDS, ChunkChains
 from prefixsim.trace.columns import RequestColumns
 
 
 def read_both(path, options=None):
-    results = []
-    for fast in (True, False):
-        original = parquet._read_columns
-        if not fast:
-            parquet._read_columns = lambda *args: None
-        try:
-            results.append(read_trace(path, "parquet", options))
-        except InputError as error:
-            results.append(str(error))
-        finally:
-            parquet._read_columns = original
-    return results
+    return read_both_ways(path, "parquet", parquet, "_read_columns", options)
 
 
 rows = st.fixed_dictionaries(
