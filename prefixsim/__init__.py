@@ -18,8 +18,7 @@ _accel.install()  # before any hot module is imported: compiled copies, if built
 
 from prefixsim._version import __version__  # noqa: E402
 from prefixsim.config import RunConfig, load_config  # noqa: E402
-from prefixsim.pipeline import RunResult, simulate  # noqa: E402
-from prefixsim.pipeline.api import run  # noqa: E402
+from prefixsim.pipeline import RunResult, run, simulate  # noqa: E402
 from prefixsim.trace import Request, load_trace  # noqa: E402
 
 Result = RunResult

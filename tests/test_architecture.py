@@ -143,6 +143,44 @@ def test_engine_makes_no_frames():
     assert not users
 
 
+# docs/architecture.md "One run: a one-way road": callers reach the run through the face
+# of the pipeline package (`simulate`, its sinks and result), never a stage below it
+ROAD_CALLERS = ("cli", "sweep", "tune", "__init__", "__main__", "report")
+# what opening or writing a file looks like; the engine does neither
+FILE_CALLS = {"open", "write_text", "write_bytes", "read_text", "read_bytes", "to_parquet",
+              "write_table", "read_table", "ParquetFile", "ParquetWriter", "mkdir", "unlink",
+              "TemporaryDirectory", "NamedTemporaryFile", "mkstemp", "mkdtemp"}
+
+
+def _below_the_road(modules: dict[str, ast.Module]) -> list[tuple[str, str]]:
+    """(module, imported) where a road caller imports a pipeline module, not the package."""
+    return [(module, imported) for module, tree in modules.items()
+            if _part(module) in ROAD_CALLERS
+            for imported, _ in _imports(tree) if imported.startswith("prefixsim.pipeline.")]
+
+
+def _file_calls(tree: ast.Module) -> list[str]:
+    """Names of the file-opening calls in `tree`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in FILE_CALLS:
+                found.append(name)
+    return found
+
+
+def test_runs_go_through_the_pipeline_package_face():
+    assert not _below_the_road(_modules())
+
+
+def test_engine_opens_no_file():
+    opened = {module: calls for module, tree in _modules().items()
+              if _part(module) == "engine" and (calls := _file_calls(tree))}
+    assert not opened
+
+
 def test_top_level_is_small():
     loose = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert len(loose) <= 6, loose
@@ -166,3 +204,9 @@ def test_the_checks_can_fail():
                "prefixsim.cli.z": ast.parse("from prefixsim.engine import timed\n")}
     assert _upward(planted) == [("prefixsim.engine.x", "prefixsim.metrics"),
                                 ("prefixsim.cache.y", "prefixsim")]
+    assert _below_the_road({"prefixsim.cli.z": ast.parse(
+        "from prefixsim.pipeline.streamed import replay_streamed\n"
+        "from prefixsim.pipeline import simulate\n")}) == [
+        ("prefixsim.cli.z", "prefixsim.pipeline.streamed")]
+    assert sorted(_file_calls(ast.parse("with open(p) as f: pass\nPath(p).write_text('x')\n"))
+                  ) == ["open", "write_text"]

@@ -25,7 +25,7 @@ from prefixsim.cli.files import write_folder
 from prefixsim.config import RunConfig, config_to_yaml
 from prefixsim.errors import InputError
 from prefixsim.metrics.schema import PRINTED_KEYS
-from prefixsim.pipeline import RunResult
+from prefixsim.pipeline import ParquetRows, RunResult
 
 RESULTS_ROOT = Path("results")
 RUN_FILES = frozenset({"summary.json", "requests.parquet", "timeseries.parquet", "config.yaml"})
@@ -74,38 +74,30 @@ def default_output_dir(config: RunConfig) -> Path:
     return RESULTS_ROOT / f"{stamp}-{trace}-{config.cache.policy}-{mode}"
 
 
-def write_results(out_dir: Path, config: RunConfig, result: RunResult,
-                  fresh: bool = False) -> Path:
-    """Write summary.json, requests.parquet, timeseries.parquet and config.yaml atomically;
-    returns the folder written.
-
-    Files are written into a sibling temporary folder first; a new folder is renamed into
-    place in one step, an existing one gets each file replaced atomically and loses a
-    results file of an earlier run that this run does not write (e.g. its timeseries).
-    `fresh` (a default folder): never an existing one, but the next free `NAME-2`, ...
-    """
-    return write_run(out_dir, config, lambda _path: result, fresh)[0]
-
-
-def write_run(out_dir: Path, config: RunConfig, produce: Callable[[Path], RunResult],
+def write_run(out_dir: Path, produce: Callable[[ParquetRows], RunResult],
               fresh: bool = False) -> tuple[Path, RunResult]:
-    """`write_results` of the result `produce(requests_path)` returns: a run that streams
-    writes its request rows to `requests_path` (in the staging folder) itself, else they
-    are written from the result's frame. Nothing is left behind if `produce` fails."""
+    """Write a run's summary.json, requests.parquet, timeseries.parquet and config.yaml
+    atomically; returns the folder written and the result `produce(rows)` returned.
+
+    `rows` is the sink of the request rows (pipeline/sinks.py): it writes requests.parquet
+    in a sibling staging folder as the run makes them; config.yaml is the result's
+    (effective) config. A new folder is renamed into place in one step, an existing one gets
+    each file replaced atomically and loses a results file of an earlier run that this run
+    does not write (e.g. its timeseries). `fresh` (a default folder): never an existing one,
+    but the next free `NAME-2`, ... Nothing is left behind if `produce` fails."""
     produced: list[RunResult] = []
 
     def fill(staging: Path) -> None:
-        requests_path = staging / "requests.parquet"
-        result = produce(requests_path)
+        result = produce(ParquetRows(staging / "requests.parquet"))
         produced.append(result)
         (staging / "summary.json").write_text(
             json.dumps(result.summary, indent=2, default=str) + "\n", encoding="utf-8"
         )
-        if not requests_path.exists():
-            result.requests.to_parquet(requests_path, index=False)
         if not result.timeseries.empty:
             result.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
-        (staging / "config.yaml").write_text(config_to_yaml(config), encoding="utf-8")
+        if result.config is not None:
+            (staging / "config.yaml").write_text(config_to_yaml(result.config),
+                                                 encoding="utf-8")
 
     folder = write_folder(out_dir, fill, RUN_FILES, fresh=fresh)
     return folder, produced[0]

@@ -15,9 +15,7 @@ from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
 from prefixsim.cli.progress import Progress
 from prefixsim.config import load_config
-from prefixsim.pipeline import RunResult, load_trace_data, resolve_trace_defaults, simulate
-from prefixsim.pipeline.streamed import open_trace_stream, simulate_streamed
-from prefixsim.pipeline.streamed_timed import simulate_timed_streamed
+from prefixsim.pipeline import simulate
 
 RUN_SECTIONS = (
     ("Run", ("config_path", *config_dests("run"), "no_stream")),
@@ -62,28 +60,12 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
     config = load_config(config_path, overrides)
     out_dir = Path(output) if output else default_output_dir(config)
     check_output_dir(out_dir)
-    config = resolve_trace_defaults(config)
     command = shlex.join(["prefixsim", *sys.argv[1:]])
-
-    def produce(requests_path: Path) -> RunResult:
-        stream = None if no_stream else open_trace_stream(config)
-        if stream is not None:  # read chunk by chunk (cache-only: replayed and written so)
-            with Progress("replay", "req", total=stream.total, quiet=quiet) as bar:
-                if config.cache_only:
-                    streamed = simulate_streamed(config, requests_path, bar.update,
-                                                 command=command, stream=stream)
-                else:
-                    streamed = simulate_timed_streamed(config, bar.update, command=command,
-                                                       stream=stream)
-            if streamed is not None:
-                return streamed
-        with Progress("read", "req", quiet=quiet) as bar:
-            trace_data = load_trace_data(config.trace, on_progress=bar.update)
-        if trace_data.skipped_lines:
-            click.echo(f"prefixsim: skipped {trace_data.skipped_lines:,} bad lines", err=True)
-        with Progress("replay", "req", total=len(trace_data.requests), quiet=quiet) as bar:
-            return simulate(config, on_progress=bar.update, trace=trace_data, command=command)
-
-    out_dir, result = write_run(out_dir, config, produce, fresh=output is None)
+    out_dir, result = write_run(out_dir, lambda rows: simulate(
+        config, sink=rows, progress=lambda desc, total: Progress(desc, "req", total, quiet),
+        command=command, stream=not no_stream), fresh=output is None)
+    if result.summary.get("trace_skipped_lines"):
+        click.echo(f"prefixsim: skipped {result.summary['trace_skipped_lines']:,} bad lines",
+                   err=True)
     if not quiet:
         print_summary(result.summary, out_dir)

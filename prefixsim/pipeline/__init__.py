@@ -1,12 +1,16 @@
-"""One run from a config to results, as a one-way road: inputs.py (the trace), build.py
-(components, built once), cache_only.py / timed.py (the engine of the run's mode), then
-metrics/summary.py; run.py ties them together as `simulate`. Writes nothing. See
-docs/architecture.md.
+"""One run from a config to results, as a one-way road: `simulate` (run.py) is the only
+function that runs a run. It reads the trace (inputs.py; streamed chunk by chunk by
+streamed.py and streamed_timed.py where asked), builds the components once (build.py), runs
+the engine of the run's mode (cache_only.py / timed.py), hands the request rows to the
+caller's sink (sinks.py) and the facts to metrics/summary.py. Callers (the CLI, sweeps,
+tuning, the public API) import from this package only; `run` (api.py) is the notebook's
+way to it, taking a config in any form. See docs/architecture.md.
 """
 
-from prefixsim.pipeline.build import Components, build
-from prefixsim.pipeline.inputs import load_trace_data, resolve_trace_defaults
-from prefixsim.pipeline.run import RunResult, simulate
+from prefixsim.pipeline.api import run
+from prefixsim.pipeline.result import RunResult
+from prefixsim.pipeline.road import ProgressFactory, simulate
+from prefixsim.pipeline.sinks import FrameRows, ParquetRows, RowSink
 
-__all__ = ["Components", "RunResult", "build", "load_trace_data", "resolve_trace_defaults",
+__all__ = ["FrameRows", "ParquetRows", "ProgressFactory", "RowSink", "RunResult", "run",
            "simulate"]

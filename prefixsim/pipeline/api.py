@@ -16,8 +16,8 @@ from tqdm import tqdm
 
 from prefixsim.config import RunConfig, build_config, load_config
 from prefixsim.config.run_config import set_dotted
-from prefixsim.pipeline.inputs import load_trace_data, resolve_trace_defaults
-from prefixsim.pipeline.run import RunResult, simulate
+from prefixsim.pipeline.result import RunResult
+from prefixsim.pipeline.road import simulate
 from prefixsim.trace import Request
 
 
@@ -49,14 +49,9 @@ def run(
             data[key] = dict(value) if isinstance(value, Mapping) else value
     for dotted, value in (overrides or {}).items():
         set_dotted(data, dotted, value)
-    effective = build_config(data)
-    with tqdm(unit="req", disable=not progress, leave=False, desc="run") as bar:
-        if requests is not None:
-            return simulate(effective, requests, on_progress=bar.update)
-        effective = resolve_trace_defaults(effective)
-        trace = load_trace_data(effective.trace)
-        bar.total = len(trace.requests)
-        return simulate(effective, on_progress=bar.update, trace=trace)
+    return simulate(build_config(data), requests,
+                    progress=lambda desc, total: tqdm(unit="req", disable=not progress,
+                                                      leave=False, desc=desc, total=total))
 
 
 def _as_mapping(config: RunConfig | Mapping[str, Any] | str | Path | None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A cache-only run of built components: the replay (docs/cache-semantics.md Part A), its
 timeseries and its reference bounds. Writes nothing; summarising is metrics/summary.py's
-job (pipeline/run.py calls it)."""
+job (pipeline/road.py calls it)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ Writes nothing."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 
 from prefixsim.config import RunConfig, TraceConfig
 from prefixsim.engine import ProgressCallback
@@ -39,6 +41,24 @@ def load_trace_data(config: TraceConfig,
                          file=str(config.path), field="trace.time_window")
     return dataclasses.replace(data, requests=kept,
                                labels={**data.labels, "time_window": window_label(start, end)})
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_trace(trace: TraceConfig, stamp: tuple[int, int]) -> TraceData:
+    """The loaded trace; `stamp` (mtime, size) makes an edited file load afresh."""
+    return load_trace_data(trace)
+
+
+def shared_trace_data(config: TraceConfig) -> TraceData:
+    """`load_trace_data` of a resolved trace section, loaded at most once per process and
+    file version (a sweep worker's runs share it). Callers must not mutate it."""
+    if config.path is None:
+        raise InputError("no trace given", field="trace.path")
+    try:
+        info = os.stat(config.path)
+    except OSError:
+        return load_trace_data(config)  # raises the reader's "no such file" InputError
+    return _cached_trace(config, (info.st_mtime_ns, info.st_size))
 
 
 def load_requests(config: TraceConfig) -> list[Request]:

@@ -1,25 +1,26 @@
 """A cache-only run over a streamed trace: the trace is read, replayed and written chunk by
 chunk, so memory holds the cache, a chunk or two and a few numbers a request.
 
-`simulate_streamed(config, requests_path)` is `simulate` (pipeline/run.py) for a cache-only
-run whose trace `trace/stream.py` can stream: it replays the chunks through the run's cache
-in one pass (the same replay loop, its record table drained after every chunk), writes each
-chunk's rows to `requests_path` as one Parquet row group, and feeds the reference figures
-as it goes (the unbounded bound without a TTL: analysis/seen_pages.py; the trace's distinct
-prefix tokens: trace/pages.py). It returns None, leaving nothing at `requests_path`, when the
-run must read its trace whole; the caller then runs `simulate`, which gives the same results
-(tested request by request), so the stream is only ever a faster, smaller way to them.
+`replay_streamed(config, stream, sink, ...)` is the streamed road of `simulate`
+(pipeline/road.py) for a cache-only run whose trace `trace/stream.py` can stream: it replays
+the chunks through the run's cache in one pass (the same replay loop, its record table
+drained after every chunk), hands each chunk's rows to the run's sink (pipeline/sinks.py),
+and feeds the reference figures as it goes (the unbounded bound without a TTL:
+analysis/seen_pages.py; the trace's distinct prefix tokens: trace/pages.py). It raises
+NotStreamable when the run must read its trace whole; `simulate` then discards the sink's
+rows and reads the trace whole, which gives the same results (tested request by request), so
+the stream is only ever a faster, smaller way to them.
 
 Kept per request for the summary: arrival, prompt, output and hit tokens (and the tier
 hits of a run with tiers or a pool), 32-56 bytes a request, so every summary figure is
 computed by the same code on the same numbers as an in-memory run's (bit-identical; the
-request rows themselves are on disk). Belady, as the run's policy or its bound, learns the
-future from a next-use pass before the replay (analysis/next_uses.py: files in a temporary
-folder beside `requests_path`, removed after the run; cache/belady.py: StreamedBelady); the
-bound is one more pass. Not streamed (read whole): a pool with an offline policy, a time
-window, formats other than Mooncake JSONL and Parquet, and traces the stream gives up on
-(trace/stream.py). With a TTL or request classes the unbounded bound is a second pass over
-the file (an unbounded replay).
+request rows themselves went to the sink). Belady, as the run's policy or its bound, learns
+the future from a next-use pass before the replay (analysis/next_uses.py: files in a
+temporary folder in the sink's scratch folder, removed after the run; cache/belady.py:
+StreamedBelady); the bound is one more pass. Not streamed (read whole): a pool with an
+offline policy, a time window, formats other than Mooncake JSONL and Parquet, and traces the
+stream gives up on (trace/stream.py). With a TTL or request classes the unbounded bound is a
+second pass over the file (an unbounded replay).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from prefixsim.analysis.next_uses import NextUses
 from prefixsim.analysis.seen_pages import SeenPages
@@ -54,7 +54,8 @@ from prefixsim.pipeline.build import (
     request_ttls,
 )
 from prefixsim.pipeline.cache_only import cache_only_facts
-from prefixsim.pipeline.run import RunResult
+from prefixsim.pipeline.result import RunResult
+from prefixsim.pipeline.sinks import RowSink
 from prefixsim.trace import Request, TraceData
 from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.pages import DistinctTokens
@@ -93,38 +94,20 @@ def open_trace_stream(config: RunConfig) -> TraceStream | None:
     return open_stream(Path(trace.path), trace.format, trace.block_size, trace.max_requests)
 
 
-def simulate_streamed(config: RunConfig, requests_path: Path,
-                      on_progress: ProgressCallback | None = None, *,
-                      command: str | None = None,
-                      stream: TraceStream | None = None) -> RunResult | None:
-    """Run `config` (resolved: trace format known) streaming its trace, writing the request
-    rows to `requests_path`; the result's `requests` frame holds the KEPT columns only.
-    None (nothing left at `requests_path`, progress taken back) when the trace must be read
-    whole. `stream`: the run's, when the caller opened it already (open_trace_stream)."""
-    stream = stream or open_trace_stream(config)
-    if stream is None:
-        return None
-    told = [0]
-
-    def progress(count: int) -> None:
-        told[0] += count
-        if on_progress is not None:
-            on_progress(count)
-
-    try:
-        if not _needs_next_uses(config):
-            return _simulate(config, stream, requests_path, progress, command)
-        with tempfile.TemporaryDirectory(prefix=".next-uses-", dir=requests_path.parent) as tmp:
-            uses = NextUses.build(stream, Path(tmp))
-            return _simulate(config, stream, requests_path, progress, command, uses)
-    except NotStreamable:
-        requests_path.unlink(missing_ok=True)
-        if on_progress is not None and told[0]:
-            on_progress(-told[0])
-        return None
+def replay_streamed(config: RunConfig, stream: TraceStream, sink: RowSink,
+                    on_progress: ProgressCallback, command: str | None = None) -> RunResult:
+    """Run cache-only `config` (resolved: trace format known) over `stream`, handing each
+    chunk's request rows to `sink`; the result's `requests` frame holds the KEPT columns
+    only. Raises NotStreamable (pipeline/road.py then reads the trace whole) when the trace
+    must be read whole."""
+    if not _needs_next_uses(config):
+        return _simulate(config, stream, sink, on_progress, command)
+    with tempfile.TemporaryDirectory(prefix=".next-uses-", dir=sink.scratch_dir) as tmp:
+        uses = NextUses.build(stream, Path(tmp))
+        return _simulate(config, stream, sink, on_progress, command, uses)
 
 
-def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
+def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
               on_progress: ProgressCallback, command: str | None,
               uses: NextUses | None = None) -> RunResult:
     started = time.perf_counter()
@@ -135,7 +118,7 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
     duration_s = stream.last_arrival_s(start)
     interval_s = cache_only_interval(duration_s, config.engine.sample_interval_s)
     kept = KEPT + _tier_columns(parts)
-    sink = _RowSink(requests_path, kept)
+    sink = _KeptRows(rows, kept)
     records = RecordTable(CacheOnlyRecord)
     capacity = config.cache.capacity_tokens
     tally = TraceTally(parts, with_seen=capacity is not None and cache.ttl is None
@@ -187,7 +170,7 @@ def _simulate(config: RunConfig, stream: TraceStream, requests_path: Path,
         command=command, distinct_prefix_tokens=distinct)
     facts = dataclasses.replace(facts, wall_time_s=time.perf_counter() - started)
     return RunResult(requests=frame, summary=summarize(facts), timeseries=samples,
-                     config=config)
+                     config=config, streamed=True)
 
 
 class TraceTally:
@@ -215,28 +198,22 @@ class TraceTally:
             self.ttls.extend(request_ttls(self.parts.config.cache, self.parts.rules, chunk))
 
 
-class _RowSink:
-    """Request rows to a Parquet file, one row group a chunk, keeping the `kept` columns."""
+class _KeptRows:
+    """Request rows to the run's sink, a chunk at a time, keeping the `kept` columns."""
 
-    def __init__(self, path: Path, kept: tuple[str, ...]) -> None:
-        self.path, self.kept = path, kept
-        self.writer: pq.ParquetWriter | None = None
+    def __init__(self, rows: RowSink, kept: tuple[str, ...]) -> None:
+        self.rows, self.kept = rows, kept
         self.parts: list[dict[str, np.ndarray]] = []
 
     def write(self, frame: pd.DataFrame) -> None:
         if not len(frame):
             return
-        rows = pa.Table.from_pandas(frame, preserve_index=False)
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, rows.schema)
-        self.writer.write_table(rows)
+        self.rows.write(frame)
         # copies: a view would pin the frame's whole block of columns
         self.parts.append({name: frame[name].to_numpy().copy() for name in self.kept})
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        self.rows.close()
 
     def frame(self) -> pd.DataFrame:
         """The kept columns of every row, and `status` (a cache-only request completes)."""

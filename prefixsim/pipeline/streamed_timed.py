@@ -2,13 +2,13 @@
 arrivals come, so memory holds the replicas, the requests in flight and what the run
 records (one row a request, the state log, the ITL segments), not the trace.
 
-`simulate_timed_streamed(config)` is `simulate` (pipeline/run.py) for a timed run whose
-trace `trace/stream.py` can stream (pipeline/streamed.py: `streamable`). A first pass over
-the file takes what the summary needs of the trace alone (pipeline/timed.py: TraceFigures;
-distinct prefix tokens; the unbounded bound, from the seen pages or, with a TTL or request
-classes, one more pass through an unbounded cache), and meets anything the stream gives up
-on before the engine starts: the run then returns None and the caller reads the trace whole,
-with the same results (tested request by request). Then the engine pass.
+`serve_streamed(config, stream)` is the streamed road of `simulate` (pipeline/road.py) for a
+timed run whose trace `trace/stream.py` can stream (pipeline/streamed.py: `streamable`). A
+first pass over the file takes what the summary needs of the trace alone (pipeline/timed.py:
+TraceFigures; distinct prefix tokens; the unbounded bound, from the seen pages or, with a TTL
+or request classes, one more pass through an unbounded cache), and meets anything the stream
+gives up on before the engine starts: it then raises NotStreamable and `simulate` reads the
+trace whole, with the same results (tested request by request). Then the engine pass.
 """
 
 from __future__ import annotations
@@ -21,41 +21,28 @@ from prefixsim.config import RunConfig
 from prefixsim.engine import ProgressCallback
 from prefixsim.metrics.summary import Bounds, summarize
 from prefixsim.pipeline.build import build, build_unbounded_cache
-from prefixsim.pipeline.run import RunResult
-from prefixsim.pipeline.streamed import (
-    TraceTally,
-    open_trace_stream,
-    unbounded_pass_rate,
-)
+from prefixsim.pipeline.result import RunResult
+from prefixsim.pipeline.streamed import TraceTally, unbounded_pass_rate
 from prefixsim.pipeline.timed import TraceFigures, run_timed
 from prefixsim.trace import Request, TraceData
-from prefixsim.trace.stream import NotStreamable, TraceStream
+from prefixsim.trace.stream import TraceStream
 
 
-def simulate_timed_streamed(config: RunConfig, on_progress: ProgressCallback | None = None,
-                            *, command: str | None = None,
-                            stream: TraceStream | None = None) -> RunResult | None:
-    """Run timed `config` (resolved: trace format known) streaming its trace; None when
-    the trace must be read whole (nothing was served yet). `stream`: the run's, when the
-    caller opened it already (streamed.open_trace_stream)."""
-    if config.cache_only:
-        raise ValueError("a cache-only run streams through simulate_streamed")
-    stream = stream or open_trace_stream(config)
-    if stream is None:
-        return None
+def serve_streamed(config: RunConfig, stream: TraceStream,
+                   on_progress: ProgressCallback | None = None,
+                   command: str | None = None) -> RunResult:
+    """Run timed `config` (resolved: trace format known) over `stream`. Raises
+    NotStreamable, before anything was served, when the trace must be read whole."""
     started = time.perf_counter()
     parts = build(config, [])  # no offline policy (streamable): nothing learns the future
-    try:
-        figures, distinct = _first_pass(parts, stream)
-    except NotStreamable:
-        return None
+    figures, distinct = _first_pass(parts, stream)
     facts, samples = run_timed(parts, _requests(stream), on_progress, figures)
     trace = TraceData([], stream.format, time_shift_s=stream.first_arrival_s())
     facts = dataclasses.replace(facts, trace=trace, command=command,
                                 distinct_prefix_tokens=distinct,
                                 wall_time_s=time.perf_counter() - started)
     return RunResult(requests=facts.requests, summary=summarize(facts), timeseries=samples,
-                     config=config)
+                     config=config, streamed=True)
 
 
 def _first_pass(parts, stream: TraceStream) -> tuple[TraceFigures, int]:

@@ -16,7 +16,7 @@ from prefixsim.sweep.spec import (
     swept_keys,
 )
 from prefixsim.sweep.store import read_sweep_meta, sweep_table
-from prefixsim.sweep.worker import FAILED, OK, RunOutcome, run_point, trace_data_for
+from prefixsim.sweep.worker import FAILED, OK, RunOutcome, run_point
 
 __all__ = [
     "EXECUTORS",
@@ -38,5 +38,4 @@ __all__ = [
     "run_sweep",
     "sweep_table",
     "swept_keys",
-    "trace_data_for",
 ]

@@ -2,13 +2,13 @@
 
 The worker never raises: a failing run comes back as an outcome with `status="failed"` and a
 one-line `error`, so the sweep goes on. Traces are loaded once per worker process and reused
-by every run with the same (resolved) trace section and the same file on disk. The worker
+by every run with the same (resolved) trace section and the same file on disk (the
+pipeline's `share_trace`). The worker
 writes nothing; the driver stores outcomes (store.py), so remote workers need no shared disk.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
@@ -17,11 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from prefixsim.config import TraceConfig, config_to_yaml
+from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.pipeline import load_trace_data, resolve_trace_defaults, simulate
+from prefixsim.pipeline import simulate
 from prefixsim.sweep.spec import SweepPoint
-from prefixsim.trace.readers import TraceData
 
 OK = "ok"
 FAILED = "failed"
@@ -42,31 +41,11 @@ class RunOutcome:
     wall_time_s: float = 0.0
 
 
-@functools.lru_cache(maxsize=4)
-def _cached_trace(trace: TraceConfig, stamp: tuple[int, int]) -> TraceData:
-    """The loaded trace; `stamp` (mtime, size) makes an edited file load afresh."""
-    return load_trace_data(trace)
-
-
-def trace_data_for(trace: TraceConfig) -> TraceData:
-    """A resolved trace section's data, loaded at most once per process and file version.
-    Callers must not mutate it (runs share it)."""
-    if trace.path is None:
-        raise InputError("no trace given", field="trace.path")
-    try:
-        info = os.stat(trace.path)
-    except OSError:
-        return load_trace_data(trace)  # raises the reader's "no such file" InputError
-    return _cached_trace(trace, (info.st_mtime_ns, info.st_size))
-
-
 def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
     """Run one point; failures become outcomes, never exceptions."""
     started = time.perf_counter()
     try:
-        config = resolve_trace_defaults(point.config)
-        data = trace_data_for(config.trace)
-        result = simulate(config, trace=data)
+        result = simulate(point.config, share_trace=True)
     except Exception as exc:  # noqa: BLE001 - a failing run must not stop the sweep
         error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run_id=point.run_id, params=point.params, status=FAILED,
@@ -76,7 +55,7 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
     return RunOutcome(
         run_id=point.run_id, params=point.params, status=OK,
         summary=result.summary,
-        config_yaml=config_to_yaml(config),
+        config_yaml=config_to_yaml(result.config),
         requests=result.requests if keep_requests else pd.DataFrame(),
         timeseries=result.timeseries, wall_time_s=time.perf_counter() - started,
     )

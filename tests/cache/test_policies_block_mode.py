@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, CacheMode, RadixCache
 from prefixsim.config import load_config
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.trace import Request
 
 

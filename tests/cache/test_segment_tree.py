@@ -24,8 +24,8 @@ from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.engine import replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.metrics.timeseries import sample_cache_states
+from prefixsim.pipeline import simulate
 from prefixsim.pipeline.build import build_cache
-from prefixsim.pipeline.run import simulate
 from prefixsim.trace import Request, load_trace
 
 TRACE = Path(__file__).parents[3] / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"

@@ -13,7 +13,7 @@ from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.engine import replay_cache_only
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.trace import Request
 
 KV_BYTES = 131_072  # Llama-3.1-8B bf16, per token

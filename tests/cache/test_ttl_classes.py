@@ -7,7 +7,7 @@ import pytest
 from prefixsim.cache.classes import CacheRules, RequestClass, unit_hash
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.trace import Request
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 from prefixsim.config import load_config
 from prefixsim.costmodel import Roofline
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.presets import get_gpu, get_model
 
 MOONCAKE = Path(__file__).parents[3] / "shared" / "traces" / "mooncake" / \

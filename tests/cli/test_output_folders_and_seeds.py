@@ -13,7 +13,7 @@ from cli_helpers import invoke
 
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.sweep.spec import make_point
 
 DEMO = "traces/demo_chat.jsonl"

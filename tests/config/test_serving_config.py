@@ -4,7 +4,7 @@ import pytest
 
 from prefixsim.config import config_to_yaml, load_config
 from prefixsim.errors import InputError
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 
 
 @pytest.mark.parametrize("overrides,field", [

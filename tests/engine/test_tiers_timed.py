@@ -12,7 +12,7 @@ from prefixsim.config import load_config
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request

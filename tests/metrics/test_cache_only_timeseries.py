@@ -21,7 +21,7 @@ from prefixsim.config import RunConfig
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.cache_samples import next_sample
 from prefixsim.metrics.timeseries import CACHE_ONLY_COLUMNS
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.trace import Request
 
 NAN = float("nan")

@@ -16,8 +16,8 @@ from prefixsim.metrics.pricing import (
     prefill_savings,
     pricing_summary,
 )
+from prefixsim.pipeline import simulate
 from prefixsim.pipeline.build import build_rules, request_ttls
-from prefixsim.pipeline.run import simulate
 from prefixsim.trace import Request
 
 

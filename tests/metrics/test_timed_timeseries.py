@@ -23,7 +23,7 @@ from prefixsim.metrics.timeseries import (
     sample_states,
     timeseries,
 )
-from prefixsim.pipeline.run import simulate
+from prefixsim.pipeline import simulate
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request

@@ -1,4 +1,5 @@
-"""A streamed cache-only run (pipeline/streamed.py) gives what the in-memory run gives:
+"""A streamed run (pipeline/streamed.py, pipeline/streamed_timed.py: `simulate(...,
+stream=True)`) gives what the in-memory run gives:
 request rows, summary and timeseries, on generated traces cut into many chunks and on the
 real Mooncake trace; traces the stream cannot take fall back to the in-memory run with the
 same results and the same errors."""
@@ -10,14 +11,15 @@ import json
 import math
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from prefixsim.cli.app import app
 from prefixsim.config import load_config
-from prefixsim.pipeline import resolve_trace_defaults, simulate
-from prefixsim.pipeline.streamed import simulate_streamed
+from prefixsim.pipeline import ParquetRows, simulate
+from prefixsim.pipeline.inputs import resolve_trace_defaults
 from prefixsim.trace import stream as stream_module
 from prefixsim.trace.generate import generate, load_preset
 from prefixsim.trace.write import mooncake_lines, parquet_table
@@ -63,10 +65,39 @@ def _same_summary(a: dict, b: dict) -> None:
             assert a[key] == b[key], key
 
 
+class _Told:
+    """A progress factory that records every phase's updates."""
+
+    def __init__(self) -> None:
+        self.phases: list[tuple[str, list[int]]] = []
+
+    def __call__(self, desc: str, total: int | None):
+        told: list[int] = []
+        self.phases.append((desc, told))
+        told_bar = type("Bar", (), {"update": lambda _self, n=1: told.append(n)})()
+        return _Entered(told_bar)
+
+
+class _Entered:
+    def __init__(self, bar) -> None:
+        self.bar = bar
+
+    def __enter__(self):
+        return self.bar
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _streamed(config, rows: Path, progress=None):
+    """The run of `config` on the streamed road, its request rows written to `rows`."""
+    return simulate(config, sink=ParquetRows(rows), stream=True, progress=progress)
+
+
 def _compare(config, tmp_path: Path) -> None:
     streamed_rows = tmp_path / "streamed.parquet"
-    streamed = simulate_streamed(config, streamed_rows)
-    assert streamed is not None, "the run did not stream"
+    streamed = _streamed(config, streamed_rows)
+    assert streamed.streamed, "the run did not stream"
     whole = simulate(config)
     whole.requests.to_parquet(tmp_path / "whole.parquet", index=False)
     assert pq.read_table(streamed_rows).equals(pq.read_table(tmp_path / "whole.parquet"))
@@ -141,9 +172,8 @@ def test_pool_offline_policy_and_time_window_do_not_stream(chat, tmp_path):
     for overrides in ({"cache.capacity_tokens": 200_000, "cache.pool.policy": "belady",
                        "cache.pool.capacity_tokens": 800_000},
                       {"trace.time_window": (0.1, 0.5)}):
-        assert simulate_streamed(_config(chat["parquet"], **overrides),
-                                 tmp_path / "rows.parquet") is None
-        assert not (tmp_path / "rows.parquet").exists()
+        assert not _streamed(_config(chat["parquet"], **overrides),
+                             tmp_path / "rows.parquet").streamed
 
 
 def _lines(path: Path) -> list[str]:
@@ -171,10 +201,14 @@ def _fallback_cases(chat, folder: Path) -> dict[str, Path]:
 def test_fallback_gives_in_memory_results(chat, tmp_path):
     for name, path in _fallback_cases(chat, tmp_path).items():
         config = _config(path, **CONFIGS["lru"])
-        told = []
-        assert simulate_streamed(config, tmp_path / "rows.parquet", told.append) is None, name
-        assert not (tmp_path / "rows.parquet").exists()
-        assert sum(told) == 0 and told, name  # progress reported, then taken back
+        told = _Told()
+        result = _streamed(config, tmp_path / "rows.parquet", told)
+        assert not result.streamed, name
+        assert pq.read_table(tmp_path / "rows.parquet").equals(  # the sink kept only the
+            pa.Table.from_pandas(result.requests, preserve_index=False))  # whole run's rows
+        (desc, replayed), *_ = told.phases
+        assert desc == "replay" and replayed, name
+        assert sum(replayed) == 0, name  # progress reported, then taken back
         runner = CliRunner()
         base = ["run", "--trace", str(path), "--cache-only", "--policy", "lru",
                 "--cache-tokens", "400000", "--quiet"]
@@ -252,10 +286,9 @@ def _timed_config(path: Path, **overrides):
 @pytest.mark.parametrize("name", TIMED)
 def test_streamed_timed_equals_in_memory(chat, tmp_path, name):
     """The engine reads the chunks as the arrivals come (pipeline/streamed_timed.py)."""
-    from prefixsim.pipeline.streamed_timed import simulate_timed_streamed
     config = _timed_config(chat["parquet"], **TIMED[name])
-    streamed = simulate_timed_streamed(config)
-    assert streamed is not None, "the run did not stream"
+    streamed = simulate(config, stream=True)
+    assert streamed.streamed, "the run did not stream"
     whole = simulate(config)
     assert streamed.requests.equals(whole.requests)
     _same_summary(streamed.summary, whole.summary)
@@ -263,26 +296,25 @@ def test_streamed_timed_equals_in_memory(chat, tmp_path, name):
 
 
 def test_streamed_timed_falls_back_before_serving(chat, tmp_path):
-    from prefixsim.pipeline.streamed_timed import simulate_timed_streamed
     lines = _lines(chat["jsonl"])[:600]
     lines[500], lines[501] = lines[501], lines[500]  # out of arrival order, late
     path = tmp_path / "swapped.jsonl"
     path.write_text("".join(lines))
     config = _timed_config(path)
-    assert simulate_timed_streamed(config) is None
+    assert not simulate(config, stream=True).streamed
     for overrides in ({"cache.policy": "belady"},
                       {"engine.time_scale": 0.5, "cache.ttl_s": 30.0}):
-        assert simulate_timed_streamed(_timed_config(chat["parquet"], **overrides)) is None
+        assert not simulate(_timed_config(chat["parquet"], **overrides), stream=True).streamed
 
 
 @pytest.mark.parametrize("damage", ["bad-field", "none"])
 def test_cli_timed_run_streams_what_no_stream_writes(chat, tmp_path, monkeypatch, damage):
     """A timed `run` takes the streamed road (and a late bad line in the JSONL gives the
     same one-line error as reading the trace whole)."""
-    from prefixsim.pipeline import streamed_timed
+    from prefixsim.pipeline import road
     taken = []
-    real = streamed_timed.simulate_timed_streamed
-    monkeypatch.setattr("prefixsim.cli.run.simulate_timed_streamed",
+    real = road.serve_streamed
+    monkeypatch.setattr(road, "serve_streamed",
                         lambda *a, **k: taken.append(1) or real(*a, **k))
     lines = _lines(chat["jsonl"])[:800]
     if damage == "bad-field":

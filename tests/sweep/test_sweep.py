@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from prefixsim.cache import POLICIES
 from prefixsim.cli import app
 from prefixsim.errors import InputError
+from prefixsim.pipeline.inputs import _cached_trace, shared_trace_data
 from prefixsim.sweep import (
     EXECUTORS,
     expand,
@@ -24,10 +25,8 @@ from prefixsim.sweep import (
     run_sweep,
     runner,
     sweep_table,
-    trace_data_for,
 )
 from prefixsim.sweep.executors import RayExecutor
-from prefixsim.sweep.worker import _cached_trace
 
 DEMO = str(Path(__file__).resolve().parents[2] / "traces" / "demo_chat.jsonl")
 BASE = {"trace": {"path": DEMO}, "cache_only": True}
@@ -249,12 +248,12 @@ def test_trace_is_loaded_once_per_process_and_reloaded_when_edited(tmp_path):
     config = plan(parse_spec({"base": {"trace": {"path": str(trace), "format": "mooncake",
                                                   "block_size": 512}, "cache_only": True},
                               "grid": {"cache.capacity_tokens": [1]}}))[0].config
-    first = trace_data_for(config.trace)
-    assert trace_data_for(config.trace) is first
+    first = shared_trace_data(config.trace)
+    assert shared_trace_data(config.trace) is first
     lines = trace.read_text().splitlines()[:10]
     trace.write_text("\n".join(lines) + "\n")
     os.utime(trace, ns=(1, 1))
-    assert len(trace_data_for(config.trace).requests) == 10
+    assert len(shared_trace_data(config.trace).requests) == 10
     assert _cached_trace.cache_info().hits >= 1
 
 
