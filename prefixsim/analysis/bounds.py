@@ -15,7 +15,7 @@ from prefixsim.analysis.seen_pages import unbounded_hit_tokens, unbounded_hit_to
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
 from prefixsim.engine import replay_cache_only
-from prefixsim.metrics.summary import Bounds
+from prefixsim.metrics.facts import Bounds
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
 

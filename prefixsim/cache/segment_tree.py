@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 from itertools import count
 
-from prefixsim.cache.ages import EDGES_S
+from prefixsim.cache.idle_ages import EDGES_S
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy
 from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict
@@ -180,7 +180,7 @@ class SegmentCache:
         if type(page_ids) is not tuple:
             page_ids = tuple(page_ids)
         n = len(page_ids)
-        # hit ages (cache/ages.py), added per run of matched segments last used together
+        # hit ages (cache/idle_ages.py), added per run of matched segments last used together
         run_last: float | None = None
         run_pages = 0
         pos = 0

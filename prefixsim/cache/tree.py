@@ -37,7 +37,7 @@ from enum import StrEnum
 from heapq import heappop, heappush
 from typing import Protocol
 
-from prefixsim.cache.ages import EDGES_S, AgeHistogram
+from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, overrides
 from prefixsim.cache.ttl import TTLRule
@@ -72,7 +72,7 @@ class MatchResult:
 @dataclass(slots=True)
 class CacheCounters:
     """Cumulative counts of what the cache did (tokens as charged against capacity), and
-    the idle ages of pages at hits, evictions and expiries (cache/ages.py)."""
+    the idle ages of pages at hits, evictions and expiries (cache/idle_ages.py)."""
 
     evicted_pages: int = 0
     evicted_tokens: int = 0

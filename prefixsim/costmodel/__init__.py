@@ -10,10 +10,11 @@ from prefixsim.costmodel.protocol import (
     PrefillChunk,
     ServingOverheads,
     StepBatch,
+    chunk_time_function,
 )
 from prefixsim.costmodel.roofline import Roofline, ServingParams
 from prefixsim.costmodel.step_roofline import StepRoofline, StepRooflineParams
 
 __all__ = ["COST_MODELS", "NO_OVERHEADS", "CostModel", "CostModelBase", "FittedCostModel",
            "PrefillChunk", "ServingOverheads", "Roofline", "ServingParams", "StepBatch",
-           "StepRoofline", "StepRooflineParams"]
+           "StepRoofline", "StepRooflineParams", "chunk_time_function"]

@@ -139,6 +139,12 @@ class CostModelBase:
         return {}
 
 
+def chunk_time_function(cost_model: CostModel) -> Callable[[int, int], float]:
+    """(new_tokens, cached_tokens) -> seconds of that one prefill chunk alone (the cost of a
+    miss gdsf weighs, docs/cache-semantics.md R11)."""
+    return lambda new, cached: cost_model.step_time_s(StepBatch((PrefillChunk(new, cached),)))
+
+
 COST_MODELS: Registry[CostModel] = Registry("cost model")
 """Factories are called as `COST_MODELS.build(name, model=ModelSpec, gpu=GPUSpec, tp=int,
 **params)`, params being the `cost_model.params` mapping of the run config."""

@@ -16,7 +16,7 @@ the cache saves, from a cost model. Not here: batch discounts, long-context tier
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -149,11 +149,6 @@ def pricing_summary(
         "cost_cache_write_tokens": int(write.sum()),
         "cost_uncached_input_tokens": int(uncached),
     }
-
-
-def chunk_time_function(cost_model: CostModel) -> Callable[[int, int], float]:
-    """(new_tokens, cached_tokens) -> seconds of that one prefill chunk alone."""
-    return lambda new, cached: cost_model.step_time_s(StepBatch((PrefillChunk(new, cached),)))
 
 
 def prefill_time_s(

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from prefixsim.cache import CacheCounters
-from prefixsim.cache.ages import AgeHistogram
+from prefixsim.cache.idle_ages import AgeHistogram
 from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine.records import RecordTable
 
@@ -77,7 +77,7 @@ def request_weighted_hit_rate(requests: pd.DataFrame) -> float:
 
 
 def age_quantiles(event: str, histogram: AgeHistogram) -> dict[str, float | None]:
-    """`cache_{event}_age_p{10,50,90}_s`: idle ages of pages at `event` (cache/ages.py;
+    """`cache_{event}_age_p{10,50,90}_s`: idle ages of pages at `event` (cache/idle_ages.py;
     None when no page had that event)."""
     return {f"cache_{event}_age_p{pct}_s": histogram.quantile(q) for pct, q in AGE_QUANTILES}
 

@@ -2,7 +2,7 @@
 
 The pipeline (pipeline/) computes the parts of a run (the requests frame, the engine's
 result, bounds, pricing, how the timeseries was sampled, the trace's labels) and hands them
-over as one `RunFacts`; `summarize` turns them into flat scalars with vLLM's names for
+over as one `RunFacts` (facts.py); `summarize` turns them into flat scalars with vLLM's names for
 serving figures, `cache_*` for the cache, `cost_*` for prices and metadata last. Every key
 is listed and explained in schema.py (and docs/results.md, which a test keeps in step).
 Pure: no I/O, no clock (the pipeline measures wall time).
@@ -10,18 +10,11 @@ Pure: no I/O, no clock (the pipeline measures wall time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from prefixsim._version import __version__
-from prefixsim.cache import CacheCounters
-from prefixsim.cache.pool import PoolFigures
-from prefixsim.config import RunConfig
-from prefixsim.costmodel import CostModel
-from prefixsim.engine.timed import TimedResult
-from prefixsim.metrics.pricing import Pricing, prefill_savings, pricing_summary
+from prefixsim.metrics.facts import CACHE_ONLY, TIMED, Bounds, RunFacts
+from prefixsim.metrics.pricing import prefill_savings, pricing_summary
 from prefixsim.metrics.requests import cache_summary, pool_summary, request_summary
 from prefixsim.metrics.serving import (
     disaggregation_summary,
@@ -30,57 +23,7 @@ from prefixsim.metrics.serving import (
     total_counters,
 )
 from prefixsim.metrics.timeseries import SamplingInfo
-from prefixsim.presets import GPUSpec, ModelSpec
-from prefixsim.trace import TraceData
 from prefixsim.trace.pages import distinct_prefix_tokens
-
-CACHE_ONLY = "cache_only"
-TIMED = "timed"
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """Reference token hit rates of a run: the unbounded cache and (when asked for) belady
-    at the run's capacity (computed by analysis/bounds.py)."""
-
-    unbounded_token_hit_rate: float
-    belady_token_hit_rate: float | None = None
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """Everything a summary is made of, as the pipeline computed it.
-
-    `capacity_tokens`: the whole run's HBM cache (all replicas; None: unbounded).
-    `timed`: the timed engine's result (None in cache-only mode), whose replicas each held
-    `pool_tokens_per_replica`. `orphan_tokens`: block-mode pages left unreachable at the end
-    (cache-only). `request_ttls`: each request's TTL, which prices its cache writes.
-    `trace`: the trace as read (its labels and skipped lines go in the summary).
-    `pool`: the shared KV pool's figures (R18), None without one.
-    `distinct_prefix_tokens`: the trace's, when counted as it streamed (else from `trace`).
-    """
-
-    mode: str
-    config: RunConfig
-    requests: pd.DataFrame
-    counters: CacheCounters
-    capacity_tokens: int | None
-    cost_model: CostModel
-    model: ModelSpec
-    gpu: GPUSpec
-    bounds: Bounds
-    num_requests: int
-    wall_time_s: float
-    timed: TimedResult | None = None
-    pool_tokens_per_replica: int | None = None
-    orphan_tokens: int | None = None
-    pricing: Pricing | None = None
-    request_ttls: list[float | None] = field(default_factory=list)
-    sampling: SamplingInfo | None = None
-    trace: TraceData | None = None
-    command: str | None = None
-    pool: PoolFigures | None = None
-    distinct_prefix_tokens: int | None = None
 
 
 def summarize(facts: RunFacts) -> dict[str, Any]:
@@ -139,9 +82,7 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
         "prefixsim_version": __version__, "wall_time_s": wall,
         "simulated_s_per_wall_s": result.duration_s / wall if wall > 0 else float("nan"),
     })
-    describe = getattr(facts.cost_model, "describe", None)  # a fitted model names its profile
-    if describe is not None:
-        summary.update(describe())
+    summary.update(facts.cost_model.describe())  # a fitted model names its profile
     summary.update(sampling_keys(facts.sampling))
     summary.update(_pricing_keys(facts))
     summary["cache_unbounded_token_hit_rate"] = facts.bounds.unbounded_token_hit_rate

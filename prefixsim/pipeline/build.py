@@ -26,10 +26,10 @@ from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import TierStack, build_tier_stack
 from prefixsim.config import CacheConfig, HardwareConfig, ModelConfig, RunConfig
-from prefixsim.costmodel import COST_MODELS, CostModel
+from prefixsim.costmodel import COST_MODELS, CostModel, chunk_time_function
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.errors import InputError
-from prefixsim.metrics.pricing import Pricing, chunk_time_function, load_pricing
+from prefixsim.metrics.pricing import Pricing, load_pricing
 from prefixsim.presets import (
     GIB,
     GPUSpec,

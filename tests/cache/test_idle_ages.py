@@ -1,4 +1,4 @@
-"""Idle ages of pages at hits, evictions and expiries (prefixsim/cache/ages.py), worked by
+"""Idle ages of pages at hits, evictions and expiries (prefixsim/cache/idle_ages.py), worked by
 hand on tiny traces for both cache classes (RadixCache, SegmentCache); the state-machine and
 differential suites check the two classes agree on every generated trace."""
 
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from prefixsim.cache import POLICIES, RadixCache, SegmentCache, TTLRule
-from prefixsim.cache.ages import EDGES_S, AgeHistogram
+from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
