@@ -196,8 +196,11 @@ GPUS: dict[str, GPUSpec] = {
 }
 
 
-def _model(name, layers, hidden, heads, kv_heads, head_dim, inter, vocab, params_b,
-           active_b=None, **extra):
+def _model(name: str, shape: tuple[int, int, int, int, int, int, int], params_b: float,
+           active_b: float | None = None, **extra: Any) -> ModelSpec:
+    """A preset: `shape` is (layers, hidden, heads, KV heads, head dim, intermediate, vocab),
+    ModelSpec's fields in order; parameters in billions (`active_b`: MoE's active ones)."""
+    layers, hidden, heads, kv_heads, head_dim, inter, vocab = shape
     return ModelSpec(
         name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
         num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=inter, vocab_size=vocab,
@@ -209,22 +212,22 @@ def _model(name, layers, hidden, heads, kv_heads, head_dim, inter, vocab, params
 MODELS: dict[str, ModelSpec] = {
     m.name: m
     for m in (
-        _model("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 8.03),
-        _model("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, 70.6),
-        _model("llama-3.1-405b", 126, 16384, 128, 8, 128, 53248, 128256, 405.9),
-        _model("llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 6.74,
+        _model("llama-3.1-8b", (32, 4096, 32, 8, 128, 14336, 128256), 8.03),
+        _model("llama-3.1-70b", (80, 8192, 64, 8, 128, 28672, 128256), 70.6),
+        _model("llama-3.1-405b", (126, 16384, 128, 8, 128, 53248, 128256), 405.9),
+        _model("llama-2-7b", (32, 4096, 32, 32, 128, 11008, 32000), 6.74,
                notes="Llama-2-7B config.json: multi-head attention (32 KV heads)"),
-        _model("llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 68.98,
+        _model("llama-2-70b", (80, 8192, 64, 8, 128, 28672, 32000), 68.98,
                notes="Llama-2-70B config.json: GQA with 8 KV heads"),
-        _model("codellama-34b", 48, 8192, 64, 8, 128, 22016, 32000, 33.74,
+        _model("codellama-34b", (48, 8192, 64, 8, 128, 22016, 32000), 33.74,
                notes="CodeLlama-34B config.json: GQA with 8 KV heads, vocab 32000"),
-        _model("qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 7.62),
-        _model("qwen2.5-72b", 80, 8192, 64, 8, 128, 29568, 152064, 72.7),
-        _model("mistral-7b", 32, 4096, 32, 8, 128, 14336, 32768, 7.25),
-        _model("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 46.7, 12.9,
+        _model("qwen2.5-7b", (28, 3584, 28, 4, 128, 18944, 152064), 7.62),
+        _model("qwen2.5-72b", (80, 8192, 64, 8, 128, 29568, 152064), 72.7),
+        _model("mistral-7b", (32, 4096, 32, 8, 128, 14336, 32768), 7.25),
+        _model("mixtral-8x7b", (32, 4096, 32, 8, 128, 14336, 32000), 46.7, 12.9,
                num_experts=8, experts_per_token=2,
                expert_params=32 * 8 * 3 * 4096 * 14336),
-        _model("deepseek-v3", 61, 7168, 128, 1, 128, 18432, 129280, 671, 37,
+        _model("deepseek-v3", (61, 7168, 128, 1, 128, 18432, 129280), 671, 37,
                num_experts=256, experts_per_token=8,
                expert_params=58 * 256 * 3 * 7168 * 2048,
                kv_lora_rank=512, rope_dim=64,
@@ -328,20 +331,6 @@ def load_custom_presets(path: str | Path) -> tuple[dict[str, ModelSpec], dict[st
 
 
 # ------------------------------------------------------------------ KV pool
-def kv_pool_bytes_per_gpu(
-    model: ModelSpec,
-    gpu: GPUSpec,
-    tp: int = 1,
-    memory_utilization: float = 0.9,
-    activation_reserve_bytes: int = 2 * GIB,
-    weight_dtype_bytes: float = 2,
-) -> int:
-    """HBM left for KV on each GPU: memory x utilisation - weights/tp - activation reserve."""
-    pool = (gpu.memory_bytes * memory_utilization
-            - model.weight_bytes(weight_dtype_bytes) / tp - activation_reserve_bytes)
-    return max(0, int(pool))
-
-
 def kv_pool_tokens(
     model: ModelSpec,
     gpu: GPUSpec,
@@ -351,8 +340,10 @@ def kv_pool_tokens(
     weight_dtype_bytes: float = 2,
     kv_dtype_bytes: float = 2,
 ) -> int:
-    """Tokens of KV one replica (tp GPUs) can hold: every GPU holds its share of each token
-    (KV heads split across them; replicated heads and MLA's latent in full on each)."""
-    per_gpu = kv_pool_bytes_per_gpu(model, gpu, tp, memory_utilization,
-                                    activation_reserve_bytes, weight_dtype_bytes)
+    """Tokens of KV one replica (tp GPUs) can hold: the HBM left for KV on each GPU (memory x
+    utilisation - weights/tp - activation reserve) over each GPU's share of a token (KV heads
+    split across them; replicated heads and MLA's latent in full on each)."""
+    pool = (gpu.memory_bytes * memory_utilization
+            - model.weight_bytes(weight_dtype_bytes) / tp - activation_reserve_bytes)
+    per_gpu = max(0, int(pool))
     return int(per_gpu // model.kv_bytes_per_token_per_gpu(tp, kv_dtype_bytes))
