@@ -20,8 +20,11 @@ import time
 from pathlib import Path
 
 from prefixsim.config import load_config
+from prefixsim.engine.fleet import Fleet, Sampling
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
+from prefixsim.pipeline import simulate
 from prefixsim.pipeline.build import (
     build_cache,
     build_cost_model,
@@ -30,7 +33,6 @@ from prefixsim.pipeline.build import (
     resolve_model,
 )
 from prefixsim.pipeline.inputs import load_requests
-from prefixsim.pipeline.run import simulate
 from prefixsim.router import ROUTERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +59,10 @@ def timed_run(trace: Path, requests, max_run_steps: int | None = None) -> dict:
     section = config.cache.model_copy(update={"capacity_tokens": pool})
     caches = [build_cache(section) for _ in range(4)]
     started = time.perf_counter()
-    result = replay_timed(requests, caches, build_cost_model(config, model, gpu),
-                          ContinuousBatching(), ROUTERS.build("prefix_aware"),
-                          max_run_steps=max_run_steps)
+    with paused_gc():  # as pipeline/timed.py runs the engine
+        result = replay_timed(requests, Fleet(caches, build_cost_model(config, model, gpu),
+                              ContinuousBatching(), ROUTERS.build("prefix_aware")),
+                              Sampling(max_run_steps=max_run_steps))
     wall = time.perf_counter() - started
     return {"wall_s": wall, "duration_s": result.duration_s, "events": result.num_events,
             "completed": sum(r.status == "completed" for r in result.records)}

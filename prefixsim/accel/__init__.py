@@ -39,6 +39,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.costmodel.roofline",
     "prefixsim.costmodel.roofline_base",
     "prefixsim.engine.cache_only_fast",
+    "prefixsim.engine.decode_run",
     "prefixsim.engine.decode_steps",
     "prefixsim.engine.itl",
     "prefixsim.engine.records",

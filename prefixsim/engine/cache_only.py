@@ -9,7 +9,6 @@ costs belong to the timed engine, not here.
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
 from prefixsim.engine.cache_samples import next_sample, state_row
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -72,10 +72,8 @@ def replay_cache_only(
     # Pages only point at their parents, so the loop makes no reference cycles; the cyclic
     # collector would just rescan the growing tree (about half the time of an unbounded
     # replay). It is off during the loop and restored after.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     states = None if sample_interval_s is None else []
-    try:
+    with paused_gc():
         if isinstance(cache, SegmentCache):
             if tiers is not None or rules is not None or pool is not None:
                 raise ValueError("a SegmentCache replay takes no tiers, pool or request rules")
@@ -85,9 +83,6 @@ def replay_cache_only(
         return _replay(requests, cache, on_progress, progress_every, tiers, rules,
                        sample_interval_s, states, pool,
                        RecordTable(CacheOnlyRecord) if records is None else records)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval,

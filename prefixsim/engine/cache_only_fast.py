@@ -9,7 +9,6 @@ rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Iterable
 
@@ -18,6 +17,7 @@ import numpy as np
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
 from prefixsim.engine.cache_samples import next_sample, state_row
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -88,14 +88,9 @@ def replay_segment_chunks(
     tokens at once (Part A's L - 1 cap, `hit_token_array`), handed to `on_chunk(chunk,
     cached_tokens)`. Returns the number of requests replayed. The cyclic garbage collector
     is off meanwhile, as in `replay_cache_only` (the tree makes no cycles)."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every,
                               sample_interval_s, states)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_interval_s,

@@ -22,23 +22,26 @@ from collections.abc import Callable
 from functools import partial
 from heapq import heappop, heappush
 from itertools import count
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import simpy
 from simpy.events import PENDING
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.page import INFINITY
-from prefixsim.cache.pool import PoolLink, SharedPool
-from prefixsim.cache.tiers import TierStack
-from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
+from prefixsim.cache.pool import PoolLink
+from prefixsim.costmodel import PrefillChunk, StepBatch
+from prefixsim.engine.decode_run import plan_decode_run
 from prefixsim.engine.decode_steps import RunClock, steps_reaching
 from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.replica_memory import ReplicaMemory
 from prefixsim.engine.request_state import COMPLETED, REJECTED, RUNNING, RequestState
-from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.scheduler import StepPlan
 from prefixsim.engine.state_log import StateLog
 from prefixsim.trace import Request
+
+if TYPE_CHECKING:  # fleet.py imports disaggregation.py, which builds on this module
+    from prefixsim.engine.fleet import Fleet, Sampling
 
 FinishCallback = Callable[[RequestState], None]
 
@@ -47,6 +50,16 @@ def _trigger_once(event: simpy.Event, _cause: simpy.Event) -> None:
     """Trigger `event` unless it already is (an event's callback: `_cause` fired)."""
     if event._value is PENDING:
         event.succeed()
+
+
+def _first_of(env: simpy.Environment, *events: simpy.Event) -> simpy.Event:
+    """An event triggered when the first of `events` fires: what env.any_of would do, with
+    the same hops through the event queue (the first to fire triggers it, which resumes the
+    waiting process), without building a Condition."""
+    over = env.event()
+    for event in events:
+        event.callbacks.append(partial(_trigger_once, over))
+    return over
 
 
 class CatchUps:
@@ -86,22 +99,20 @@ class Replica(ReplicaMemory):
 
     DEFERS_EVICTION = True  # decode runs may outlast free memory (see `catch_up`)
 
-    def __init__(self, index: int, env: simpy.Environment, cache: RadixCache,
-                 cost_model: CostModel, scheduler: ContinuousBatching,
-                 on_finish: FinishCallback, check_invariants: bool = False,
-                 max_run_steps: int | None = None, tiers: TierStack | None = None,
-                 kv_bytes_per_token: int = 0, state_log: StateLog | None = None, *,
-                 pool: SharedPool | None = None, link: PoolLink | None = None,
+    def __init__(self, index: int, env: simpy.Environment, cache: RadixCache, fleet: Fleet,
+                 sampling: Sampling, on_finish: FinishCallback,
+                 state_log: StateLog | None = None, *, link: PoolLink | None = None,
                  transfer: HandOff | None = None) -> None:
-        super().__init__(env, cache, cost_model, tiers, kv_bytes_per_token, pool=pool,
-                         link=link)
+        pool = fleet.pool
+        super().__init__(env, cache, fleet.cost_model, fleet.tier_stack(index),
+                         fleet.kv_bytes_per_token, pool=pool, link=link)
         self.transfer = transfer  # set on prefill replicas of disaggregated serving
         self.handing_off: list[RequestState] = []  # prefilled, KV still here until pulled
         self.index = index
-        self.scheduler = scheduler
+        self.scheduler = fleet.scheduler
         self.on_finish = on_finish
-        self.check = check_invariants
-        self.max_run_steps = max_run_steps  # None: whole decode runs (1: step by step, tests)
+        self.check = sampling.check_invariants
+        self.max_run_steps = sampling.max_run_steps  # None: whole runs (1: step by step)
         self.state_log = state_log
         self.num_steps = 0
         self.busy_s = 0.0
@@ -200,64 +211,20 @@ class Replica(ReplicaMemory):
 
     # --------------------------------------------------------------------- loop
     def _loop(self):
-        env, cost = self.env, self.cost_model
         while True:
             if not self.running and not self.waiting:
                 if self.state_log is not None:
                     self.state_log.record(self)
-                self._wake = env.event()
-                yield self._wake
-                self._wake = None
-                self._idle_wakeup_s = cost.serving_overheads.idle_wakeup_s
+                yield from self._sleep()
+                self._idle_wakeup_s = self.cost_model.serving_overheads.idle_wakeup_s
                 continue
-            self._make_decode_room()
-            plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
-            while not plan.chunks and not plan.decodes and self.running:
-                # every running request prefills and none has room for its next chunk
-                self._preempt(self.running[-1])
-                plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
-            decodes = plan.decodes
+            plan = self._plan()
             if plan.chunks:
-                self._reserve_decode(decodes, 1)
-                batch = StepBatch(
-                    tuple([PrefillChunk(n, s.computed_tokens,
-                                        s.computed_tokens + n >= s.prompt_tokens)
-                           for s, n in plan.chunks]),
-                    tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
-                           for s in decodes]),
-                )
-                step_s = cost.step_time_s(batch) + self._idle_wakeup_s
-                self._idle_wakeup_s = 0.0
-                loads = [state.load_s for state, _ in plan.chunks]
-                for state, _ in plan.chunks:
-                    state.load_s = 0.0
-                # loads before the chunks: lower tiers copy one after another (R15); pool
-                # reads are booked on the link already, so the step waits for the last (R18)
-                step_s += max(loads) if self.link is not None else sum(loads)
-                if self.state_log is not None:
-                    self.state_log.record(self)
-                yield env.timeout(step_s)
-                self.num_steps += 1
-                self.busy_s += step_s
-                for state in decodes:
-                    state.generated_tokens += 1
-                self._outstanding -= len(decodes)
-                for state, num_tokens in plan.chunks:
-                    resumed = state.generated_tokens > 0  # re-prefilled after a preemption
-                    self._advance_prefill(state, num_tokens)
-                    if resumed and not state.prefilling:  # its next token, after the stall
-                        self.itl_segments.append((env.now - state.last_token_s, 1))
-                    if (self.transfer is not None and not state.prefilling
-                            and state.remaining_decode_tokens > 0):
-                        self._hand_off(state)
-                if decodes:
-                    self.itl_segments.append((step_s, len(decodes)))
-            elif decodes:
-                yield from self._decode_run(decodes)
+                yield from self._prefill_step(plan)
+            elif plan.decodes:
+                yield from self._decode_run(plan.decodes)
             elif self.handing_off:  # its memory is held by requests a decode replica pulls
-                self._wake = env.event()
-                yield self._wake
-                self._wake = None
+                yield from self._sleep()
                 continue
             else:
                 raise RuntimeError(f"replica {self.index} cannot admit its queue head")
@@ -266,36 +233,73 @@ class Replica(ReplicaMemory):
             if self.check:
                 self.check_invariants()
 
+    def _sleep(self):
+        """Wait until `submit` (or a landing or a released hand-off) wakes the replica."""
+        self._wake = self.env.event()
+        yield self._wake
+        self._wake = None
+
+    def _plan(self) -> StepPlan:
+        """The next step's plan; when every running request prefills and none has room for
+        its next chunk, the newest is preempted until something can run."""
+        self._make_decode_room()
+        plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
+        while not plan.chunks and not plan.decodes and self.running:
+            self._preempt(self.running[-1])
+            plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
+        return plan
+
+    def _prefill_step(self, plan: StepPlan):
+        """One step with prefill chunks (and the plan's decodes), one timeout."""
+        decodes = plan.decodes
+        self._reserve_decode(decodes, 1)
+        batch = StepBatch(
+            tuple([PrefillChunk(n, s.computed_tokens, s.computed_tokens + n >= s.prompt_tokens)
+                   for s, n in plan.chunks]),
+            tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
+                   for s in decodes]),
+        )
+        step_s = self.cost_model.step_time_s(batch) + self._idle_wakeup_s
+        self._idle_wakeup_s = 0.0
+        loads = [state.load_s for state, _ in plan.chunks]
+        for state, _ in plan.chunks:
+            state.load_s = 0.0
+        # loads before the chunks: lower tiers copy one after another (R15); pool reads are
+        # booked on the link already, so the step waits for the last (R18)
+        step_s += max(loads) if self.link is not None else sum(loads)
+        if self.state_log is not None:
+            self.state_log.record(self)
+        yield self.env.timeout(step_s)
+        self._end_prefill_step(plan, step_s)
+
+    def _end_prefill_step(self, plan: StepPlan, step_s: float) -> None:
+        """A prefill step's tokens, chunks and ITL gaps, once it has run."""
+        now = self.env.now
+        self.num_steps += 1
+        self.busy_s += step_s
+        decodes = plan.decodes
+        for state in decodes:
+            state.generated_tokens += 1
+        self._outstanding -= len(decodes)
+        for state, num_tokens in plan.chunks:
+            resumed = state.generated_tokens > 0  # re-prefilled after a preemption
+            self._advance_prefill(state, num_tokens)
+            if resumed and not state.prefilling:  # its next token, after the stall
+                self.itl_segments.append((now - state.last_token_s, 1))
+            if (self.transfer is not None and not state.prefilling
+                    and state.remaining_decode_tokens > 0):
+                self._hand_off(state)
+        if decodes:
+            self.itl_segments.append((step_s, len(decodes)))
+
     def _decode_run(self, decodes: list[RequestState]):
-        """Decode-only steps until the first completion, in one timeout (or fewer if woken)."""
+        """Decode-only steps until the first completion, in one timeout (or fewer if woken);
+        how many: decode_run.py."""
         env, cost = self.env, self.cost_model
-        num = len(decodes)
-        steps = min([s.target_tokens - s.generated_tokens for s in decodes])  # remaining
-        # Evict only what the first step needs (whole pages, so usually several steps'
-        # worth); each later step past the free memory evicts for itself when it starts,
-        # applied by catch_up: evictions happen at the same step boundaries as when stepping
-        # one by one.
-        cache = self.cache
-        evicts = cache.free_tokens < num
-        if evicts:
-            cache.evict(num)
-        covered = max(1, min(steps, cache.free_tokens // num))  # by free memory
-        if self.waiting:
-            # Stepping one by one re-tries the queue's head at every step boundary. Memory
-            # only shrinks during the run, but the head's match may expire pages (TTL) or
-            # lose pages to the step's evictions (then it locks less), so it may fit at a
-            # later boundary: re-plan after each step that could change that.
-            steps = 1 if evicts or cache.ttl is not None else covered
-        elif self._defers and covered < steps:  # later steps evict when they start (catch_up)
-            steps = max(covered, min(steps, (cache.free_tokens + cache.evictable_tokens) // num))
-        else:
-            steps = covered
-        if self.max_run_steps is not None:
-            steps = min(steps, self.max_run_steps)
         gaps = [s for s in decodes if s.gap_pending]
-        if gaps:  # their next token ends a gap: one step, so it is timed on its own
-            steps = 1
-        covered = min(covered, steps)
+        remaining = min([s.target_tokens - s.generated_tokens for s in decodes])
+        steps, covered = plan_decode_run(self.cache, len(decodes), remaining, bool(self.waiting),
+                                         self._defers, self.max_run_steps, bool(gaps))
         self._reserve_decode(decodes, covered)
         contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
                           for s in decodes])
@@ -308,14 +312,7 @@ class Replica(ReplicaMemory):
             self._due(start + cost.decode_steps_time_s(contexts, covered))
         if self.state_log is not None:
             self.state_log.record(self)
-        # the run's end or a wake-up, whichever comes first: what env.any_of would do, with
-        # the same hops through the event queue (the first to fire triggers `over`, which
-        # resumes this process), without building a Condition per run
-        over = env.event()
-        timeout = env.timeout(total_s)
-        timeout.callbacks.append(partial(_trigger_once, over))
-        wake.callbacks.append(partial(_trigger_once, over))
-        yield over
+        yield _first_of(env, env.timeout(total_s), wake)
         self._wake = None
         self.due_s = INFINITY
         done = steps
@@ -333,6 +330,13 @@ class Replica(ReplicaMemory):
                 yield env.timeout(done_s - (env.now - start))
             total_s = done_s
         self._run = None
+        self._end_decode_run(decodes, done, covered, total_s, gaps)
+
+    def _end_decode_run(self, decodes: list[RequestState], done: int, covered: int,
+                        total_s: float, gaps: list[RequestState]) -> None:
+        """A decode run's `done` steps (of `covered` reserved), taking `total_s`: memory
+        reserved for steps it no longer takes, tokens, counts and ITL gaps."""
+        num = len(decodes)
         if covered > done:  # reserved for steps the run no longer takes
             unused = covered - done
             self.cache.release(unused * num)
@@ -345,9 +349,10 @@ class Replica(ReplicaMemory):
             state.generated_tokens += done
         self._outstanding -= done * num
         if done and gaps:
+            now = self.env.now
             for state in gaps:
                 state.gap_pending = False
-                self.itl_segments.append((env.now - state.last_token_s, 1))
+                self.itl_segments.append((now - state.last_token_s, 1))
             if num > len(gaps):
                 self.itl_segments.append((total_s, num - len(gaps)))
         elif done:

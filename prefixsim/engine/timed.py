@@ -1,50 +1,42 @@
 """The timed serving simulation: arrivals, a router and replicas on one simpy clock.
 
-`replay_timed` runs one process for arrivals (trace timestamps x `time_scale`) and one per
-replica (replica.py). The router is asked once per arrival. The run ends when every request
-has finished (completed or rejected); it emits frozen `ServedRecord`s, the per-replica
-figures and (with `record_state`) the replicas' state after every change as column arrays
+`replay_timed(requests, fleet, sampling)` runs one process for arrivals (trace timestamps x
+the fleet's `time_scale`) and one per replica (replica.py) of the `Fleet` (fleet.py: caches,
+lower tiers, cost model, step planner, router, shared KV pool, disaggregation). The router
+is asked once per arrival. The run ends when every request has finished (completed or
+rejected); it emits frozen `ServedRecord`s, the per-replica figures and (with
+`Sampling.record_state`) the replicas' state after every change as column arrays
 (state_log.py), from which metrics/timeseries.py derives timeseries.parquet after the run:
-no process wakes up to sample, so the cost follows engine events, not simulated time.
-`max_run_steps` caps decode-only runs (1 = one timeout per step, the naive reference the
-tests compare the fast path against). `rules` gives each request its cache class (TTL,
-priority, cacheable). `tiers` (one TierStack or None per cache) puts host/disk tiers under
-each replica's HBM; loads are timed at `kv_bytes_per_token`. `pool` (cache/pool.py) is a KV
-pool all replicas share, each over a link of its own (`pool_links` in the result).
-`disaggregation` (engine/disaggregation.py) makes the first replicas prefill and the rest
-decode; the router chooses among the prefill replicas. Building
-caches and cost models from a config is pipeline/build.py's job. No pandas here: records only.
-The cyclic garbage collector is paused while the simulation runs (`_cyclic_gc_paused`).
+no process wakes up to sample, so the cost follows engine events, not simulated time. With
+a pool (cache/pool.py) each replica reads and writes it over a link of its own (`pool_links`
+in the result); with disaggregation (engine/disaggregation.py) the first replicas prefill
+and the rest decode, and the router chooses among the prefill replicas. Building caches and
+cost models from a config is pipeline/build.py's job, pausing the garbage collector the
+caller's (gc_pause.py). No pandas here: records only.
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
 
-from prefixsim.cache import CacheCounters, RadixCache
-from prefixsim.cache.classes import CacheRules
-from prefixsim.cache.pool import LinkDirection, PoolLink, SharedPool
-from prefixsim.cache.tiers import TierStack
-from prefixsim.costmodel import CostModel
-from prefixsim.engine.disaggregation import DecodeReplica, Disaggregation, KVTransfer
+from prefixsim.cache import CacheCounters
+from prefixsim.cache.pool import LinkDirection, PoolLink
+from prefixsim.engine.disaggregation import DecodeReplica, KVTransfer
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import CatchUps, Replica
 from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
-from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.state_log import StateLog
-from prefixsim.router import Router
 from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
 
-ProgressCallback = Callable[[int], None]
+RECORD_STATE = Sampling()  # the default: states recorded, no checks
 BLOCK_REQUESTS = 1 << 16  # requests of a RequestColumns turned into Python objects at a time
 
 
@@ -58,22 +50,6 @@ def _in_blocks(requests: Iterable[Request]) -> Iterator[Request]:
     for start in range(0, len(requests), BLOCK_REQUESTS):
         stop = min(start + BLOCK_REQUESTS, len(requests))
         yield from requests.take(np.arange(start, stop, dtype=np.int64))
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the run. The engine makes millions of
-    short-lived objects (pages, heap entries, events, rows), freed by reference counting;
-    the collector's passes over them found nothing and cost about a tenth of the run. The
-    few cycles (a replica and its simpy process) live as long as the run; the previous
-    setting is restored after it, and anything cyclic left is collected then as usual."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,80 +81,79 @@ class TimedResult:
     num_prefill_replicas: int | None = None  # disaggregated: the first this many prefill
 
 
-def replay_timed(
-    requests: Iterable[Request],
-    caches: Sequence[RadixCache],
-    cost_model: CostModel,
-    scheduler: ContinuousBatching,
-    router: Router,
-    *,
-    time_scale: float = 1.0,
-    record_state: bool = True,
-    check_invariants: bool = False,
-    on_progress: ProgressCallback | None = None,
-    progress_every: int = 500,
-    max_run_steps: int | None = None,
-    rules: CacheRules | None = None,
-    tiers: Sequence[TierStack | None] | None = None,
-    kv_bytes_per_token: int = 0,
-    pool: SharedPool | None = None,
-    disaggregation: Disaggregation | None = None,
-) -> TimedResult:
+def replay_timed(requests: Iterable[Request], fleet: Fleet,
+                 sampling: Sampling = RECORD_STATE) -> TimedResult:
     """Serve `requests` (in arrival order; any iterable, read as the arrivals come) on one
-    replica per cache; see module docstring. A request's state is dropped once it has its
-    record, so memory holds the caches and the requests in flight."""
+    replica per cache of `fleet`; see module docstring. A request's state is dropped once it
+    has its record, so memory holds the caches and the requests in flight."""
     env = simpy.Environment()
-    emission_s = cost_model.serving_overheads.emission_s
-    records = RecordTable(ServedRecord)
-    count = {"arrived": 0, "finished": 0, "all_arrived": False}
-    all_done = env.event()
+    run = _Run(env, fleet, sampling)
+    env.process(run.arrivals(requests))
+    env.run(until=run.all_done)
+    return run.result()
 
-    def on_finish(state: RequestState) -> None:
-        records.append(served_record(state, emission_s))
-        count["finished"] += 1
-        finished = count["finished"]
-        if on_progress is not None and finished % progress_every == 0:
-            on_progress(progress_every)
-        if count["all_arrived"] and finished == count["arrived"] and not all_done.triggered:
-            all_done.succeed()
 
-    tier_stacks = list(tiers) if tiers is not None else [None] * len(caches)
-    log = StateLog() if record_state else None
-    links = [] if pool is None else [PoolLink(pool.spec) for _ in caches]
-    if pool is not None:
-        pool.clock = lambda: env.now
-    transfer = None
-    if disaggregation is not None:
-        if disaggregation.num_replicas != len(caches):
-            raise ValueError("disaggregation needs one cache per prefill and decode replica")
-        transfer = KVTransfer(disaggregation, kv_bytes_per_token, cost_model.transfer_time_s)
+class _Run:
+    """One timed replay's replicas, counts and records (`replay_timed`)."""
 
-    def replica(i: int, cache: RadixCache) -> Replica:
-        args = (i, env, cache, cost_model, scheduler, on_finish, check_invariants,
-                max_run_steps, tier_stacks[i], kv_bytes_per_token, log)
-        kwargs = {"pool": pool, "link": links[i] if links else None}
-        if transfer is not None and i >= disaggregation.prefill_replicas:
-            return DecodeReplica(*args, transfer=transfer, **kwargs)
-        return Replica(*args, transfer=transfer, **kwargs)
+    def __init__(self, env: simpy.Environment, fleet: Fleet, sampling: Sampling) -> None:
+        self.env, self.fleet, self.sampling = env, fleet, sampling
+        self.emission_s = fleet.cost_model.serving_overheads.emission_s
+        self.records = RecordTable(ServedRecord)
+        self.arrived = self.finished = 0
+        self.all_arrived = False
+        self.all_done = env.event()
+        caches = fleet.caches
+        self.log = StateLog() if sampling.record_state else None
+        self.links = [] if fleet.pool is None else [PoolLink(fleet.pool.spec) for _ in caches]
+        if fleet.pool is not None:
+            fleet.pool.clock = lambda: env.now
+        split = fleet.disaggregation
+        self.transfer = None
+        if split is not None:
+            if split.num_replicas != len(caches):
+                raise ValueError("disaggregation needs one cache per prefill and decode replica")
+            self.transfer = KVTransfer(split, fleet.kv_bytes_per_token,
+                                       fleet.cost_model.transfer_time_s)
+        self.replicas = [self._replica(i, cache) for i, cache in enumerate(caches)]
+        self.catch_ups = CatchUps()
+        for r in self.replicas:
+            r.catch_ups = self.catch_ups
+        self.routed = self.replicas  # the replicas the router chooses among
+        if self.transfer is not None:  # disaggregated: the prefill ones
+            self.routed = self.replicas[:split.prefill_replicas]
+            self.transfer.decoders = self.replicas[split.prefill_replicas:]
+        router = fleet.router
+        indexed = isinstance(router, IndexedRouter) and not any(c.block for c in caches)
+        if indexed:
+            router.bind_caches([r.cache for r in self.routed], lambda: env.now)
+        # a router reading the caches live expires pages of TTL caches (R11) on every replica
+        # it looks at (one following them through an index changes nothing)
+        self.record_all = not indexed and any(cache.ttl is not None for cache in caches)
 
-    replicas = [replica(i, cache) for i, cache in enumerate(caches)]
-    catch_ups = CatchUps()
-    for r in replicas:
-        r.catch_ups = catch_ups
-    routed = replicas  # the replicas the router chooses among (prefill ones, disaggregated)
-    if transfer is not None:
-        routed = replicas[:disaggregation.prefill_replicas]
-        transfer.decoders = replicas[disaggregation.prefill_replicas:]
-    indexed = isinstance(router, IndexedRouter) and not any(cache.block for cache in caches)
-    if indexed:
-        router.bind_caches([r.cache for r in routed], lambda: env.now)
-    # a router reading the caches live expires pages of TTL caches (R11) on every replica it
-    # looks at (one following them through an index changes nothing)
-    record_all = not indexed and any(cache.ttl is not None for cache in caches)
+    def _replica(self, i: int, cache) -> Replica:
+        split = self.fleet.disaggregation
+        link = self.links[i] if self.links else None
+        args = (i, self.env, cache, self.fleet, self.sampling, self.on_finish, self.log)
+        if self.transfer is not None and i >= split.prefill_replicas:
+            return DecodeReplica(*args, transfer=self.transfer, link=link)
+        return Replica(*args, transfer=self.transfer, link=link)
 
-    frontend_s = cost_model.serving_overheads.frontend_s
+    def on_finish(self, state: RequestState) -> None:
+        self.records.append(served_record(state, self.emission_s))
+        self.finished += 1
+        finished = self.finished
+        on_progress, every = self.sampling.on_progress, self.sampling.progress_every
+        if on_progress is not None and finished % every == 0:
+            on_progress(every)
+        if self.all_arrived and finished == self.arrived and not self.all_done.triggered:
+            self.all_done.succeed()
 
-    def arrivals():
+    def arrivals(self, requests: Iterable[Request]):
+        env, log, routed = self.env, self.log, self.routed
+        time_scale, rules, router = self.fleet.time_scale, self.fleet.rules, self.fleet.router
+        frontend_s = self.fleet.cost_model.serving_overheads.frontend_s
+        run_until = self.catch_ups.run_until
         for request in _in_blocks(requests):
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
@@ -186,36 +161,36 @@ def replay_timed(
             state = RequestState(request, env.now - frontend_s)
             if rules is not None:
                 state.rule = rules.for_request(request)
-            count["arrived"] += 1
+            self.arrived += 1
             now = env.now
-            catch_ups.run_until(now)  # deferred evictions due by now, before the router looks
+            run_until(now)  # deferred evictions due by now, before the router looks
             chosen = routed[router.route(request, routed, now)]
             chosen.submit(state)
             if log is not None:
-                for other in routed if record_all else (chosen,):
+                for other in routed if self.record_all else (chosen,):
                     log.record(other)
-        count["all_arrived"] = True
-        if count["finished"] == count["arrived"] and not all_done.triggered:
-            all_done.succeed()
+        self.all_arrived = True
+        if self.finished == self.arrived and not self.all_done.triggered:
+            self.all_done.succeed()
 
-    env.process(arrivals())
-    with _cyclic_gc_paused():
-        env.run(until=all_done)
-    if on_progress is not None:
-        on_progress(count["finished"] % progress_every)
-    ids = records.columns()["request_id"]
-    if len(ids) > 1 and np.any(np.diff(ids) < 0):
-        records.reorder(np.argsort(ids, kind="stable"))
-    figures = [ReplicaFigures(r.index, r.capacity_tokens, r.num_steps, r.busy_s,
-                              r.num_preemptions, r.query_tokens, r.hit_tokens,
-                              r.cache.counters) for r in replicas]
-    itl = ItlSegments()
-    for r in replicas:  # moved, not copied: each replica's arrays go once appended
-        itl.extend(r.itl_segments)
-        r.itl_segments = ItlSegments()
-    duration = env.now
-    state_columns = log.columns() if log is not None else None
-    return TimedResult(records, state_columns, figures, itl, duration,
-                       sum(r.num_steps for r in replicas) + count["arrived"], links,
-                       [] if transfer is None else transfer.links,
-                       None if disaggregation is None else disaggregation.prefill_replicas)
+    def result(self) -> TimedResult:
+        on_progress, every = self.sampling.on_progress, self.sampling.progress_every
+        if on_progress is not None:
+            on_progress(self.finished % every)
+        records, replicas = self.records, self.replicas
+        ids = records.columns()["request_id"]
+        if len(ids) > 1 and np.any(np.diff(ids) < 0):
+            records.reorder(np.argsort(ids, kind="stable"))
+        figures = [ReplicaFigures(r.index, r.capacity_tokens, r.num_steps, r.busy_s,
+                                  r.num_preemptions, r.query_tokens, r.hit_tokens,
+                                  r.cache.counters) for r in replicas]
+        itl = ItlSegments()
+        for r in replicas:  # moved, not copied: each replica's arrays go once appended
+            itl.extend(r.itl_segments)
+            r.itl_segments = ItlSegments()
+        split = self.fleet.disaggregation
+        return TimedResult(records, self.log.columns() if self.log is not None else None,
+                           figures, itl, self.env.now,
+                           sum(r.num_steps for r in replicas) + self.arrived, self.links,
+                           [] if self.transfer is None else self.transfer.links,
+                           None if split is None else split.prefill_replicas)

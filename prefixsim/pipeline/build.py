@@ -4,9 +4,11 @@ Resolves the model and GPU presets (or a presets file), the cost model, the requ
 (classes, minimum cacheable prompt), the price list, and the caches: one per replica in
 timed mode, sized to the replica's KV pool (docs/cache-semantics.md R13: memory x
 utilisation - weights/tp - activation reserve, over KV bytes per token; `cache.capacity_tokens`
-replaces it when set), with their lower tiers; one cache in cache-only mode (a SegmentCache
-where it gives the same results faster). Plug-in names come from the registries; a bad
-parameter is a one-line InputError naming its key. Runs nothing and writes nothing.
+replaces it when set), with their lower tiers, and the timed engine's `Fleet` (those caches
+and tiers, the router, the step planner, the shared pool, disaggregation and the clock); one
+cache in cache-only mode (a SegmentCache where it gives the same results faster). Plug-in
+names come from the registries; a bad parameter is a one-line InputError naming its key.
+Runs nothing and writes nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from prefixsim.cache import (
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import TierStack, build_tier_stack
-from prefixsim.config import CacheConfig, HardwareConfig, ModelConfig, RunConfig
+from prefixsim.config import CacheConfig, EngineConfig, HardwareConfig, ModelConfig, RunConfig
 from prefixsim.costmodel import COST_MODELS, CostModel, chunk_time_function
+from prefixsim.engine.disaggregation import Disaggregation
+from prefixsim.engine.fleet import Fleet
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.errors import InputError
 from prefixsim.metrics.pricing import Pricing, load_pricing
@@ -40,7 +44,7 @@ from prefixsim.presets import (
     kv_pool_tokens,
     load_custom_presets,
 )
-from prefixsim.router import ROUTERS, Router
+from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 DTYPE_BYTES = {"bf16": 2, "fp8": 1}
@@ -54,8 +58,10 @@ class Components:
     `caches[i]` and `tiers[i]` belong to replica i (timed) or are the one replayed cache
     (cache-only). `pool_tokens_per_replica` is each replica's KV pool (timed only);
     `kv_bytes_per_token_per_gpu` times lower-tier and pool transfers (each of the tp GPUs
-    moves its share over its own link). `router` and `scheduler` are None in cache-only mode.
-    `shared_pool`: the KV pool every replica shares (R18), None without `cache.pool`.
+    moves its share over its own link). `shared_pool`: the KV pool every replica shares (R18),
+    None without `cache.pool`. `fleet`: what the timed engine serves with (the caches and
+    tiers above, cost model, step planner, router, pool, disaggregation and clock; the
+    engine's `Fleet`), None in cache-only mode.
     """
 
     config: RunConfig
@@ -68,9 +74,8 @@ class Components:
     tiers: list[TierStack | None]
     pool_tokens_per_replica: int | None = None
     kv_bytes_per_token_per_gpu: int = 0
-    router: Router | None = None
-    scheduler: ContinuousBatching | None = None
     shared_pool: SharedPool | None = None
+    fleet: Fleet | None = None
 
 
 def build(config: RunConfig, requests: Sequence[Request],
@@ -103,35 +108,42 @@ def build(config: RunConfig, requests: Sequence[Request],
         router = ROUTERS.build(config.router.name, **config.router.params)
     except (TypeError, ValueError) as exc:
         raise InputError(str(exc), field="router.params") from None
-    return Components(
-        config, model, gpu, cost_model, rules, pricing, caches,
-        [build_tiers(cache, config.cache) for cache in caches],
-        pool_tokens_per_replica=pool,
-        kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
-        router=router,
-        scheduler=ContinuousBatching(config.scheduler.max_batched_tokens,
-                                     config.scheduler.max_num_seqs,
-                                     config.scheduler.chunked_prefill),
-        shared_pool=shared,
-    )
+    tiers = [build_tiers(cache, config.cache) for cache in caches]
+    scheduler = ContinuousBatching(config.scheduler.max_batched_tokens,
+                                   config.scheduler.max_num_seqs,
+                                   config.scheduler.chunked_prefill)
+    fleet = Fleet(caches, cost_model, scheduler, router, config.engine.time_scale, rules,
+                  tiers, kv_bytes_per_gpu, shared, build_disaggregation(config.engine))
+    return Components(config, model, gpu, cost_model, rules, pricing, caches, tiers,
+                      pool_tokens_per_replica=pool, kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
+                      shared_pool=shared, fleet=fleet)
 
 
 def resolve_model(config: ModelConfig) -> ModelSpec:
     """The model preset, or the custom model of the same name from `presets_file`."""
-    if config.presets_file is not None:
-        models, _ = load_custom_presets(config.presets_file)
-        if config.name in models:
-            return models[config.name]
-    return get_model(config.name)
+    return _custom_or_preset(config.presets_file, 0, config.name, get_model)
 
 
 def resolve_gpu(config: HardwareConfig) -> GPUSpec:
     """The GPU preset, or the custom GPU of the same name from `presets_file`."""
-    if config.presets_file is not None:
-        _, gpus = load_custom_presets(config.presets_file)
-        if config.gpu in gpus:
-            return gpus[config.gpu]
-    return get_gpu(config.gpu)
+    return _custom_or_preset(config.presets_file, 1, config.gpu, get_gpu)
+
+
+def _custom_or_preset(presets_file, table: int, name: str, preset: Callable):
+    """`name` from table `table` (0: models, 1: GPUs) of a presets file, else the preset."""
+    if presets_file is not None:
+        custom = load_custom_presets(presets_file)[table]
+        if name in custom:
+            return custom[name]
+    return preset(name)
+
+
+def build_disaggregation(engine: EngineConfig) -> Disaggregation | None:
+    """Prefill/decode disaggregation (engine/disaggregation.py), None unless configured."""
+    if engine.prefill_replicas is None:
+        return None
+    return Disaggregation(engine.prefill_replicas, engine.decode_replicas,
+                          engine.kv_transfer_gb_s * 1e9, engine.kv_transfer_latency_s)
 
 
 def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostModel:

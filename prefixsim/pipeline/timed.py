@@ -1,6 +1,6 @@
 """A timed run of built components: the simpy engine over the trace, then the figures the
 summary needs (requests frame, timeseries, bounds). Writes nothing; summarising is
-metrics/summary.py's job (pipeline/run.py calls it)."""
+metrics/summary.py's job (pipeline/road.py calls it)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pyarrow as pa
 from prefixsim.analysis.bounds import unbounded_hit_rate
 from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import ProgressCallback
-from prefixsim.engine.disaggregation import Disaggregation
+from prefixsim.engine.fleet import Sampling
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.requests import records_frame
@@ -61,19 +62,16 @@ def run_timed(parts: Components, requests: Iterable[Request],
     arrivals come), else taken here from `requests`, a sequence."""
     config = parts.config
     engine = config.engine
-    assert parts.router is not None and parts.scheduler is not None
+    assert parts.fleet is not None
     # Arrow's allocator keeps what the trace reader freed (~120 MB at 1M requests read from
     # Parquet) for reuse by Arrow, which the run hardly uses: hand it back first
     pa.default_memory_pool().release_unused()
     if figures is None:  # the bound first: its tables come and go before the run's
         figures = trace_figures(parts, requests)
-    result = replay_timed(
-        requests, parts.caches, parts.cost_model, parts.scheduler, parts.router,
-        time_scale=engine.time_scale, record_state=engine.sample_interval_s is not None,
-        check_invariants=engine.check_invariants, on_progress=on_progress,
-        rules=parts.rules, tiers=parts.tiers,
-        kv_bytes_per_token=parts.kv_bytes_per_token_per_gpu, pool=parts.shared_pool,
-        disaggregation=_disaggregation(engine))
+    sampling = Sampling(record_state=engine.sample_interval_s is not None,
+                        check_invariants=engine.check_invariants, on_progress=on_progress)
+    with paused_gc():  # the engine's objects are freed by reference counting (gc_pause.py)
+        result = replay_timed(requests, parts.fleet, sampling)
     frame = records_frame(result.records, ServedRecord)
     samples, sampling = timeseries(result, engine.sample_interval_s)
     # the recorded states (80 bytes per engine event) are spent once sampled; the engine's
@@ -95,10 +93,3 @@ def run_timed(parts: Components, requests: Iterable[Request],
         pool=None if parts.shared_pool is None else PoolFigures.of(
             parts.shared_pool, result.pool_links, result.duration_s))
     return facts, samples
-
-
-def _disaggregation(engine) -> Disaggregation | None:
-    if engine.prefill_replicas is None:
-        return None
-    return Disaggregation(engine.prefill_replicas, engine.decode_replicas,
-                          engine.kv_transfer_gb_s * 1e9, engine.kv_transfer_latency_s)

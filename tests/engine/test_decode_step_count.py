@@ -3,6 +3,7 @@ so it must not count in the replica's steps or the run's events."""
 
 from fakes import Ticks, lru
 
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
@@ -20,10 +21,9 @@ def test_decode_run_woken_at_its_start_counts_no_step():
     start (0 steps done). Then C's prefill + A's decode t=1->2, and one decode step of both
     t=2->3: 3 steps, 3 s busy (the bug counted 4). Replica 1: B's prefill, 1 step.
     Events = steps (3 + 1) + requests (3)."""
-    result = replay_timed(
-        [req(0, 0.0, 4, 3, [1]), req(1, 0.5, 4, 1, [2]), req(2, 1.0, 4, 2, [3])],
-        [lru(100), lru(100)], Ticks(), ContinuousBatching(8192, 256),
-        ROUTERS.build("round_robin"), check_invariants=True)
+    result = replay_timed([req(0, 0.0, 4, 3, [1]), req(1, 0.5, 4, 1, [2]), req(2, 1.0, 4, 2, [3])],
+                          Fleet([lru(100), lru(100)], Ticks(), ContinuousBatching(8192, 256),
+                          ROUTERS.build("round_robin")), Sampling(check_invariants=True))
     assert [(f.num_steps, f.busy_s) for f in result.replicas] == [(3, 3.0), (1, 1.0)]
     assert result.num_events == 7
     assert [r.finish_s for r in result.records] == [3.0, 1.5, 3.0]

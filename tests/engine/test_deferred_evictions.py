@@ -14,6 +14,7 @@ A router looking at replica 0 at t=9.5 sees page 2; at t=10.5 it is gone.
 from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.trace import Request
@@ -40,8 +41,8 @@ def serve(probe_times, max_run_steps=None):
     requests += [Request(2 + i, t, 4, 1, (100 + i,), P) for i, t in enumerate(probe_times)]
     caches = [RadixCache(20, POLICIES.build("lru")) for _ in range(2)]
     router = Peeking()
-    result = replay_timed(requests, caches, Ticks(), ContinuousBatching(8192, 256), router,
-                          check_invariants=True, max_run_steps=max_run_steps)
+    result = replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(8192, 256), router),
+                          Sampling(check_invariants=True, max_run_steps=max_run_steps))
     return result, router.seen, caches[0]
 
 
@@ -91,8 +92,8 @@ def test_load_inside_the_step_a_wake_up_cuts():
     seen = []
     for steps in (None, 1):
         router = LoadReading()
-        replay_timed(requests, [RadixCache(100, POLICIES.build("lru"))], Ticks(),
-                     ContinuousBatching(8192, 256), router, check_invariants=True,
-                     max_run_steps=steps)
+        replay_timed(requests, Fleet([RadixCache(100, POLICIES.build("lru"))], Ticks(),
+                     ContinuousBatching(8192, 256), router), Sampling(check_invariants=True,
+                     max_run_steps=steps))
         seen.append(router.loads)
     assert seen[0] == seen[1] == [0, 15, 20]

@@ -12,6 +12,7 @@ from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.config import load_config
 from prefixsim.engine.disaggregation import Disaggregation
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -26,10 +27,10 @@ LINK = {"link_bytes_s": 1000.0, "link_latency_s": 0.5}
 
 def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1, pool=None):
     caches = [RadixCache(capacity, POLICIES.build("lru")) for _ in range(prefill + decode)]
-    return replay_timed(requests, caches, Ticks(), ContinuousBatching(64, 8),
-                        ROUTERS.build("round_robin"), check_invariants=True,
-                        max_run_steps=max_run_steps, kv_bytes_per_token=1000,
-                        disaggregation=Disaggregation(prefill, decode, **LINK), pool=pool)
+    return replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(64, 8),
+                        ROUTERS.build("round_robin"), kv_bytes_per_token=1000,
+                        disaggregation=Disaggregation(prefill, decode, **LINK), pool=pool),
+                        Sampling(check_invariants=True, max_run_steps=max_run_steps))
 
 
 def test_prefill_transfer_decode_known_answer():
@@ -173,10 +174,10 @@ def test_whole_decode_runs_equal_step_by_step_when_disaggregated(seed, prefill, 
     def frame(max_run_steps):
         caches = [RadixCache(capacity, POLICIES.build("lru"))
                   for _ in range(prefill + decode)]
-        result = replay_timed(requests, caches, OffGrid(), ContinuousBatching(64, 8),
-                              ROUTERS.build("round_robin"), max_run_steps=max_run_steps,
-                              kv_bytes_per_token=1000,
-                              disaggregation=Disaggregation(prefill, decode, **LINK))
+        result = replay_timed(requests, Fleet(caches, OffGrid(), ContinuousBatching(64, 8),
+                              ROUTERS.build("round_robin"), kv_bytes_per_token=1000,
+                              disaggregation=Disaggregation(prefill, decode, **LINK)),
+                              Sampling(max_run_steps=max_run_steps))
         return records_frame(result.records, ServedRecord)
 
     fast, slow = frame(None), frame(1)

@@ -7,6 +7,7 @@ from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.engine import replica as replica_module
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
@@ -17,8 +18,9 @@ def _run(check: bool):
     """Two requests sharing a 2-page prefix (P=4), the second hitting it while running."""
     requests = [Request(0, 0.0, 12, 3, (1, 2, 3), 4), Request(1, 1.0, 12, 3, (1, 2, 4), 4)]
     cache = RadixCache(200, POLICIES.build("lru"))
-    return replay_timed(requests, [cache], Ticks(), ContinuousBatching(8192, 256),
-                        ROUTERS.build("round_robin"), check_invariants=check, max_run_steps=1)
+    return replay_timed(requests, Fleet([cache], Ticks(), ContinuousBatching(8192, 256),
+                        ROUTERS.build("round_robin")), Sampling(check_invariants=check,
+                        max_run_steps=1))
 
 
 @pytest.mark.parametrize("counter", ["locked_tokens", "resident_tokens"])

@@ -7,6 +7,7 @@ from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import ServingOverheads
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
@@ -16,9 +17,9 @@ OVERHEADS = ServingOverheads(frontend_s=0.25, emission_s=0.5, idle_wakeup_s=0.12
 
 
 def run(requests):
-    return replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
-                        Ticks(OVERHEADS), ContinuousBatching(8192, 256),
-                        ROUTERS.build("round_robin"), check_invariants=True).records
+    return replay_timed(requests, Fleet([RadixCache(1000, POLICIES.build("lru"))], Ticks(OVERHEADS),
+                        ContinuousBatching(8192, 256), ROUTERS.build("round_robin")),
+                        Sampling(check_invariants=True)).records
 
 
 def test_overheads_add_to_ttft_and_e2e_not_tpot():

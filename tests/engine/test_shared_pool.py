@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from prefixsim.cache.pool import PoolFigures, PoolLink, PoolSpec, SharedPool
 from prefixsim.engine.cache_only import replay_cache_only
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
@@ -25,10 +26,9 @@ def pool(capacity=None, spec=SPEC):
 
 
 def serve(requests, hbm, shared, replicas=1):
-    return replay_timed(requests, [lru(hbm) for _ in range(replicas)], Ticks(),
-                        ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
-                        check_invariants=True, max_run_steps=1, pool=shared,
-                        kv_bytes_per_token=1000)
+    return replay_timed(requests, Fleet([lru(hbm) for _ in range(replicas)], Ticks(),
+                        ContinuousBatching(64, 8), ROUTERS.build("round_robin"), pool=shared,
+                        kv_bytes_per_token=1000), Sampling(check_invariants=True, max_run_steps=1))
 
 
 def test_a_pool_hit_pays_its_transfer_in_ttft():
@@ -77,9 +77,10 @@ def test_two_requests_wait_for_the_last_read_of_their_step():
     hbm.insert(None, [1], [4], 0.0, 0)
     hbm.insert(None, [6], [4], 0.0, 0)
     result = replay_timed([Request(0, 10.0, 12, 1, (1, 2, 5), 4),
-                           Request(1, 10.0, 12, 1, (6, 7, 8), 4)], [hbm], Ticks(),
-                          ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
-                          check_invariants=True, pool=shared, kv_bytes_per_token=1000)
+                           Request(1, 10.0, 12, 1, (6, 7, 8), 4)],
+                          Fleet([hbm], Ticks(), ContinuousBatching(64, 8),
+                          ROUTERS.build("round_robin"), pool=shared, kv_bytes_per_token=1000),
+                          Sampling(check_invariants=True))
     assert [r.first_token_s for r in result.records] == [20.0, 20.0]
     assert [r.cached_tokens_pool for r in result.records] == [4, 4]
 

@@ -10,6 +10,7 @@ from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.pipeline import simulate
@@ -37,9 +38,9 @@ TRACE = [
 def run(with_host: bool):
     cache = RadixCache(64, POLICIES.build("lru"))
     tiers = [TierStack(cache, [TierSpec("host", 1000, LINK)])] if with_host else None
-    return replay_timed(TRACE, [cache], COST, ContinuousBatching(8192, 256),
-                        ROUTERS.build("round_robin"), check_invariants=True, tiers=tiers,
-                        kv_bytes_per_token=KV)
+    return replay_timed(TRACE, Fleet([cache], COST, ContinuousBatching(8192, 256),
+                        ROUTERS.build("round_robin"), tiers=tiers, kv_bytes_per_token=KV),
+                        Sampling(check_invariants=True))
 
 
 def test_host_hit_in_timed_mode_with_its_load_time():

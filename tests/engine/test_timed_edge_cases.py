@@ -11,6 +11,7 @@ Timelines are worked by hand in each docstring; "t=a->b" is one step.
 from fakes import Ticks, lru
 
 from prefixsim.cache.ttl import TTLRule
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -26,8 +27,9 @@ def req(rid, arrival, input_tokens, output_tokens, ids, page=P):
 
 
 def run(requests, cache, probe=None, budget=8192, seqs=256):
-    return replay_timed(requests, [cache], Ticks(probe=probe), ContinuousBatching(budget, seqs),
-                        ROUTERS.build("round_robin"), check_invariants=True, max_run_steps=1)
+    return replay_timed(requests, Fleet([cache], Ticks(probe=probe),
+                        ContinuousBatching(budget, seqs), ROUTERS.build("round_robin")),
+                        Sampling(check_invariants=True, max_run_steps=1))
 
 
 def snapshot(cache):

@@ -9,6 +9,7 @@ import pytest
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.presets import get_gpu, get_model
@@ -53,8 +54,8 @@ def request(rid, arrival, input_tokens, output_tokens, ids=None, session=None):
 def run(requests, replicas=1, capacity=400_000, router="round_robin", **kwargs):
     caches = [RadixCache(capacity, POLICIES.build("lru")) for _ in range(replicas)]
     scheduler = kwargs.pop("scheduler", ContinuousBatching(8192, 256))
-    return replay_timed(requests, caches, COST, scheduler, ROUTERS.build(router),
-                        check_invariants=True, **kwargs)
+    return replay_timed(requests, Fleet(caches, COST, scheduler, ROUTERS.build(router)),
+                        Sampling(check_invariants=True, **kwargs))
 
 
 def test_one_request_by_hand():

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.costmodel import StepRoofline
 from prefixsim.engine import replay_cache_only
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.requests import records_frame
@@ -53,8 +54,8 @@ def run(requests, capacity=6000, replicas=2, router="prefix_aware", budget=1024,
         ttl=None, **kwargs):
     ttl_rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
     caches = [RadixCache(capacity, POLICIES.build("lru"), ttl_rule) for _ in range(replicas)]
-    return replay_timed(requests, caches, COST, ContinuousBatching(budget, seqs),
-                        ROUTERS.build(router), check_invariants=True, **kwargs)
+    return replay_timed(requests, Fleet(caches, COST, ContinuousBatching(budget, seqs),
+                        ROUTERS.build(router)), Sampling(check_invariants=True, **kwargs))
 
 
 def frame(result):
@@ -171,8 +172,8 @@ def test_every_policy_and_cache_mode_keeps_r13_in_timed_mode(policy, mode):
 
     caches = [RadixCache(3000, build_policy(policy, requests, prefill_time_s),
                          TTLRule(2.0, TTLMode.SLIDING), CacheMode(mode)) for _ in range(2)]
-    result = replay_timed(requests, caches, COST, ContinuousBatching(512, 16),
-                          ROUTERS.build("prefix_aware"), check_invariants=True)
+    result = replay_timed(requests, Fleet(caches, COST, ContinuousBatching(512, 16),
+                          ROUTERS.build("prefix_aware")), Sampling(check_invariants=True))
     df = frame(result)
     assert set(df["status"]) <= {"completed", "rejected"}
     assert (df["status"] == "completed").sum() > len(df) // 2
@@ -192,8 +193,8 @@ def test_every_policy_fast_path_equals_step_by_step(policy, mode):
     def serve(max_run_steps):
         caches = [RadixCache(3000, build_policy(policy, requests), TTLRule(2.0, TTLMode.SLIDING),
                              CacheMode(mode)) for _ in range(2)]
-        result = replay_timed(requests, caches, COST, ContinuousBatching(512, 16),
-                              ROUTERS.build("prefix_aware"), max_run_steps=max_run_steps)
+        result = replay_timed(requests, Fleet(caches, COST, ContinuousBatching(512, 16),
+                              ROUTERS.build("prefix_aware")), Sampling(max_run_steps=max_run_steps))
         return frame(result), [fig.counters.evicted_pages for fig in result.replicas]
 
     (fast, fast_evicted), (slow, slow_evicted) = serve(None), serve(1)

@@ -5,6 +5,7 @@ rejected requests outside token totals and hit rates, goodput only with an SLO."
 from fakes import Ticks
 
 from prefixsim.cache import POLICIES, CacheCounters, RadixCache
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -31,9 +32,10 @@ class RecordsContexts(Ticks):
 
 
 def serve(requests, capacity, budget, cost=None):
-    return replay_timed(requests, [RadixCache(capacity, POLICIES.build("lru"))],
+    return replay_timed(requests, Fleet([RadixCache(capacity, POLICIES.build("lru"))],
                         cost or RecordsContexts(), ContinuousBatching(budget, 4),
-                        ROUTERS.build("round_robin"), check_invariants=True, max_run_steps=1)
+                        ROUTERS.build("round_robin")), Sampling(check_invariants=True,
+                        max_run_steps=1))
 
 
 def test_kv_is_allocated_per_scheduled_chunk():

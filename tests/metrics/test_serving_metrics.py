@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import StepRoofline
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.requests import distribution
@@ -60,10 +61,10 @@ def _requests(n=30):
                     16) for i in range(n)]
 
 
-def _run(requests, **kwargs):
+def _run(requests, time_scale=1.0, **sampling):
     caches = [RadixCache(50_000, POLICIES.build("lru"))]
-    return replay_timed(requests, caches, COST, ContinuousBatching(2048, 8),
-                        ROUTERS.build("round_robin"), **kwargs)
+    return replay_timed(requests, Fleet(caches, COST, ContinuousBatching(2048, 8),
+                        ROUTERS.build("round_robin"), time_scale), Sampling(**sampling))
 
 
 def test_time_scale_stretches_arrivals():

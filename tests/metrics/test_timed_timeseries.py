@@ -6,14 +6,15 @@ import math
 import numpy as np
 import pytest
 import simpy
-from fakes import Ticks
+from fakes import Ticks, lru
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import prefixsim.engine.timed as timed
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import TTLMode, TTLRule
 from prefixsim.config import load_config
 from prefixsim.costmodel import StepRoofline
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.summary import sampling_keys
@@ -45,9 +46,9 @@ def test_known_answer_by_hand():
     3.25 = duration; the last sample is at 3.0.
     """
     requests = [Request(0, 0.25, 32, 3, (1, 2), 16), Request(1, 1.5, 32, 1, (1, 2), 16)]
-    result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
-                          Ticks(), ContinuousBatching(64, 4),
-                          ROUTERS.build("round_robin"), check_invariants=True)
+    result = replay_timed(requests, Fleet([lru(1000)], Ticks(),
+                          ContinuousBatching(64, 4), ROUTERS.build("round_robin")),
+                          Sampling(check_invariants=True))
     assert result.duration_s == 3.25
     frame, about = timeseries(result, 0.5)
     assert sampling_keys(about) == {"timeseries_interval_s": 0.5, "timeseries_rows": 7}
@@ -64,13 +65,17 @@ def test_known_answer_by_hand():
     assert frame["preemptions"].tolist() == [0] * 7
 
 
+def replay_private_requests(count: int, gap_s: float, replicas: int):
+    """`count` requests of four private 16-token pages and 4 outputs, `gap_s` apart, round
+    robin over `replicas` LRU replicas of 1000 tokens (budget 64, 4 sequences), 1 s steps."""
+    requests = [Request(i, gap_s * i, 64, 4, (10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3), 16)
+                for i in range(count)]
+    return replay_timed(requests, Fleet([lru(1000) for _ in range(replicas)], Ticks(),
+                                        ContinuousBatching(64, 4), ROUTERS.build("round_robin")))
+
+
 def test_rows_per_replica_are_time_major():
-    requests = [Request(i, 0.3 * i, 64, 4, (10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3), 16)
-                for i in range(6)]
-    result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))
-                                     for _ in range(3)],
-                          Ticks(), ContinuousBatching(64, 4),
-                          ROUTERS.build("round_robin"))
+    result = replay_private_requests(6, 0.3, replicas=3)
     frame, _ = timeseries(result, 0.5)
     assert frame["replica"].tolist() == [0, 1, 2] * (len(frame) // 3)
     assert frame["time_s"].tolist() == sorted(frame["time_s"])
@@ -102,12 +107,7 @@ def test_effective_interval_is_the_smallest_multiple_under_the_cap(duration, int
 
 
 def test_row_cap_widens_the_interval_and_says_so():
-    requests = [Request(i, 2.0 * i, 64, 4, (10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3), 16)
-                for i in range(20)]
-    result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))
-                                     for _ in range(2)],
-                          Ticks(), ContinuousBatching(64, 4),
-                          ROUTERS.build("round_robin"))
+    result = replay_private_requests(20, 2.0, replicas=2)
     assert result.duration_s == 38.0 + 4.0  # the last request: arrival 38, 4 steps
     frame, info = timeseries(result, 0.5, max_rows=30)
     about = sampling_keys(info)
@@ -177,10 +177,10 @@ def _assert_matches_polling(requests, replicas, router, ttl, capacity):
     with pytest.MonkeyPatch.context() as monkeypatch:
         polled = _poll_reference(monkeypatch, 0.125)
         rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
-        caches = [RadixCache(capacity, POLICIES.build("lru"), rule) for _ in range(replicas)]
+        caches = [lru(capacity, rule) for _ in range(replicas)]
         router = ROUTERS.build(router) if isinstance(router, str) else router
-        result = timed.replay_timed(requests, caches, ROOFLINE, ContinuousBatching(512, 8),
-                                    router)
+        result = timed.replay_timed(requests, Fleet(caches, ROOFLINE, ContinuousBatching(512, 8),
+                                    router))
     frame = sample_states(result.states, [capacity] * replicas, 0.125, result.duration_s)
     reference = [row for row in polled if row[0] <= result.duration_s]
     assert len(reference) == len(frame)

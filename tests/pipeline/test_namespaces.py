@@ -19,6 +19,7 @@ from fakes import Ticks
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cli import app
 from prefixsim.engine import replay_cache_only
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.errors import InputError
@@ -47,9 +48,9 @@ def cache_only_hits(requests):
 
 
 def timed_hits(requests):
-    result = replay_timed(requests, [RadixCache(1000, POLICIES.build("lru"))],
-                          Ticks(), ContinuousBatching(64, 4),
-                          ROUTERS.build("round_robin"), check_invariants=True)
+    result = replay_timed(requests, Fleet([RadixCache(1000, POLICIES.build("lru"))], Ticks(),
+                          ContinuousBatching(64, 4), ROUTERS.build("round_robin")),
+                          Sampling(check_invariants=True))
     return [r.cached_tokens for r in result.records]
 
 

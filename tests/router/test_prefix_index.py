@@ -12,6 +12,7 @@ import pytest
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.costmodel import Roofline
+from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.presets import get_gpu, get_model
@@ -140,8 +141,8 @@ class ChecksTheIndex:
 
 def _run(requests, router, replicas=4, capacity=3000, ttl=None):
     caches = [lru(capacity, ttl) for _ in range(replicas)]
-    return replay_timed(requests, caches, COST, ContinuousBatching(512, 8), router,
-                        check_invariants=True)
+    return replay_timed(requests, Fleet(caches, COST, ContinuousBatching(512, 8), router),
+                        Sampling(check_invariants=True))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

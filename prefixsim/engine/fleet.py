@@ -1,0 +1,66 @@
+"""What a timed run serves with (`Fleet`) and what it records and checks while it runs
+(`Sampling`): the two arguments of `replay_timed` besides the requests (engine/timed.py).
+
+A `Fleet` is the replicas' pieces (one cache and lower-tier stack per replica, the cost
+model, the step planner), the router, the KV pool they share (docs/cache-semantics.md R18),
+prefill/decode disaggregation and the clock (`time_scale` stretches the trace's arrival
+times). pipeline/build.py builds one from a config; tests build them by hand. Owned here:
+the grouping and its defaults. Left out: building caches or cost models (pipeline/build.py)
+and running anything (engine/timed.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prefixsim.cache import RadixCache
+from prefixsim.cache.classes import CacheRules
+from prefixsim.cache.pool import SharedPool
+from prefixsim.cache.tiers import TierStack
+from prefixsim.costmodel import CostModel
+from prefixsim.engine.cache_only import ProgressCallback
+from prefixsim.engine.disaggregation import Disaggregation
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.router import Router
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The replicas of a timed run and what they share. `caches[i]` (and `tiers[i]`, None:
+    no lower tiers) belong to replica i. `rules` gives each request its cache class (TTL,
+    priority, cacheable). `kv_bytes_per_token` times lower-tier, pool and disaggregated
+    transfers (per GPU). `pool`: the KV pool every replica shares over a link of its own.
+    `disaggregation`: the first replicas prefill, the rest decode (engine/disaggregation.py).
+    """
+
+    caches: Sequence[RadixCache]
+    cost_model: CostModel
+    scheduler: ContinuousBatching
+    router: Router
+    time_scale: float = 1.0
+    rules: CacheRules | None = None
+    tiers: Sequence[TierStack | None] | None = None
+    kv_bytes_per_token: int = 0
+    pool: SharedPool | None = None
+    disaggregation: Disaggregation | None = None
+
+    def tier_stack(self, replica: int) -> TierStack | None:
+        """The lower tiers under replica `replica`'s cache, or None."""
+        return None if self.tiers is None else self.tiers[replica]
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """What a timed run records and checks. `record_state`: the replicas' state after every
+    change (state_log.py; timeseries.parquet is derived from it). `check_invariants`: R13
+    and the replicas' accounting after every step (slow; tests and debugging).
+    `on_progress(n)`: told every `progress_every` finished requests (and the rest at the
+    end). `max_run_steps` caps decode-only runs (1: one timeout per step, the naive
+    reference the tests and bench/engine_speed.py compare the fast path against)."""
+
+    record_state: bool = True
+    check_invariants: bool = False
+    on_progress: ProgressCallback | None = None
+    progress_every: int = 500
+    max_run_steps: int | None = None
