@@ -146,12 +146,7 @@ class SharedPool:
 
     def write_evicted(self, page: Page) -> int:
         """Write an evicted HBM page with the ancestors its pointers still name."""
-        chain: list[Page] = []
-        node: Page | None = page
-        while node is not None:
-            chain.append(node)
-            node = node.parent
-        chain.reverse()
+        chain = page.path()
         return self.write([p.page_id for p in chain], [p.num_tokens for p in chain])
 
 

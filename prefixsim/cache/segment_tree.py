@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 from itertools import count
 
+from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.idle_ages import EDGES_S
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy
@@ -95,7 +96,7 @@ class Segment:
                 f"depth={self.depth}, tokens={self.num_tokens}, recency={self.recency})")
 
 
-class SegmentCache:
+class SegmentCache(TokenAccounting):
     """A capacity-bounded (in tokens) prefix cache of page segments, for Part A replays."""
 
     def __init__(
@@ -139,16 +140,6 @@ class SegmentCache:
     @property
     def num_pages(self) -> int:
         return len(self._ids)
-
-    @property
-    def free_tokens(self) -> float:
-        if self.capacity_tokens is None:
-            return INFINITY
-        return self.capacity_tokens - self.resident_tokens
-
-    @property
-    def evictable_tokens(self) -> int:
-        return self.resident_tokens
 
     def orphan_tokens(self) -> int:
         """Always 0: radix mode has no orphans (for the summary, as RadixCache reports it)."""

@@ -113,11 +113,16 @@ class TierStack:
         return [tier.spec.name for tier in self.tiers]
 
     def _demote(self, page: Page) -> None:
-        pending = [(page.page_id, page.num_tokens)]
-        for tier in self.tiers:
+        self._put_from(0, page.page_id, page.num_tokens)
+
+    def _put_from(self, first_tier: int, page_id: int, num_tokens: int) -> None:
+        """Store a page in tier `first_tier`; what a full tier pushes out goes to the next,
+        and the last tier drops it (R15)."""
+        pending = [(page_id, num_tokens)]
+        for tier in self.tiers[first_tier:]:
             pushed: list[tuple[int, int]] = []
-            for page_id, tokens in pending:
-                pushed.extend(tier.put(page_id, tokens))
+            for pending_id, pending_tokens in pending:
+                pushed.extend(tier.put(pending_id, pending_tokens))
             pending = pushed
             if not pending:
                 return
@@ -155,14 +160,7 @@ class TierStack:
         does: a page loaded but not kept is never lost from every tier."""
         for index, page_id, tokens in zip(hit.tiers[from_page:], hit.page_ids[from_page:],
                                           hit.tokens[from_page:], strict=True):
-            pending = [(page_id, tokens)]
-            for tier in self.tiers[index:]:
-                pushed: list[tuple[int, int]] = []
-                for pending_id, pending_tokens in pending:
-                    pushed.extend(tier.put(pending_id, pending_tokens))
-                pending = pushed
-                if not pending:
-                    break
+            self._put_from(index, page_id, tokens)
 
     def take_run(self, page_ids: Sequence[int]) -> LowerHit:
         """`peek_run` then `take`: the run found below HBM, taken out to be loaded."""

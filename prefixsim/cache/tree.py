@@ -37,6 +37,7 @@ from enum import StrEnum
 from heapq import heappop, heappush
 from typing import Protocol
 
+from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, overrides
@@ -122,7 +123,7 @@ class CacheObserver(Protocol):
     def removed(self, page: Page) -> None: ...
 
 
-class RadixCache:
+class RadixCache(TokenAccounting):
     """A capacity-bounded (in tokens) prefix cache over chained page ids."""
 
     def __init__(
@@ -177,18 +178,6 @@ class RadixCache:
     @property
     def num_pages(self) -> int:
         return len(self._pages)
-
-    @property
-    def free_tokens(self) -> float:
-        """Unused capacity (inf when unbounded)."""
-        if self.capacity_tokens is None:
-            return INFINITY
-        return self.capacity_tokens - self.resident_tokens - self.reserved_tokens
-
-    @property
-    def evictable_tokens(self) -> int:
-        """Tokens that eviction could free: every unlocked resident page (R10)."""
-        return self.resident_tokens - self.locked_tokens
 
     def get(self, page_id: int) -> Page | None:
         """The resident page with this id, if any."""
