@@ -27,15 +27,9 @@ TFLOPS = 1e12
 
 
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """Architecture figures of one model (a row of docs/cost-models.md "Models").
-
-    num_params / num_active_params include embeddings (and the LM head when untied);
-    `linear_params_per_token` is the reference's P: active parameters without embeddings.
-    MoE models set num_experts, experts_per_token and expert_params (parameters in all routed
-    experts together). MLA models (DeepSeek) set kv_lora_rank and rope_dim; their KV cache is
-    the latent (num_kv_heads = 1: one latent shared by all heads).
-    """
+class LayerShape:
+    """The shape of a model's layer stack, as a preset (ModelSpec) and a per-GPU layer
+    (costmodel/operators.py LayerDims) both describe it."""
 
     name: str
     num_layers: int
@@ -45,6 +39,19 @@ class ModelSpec:
     head_dim: int
     intermediate_size: int
     vocab_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec(LayerShape):
+    """Architecture figures of one model (a row of docs/cost-models.md "Models").
+
+    num_params / num_active_params include embeddings (and the LM head when untied);
+    `linear_params_per_token` is the reference's P: active parameters without embeddings.
+    MoE models set num_experts, experts_per_token and expert_params (parameters in all routed
+    experts together). MLA models (DeepSeek) set kv_lora_rank and rope_dim; their KV cache is
+    the latent (num_kv_heads = 1: one latent shared by all heads).
+    """
+
     num_params: int
     num_active_params: int
     tied_embeddings: bool = False

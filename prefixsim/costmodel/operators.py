@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from prefixsim.costmodel.protocol import StepBatch
-from prefixsim.presets import ModelSpec
+from prefixsim.presets import LayerShape, ModelSpec
 
 OPERATOR_CLASSES = ("gemm", "prefill_attention", "decode_attention")
 Features = tuple[float, ...]  # in FEATURES order of the operator's class
@@ -43,17 +43,9 @@ FEATURES: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class LayerDims:
+class LayerDims(LayerShape):
     """The shapes of one transformer layer (per GPU when `tp` > 1), from a ModelSpec."""
 
-    name: str
-    num_layers: int
-    hidden_size: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
     num_experts: int | None = None
     experts_per_token: int | None = None
 
