@@ -12,15 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import (
-    ChainCheck,
-    as_int,
-    as_time,
-    check_page_count,
-    id_list,
-    int_field,
-    require,
-)
+from prefixsim.trace.fields import ChainCheck, as_int, as_time, lengths_and_ids, require
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
@@ -46,10 +38,7 @@ def read_bailian(path: Path, ctx: ReadContext) -> list[Request]:
                         minimum=-1, maximum=1 << 62)
         arrival_s = as_time(require(obj, "timestamp", where), "timestamp", where,
                             allow_string=True)
-        input_tokens = int_field(obj, "input_length", where, minimum=1)
-        output_tokens = int_field(obj, "output_length", where, minimum=0)
-        hash_ids = id_list(require(obj, "hash_ids", where), "hash_ids", where)
-        check_page_count(len(hash_ids), input_tokens, block_size, where)
+        input_tokens, output_tokens, hash_ids = lengths_and_ids(obj, block_size, where)
         if parent == chat_id:
             raise InputError("a chat cannot be its own parent", field="parent_chat_id",
                              **where)

@@ -105,6 +105,17 @@ def check_page_count(num_ids: int, input_tokens: int, block_size: int, where: di
         )
 
 
+def lengths_and_ids(obj: dict, block_size: int, where: dict) -> tuple[int, int, list[int]]:
+    """A hash-id row's `input_length` (>= 1), `output_length` and `hash_ids`, the ids'
+    count checked against the input length at `block_size` tokens a page (Mooncake and
+    Bailian rows; each check names its field)."""
+    input_tokens = int_field(obj, "input_length", where, minimum=1)
+    output_tokens = int_field(obj, "output_length", where, minimum=0)
+    hash_ids = id_list(require(obj, "hash_ids", where), "hash_ids", where)
+    check_page_count(len(hash_ids), input_tokens, block_size, where)
+    return input_tokens, output_tokens, hash_ids
+
+
 class ChainCheck:
     """Checks that chained ids are consistent: an id always follows the same parent id.
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from prefixsim.trace.fields import (
     ChainCheck,
     as_time,
-    check_page_count,
-    id_list,
     int_field,
+    lengths_and_ids,
     namespace_field,
     require,
 )
@@ -42,10 +41,7 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
                chains: ChainCheck | None = None) -> Request:
     """Validate one decoded Mooncake object and build its request record."""
     timestamp_ms = as_time(require(obj, "timestamp", where), "timestamp", where)
-    input_tokens = int_field(obj, "input_length", where, minimum=1)
-    output_tokens = int_field(obj, "output_length", where, minimum=0)
-    hash_ids = id_list(require(obj, "hash_ids", where), "hash_ids", where)
-    check_page_count(len(hash_ids), input_tokens, block_size, where)
+    input_tokens, output_tokens, hash_ids = lengths_and_ids(obj, block_size, where)
     namespace = namespace_field(obj, where)
     if chains is not None:
         chains.check(hash_ids, where, namespace=namespace)

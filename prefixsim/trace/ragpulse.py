@@ -24,6 +24,7 @@ from prefixsim.trace.readers import (
     READERS,
     ReadContext,
     numbered_lines,
+    read_json_lines,
     sniffer,
     trace_files,
 )
@@ -120,37 +121,30 @@ def read_ragpulse(path: Path, ctx: ReadContext) -> list[Request]:
     trace, tables = _split(path)
     lengths = _read_tables(tables)
     pager = ChunkPager(ctx.block_size("ragpulse"))
-    requests: list[Request] = []
-    for line_no, raw in numbered_lines(trace):
-        if ctx.full(len(requests)):
-            break
-        where = {"file": str(trace), "line": line_no}
-        try:
-            obj = decode_json_line(raw, where)
-            arrival_s = as_time(require(obj, "timestamp", where), "timestamp", where,
-                                allow_string=True)
-            input_tokens = int_field(obj, "input_length", where, minimum=1)
-            output_tokens = int_field(obj, "output_length", where)
-            parts = require(obj, "hash_ids", where)
-            if not isinstance(parts, dict):
-                raise InputError("expected an object of id lists", field="hash_ids", **where)
-            chunks = _chunks(parts, lengths, where)
-            total = sum(length for _, length in chunks)
-            if total > input_tokens:
-                raise InputError(f"{input_tokens} is less than its chunks' {total} tokens",
-                                 field="input_length", **where)
-            ctx.charge_pages(-(-input_tokens // pager.block_size), where)
-        except InputError as error:
-            ctx.bad(error)
-            continue
+
+    def parse(obj: dict, request_id: int, where: dict) -> Request:
+        arrival_s = as_time(require(obj, "timestamp", where), "timestamp", where,
+                            allow_string=True)
+        input_tokens = int_field(obj, "input_length", where, minimum=1)
+        output_tokens = int_field(obj, "output_length", where)
+        parts = require(obj, "hash_ids", where)
+        if not isinstance(parts, dict):
+            raise InputError("expected an object of id lists", field="hash_ids", **where)
+        chunks = _chunks(parts, lengths, where)
+        total = sum(length for _, length in chunks)
+        if total > input_tokens:
+            raise InputError(f"{input_tokens} is less than its chunks' {total} tokens",
+                             field="input_length", **where)
+        ctx.charge_pages(-(-input_tokens // pager.block_size), where)
         session = obj.get("session_id")
-        requests.append(Request(
-            request_id=len(requests), arrival_s=arrival_s, input_tokens=input_tokens,
+        return Request(  # the pager names pages only once the line has passed every check
+            request_id=request_id, arrival_s=arrival_s, input_tokens=input_tokens,
             output_tokens=output_tokens, page_ids=pager.page_ids(chunks, input_tokens),
             page_size_tokens=pager.block_size,
             session_id=None if session is None else str(session),
-        ))
-    return requests
+        )
+
+    return read_json_lines(trace, ctx, parse)
 
 
 def _chunks(parts: dict, lengths: dict[int, int], where: dict) -> list[tuple[int, int]]:
