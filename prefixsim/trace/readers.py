@@ -1,6 +1,7 @@
 """The registry of trace readers, format detection and the one entry point that loads a trace.
 
-A reader is a function `read(path, ctx) -> list[Request]` registered under its format name.
+A reader is a function `read(path, ctx) -> Sequence[Request]` (a list, or `RequestColumns`
+from a fast path) registered under its format name.
 `ctx` (a `ReadContext`) carries the user's `ReadOptions`, counts skipped bad lines and
 collects labels that must reach the summary (e.g. a synthetic prefix model). Readers stream
 their file line by line and keep only request records; a bad record raises `InputError`
@@ -24,9 +25,9 @@ from prefixsim.trace.fields import MAX_PAGES_PER_REQUEST, MAX_TRACE_PAGES, decod
 from prefixsim.trace.namespaces import separate_namespaces
 from prefixsim.trace.record import Request
 
-TraceReader = Callable[[Path, "ReadContext"], list[Request]]
+TraceReader = Callable[[Path, "ReadContext"], Sequence[Request]]
 
-READERS: Registry[list[Request]] = Registry("trace format")
+READERS: Registry[Sequence[Request]] = Registry("trace format")
 
 # Tokens per page id of each format when the user gives no --block-size (filled by readers).
 DEFAULT_BLOCK_SIZES: dict[str, int] = {}
@@ -330,8 +331,12 @@ def load_trace(
     block_size: int | None = None,
     max_requests: int | None = None,
     skip_bad_lines: bool = False,
-) -> list[Request]:
-    """Read a trace into request records sorted by arrival (see `read_trace`)."""
+) -> Sequence[Request]:
+    """Read a trace into its requests sorted by arrival (see `read_trace`).
+
+    Returns a `Sequence[Request]`: a list of records, or, on the Mooncake and Parquet fast
+    paths, a read-only `RequestColumns` (trace/columns.py) that builds each record when it
+    is read. Index, iterate or slice it; call `list(...)` where a list is needed."""
     options = ReadOptions(block_size=block_size, max_requests=max_requests,
                           skip_bad_lines=skip_bad_lines)
     return read_trace(path, format, options).requests
