@@ -1,10 +1,14 @@
-"""Fakes and builders shared by the timed-engine tests: a cost model whose steps all take 1 s
-(so hand-worked answers stay exact binary fractions) and an LRU radix cache.
+"""Fakes and builders shared by several test files: a cost model whose steps all take 1 s
+(so hand-worked answers stay exact binary fractions), an LRU radix cache, the matching step
+of the brute-force reference caches, and the steps that random prefix-tree traces share.
 
 Owns only what several test files need; a fake used by one file stays in that file.
 """
 
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Collection, Sequence
+
+from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import NO_OVERHEADS, CostModelBase, ServingOverheads
@@ -39,3 +43,35 @@ class Ticks(CostModelBase):
 def lru(capacity: int | None, ttl=None) -> RadixCache:
     """A radix cache of `capacity` tokens under LRU, with an optional TTL rule."""
     return RadixCache(capacity, POLICIES.build("lru"), ttl)
+
+
+def resident_prefix(ids: Sequence[int], resident: Collection[int]) -> int:
+    """How many of `ids`, from the first, are in `resident`: the match of a reference cache
+    (docs/cache-semantics.md Part A) that keeps its pages in a plain dict."""
+    matched = 0
+    while matched < len(ids) and ids[matched] in resident:
+        matched += 1
+    return matched
+
+
+def pick_session(rng: random.Random, sessions: list[list[int]], roots: list[list[int]],
+                 p_continue: float) -> list[int]:
+    """The page path the next request extends: with probability `p_continue` an earlier
+    session (the list itself, to grow in place), else a new session copied from a root."""
+    if sessions and rng.random() < p_continue:
+        return rng.choice(sessions)
+    path = list(rng.choice(roots))
+    sessions.append(path)
+    return path
+
+
+def draw_arrival_and_base(draw, now: float, prompts: list[tuple[int, ...]]
+                          ) -> tuple[float, tuple[int, ...]]:
+    """For a hypothesis trace: the next arrival (often equal to `now`, else up to 4 s later)
+    and the prefix of an earlier prompt it builds on (often empty)."""
+    now += draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 1.0, 2.0, 4.0]))
+    base: tuple[int, ...] = ()
+    if prompts and draw(st.integers(0, 3)):
+        base = draw(st.sampled_from(prompts))
+        base = base[: draw(st.integers(0, len(base)))]
+    return now, base

@@ -2,7 +2,7 @@
 turned off, so the trace tests can check the two give the same requests or the same
 one-line error (docs/input-rules.md I1).
 
-Owns only the switch; what each fast path is lives in prefixsim/trace/.
+Owns only the switch and the comparison; what each fast path is lives in prefixsim/trace/.
 """
 
 from types import ModuleType
@@ -27,3 +27,14 @@ def read_both(path, trace_format: str, module: ModuleType, fast_function: str,
         finally:
             setattr(module, fast_function, original)
     return results
+
+
+def assert_same_reads(fast, exact) -> None:
+    """The two reads of `read_both` agree: the same error message, or the same requests,
+    time shift, reordered rows and skipped lines."""
+    if isinstance(exact, str):
+        assert fast == exact
+        return
+    assert list(fast.requests) == list(exact.requests)
+    assert (fast.time_shift_s, fast.reordered_rows, fast.skipped_lines) == (
+        exact.time_shift_s, exact.reordered_rows, exact.skipped_lines)

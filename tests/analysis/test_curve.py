@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fakes import pick_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,11 +35,7 @@ def trace(seed: int, num_requests: int, page: int, partial_tails: bool) -> list[
     sessions: list[list[int]] = []
     out = []
     for i in range(num_requests):
-        if sessions and rng.random() < 0.5:
-            path = rng.choice(sessions)
-        else:
-            path = list(rng.choice(roots))
-            sessions.append(path)
+        path = pick_session(rng, sessions, roots, 0.5)
         grow = rng.randint(0, 3)
         path.extend(range(next_id, next_id + grow))
         next_id += grow

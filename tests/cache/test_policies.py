@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from fakes import lru, pick_session, resident_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,11 +31,7 @@ def random_trace(
     requests = []
     t = 0.0
     for i in range(num_requests):
-        if sessions and rng.random() < 0.6:
-            path = rng.choice(sessions)
-        else:
-            path = list(rng.choice(roots))
-            sessions.append(path)
+        path = pick_session(rng, sessions, roots, 0.6)
         if branchy and rng.random() < 0.3:
             path = path[:rng.randint(1, len(path))]
             sessions.append(path)
@@ -235,10 +232,10 @@ def test_gdsf_prices_a_partial_last_page_at_its_position():
 @pytest.mark.parametrize("seed", range(6))
 def test_unbounded_fast_path_equals_a_replay(seed):
     requests = random_trace(seed, 200)
-    fast = unbounded_hit_rate(requests, RadixCache(None, POLICIES.build("lru")))
-    slow = replay_hit_rate(requests, RadixCache(None, POLICIES.build("lru")))
+    fast = unbounded_hit_rate(requests, lru(None))
+    slow = replay_hit_rate(requests, lru(None))
     assert fast == slow > 0
-    ttl = RadixCache(None, POLICIES.build("lru"), TTLRule(2.0))
+    ttl = lru(None, TTLRule(2.0))
     assert unbounded_hit_rate(requests, ttl) < fast  # TTL path replays (and expires pages)
 
 
@@ -287,9 +284,7 @@ class NaiveRadixCache:
 
     def request(self, position: int, request: Request) -> int:
         ids, tokens = request.page_ids, request.page_tokens()
-        matched = 0
-        while matched < len(ids) and ids[matched] in self.pages:
-            matched += 1
+        matched = resident_prefix(ids, self.pages)
         for page_id in ids[:matched]:
             page = self.pages[page_id]
             page["recency"] = position
@@ -335,6 +330,16 @@ def test_radix_replay_matches_a_brute_force_reference(seed, capacity, policy):
     assert {p.page_id for p in cache.pages()} == set(naive.pages)
 
 
+def evict_one(cache: RadixCache, capacity: int) -> int:
+    """Asks `cache` (of `capacity` tokens) for one token more than it has free: exactly one
+    page must go, and the invariants must still hold; returns that page's id."""
+    before = {p.page_id for p in cache.pages()}
+    assert cache.evict(capacity - cache.resident_tokens + 1)
+    (victim,) = before - {p.page_id for p in cache.pages()}
+    cache.check_invariants()
+    return victim
+
+
 def test_s3fifo_small_queue_budget_and_leaf_adaptation():
     """Hand-worked S3-FIFO with the 10% small-queue budget: capacity 10 one-token pages, so S
     holds 1 token within budget and an S page beyond it is due (evicted before M).
@@ -350,26 +355,19 @@ def test_s3fifo_small_queue_budget_and_leaf_adaptation():
     X, Y, Z, P, Q = 1, 2, 3, 4, 5
     gone = []
 
-    def free_one():
-        before = {p.page_id for p in cache.pages()}
-        assert cache.evict(10 - cache.resident_tokens + 1)
-        (victim,) = before - {p.page_id for p in cache.pages()}
-        gone.append(victim)
-        cache.check_invariants()
-
     cache.insert(None, [X], [1], 0.0, 0)
     cache.touch([cache.get(X)], 1.0, 1)
     cache.insert(None, [Y], [1], 2.0, 2)
     cache.insert(None, [Z], [1], 3.0, 3)
-    free_one()
+    gone.append(evict_one(cache, 10))
     assert gone == [Y] and policy.queue_of(X) == "main" and policy.in_ghost(Y)
-    free_one()
+    gone.append(evict_one(cache, 10))
     assert gone == [Y, X] and policy.queue_of(Z) == "small"
     cache.insert(None, [Y], [1], 4.0, 4)
     assert policy.queue_of(Y) == "main" and not policy.in_ghost(Y)
     cache.insert(None, [P, Q], [1, 1], 5.0, 5)
     for _ in range(4):
-        free_one()
+        gone.append(evict_one(cache, 10))
     assert gone == [Y, X, Z, Y, Q, P]
     assert cache.num_pages == 0
     # a hit on a due page (past the budget, not yet evicted) moves it to M
@@ -442,17 +440,11 @@ def test_s3fifo_inner_main_page_loses_the_laps_it_missed():
     cache.touch([cache.get(A)], 3.0, 8)
     gone = []
 
-    def free_one():
-        before = {p.page_id for p in cache.pages()}
-        assert cache.evict(10 - cache.resident_tokens + 1)
-        (victim,) = before - {p.page_id for p in cache.pages()}
-        gone.append(victim)
-
     for _ in range(3):
-        free_one()
+        gone.append(evict_one(cache, 10))
     assert gone == [C, D, B]
     cache.insert(None, [F], [1], 4.0, 9)
-    free_one()
+    gone.append(evict_one(cache, 10))
     assert gone == [C, D, B, A]
     cache.check_invariants()
 

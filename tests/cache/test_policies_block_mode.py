@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+from fakes import resident_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,9 +87,7 @@ class NaiveBlockCache:
 
     def request(self, position: int, request: Request) -> int:
         ids, tokens = request.page_ids, request.page_tokens()
-        matched = 0
-        while matched < len(ids) and ids[matched] in self.pages:
-            matched += 1
+        matched = resident_prefix(ids, self.pages)
         for page_id in ids[:matched]:
             self.pages[page_id]["recency"] = position
         need = sum(tokens[matched:]) - (self.capacity - self.used())

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import draw_arrival_and_base
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,11 +52,7 @@ def traces(draw, chained: bool = True):
     next_id, now = 1, 0.0
     requests = []
     for position in range(num_requests):
-        now += draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 1.0, 2.0, 4.0]))
-        base: tuple[int, ...] = ()
-        if prompts and draw(st.integers(0, 3)):
-            base = draw(st.sampled_from(prompts))
-            base = base[: draw(st.integers(0, len(base)))]
+        now, base = draw_arrival_and_base(draw, now, prompts)
         num_new = draw(st.integers(0 if base else 1, 5))
         new = []
         for _ in range(num_new):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -119,18 +119,25 @@ FUZZ = settings(max_examples=80, deadline=None, derandomize=True,
                                        HealthCheck.too_slow])
 
 
-@pytest.mark.parametrize("fmt", sorted(SEEDS))
-def test_mutated_trace_files(fmt, tmp_path):
-    name, seed = SEEDS[fmt]
+def fuzz_file(folder: Path, name: str, seed: bytes,
+              command: Callable[[str], list[str]]) -> None:
+    """`check` the command line `command(path)` on each mutation of `seed` written to
+    `folder / name`."""
 
     @FUZZ
     @given(mutated(seed))
     def run(data: bytes) -> None:
-        path = tmp_path / name
+        path = folder / name
         path.write_bytes(data)
-        check(["trace", "inspect", str(path), "--json"], tmp_path)
+        check(command(str(path)), folder)
 
     run()
+
+
+@pytest.mark.parametrize("fmt", sorted(SEEDS))
+def test_mutated_trace_files(fmt, tmp_path):
+    name, seed = SEEDS[fmt]
+    fuzz_file(tmp_path, name, seed, lambda path: ["trace", "inspect", path, "--json"])
 
 
 def test_mutated_parquet_files(tmp_path):
@@ -138,44 +145,20 @@ def test_mutated_parquet_files(tmp_path):
     pq.write_table(pa.table({"timestamp": [0, 1000], "input_length": [600, 700],
                              "output_length": [1, 2], "hash_ids": [[1, 2], [1, 3]],
                              "block_size": [512, 512]}), path)
-    seed = path.read_bytes()
-
-    @FUZZ
-    @given(mutated(seed))
-    def run(data: bytes) -> None:
-        target = tmp_path / "t.parquet"
-        target.write_bytes(data)
-        check(["trace", "inspect", str(target), "--json"], tmp_path)
-
-    run()
+    fuzz_file(tmp_path, "t.parquet", path.read_bytes(),
+              lambda target: ["trace", "inspect", target, "--json"])
 
 
 def test_mutated_run_configs(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(SEEDS["mooncake"][1])
-    seed = CONFIG.replace(b"TRACE", str(trace).encode())
-
-    @FUZZ
-    @given(mutated(seed))
-    def run(data: bytes) -> None:
-        config = tmp_path / "run.yaml"
-        config.write_bytes(data)
-        check(["run", "--config", str(config), "-o", str(tmp_path / "out"), "--quiet"],
-              tmp_path)
-
-    run()
+    out = str(tmp_path / "out")
+    fuzz_file(tmp_path, "run.yaml", CONFIG.replace(b"TRACE", str(trace).encode()),
+              lambda config: ["run", "--config", config, "-o", out, "--quiet"])
 
 
 def test_mutated_sweep_specs(tmp_path):
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(SEEDS["mooncake"][1])
-    seed = SPEC.replace(b"TRACE", str(trace).encode())
-
-    @FUZZ
-    @given(mutated(seed))
-    def run(data: bytes) -> None:
-        spec = tmp_path / "spec.yaml"
-        spec.write_bytes(data)
-        check(["sweep", str(spec), "--dry-run"], tmp_path)
-
-    run()
+    fuzz_file(tmp_path, "spec.yaml", SPEC.replace(b"TRACE", str(trace).encode()),
+              lambda spec: ["sweep", spec, "--dry-run"])

@@ -11,10 +11,11 @@ are unbounded or tiny; TTLs sliding or fixed.
 
 from __future__ import annotations
 
+from fakes import draw_arrival_and_base, lru
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import TTLMode, TTLRule
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
@@ -31,11 +32,7 @@ def chained_traces(draw):
     next_id, now = 1, 0.0
     requests = []
     for position in range(num_requests):
-        now += draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 1.0, 2.0, 4.0]))
-        base: tuple[int, ...] = ()
-        if prompts and draw(st.integers(0, 3)):
-            base = draw(st.sampled_from(prompts))
-            base = base[: draw(st.integers(0, len(base)))]
+        now, base = draw_arrival_and_base(draw, now, prompts)
         num_new = draw(st.integers(0, 3))
         if num_new and base and page_tokens[base[-1]] < page:
             base = base[:-1]
@@ -120,7 +117,7 @@ def reference_replay(requests, capacity, ttl_s, mode):
 
 def prefixsim_replay(requests, capacity, ttl_s, mode):
     ttl = None if ttl_s is None else TTLRule(ttl_s, mode)
-    cache = RadixCache(capacity, POLICIES.build("lru"), ttl)
+    cache = lru(capacity, ttl)
     result = replay_cache_only(requests, cache)
     cache.check_invariants()
     hits = [r.cached_tokens for r in result.records]

@@ -38,6 +38,16 @@ def demo(tmp_path_factory):
     return load_report_data(out)
 
 
+@pytest.fixture(scope="module")
+def lru_only(tmp_path_factory):
+    """40 demo requests, cache-only, LRU at two capacities: no other policy, no TTL, no tiers."""
+    out = tmp_path_factory.mktemp("parts") / "lru_only"
+    run_sweep(parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
+                                             "max_requests": 40}, "cache_only": True},
+                          "grid": {"cache.capacity_tokens": [5000, 20000]}}), out, n_jobs=1)
+    return load_report_data(out)
+
+
 def test_numbers_for_people():
     assert (integer(5000.0), integer(1234567), integer(None)) == ("5,000", "1,234,567", "-")
     assert (percent(0.374), percent(float("nan")), points(0.046), points(-0.0131)) == (
@@ -84,16 +94,11 @@ def test_comparison_against_lru_and_belady(demo):
     assert any("p99 TTFT" in n and "no timing" in n for n in comparison_notes(frame, demo))
 
 
-def test_comparison_of_lru_only_runs_has_no_policy_columns(tmp_path):
+def test_comparison_of_lru_only_runs_has_no_policy_columns(lru_only):
     """Two LRU capacities: nothing to compare with LRU, so no vs-LRU column."""
-    spec = parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
-                                          "max_requests": 40}, "cache_only": True},
-                       "grid": {"cache.capacity_tokens": [5000, 20000]}})
-    run_sweep(spec, tmp_path / "s", n_jobs=1)
-    data = load_report_data(tmp_path / "s")
-    frame = comparison(data)
+    frame = comparison(lru_only)
     assert "vs_lru" not in frame and len(frame) == 2
-    assert any("no other policy than LRU" in n for n in comparison_notes(frame, data))
+    assert any("no other policy than LRU" in n for n in comparison_notes(frame, lru_only))
 
 
 def test_header_says_what_the_runs_ran_on(demo):
@@ -154,19 +159,14 @@ def test_every_over_time_legend_names_every_run(demo):
                                                    for r in runs], name
 
 
-def test_plots_without_data_are_skipped_with_a_reason(tmp_path):
+def test_plots_without_data_are_skipped_with_a_reason(lru_only):
     """No TTL and no tiers: the expirations and tier plots say why instead of drawing."""
-    spec = parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
-                                          "max_requests": 40}, "cache_only": True},
-                       "grid": {"cache.capacity_tokens": [5000, 20000]}})
-    run_sweep(spec, tmp_path / "s", n_jobs=1)
-    data = load_report_data(tmp_path / "s")
     with pytest.raises(PlotSkipped, match="no run expired a page"):
-        dict(PLOTS)["expirations_over_time"](data)
+        dict(PLOTS)["expirations_over_time"](lru_only)
     with pytest.raises(PlotSkipped, match="no lower tier"):
-        dict(PLOTS)["tier_hits"](data)
+        dict(PLOTS)["tier_hits"](lru_only)
     with pytest.raises(PlotSkipped, match="no run set a TTL"):
-        dict(PLOTS)["hit_rate_vs_ttl"](data)
+        dict(PLOTS)["hit_rate_vs_ttl"](lru_only)
 
 
 def test_session_figures_arithmetic():

@@ -212,14 +212,19 @@ def test_results_do_not_depend_on_executor_or_workers(tmp_path):
                                   _comparable(pd.read_parquet(tmp_path / "parallel/sweep.parquet")))
 
 
-def test_dask_local_cluster_gives_the_same_table(tmp_path):
-    pytest.importorskip("distributed", reason="dask distributed not installed (prefixsim[dask])")
+@pytest.mark.parametrize(("executor", "module", "reason"), [
+    ("dask", "distributed", "dask distributed not installed (prefixsim[dask])"),
+    ("ray", "ray", "ray not installed (pip install 'prefixsim[ray]')"),
+])
+def test_local_cluster_gives_the_same_table(tmp_path, executor, module, reason):
+    pytest.importorskip(module, reason=reason)
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
     run_sweep(spec, tmp_path / "local", n_jobs=1)
-    result = run_sweep(spec, tmp_path / "dask", executor="dask", n_jobs=2)
+    result = run_sweep(spec, tmp_path / executor, executor=executor, n_jobs=2)
     assert not result.failed and len(result.executed) == 3
-    pd.testing.assert_frame_equal(_comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
-                                  _comparable(pd.read_parquet(tmp_path / "dask/sweep.parquet")))
+    pd.testing.assert_frame_equal(
+        _comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
+        _comparable(pd.read_parquet(tmp_path / executor / "sweep.parquet")))
 
 
 def test_dask_executor_joins_a_running_cluster_by_address(tmp_path):
@@ -230,16 +235,6 @@ def test_dask_executor_joins_a_running_cluster_by_address(tmp_path):
                            address=cluster.scheduler_address)
         assert cluster.status.name == "running"  # a cluster we joined is left running
     assert not result.failed and len(result.executed) == 3
-
-
-def test_ray_local_cluster_gives_the_same_table(tmp_path):
-    pytest.importorskip("ray", reason="ray not installed (pip install 'prefixsim[ray]')")
-    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
-    run_sweep(spec, tmp_path / "local", n_jobs=1)
-    result = run_sweep(spec, tmp_path / "ray", executor="ray", n_jobs=2)
-    assert not result.failed and len(result.executed) == 3
-    pd.testing.assert_frame_equal(_comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
-                                  _comparable(pd.read_parquet(tmp_path / "ray/sweep.parquet")))
 
 
 def test_trace_is_loaded_once_per_process_and_reloaded_when_edited(tmp_path):

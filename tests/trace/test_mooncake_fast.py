@@ -5,6 +5,7 @@ a file is bad, the same one-line error (the fast path gives up and the exact pat
 import json
 
 import pytest
+from fast_path import assert_same_reads
 from fast_path import read_both as read_both_ways
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -59,13 +60,7 @@ def test_fast_and_exact_paths_agree(tmp_path, lines, block_size, bom, blanks, fl
     path = tmp_path / "t.jsonl"
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
     options = ReadOptions(block_size=block_size)
-    fast, exact = read_both(path, options)
-    if isinstance(exact, str):
-        assert fast == exact
-        return
-    assert list(fast.requests) == list(exact.requests)
-    assert (fast.time_shift_s, fast.reordered_rows, fast.skipped_lines) == (
-        exact.time_shift_s, exact.reordered_rows, exact.skipped_lines)
+    assert_same_reads(*read_both(path, options))
 
 
 def test_a_plain_file_goes_the_fast_way(tmp_path):
