@@ -44,7 +44,7 @@ from prefixsim.costmodel.operators import (
     lm_head,
 )
 from prefixsim.costmodel.profile import Profile, load_profile
-from prefixsim.costmodel.protocol import COST_MODELS, CostModelBase, ServingOverheads, StepBatch
+from prefixsim.costmodel.protocol import COST_MODELS, CostModelBase, StepBatch
 from prefixsim.costmodel.roofline import ServingParams
 from prefixsim.costmodel.tables import Table1D
 from prefixsim.presets import GPUSpec, ModelSpec
@@ -109,8 +109,7 @@ class FittedCostModel(CostModelBase):
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")
         self.params = fitted_params(params)
-        s = self.params
-        self.serving_overheads = ServingOverheads(s.frontend_s, s.emission_s, s.idle_wakeup_s)
+        self.serving_overheads = self.params.overheads()
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.profile_source = "(in memory)" if isinstance(profile, Profile) else str(profile)
         self.model, self.gpu, self.tp = model, gpu, tp
@@ -182,9 +181,7 @@ class FittedCostModel(CostModelBase):
     def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
         if self.cpu is not None:
             return self.cpu.time_s(num_seqs)
-        s = self.params
-        return (s.step_overhead_s + s.step_overhead_s_per_seq * num_seqs
-                + s.step_overhead_s_per_token * num_tokens)
+        return self.params.cpu_s(num_seqs, num_tokens)
 
     # ----------------------------------------------------------------- CostModel
     def step_time_s(self, batch: StepBatch) -> float:

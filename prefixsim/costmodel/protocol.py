@@ -13,7 +13,7 @@ never sees the cache or the scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,10 +61,16 @@ class ServingOverheads:
     idle_wakeup_s: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("frontend_s", "emission_s", "idle_wakeup_s"):
-            value = getattr(self, name)
-            if not 0 <= value < float("inf"):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        check_finite_nonnegative(self, ("frontend_s", "emission_s", "idle_wakeup_s"))
+
+
+def check_finite_nonnegative(owner: object, names: Iterable[str]) -> None:
+    """ValueError naming the first of the attributes `names` of `owner` that is not a finite
+    number >= 0."""
+    for name in names:
+        value = getattr(owner, name)
+        if not 0 <= value < float("inf"):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
 
 
 NO_OVERHEADS = ServingOverheads()

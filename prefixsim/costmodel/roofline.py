@@ -25,7 +25,12 @@ from dataclasses import dataclass, fields, replace
 from prefixsim.costmodel.collectives import ACTIVATION_BYTES, AllReduceCost
 from prefixsim.costmodel.operator_times import OperatorParams, OperatorTimes
 from prefixsim.costmodel.operators import LayerDims
-from prefixsim.costmodel.protocol import COST_MODELS, ServingOverheads, StepBatch
+from prefixsim.costmodel.protocol import (
+    COST_MODELS,
+    ServingOverheads,
+    StepBatch,
+    check_finite_nonnegative,
+)
 from prefixsim.costmodel.roofline_base import RooflineBase
 from prefixsim.presets import GPUSpec, ModelSpec
 
@@ -49,13 +54,20 @@ class ServingParams:
     kv_dtype_bytes: float = 2
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None and not 0 <= value < float("inf"):
-                raise ValueError(f"{f.name} must be a finite number >= 0, got {value}")
+        check_finite_nonnegative(self, [f.name for f in fields(self)
+                                        if getattr(self, f.name) is not None])
         for name in ("weight_dtype_bytes", "kv_dtype_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
+
+    def overheads(self) -> ServingOverheads:
+        """The per-request times outside the steps these parameters set."""
+        return ServingOverheads(self.frontend_s, self.emission_s, self.idle_wakeup_s)
+
+    def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
+        """CPU time of a step scheduling `num_seqs` sequences and `num_tokens` tokens."""
+        return (self.step_overhead_s + self.step_overhead_s_per_seq * num_seqs
+                + self.step_overhead_s_per_token * num_tokens)
 
 
 def split_params(params: dict[str, float]) -> tuple[OperatorParams, ServingParams]:
@@ -81,7 +93,7 @@ class Roofline(RooflineBase):
         super().__init__(model, gpu, tp)
         self.operator_params, self.params = split_params(params)
         s = self.params
-        self.serving_overheads = ServingOverheads(s.frontend_s, s.emission_s, s.idle_wakeup_s)
+        self.serving_overheads = s.overheads()
         dims = LayerDims.from_spec(model, tp)
         self.dims = replace(dims, num_kv_heads=model.kv_heads_per_gpu(tp))
         kv_values = model.kv_bytes_per_token_per_gpu(tp, 1) // model.num_layers
@@ -135,9 +147,7 @@ class Roofline(RooflineBase):
 
     def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
         """CPU time of a step scheduling `num_seqs` sequences and `num_tokens` tokens."""
-        s = self.params
-        return (s.step_overhead_s + s.step_overhead_s_per_seq * num_seqs
-                + s.step_overhead_s_per_token * num_tokens)
+        return self.params.cpu_s(num_seqs, num_tokens)
 
     def _decode_fixed_s(self, num_seqs: int) -> float:
         """A decode-only step of `num_seqs` sequences, less their KV reads."""
