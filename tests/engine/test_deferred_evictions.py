@@ -11,9 +11,8 @@ Known answers with a constant cost model (every step 1 s), P = 4, LRU, two repli
 A router looking at replica 0 at t=9.5 sees page 2; at t=10.5 it is gone.
 """
 
-from fakes import Ticks
+from fakes import Ticks, lru
 
-from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
@@ -39,7 +38,7 @@ class Peeking:
 def serve(probe_times, max_run_steps=None):
     requests = [Request(0, 0.0, 8, 1, (1, 2), P), Request(1, 1.0, 4, 12, (3,), P)]
     requests += [Request(2 + i, t, 4, 1, (100 + i,), P) for i, t in enumerate(probe_times)]
-    caches = [RadixCache(20, POLICIES.build("lru")) for _ in range(2)]
+    caches = [lru(20) for _ in range(2)]
     router = Peeking()
     result = replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(8192, 256), router),
                           Sampling(check_invariants=True, max_run_steps=max_run_steps))
@@ -92,7 +91,7 @@ def test_load_inside_the_step_a_wake_up_cuts():
     seen = []
     for steps in (None, 1):
         router = LoadReading()
-        replay_timed(requests, Fleet([RadixCache(100, POLICIES.build("lru"))], Ticks(),
+        replay_timed(requests, Fleet([lru(100)], Ticks(),
                      ContinuousBatching(8192, 256), router), Sampling(check_invariants=True,
                      max_run_steps=steps))
         seen.append(router.loads)

@@ -4,11 +4,10 @@
 import numpy as np
 import pandas as pd
 import pytest
-from fakes import Ticks
+from fakes import Ticks, lru
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.config import load_config
 from prefixsim.engine.disaggregation import Disaggregation
@@ -26,7 +25,7 @@ LINK = {"link_bytes_s": 1000.0, "link_latency_s": 0.5}
 
 
 def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1, pool=None):
-    caches = [RadixCache(capacity, POLICIES.build("lru")) for _ in range(prefill + decode)]
+    caches = [lru(capacity) for _ in range(prefill + decode)]
     return replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(64, 8),
                         ROUTERS.build("round_robin"), kv_bytes_per_token=1000,
                         disaggregation=Disaggregation(prefill, decode, **LINK), pool=pool),
@@ -132,7 +131,7 @@ def test_every_request_finishes_and_memory_accounts_hold(seed, prefill, decode, 
     the pool after every step (check_invariants), every decode is on a decode replica."""
     requests = workload(seed)
     pool = None if pool_tokens is None else SharedPool(
-        RadixCache(None if pool_tokens == "unbounded" else pool_tokens, POLICIES.build("lru")),
+        lru(None if pool_tokens == "unbounded" else pool_tokens),
         PoolSpec(1000.0, 1000.0, 0.1, through), lambda: 0.0)
     result = serve(requests, prefill, decode, capacity, max_run_steps, pool)
     assert len(result.records) == len(requests)
@@ -172,7 +171,7 @@ def test_whole_decode_runs_equal_step_by_step_when_disaggregated(seed, prefill, 
     requests = workload(seed)
 
     def frame(max_run_steps):
-        caches = [RadixCache(capacity, POLICIES.build("lru"))
+        caches = [lru(capacity)
                   for _ in range(prefill + decode)]
         result = replay_timed(requests, Fleet(caches, OffGrid(), ContinuousBatching(64, 8),
                               ROUTERS.build("round_robin"), kv_bytes_per_token=1000,

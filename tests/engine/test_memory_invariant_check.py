@@ -3,9 +3,9 @@ the cache's counters with sums it makes itself, so a corrupted counter is caught
 cache's own check is switched off (the four counters alone always add up to the capacity)."""
 
 import pytest
-from fakes import Ticks
+from fakes import Ticks, lru
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import RadixCache
 from prefixsim.engine import replica as replica_module
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -17,7 +17,7 @@ from prefixsim.trace import Request
 def _run(check: bool):
     """Two requests sharing a 2-page prefix (P=4), the second hitting it while running."""
     requests = [Request(0, 0.0, 12, 3, (1, 2, 3), 4), Request(1, 1.0, 12, 3, (1, 2, 4), 4)]
-    cache = RadixCache(200, POLICIES.build("lru"))
+    cache = lru(200)
     return replay_timed(requests, Fleet([cache], Ticks(), ContinuousBatching(8192, 256),
                         ROUTERS.build("round_robin")), Sampling(check_invariants=check,
                         max_run_steps=1))

@@ -3,9 +3,8 @@ overheads"), worked by hand with 1 s steps: frontend 0.25 s, emission 0.5 s, idl
 0.125 s."""
 
 import pytest
-from fakes import Ticks
+from fakes import Ticks, lru
 
-from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import ServingOverheads
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -17,7 +16,7 @@ OVERHEADS = ServingOverheads(frontend_s=0.25, emission_s=0.5, idle_wakeup_s=0.12
 
 
 def run(requests):
-    return replay_timed(requests, Fleet([RadixCache(1000, POLICIES.build("lru"))], Ticks(OVERHEADS),
+    return replay_timed(requests, Fleet([lru(1000)], Ticks(OVERHEADS),
                         ContinuousBatching(8192, 256), ROUTERS.build("round_robin")),
                         Sampling(check_invariants=True)).records
 

@@ -2,9 +2,9 @@
 per-chunk KV allocation, ITL stalls after a preemption, a resumed request's decode context,
 rejected requests outside token totals and hit rates, goodput only with an SLO."""
 
-from fakes import Ticks
+from fakes import Ticks, lru
 
-from prefixsim.cache import POLICIES, CacheCounters, RadixCache
+from prefixsim.cache import CacheCounters
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -32,7 +32,7 @@ class RecordsContexts(Ticks):
 
 
 def serve(requests, capacity, budget, cost=None):
-    return replay_timed(requests, Fleet([RadixCache(capacity, POLICIES.build("lru"))],
+    return replay_timed(requests, Fleet([lru(capacity)],
                         cost or RecordsContexts(), ContinuousBatching(budget, 4),
                         ROUTERS.build("round_robin")), Sampling(check_invariants=True,
                         max_run_steps=1))

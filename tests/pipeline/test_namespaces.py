@@ -14,9 +14,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from fakes import Ticks
+from fakes import Ticks, lru
 
-from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cli import app
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.fleet import Fleet, Sampling
@@ -43,12 +42,12 @@ def write_trace(path, namespaces, ids=None):
 
 
 def cache_only_hits(requests):
-    result = replay_cache_only(requests, RadixCache(1000, POLICIES.build("lru")))
+    result = replay_cache_only(requests, lru(1000))
     return [r.cached_tokens for r in result.records]
 
 
 def timed_hits(requests):
-    result = replay_timed(requests, Fleet([RadixCache(1000, POLICIES.build("lru"))], Ticks(),
+    result = replay_timed(requests, Fleet([lru(1000)], Ticks(),
                           ContinuousBatching(64, 4), ROUTERS.build("round_robin")),
                           Sampling(check_invariants=True))
     return [r.cached_tokens for r in result.records]
