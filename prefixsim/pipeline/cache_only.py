@@ -12,8 +12,8 @@ from prefixsim.analysis.bounds import reference_bounds
 from prefixsim.cache import CacheCounters
 from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
+from prefixsim.metrics.facts import CACHE_ONLY, Bounds, RunFacts
 from prefixsim.metrics.requests import records_frame, tier_hits
-from prefixsim.metrics.summary import CACHE_ONLY, Bounds, RunFacts
 from prefixsim.metrics.timeseries import (
     SamplingInfo,
     cache_only_interval,

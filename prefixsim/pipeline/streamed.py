@@ -43,8 +43,9 @@ from prefixsim.config import RunConfig
 from prefixsim.engine import CacheOnlyRecord, ProgressCallback, replay_cache_only
 from prefixsim.engine.cache_only_fast import replay_segment_chunks
 from prefixsim.engine.records import RecordTable
+from prefixsim.metrics.facts import Bounds
 from prefixsim.metrics.requests import records_frame, tier_hits
-from prefixsim.metrics.summary import Bounds, summarize
+from prefixsim.metrics.summary import summarize
 from prefixsim.metrics.timeseries import cache_only_interval, cache_only_timeseries
 from prefixsim.pipeline.build import (
     Components,

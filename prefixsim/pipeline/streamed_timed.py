@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 from prefixsim.config import RunConfig
 from prefixsim.engine import ProgressCallback
-from prefixsim.metrics.summary import Bounds, summarize
+from prefixsim.metrics.facts import Bounds
+from prefixsim.metrics.summary import summarize
 from prefixsim.pipeline.build import build, build_unbounded_cache
 from prefixsim.pipeline.result import RunResult
 from prefixsim.pipeline.streamed import TraceTally, unbounded_pass_rate

@@ -19,9 +19,9 @@ from prefixsim.engine.fleet import Sampling
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.timed import replay_timed
+from prefixsim.metrics.facts import TIMED, Bounds, RunFacts
 from prefixsim.metrics.requests import records_frame
 from prefixsim.metrics.serving import total_counters
-from prefixsim.metrics.summary import TIMED, Bounds, RunFacts
 from prefixsim.metrics.timeseries import timeseries
 from prefixsim.pipeline.build import Components, build_unbounded_cache, request_ttls
 from prefixsim.trace import Request
