@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from joblib.externals.loky import get_reusable_executor
 
-from prefixsim.sweep import parse_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, parse_spec, run_sweep
 
 BLOCK = 512
 TARGET_SPEEDUP = 1.7
@@ -67,7 +67,7 @@ def cpu_seconds() -> float:
 def timed_sweep(spec: dict, out: Path, n_jobs: int) -> tuple[float, float]:
     """Wall and CPU seconds of one sweep (CPU includes the workers' imports)."""
     cpu, started = cpu_seconds(), time.perf_counter()
-    result = run_sweep(parse_spec(spec), out, n_jobs=n_jobs, keep_requests=False)
+    result = run_sweep(parse_spec(spec), out, ExecutorOptions(n_jobs=n_jobs), keep_requests=False)
     elapsed = time.perf_counter() - started
     get_reusable_executor().shutdown(wait=True)  # reap the workers so their CPU is counted
     assert len(result.executed) == 60 and not result.failed, result.failed

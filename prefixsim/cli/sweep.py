@@ -10,22 +10,16 @@ import click
 
 from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, one_line, safe_name
 from prefixsim.cli.files import check_output_dir
+from prefixsim.cli.option_groups import executor_options
 from prefixsim.cli.progress import Progress
-from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, plan, run_sweep
+from prefixsim.sweep import OK, ExecutorOptions, RunOutcome, load_spec, plan, run_sweep
 
 
 @app.command()
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Sweep folder; default results/sweep-<spec name>/.")
-@click.option("--executor", type=click.Choice(EXECUTORS.names()), default="local",
-              show_default=True,
-              help="local: worker processes here (joblib); dask / ray: a cluster "
-                   "(pip install 'prefixsim[dask]' or 'prefixsim[ray]').")
-@click.option("--address", help="Scheduler address of a running Dask or Ray cluster; "
-                                "without it a local cluster of -j workers is started.")
-@click.option("-j", "--jobs", "n_jobs", type=click.IntRange(min=1),
-              help="Worker processes (default: the CPUs available).")
+@executor_options(jobs_help="Worker processes (default: the CPUs available).")
 @click.option("--resume", is_flag=True,
               help="Continue a sweep in -o: run only the points not finished there.")
 @click.option("--no-requests", is_flag=True,
@@ -33,9 +27,8 @@ from prefixsim.sweep import EXECUTORS, OK, RunOutcome, load_spec, plan, run_swee
 @click.option("--dry-run", is_flag=True, help="List the runs (id and parameters) and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar or closing summary.")
 @fail_cleanly
-def sweep(spec_path: str, output: str | None, executor: str, address: str | None,
-          n_jobs: int | None, resume: bool, no_requests: bool, dry_run: bool,
-          quiet: bool) -> None:
+def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: bool,
+          no_requests: bool, dry_run: bool, quiet: bool) -> None:
     """Run a sweep: SPEC.yaml has base: (a run config), grid: (dotted key -> list of values,
     all combinations) and optional runs: (explicit points).
 
@@ -71,9 +64,8 @@ def sweep(spec_path: str, output: str | None, executor: str, address: str | None
         bar.update()
 
     try:
-        result = run_sweep(spec, out_dir, executor=executor, n_jobs=n_jobs, address=address,
-                           resume=resume, keep_requests=not no_requests, source=spec_path,
-                           on_start=started, on_outcome=finished,
+        result = run_sweep(spec, out_dir, workers, resume=resume, keep_requests=not no_requests,
+                           source=spec_path, on_start=started, on_outcome=finished,
                            command=shlex.join(["prefixsim", *sys.argv[1:]]))
     finally:
         bar.close()

@@ -10,9 +10,10 @@ import click
 
 from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, format_value, safe_name
 from prefixsim.cli.files import check_output_dir
+from prefixsim.cli.option_groups import executor_options, grouped
 from prefixsim.cli.progress import Progress
-from prefixsim.sweep import EXECUTORS
-from prefixsim.tune import TrialReport, load_tune_spec, run_tune
+from prefixsim.sweep import ExecutorOptions
+from prefixsim.tune import PartOptions, TrialReport, load_tune_spec, run_tune
 
 MAX_ERRORS_SHOWN = 5
 
@@ -21,19 +22,18 @@ MAX_ERRORS_SHOWN = 5
 @click.argument("spec_path", metavar="SPEC.yaml", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Tune folder; default results/tune-<spec name>/.")
-@click.option("--split", metavar="time:F",
-              help="Tune on the first F of the trace's time span, re-run the best on the rest.")
-@click.option("--train", "train", type=click.Path(dir_okay=False),
-              help="Tune on this trace (instead of the spec's) ...")
-@click.option("--test", "test", type=click.Path(dir_okay=False),
-              help="... and re-run the best on this held-out trace.")
+@grouped("held_out", PartOptions,
+         click.option("--split", metavar="time:F",
+                      help="Tune on the first F of the trace's time span, re-run the best on "
+                           "the rest."),
+         click.option("--train", "train", type=click.Path(dir_okay=False),
+                      help="Tune on this trace (instead of the spec's) ..."),
+         click.option("--test", "test", type=click.Path(dir_okay=False),
+                      help="... and re-run the best on this held-out trace."))
 @click.option("--trials", type=click.IntRange(min=1),
               help="Finished trials the study should hold (default: the spec's trials:).")
-@click.option("-j", "--jobs", "n_jobs", type=click.IntRange(min=1),
-              help="Trials run at once by worker processes (default: the CPUs available).")
-@click.option("--executor", type=click.Choice(EXECUTORS.names()), default="local",
-              show_default=True, help="Where trials run, as for sweep: local, dask or ray.")
-@click.option("--address", help="Scheduler address of a running Dask or Ray cluster.")
+@executor_options(
+    jobs_help="Trials run at once by worker processes (default: the CPUs available).")
 @click.option("--storage", "storage_url", metavar="URL",
               help="Join a shared study: an RDB URL (sqlite:///f.db, postgresql://...) or "
                    "journal:PATH; default DIR/study.db.")
@@ -41,9 +41,8 @@ MAX_ERRORS_SHOWN = 5
 @click.option("--no-requests", is_flag=True, help="Do not keep requests.parquet per run.")
 @click.option("--quiet", is_flag=True, help="No progress bar or closing summary.")
 @fail_cleanly
-def tune(spec_path: str, output: str | None, split: str | None, train: str | None,
-         test: str | None, trials: int | None, n_jobs: int | None, executor: str,
-         address: str | None, storage_url: str | None, resume: bool, no_requests: bool,
+def tune(spec_path: str, output: str | None, held_out: PartOptions, trials: int | None,
+         workers: ExecutorOptions, storage_url: str | None, resume: bool, no_requests: bool,
          quiet: bool) -> None:
     """Tune a run config with Optuna (pip install 'prefixsim[tune]'): SPEC.yaml has base: (a
     run config), space: (dotted keys -> a list, or {int: [lo, hi]} / {float: [lo, hi]} with
@@ -81,8 +80,7 @@ def tune(spec_path: str, output: str | None, split: str | None, train: str | Non
         bar.update()
 
     try:
-        result = run_tune(spec, out_dir, split=split, train=train, test=test,
-                          executor=executor, n_jobs=n_jobs, address=address,
+        result = run_tune(spec, out_dir, held_out=held_out, workers=workers,
                           storage_url=storage_url, resume=resume, trials=trials,
                           keep_requests=not no_requests, on_start=started, on_trial=finished)
     finally:

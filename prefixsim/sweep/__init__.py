@@ -4,7 +4,7 @@
 `run_sweep` executes the missing ones and writes the sweep folder (see store.py).
 """
 
-from prefixsim.sweep.executors import EXECUTORS, Executor, default_jobs
+from prefixsim.sweep.executors import EXECUTORS, Executor, ExecutorOptions, default_jobs
 from prefixsim.sweep.runner import SweepResult, plan, run_sweep
 from prefixsim.sweep.spec import (
     SweepPoint,
@@ -23,6 +23,7 @@ __all__ = [
     "FAILED",
     "OK",
     "Executor",
+    "ExecutorOptions",
     "RunOutcome",
     "SweepPoint",
     "SweepResult",

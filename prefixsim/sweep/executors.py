@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -64,6 +65,27 @@ class ExecutorBase:
 
 
 EXECUTORS: Registry[Executor] = Registry("executor")
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Where the runs of a sweep or a tune execute: the executor's name (`--executor`), its
+    worker processes (`-j`; None: the CPUs available, or the cluster's) and the scheduler
+    `address` of a running cluster (None: start a local one)."""
+
+    executor: str = "local"
+    n_jobs: int | None = None
+    address: str | None = None
+
+    def build(self) -> Executor:
+        """The executor these options name (an unknown name is an InputError on --executor)."""
+        if self.executor not in EXECUTORS:
+            raise InputError(f"unknown executor {self.executor!r} "
+                             f"(valid: {', '.join(EXECUTORS.names())})", field="--executor")
+        return EXECUTORS.build(self.executor, n_jobs=self.n_jobs, address=self.address)
+
+
+LOCAL_WORKERS = ExecutorOptions()  # worker processes here, one per CPU available
 
 
 def default_jobs() -> int:

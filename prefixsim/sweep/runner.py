@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.sweep.executors import EXECUTORS, Executor
+from prefixsim.sweep.executors import LOCAL_WORKERS, Executor, ExecutorOptions
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
 from prefixsim.sweep.store import (
     check_sweep_folder,
@@ -55,9 +55,8 @@ def plan(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
 def run_sweep(
     spec: SweepSpec,
     out_dir: Path,
-    executor: str = "local",
-    n_jobs: int | None = None,
-    address: str | None = None,
+    workers: ExecutorOptions = LOCAL_WORKERS,
+    *,
     resume: bool = False,
     keep_requests: bool = True,
     source: str | None = None,
@@ -67,16 +66,13 @@ def run_sweep(
 ) -> SweepResult:
     """Run the points of `spec` not yet finished in `out_dir`; write sweep.parquet.
 
-    Without `resume`, `out_dir` must not hold a sweep already. `on_start(n)` is told how many
-    runs will execute; `on_outcome` sees each outcome after it is stored. `command`, the
-    command line, is recorded in sweep.json.
+    `workers` says where the runs execute. Without `resume`, `out_dir` must not hold a sweep
+    already. `on_start(n)` is told how many runs will execute; `on_outcome` sees each outcome
+    after it is stored. `command`, the command line, is recorded in sweep.json.
     """
     points = plan(spec, source)
-    if executor not in EXECUTORS:
-        raise InputError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS.names())})",
-                         field="--executor")
-    runner = EXECUTORS.build(executor, n_jobs=n_jobs, address=address)
-    if address is None:  # remote workers read traces where they run; local ones read ours
+    runner = workers.build()
+    if workers.address is None:  # remote workers read traces where they run; local ones read ours
         check_traces(points, source)
     check_sweep_folder(out_dir)
     if not resume and read_sweep_meta(out_dir) is not None:

@@ -10,14 +10,15 @@ docs/results.md ("A tune spec", "A tune folder").
 
 from prefixsim.tune.constraints import Constraint, parse_constraint
 from prefixsim.tune.driver import TrialReport, TuneResult, best_so_far, run_tune
-from prefixsim.tune.heldout import Parts, parts_for
+from prefixsim.tune.heldout import PartOptions, Parts, parts_for
 from prefixsim.tune.samplers import SAMPLERS, optuna_module
 from prefixsim.tune.space import Knob, grid_points, suggest
 from prefixsim.tune.spec import Objective, SamplerSpec, TuneSpec, load_tune_spec, parse_tune_spec
 from prefixsim.tune.store import best_trials, read_tune_meta, trials_frame
 
 __all__ = [
-    "SAMPLERS", "Constraint", "Knob", "Objective", "Parts", "SamplerSpec", "TrialReport",
+    "SAMPLERS", "Constraint", "Knob", "Objective", "PartOptions", "Parts",
+    "SamplerSpec", "TrialReport",
     "TuneResult", "TuneSpec", "best_so_far", "best_trials", "grid_points", "load_tune_spec",
     "optuna_module", "parse_constraint", "parse_tune_spec", "parts_for", "read_tune_meta",
     "run_tune", "suggest", "trials_frame",

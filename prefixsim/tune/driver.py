@@ -27,7 +27,8 @@ import numpy as np
 import yaml
 
 from prefixsim.errors import InputError
-from prefixsim.sweep import EXECUTORS, OK, RunOutcome, run_point
+from prefixsim.sweep import OK, RunOutcome, run_point
+from prefixsim.sweep.executors import LOCAL_WORKERS, ExecutorOptions
 from prefixsim.sweep.runner import TABLE_REFRESH_S
 from prefixsim.sweep.spec import SweepPoint
 from prefixsim.sweep.store import (
@@ -38,7 +39,15 @@ from prefixsim.sweep.store import (
     write_run,
     write_text_atomic,
 )
-from prefixsim.tune.heldout import Parts, check_traces, finish, parts_for, trial_point
+from prefixsim.tune.heldout import (
+    WHOLE_TRACE,
+    PartOptions,
+    Parts,
+    check_traces,
+    finish,
+    parts_for,
+    trial_point,
+)
 from prefixsim.tune.samplers import build_sampler, optuna_module
 from prefixsim.tune.space import grid_points, needs_step, suggest
 from prefixsim.tune.spec import TuneSpec
@@ -74,26 +83,24 @@ class TuneResult:
 
 
 def run_tune(
-    spec: TuneSpec, out_dir: Path, *, split: str | None = None, train: str | None = None,
-    test: str | None = None, executor: str = "local", n_jobs: int | None = None,
-    address: str | None = None, storage_url: str | None = None, resume: bool = False,
-    trials: int | None = None, keep_requests: bool = True,
+    spec: TuneSpec, out_dir: Path, *, held_out: PartOptions = WHOLE_TRACE,
+    workers: ExecutorOptions = LOCAL_WORKERS, storage_url: str | None = None,
+    resume: bool = False, trials: int | None = None, keep_requests: bool = True,
     on_start: Callable[[int], None] | None = None,
     on_trial: Callable[[TrialReport], None] | None = None,
 ) -> TuneResult:
-    """Tune `spec` into `out_dir` (see the module docstring and docs/results.md)."""
+    """Tune `spec` into `out_dir` (see the module docstring and docs/results.md): trials on
+    the part of the trace that `held_out` leaves (heldout.py), run where `workers` say
+    (sweep/executors.py)."""
     optuna_module()
-    parts = parts_for(spec, split, train, test)
+    parts = parts_for(spec, held_out)
     check_traces(parts)
     sampler = build_sampler(spec.sampler.name, spec.sampler.seed, spec.sampler.options)
     grid = _grid(spec) if spec.sampler.name == "grid" else None
     budget = trials or spec.trials
     if grid is not None:
         budget = min(budget, len(grid))
-    if executor not in EXECUTORS:
-        raise InputError(f"unknown executor {executor!r} (valid: {', '.join(EXECUTORS.names())})",
-                         field="--executor")
-    runner = EXECUTORS.build(executor, n_jobs=n_jobs, address=address)
+    runner = workers.build()
     _check_folder(out_dir, spec, resume, storage_url)
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_staging(out_dir)

@@ -49,8 +49,22 @@ class Parts:
         return "all" if self.test is None else "train"
 
 
-def parts_for(spec: TuneSpec, split: str | None, train: str | None, test: str | None) -> Parts:
+@dataclass(frozen=True)
+class PartOptions:
+    """How the trace is parted: `--split time:F`, or `--train PATH` and `--test PATH`; none
+    of them: tune on the spec's trace and hold nothing out."""
+
+    split: str | None = None
+    train: str | None = None
+    test: str | None = None
+
+
+WHOLE_TRACE = PartOptions()
+
+
+def parts_for(spec: TuneSpec, options: PartOptions) -> Parts:
     """The parts of `--split time:F` or `--train/--test` (see the module docstring)."""
+    split, train, test = options.split, options.train, options.test
     if split is not None and (train is not None or test is not None):
         raise InputError("give --split or --train/--test, not both", field="--split")
     if split is not None:

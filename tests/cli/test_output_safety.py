@@ -19,7 +19,7 @@ from cli_helpers import DEMO, invoke, one_line_error
 
 from prefixsim.cli.app import one_line, safe_name
 from prefixsim.errors import InputError
-from prefixsim.sweep import parse_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, parse_spec, run_sweep
 from prefixsim.sweep.store import lock_sweep_folder
 
 BROKEN = '{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1]}\n'
@@ -95,9 +95,10 @@ def test_a_second_sweep_into_a_locked_folder_is_refused(tmp_path):
     out = tmp_path / "sweep"
     with lock_sweep_folder(out):
         with pytest.raises(InputError, match=rf"another sweep \(pid {os.getpid()}\)"):
-            run_sweep(spec, out, n_jobs=1, resume=True)
+            run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
     assert not (out / "runs").exists()
-    assert run_sweep(spec, out, n_jobs=1, resume=True).executed  # the lock is gone after
+    again = run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
+    assert again.executed  # the lock is gone after
 
 
 # ------------------------------------------- docs/input-rules.md I14
@@ -110,7 +111,7 @@ def test_report_reads_a_sweep_killed_before_its_first_table(tmp_path):
     spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
                        "grid": {"trace.path": [str(DEMO), str(broken)],
                                 "cache.capacity_tokens": [5000, 20000]}})
-    run_sweep(spec, out, n_jobs=1)
+    run_sweep(spec, out, ExecutorOptions(n_jobs=1))
     (out / "sweep.parquet").unlink()
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
@@ -181,7 +182,7 @@ def _sweep(tmp_path: Path) -> Path:
     out = tmp_path / "sweep"
     spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
                        "grid": {"cache.capacity_tokens": [5000, 20000]}})
-    run_sweep(spec, out, n_jobs=1)
+    run_sweep(spec, out, ExecutorOptions(n_jobs=1))
     return out
 
 
@@ -211,7 +212,7 @@ def test_resume_refuses_a_symlinked_runs_folder(tmp_path):
     spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
                        "grid": {"cache.capacity_tokens": [5000, 20000]}})
     with pytest.raises(InputError, match="symlink"):
-        run_sweep(spec, out, n_jobs=1, resume=True)
+        run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
     assert (target / ".tmp-keep").exists()
 
 
@@ -241,7 +242,7 @@ def test_a_dollar_in_a_swept_string_does_not_break_the_report(tmp_path):
     spec = parse_spec({"base": {"trace": {"path": str(DEMO)}, "cache_only": True},
                        "grid": {"trace.path": [str(DEMO), str(odd)],
                                 "cache.capacity_tokens": [5000, 20000]}})
-    run_sweep(spec, out, n_jobs=1)
+    run_sweep(spec, out, ExecutorOptions(n_jobs=1))
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
     assert (out / "plots" / "policy_zoo.png").is_file()

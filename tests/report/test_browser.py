@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from prefixsim.cli import app
-from prefixsim.sweep import load_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, load_spec, run_sweep
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)
@@ -113,7 +113,7 @@ def demo_reports(tmp_path_factory):
     folders = {}
     for name in ("demo", "timed_demo"):
         out = root / name
-        run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, n_jobs=1,
+        run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1),
                   command=f"prefixsim sweep traces/sweeps/{name}.yaml -o {out}")
         assert CliRunner().invoke(app, ["report", str(out), "--quiet"]).exit_code == 0
         folders[name] = out

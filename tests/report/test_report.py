@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 from prefixsim.report import PLOTS, PlotSkipped, build_report, load_report_data
-from prefixsim.sweep import load_spec, parse_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, load_spec, parse_spec, run_sweep
 
 BASE = {"trace": {"path": "traces/demo_chat.jsonl"}, "cache_only": True}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -26,7 +26,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def demo_sweep(tmp_path_factory):
     """The bundled demo spec, run once for the module."""
     out = tmp_path_factory.mktemp("report") / "demo"
-    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, n_jobs=1)
+    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, ExecutorOptions(n_jobs=1))
     return out
 
 
@@ -211,7 +211,7 @@ def test_timed_sweep_draws_the_latency_plots(tmp_path):
     spec["grid"]["cache.capacity_tokens"] = [10000, 160000]
     out = tmp_path / "timed"
     result = run_sweep(dataclasses.replace(parse_spec(spec), root=Path("traces/sweeps")), out,
-                       n_jobs=1)
+                       ExecutorOptions(n_jobs=1))
     assert not result.failed, result.failed
     report = build_report(load_report_data(out))
     assert {"policy_zoo", "p99_ttft_vs_capacity", "latency_ecdfs", "cache_tokens_over_time",
@@ -233,7 +233,7 @@ def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
     spec = parse_spec({"base": BASE, "grid": {"trace.path": [BASE["trace"]["path"], missing],
                                                "cache.capacity_tokens": [5000, 20000]}})
     out = tmp_path / "sweep"
-    run_sweep(spec, out, n_jobs=1)
+    run_sweep(spec, out, ExecutorOptions(n_jobs=1))
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
     html = (out / "report.html").read_text()

@@ -26,7 +26,7 @@ from prefixsim.report.format import (
 from prefixsim.report.header import header_sections
 from prefixsim.report.plots_requests import idle_gaps_s, long_ttl_break_even, session_rates
 from prefixsim.report.table import comparison, comparison_notes, shown_columns
-from prefixsim.sweep import load_spec, parse_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, load_spec, parse_spec, run_sweep
 
 OVER_TIME = ("cache_tokens_over_time", "evictions_over_time", "expirations_over_time")
 
@@ -34,7 +34,8 @@ OVER_TIME = ("cache_tokens_over_time", "evictions_over_time", "expirations_over_
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("parts") / "demo"
-    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, n_jobs=1, command="prefixsim sweep X")
+    run_sweep(load_spec("traces/sweeps/demo.yaml"), out, ExecutorOptions(n_jobs=1),
+              command="prefixsim sweep X")
     return load_report_data(out)
 
 
@@ -44,7 +45,8 @@ def lru_only(tmp_path_factory):
     out = tmp_path_factory.mktemp("parts") / "lru_only"
     run_sweep(parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
                                              "max_requests": 40}, "cache_only": True},
-                          "grid": {"cache.capacity_tokens": [5000, 20000]}}), out, n_jobs=1)
+                          "grid": {"cache.capacity_tokens": [5000, 20000]}}), out,
+              ExecutorOptions(n_jobs=1))
     return load_report_data(out)
 
 

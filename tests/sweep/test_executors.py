@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from prefixsim.errors import InputError
-from prefixsim.sweep import executors, parse_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, executors, parse_spec, run_sweep
 
 REPO = Path(__file__).parents[2]
 DEMO = str(REPO / "traces" / "demo_chat.jsonl")
@@ -42,7 +42,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def local_table(tmp_path_factory) -> pd.DataFrame:
     out = tmp_path_factory.mktemp("local") / "sweep"
-    run_sweep(parse_spec(SPEC), out, n_jobs=1)
+    run_sweep(parse_spec(SPEC), out, ExecutorOptions(n_jobs=1))
     return table(out)
 
 
@@ -59,8 +59,8 @@ def test_an_unreachable_address_is_one_error_and_no_folder(tmp_path, executor,
     pytest.importorskip("distributed" if executor == "dask" else "ray")
     out = tmp_path / "sweep"
     with pytest.raises(InputError, match="--address|cannot reach|not a host") as error:
-        run_sweep(parse_spec(SPEC), out, executor=executor,
-                  address=address.format(port=free_port()))
+        run_sweep(parse_spec(SPEC), out,
+                  ExecutorOptions(executor=executor, address=address.format(port=free_port())))
     assert error.value.field == "--address"
     assert not out.exists()
 
@@ -71,7 +71,8 @@ def test_a_dask_scheduler_without_workers_is_an_error(tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as c:
         with pytest.raises(InputError, match="has no workers"):
-            run_sweep(parse_spec(SPEC), out, executor="dask", address=c.scheduler_address)
+            run_sweep(parse_spec(SPEC), out,
+                      ExecutorOptions(executor="dask", address=c.scheduler_address))
     assert not out.exists()
 
 
@@ -90,7 +91,7 @@ def test_a_local_dask_cluster_admits_only_its_driver(tmp_path, local_table):
             distributed.Client(address, timeout=3)
     finally:
         runner.close()
-    run_sweep(parse_spec(SPEC), tmp_path / "dask", executor="dask", n_jobs=2)
+    run_sweep(parse_spec(SPEC), tmp_path / "dask", ExecutorOptions(executor="dask", n_jobs=2))
     pd.testing.assert_frame_equal(table(tmp_path / "dask"), local_table)
     readme = (REPO / "README.md").read_text()
     assert "--address" in readme and "trust" in readme
@@ -126,11 +127,11 @@ def test_ray_joins_a_running_cluster_and_starts_its_own_beside_one(
     """With a cluster already running: `--address HOST:PORT` joins it, and no address starts
     a separate local cluster (ray.init(num_cpus=...) used to fail there); both give the local
     table (ray.remote used to be applied to a partial and fail every run)."""
-    joined = run_sweep(parse_spec(SPEC), tmp_path / "joined", executor="ray",
-                       address=ray_head)
+    joined = run_sweep(parse_spec(SPEC), tmp_path / "joined",
+                       ExecutorOptions(executor="ray", address=ray_head))
     assert not joined.failed, joined.failed
     pd.testing.assert_frame_equal(table(tmp_path / "joined"), local_table)
-    own = run_sweep(parse_spec(SPEC), tmp_path / "own", executor="ray", n_jobs=1)
+    own = run_sweep(parse_spec(SPEC), tmp_path / "own", ExecutorOptions(executor="ray", n_jobs=1))
     assert not own.failed, own.failed
     pd.testing.assert_frame_equal(table(tmp_path / "own"), local_table)
 

@@ -18,6 +18,7 @@ from prefixsim.errors import InputError
 from prefixsim.pipeline.inputs import _cached_trace, shared_trace_data
 from prefixsim.sweep import (
     EXECUTORS,
+    ExecutorOptions,
     expand,
     load_spec,
     parse_spec,
@@ -106,7 +107,7 @@ def test_a_run_seed_is_refused_where_nothing_would_read_it():
 def test_bad_point_fails_before_anything_runs(tmp_path):
     spec = parse_spec({"base": BASE, "grid": {"cache.policy": ["lru", "nope"]}})
     with pytest.raises(InputError) as info:
-        run_sweep(spec, tmp_path / "out", n_jobs=1)
+        run_sweep(spec, tmp_path / "out", ExecutorOptions(n_jobs=1))
     assert info.value.field == "cache.policy" and "nope" in str(info.value)
     assert not (tmp_path / "out").exists()
     for bad, field in [({"grid": {"cache.policy": []}}, "grid.cache.policy"),
@@ -163,7 +164,7 @@ def test_sweep_rows_equal_single_runs_and_resume_recomputes_nothing(tmp_path):
 def test_resume_runs_only_missing_points_and_cleans_half_written(tmp_path):
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
     out = tmp_path / "sweep"
-    first = run_sweep(spec, out, n_jobs=1)
+    first = run_sweep(spec, out, ExecutorOptions(n_jobs=1))
     assert len(first.executed) == 3
     victim = first.points[1].run_id
     for item in (out / "runs" / victim).iterdir():
@@ -171,8 +172,8 @@ def test_resume_runs_only_missing_points_and_cleans_half_written(tmp_path):
     (out / "runs" / victim).rmdir()
     (out / "runs" / ".tmp-half-written").mkdir()  # what a kill mid-write leaves
     with pytest.raises(InputError, match="--resume"):
-        run_sweep(spec, out, n_jobs=1)
-    again = run_sweep(spec, out, n_jobs=1, resume=True)
+        run_sweep(spec, out, ExecutorOptions(n_jobs=1))
+    again = run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
     assert again.executed == [victim]
     assert sorted(again.skipped) == sorted(p.run_id for p in first.points if p.run_id != victim)
     assert not (out / "runs" / ".tmp-half-written").exists()
@@ -186,7 +187,7 @@ def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     spec = parse_spec({"base": BASE, "grid": {"trace.path": [DEMO, missing],
                                                "cache.capacity_tokens": [20000]}})
     out = tmp_path / "sweep"
-    result = run_sweep(spec, out, n_jobs=2)
+    result = run_sweep(spec, out, ExecutorOptions(n_jobs=2))
     table = pd.read_parquet(out / "sweep.parquet").set_index("trace_path")
     assert table.loc[DEMO, "status"] == "ok" and pd.isna(table.loc[DEMO, "error"])
     assert table.loc[missing, "status"] == "failed"
@@ -194,7 +195,7 @@ def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert list(result.failed) == [table.loc[missing, "run_id"]]
     meta = json.loads((out / "runs" / table.loc[missing, "run_id"] / "run.json").read_text())
     assert meta["status"] == "failed" and "needs ceil(600/512)" in meta["error"]
-    retry = run_sweep(spec, out, n_jobs=1, resume=True)
+    retry = run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
     assert retry.executed == [table.loc[missing, "run_id"]]  # failed runs are retried
 
 
@@ -205,8 +206,8 @@ def _comparable(table):
 def test_results_do_not_depend_on_executor_or_workers(tmp_path):
     spec = parse_spec({"base": BASE, "grid": {"cache.ttl_s": [None, 20],
                                                "cache.capacity_tokens": CAPACITIES}})
-    serial = run_sweep(spec, tmp_path / "serial", n_jobs=1)
-    parallel = run_sweep(spec, tmp_path / "parallel", n_jobs=2)
+    serial = run_sweep(spec, tmp_path / "serial", ExecutorOptions(n_jobs=1))
+    parallel = run_sweep(spec, tmp_path / "parallel", ExecutorOptions(n_jobs=2))
     assert serial.executed != [] and sorted(serial.executed) == sorted(parallel.executed)
     pd.testing.assert_frame_equal(_comparable(pd.read_parquet(tmp_path / "serial/sweep.parquet")),
                                   _comparable(pd.read_parquet(tmp_path / "parallel/sweep.parquet")))
@@ -219,8 +220,8 @@ def test_results_do_not_depend_on_executor_or_workers(tmp_path):
 def test_local_cluster_gives_the_same_table(tmp_path, executor, module, reason):
     pytest.importorskip(module, reason=reason)
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
-    run_sweep(spec, tmp_path / "local", n_jobs=1)
-    result = run_sweep(spec, tmp_path / executor, executor=executor, n_jobs=2)
+    run_sweep(spec, tmp_path / "local", ExecutorOptions(n_jobs=1))
+    result = run_sweep(spec, tmp_path / executor, ExecutorOptions(executor=executor, n_jobs=2))
     assert not result.failed and len(result.executed) == 3
     pd.testing.assert_frame_equal(
         _comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
@@ -231,8 +232,8 @@ def test_dask_executor_joins_a_running_cluster_by_address(tmp_path):
     distributed = pytest.importorskip("distributed", reason="dask distributed not installed")
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
-        result = run_sweep(spec, tmp_path / "dask", executor="dask",
-                           address=cluster.scheduler_address)
+        result = run_sweep(spec, tmp_path / "dask",
+                           ExecutorOptions(executor="dask", address=cluster.scheduler_address))
         assert cluster.status.name == "running"  # a cluster we joined is left running
     assert not result.failed and len(result.executed) == 3
 
@@ -267,7 +268,7 @@ def test_sweep_table_columns_for_mixed_points(tmp_path):
     """Keys set only by explicit runs still get a column (missing elsewhere)."""
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": [20000]},
                        "runs": [{"cache.ttl_s": 30}]})
-    run_sweep(spec, tmp_path / "s", n_jobs=1)
+    run_sweep(spec, tmp_path / "s", ExecutorOptions(n_jobs=1))
     table = sweep_table(tmp_path / "s", plan(spec), ["cache.capacity_tokens", "cache.ttl_s"])
     assert list(table.columns[:5]) == ["run_id", "status", "error", "cache_capacity_tokens",
                                        "cache_ttl_s"]
@@ -286,9 +287,9 @@ def test_interrupted_sweep_keeps_finished_runs_and_resumes(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(spec, out, n_jobs=1, on_outcome=interrupt_after_two)
+        run_sweep(spec, out, ExecutorOptions(n_jobs=1), on_outcome=interrupt_after_two)
     assert sorted(pd.read_parquet(out / "sweep.parquet")["run_id"]) == sorted(seen)
-    resumed = run_sweep(spec, out, n_jobs=1, resume=True)
+    resumed = run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
     assert sorted(resumed.skipped) == sorted(seen) and len(resumed.executed) == 2
     assert len(pd.read_parquet(out / "sweep.parquet")) == 4
 
@@ -322,7 +323,7 @@ def test_lost_workers_become_failed_runs(tmp_path, monkeypatch, crash):
     monkeypatch.setattr(_LosingExecutor, "crash", crash)
     monkeypatch.setitem(EXECUTORS._factories, "losing", _LosingExecutor)
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": [1000, 2000, 4000]}})
-    result = run_sweep(spec, tmp_path / "s", executor="losing")
+    result = run_sweep(spec, tmp_path / "s", ExecutorOptions(executor="losing"))
     table = pd.read_parquet(tmp_path / "s" / "sweep.parquet")
     expected = ["ok", "failed", "failed"] if crash else ["ok", "failed", "ok"]
     assert table["status"].tolist() == expected
@@ -383,8 +384,8 @@ def test_ray_executor_against_a_stand_in(tmp_path, monkeypatch):
     executor.close()
     assert fake.shutdowns == 1
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
-    run_sweep(spec, tmp_path / "local", n_jobs=1)
-    result = run_sweep(spec, tmp_path / "ray", executor="ray", n_jobs=2)
+    run_sweep(spec, tmp_path / "local", ExecutorOptions(n_jobs=1))
+    result = run_sweep(spec, tmp_path / "ray", ExecutorOptions(executor="ray", n_jobs=2))
     assert not result.failed, result.failed
     pd.testing.assert_frame_equal(_comparable(pd.read_parquet(tmp_path / "local/sweep.parquet")),
                                   _comparable(pd.read_parquet(tmp_path / "ray/sweep.parquet")))
@@ -399,7 +400,7 @@ def test_table_is_refreshed_while_runs_finish(tmp_path, monkeypatch):
         path = tmp_path / "s" / "sweep.parquet"
         rows_seen.append(len(pd.read_parquet(path)) if path.exists() else 0)
 
-    run_sweep(spec, tmp_path / "s", n_jobs=1, on_outcome=look)
+    run_sweep(spec, tmp_path / "s", ExecutorOptions(n_jobs=1), on_outcome=look)
     assert rows_seen == [0, 1, 2]  # each outcome is seen before the refresh that adds it
 
 

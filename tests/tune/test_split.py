@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 from prefixsim.errors import InputError
-from prefixsim.tune import parse_tune_spec, parts_for, run_tune
+from prefixsim.sweep import ExecutorOptions
+from prefixsim.tune import PartOptions, parse_tune_spec, parts_for, run_tune
 from prefixsim.tune.heldout import _retained
 
 PAGE = 512  # Mooncake's tokens per hash id
@@ -55,8 +56,8 @@ def test_a_ttl_tuned_to_a_burst_scores_lower_on_the_held_out_part(tmp_path):
     run's summary names the window it replayed."""
     trace = burst_then_slow(tmp_path / "burst.jsonl")
     out = tmp_path / "t"
-    result = run_tune(parse_tune_spec(spec_for(trace)), out, split="time:0.5", n_jobs=1,
-                      keep_requests=False)
+    result = run_tune(parse_tune_spec(spec_for(trace)), out, held_out=PartOptions(split="time:0.5"),
+                      workers=ExecutorOptions(n_jobs=1), keep_requests=False)
     (best,) = result.summary["best"]
     train = best["train"]["cache_token_hit_rate"]
     test = best["test"]["cache_token_hit_rate"]
@@ -109,7 +110,7 @@ def test_train_and_test_traces(tmp_path):
 def test_bad_splits(args, message, tmp_path):
     spec = parse_tune_spec(spec_for(burst_then_slow(tmp_path / "b.jsonl")))
     with pytest.raises(InputError, match=message):
-        parts_for(spec, args.get("split"), args.get("train"), args.get("test"))
+        parts_for(spec, PartOptions(**args))
 
 
 def test_retained_share_known_answers(tmp_path):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import prefixsim
 from prefixsim.cli import app
-from prefixsim.sweep import parse_spec, run_sweep
+from prefixsim.sweep import ExecutorOptions, parse_spec, run_sweep
 from prefixsim.tune import grid_points, parse_tune_spec, run_tune
 
 DEMO = str(Path(__file__).resolve().parents[2] / "traces" / "demo_chat.jsonl")
@@ -26,7 +26,8 @@ BUDGET = 24000
 def tune(tmp_path, name="t", **spec):
     data = {"base": BASE, "objectives": {"cache_token_hit_rate": "maximize"}, **spec}
     out = tmp_path / name
-    return run_tune(parse_tune_spec(data), out, n_jobs=1, keep_requests=False), out
+    return run_tune(parse_tune_spec(data), out, workers=ExecutorOptions(n_jobs=1),
+                    keep_requests=False), out
 
 
 def test_tpe_finds_the_known_optimum_in_a_fifth_of_the_grid(tmp_path):
@@ -38,7 +39,7 @@ def test_tpe_finds_the_known_optimum_in_a_fifth_of_the_grid(tmp_path):
                 for p in POLICIES for c in CAPACITIES if c <= BUDGET for t in TTLS]
     assert len(feasible) == 288
     sweep = run_sweep(parse_spec({"base": BASE, "runs": feasible}), tmp_path / "grid",
-                      n_jobs=1, keep_requests=False)
+                      ExecutorOptions(n_jobs=1), keep_requests=False)
     assert not sweep.failed
     table = pd.read_parquet(sweep.table_path)
     optimum = table["cache_token_hit_rate"].max()
@@ -109,7 +110,8 @@ def test_several_objectives_give_a_pareto_front(tmp_path):
                            "cache_capacity_tokens": "minimize"},
             "sampler": {"name": "nsga2", "seed": 1, "population_size": 8}}
     out = tmp_path / "mo"
-    result = run_tune(parse_tune_spec(data), out, n_jobs=1, keep_requests=False)
+    result = run_tune(parse_tune_spec(data), out, workers=ExecutorOptions(n_jobs=1),
+                      keep_requests=False)
     front = pd.read_parquet(out / "pareto.parquet")
     trials = pd.read_parquet(out / "trials.parquet")
     done = trials[trials["state"] == "complete"]
@@ -135,7 +137,7 @@ def test_the_grid_sampler_runs_every_point_once(tmp_path):
     spec = parse_tune_spec({"base": BASE, "space": space, "trials": 10, "sampler": "grid",
                             "objectives": {"cache_token_hit_rate": "max"}})
     assert len(grid_points(spec.knobs)) == 6
-    run_tune(spec, tmp_path / "g", n_jobs=1, keep_requests=False)
+    run_tune(spec, tmp_path / "g", workers=ExecutorOptions(n_jobs=1), keep_requests=False)
     trials = pd.read_parquet(tmp_path / "g" / "trials.parquet")
     assert len(trials) == 6 and set(trials["state"]) == {"complete"}
     seen = {(r.cache_policy, r.cache_capacity_tokens,

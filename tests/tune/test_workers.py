@@ -12,6 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from prefixsim.cli import app
+from prefixsim.sweep import ExecutorOptions
 from prefixsim.sweep.store import read_run_meta
 from prefixsim.tune import parse_tune_spec, run_tune
 
@@ -72,8 +73,8 @@ def test_resume_after_sigkill_loses_no_finished_trial(tmp_path):
 def test_local_workers_share_one_study_without_duplicate_numbers(tmp_path):
     """-j 2: trials run two at a time in worker processes; 10 trials numbered 0..9, each
     with its own run folder."""
-    result = run_tune(parse_tune_spec({**SPEC, "trials": 10}), tmp_path / "j2", n_jobs=2,
-                      keep_requests=False)
+    result = run_tune(parse_tune_spec({**SPEC, "trials": 10}), tmp_path / "j2",
+                      workers=ExecutorOptions(n_jobs=2), keep_requests=False)
     trials = pd.read_parquet(tmp_path / "j2" / "trials.parquet")
     assert trials["trial"].tolist() == list(range(10)) and result.ran == 10
     assert set(trials["state"]) == {"complete"}
@@ -87,7 +88,8 @@ def test_two_processes_on_one_folder_share_the_study(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
     out = tmp_path / "shared"
-    run_tune(parse_tune_spec(SPEC), out, n_jobs=1, keep_requests=False, trials=1)
+    run_tune(parse_tune_spec(SPEC), out, workers=ExecutorOptions(n_jobs=1), keep_requests=False,
+             trials=1)
     command = [sys.executable, "-m", "prefixsim", "tune", str(spec), "-o", str(out), "-j", "1",
                "--resume", "--trials", "12", "--quiet", "--no-requests"]
     children = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -107,10 +109,10 @@ def test_a_journal_storage_holds_the_study_outside_the_folder(tmp_path):
     second folder joining it continues the numbering."""
     journal = tmp_path / "study.log"
     spec = parse_tune_spec({**SPEC, "trials": 3})
-    run_tune(spec, tmp_path / "a", storage_url=f"journal:{journal}", n_jobs=1,
-             keep_requests=False)
-    run_tune(spec, tmp_path / "b", storage_url=f"journal:{journal}", n_jobs=1,
-             keep_requests=False, trials=5)
+    run_tune(spec, tmp_path / "a", workers=ExecutorOptions(n_jobs=1),
+             storage_url=f"journal:{journal}", keep_requests=False)
+    run_tune(spec, tmp_path / "b", workers=ExecutorOptions(n_jobs=1),
+             storage_url=f"journal:{journal}", keep_requests=False, trials=5)
     assert journal.is_file() and not (tmp_path / "a" / "study.db").exists()
     second = pd.read_parquet(tmp_path / "b" / "trials.parquet")
     assert second["trial"].tolist() == list(range(5))
