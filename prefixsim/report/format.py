@@ -7,6 +7,10 @@ which figures to show.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 MISSING = "-"
 
 
@@ -20,41 +24,50 @@ def missing(value: object) -> bool:
         return False
 
 
-def integer(value: object) -> str:
+def _number(shown: str = MISSING) -> Callable[[Callable[..., str]], Callable[..., str]]:
+    """A formatter of a float that is given any value: a missing one is shown as `shown`,
+    any other is converted with float() first."""
+
+    def decorate(format_number: Callable[..., str]) -> Callable[..., str]:
+        @functools.wraps(format_number)
+        def formatter(value: object, *args: Any, **kwargs: Any) -> str:
+            if missing(value):
+                return shown
+            return format_number(float(value), *args, **kwargs)  # type: ignore[arg-type]
+
+        return formatter
+
+    return decorate
+
+
+@_number()
+def integer(number: float) -> str:
     """5000 -> 5,000 (floats that are whole numbers too)."""
-    if missing(value):
-        return MISSING
-    number = float(value)  # type: ignore[arg-type]
     return f"{number:,.0f}" if number.is_integer() else f"{number:,.1f}"
 
 
-def percent(value: object, digits: int = 1) -> str:
+@_number()
+def percent(number: float, digits: int = 1) -> str:
     """A share: 0.374 -> 37.4%."""
-    if missing(value):
-        return MISSING
-    return f"{float(value):.{digits}%}"  # type: ignore[arg-type]
+    return f"{number:.{digits}%}"
 
 
-def points(value: object) -> str:
+@_number()
+def points(share: float) -> str:
     """A difference of two shares in percentage points: 0.046 -> +4.6 pp."""
-    if missing(value):
-        return MISSING
-    number = float(value) * 100  # type: ignore[arg-type]
+    number = share * 100
     return "0.0 pp" if abs(number) < 0.05 else f"{number:+.1f} pp"
 
 
-def seconds(value: object) -> str:
+@_number(shown="none")
+def seconds(number: float) -> str:
     """A TTL or short time: 300 -> 300 s, 0.5 -> 0.5 s; missing -> none."""
-    if missing(value):
-        return "none"
-    return f"{float(value):,.4g} s"  # type: ignore[arg-type]
+    return f"{number:,.4g} s"
 
 
-def duration(value: object) -> str:
+@_number()
+def duration(number: float) -> str:
     """A span of time: 717 -> 12.0 min (717 s), 86400 -> 24.0 h."""
-    if missing(value):
-        return MISSING
-    number = float(value)  # type: ignore[arg-type]
     if number < 120:
         return f"{number:,.1f} s"
     if number < 2 * 3600:
@@ -62,38 +75,31 @@ def duration(value: object) -> str:
     return f"{number / 3600:,.1f} h ({number:,.0f} s)"
 
 
-def milliseconds(value: object) -> str:
+@_number()
+def milliseconds(number: float) -> str:
     """A latency in ms: 35.8 -> 36 ms, 5.2 -> 5.2 ms, 2383 -> 2.38 s."""
-    if missing(value):
-        return MISSING
-    number = float(value)  # type: ignore[arg-type]
     if number >= 1000:
         return f"{number / 1000:,.2f} s"
     return f"{number:.1f} ms" if number < 10 else f"{number:,.0f} ms"
 
 
-def gpu_seconds(value: object) -> str:
+@_number()
+def gpu_seconds(number: float) -> str:
     """GPU time: 7.9069 -> 7.9 s."""
-    if missing(value):
-        return MISSING
-    return f"{float(value):,.1f} s"  # type: ignore[arg-type]
+    return f"{number:,.1f} s"
 
 
-def usd(value: object) -> str:
+@_number()
+def usd(number: float) -> str:
     """Dollars: 0.3249 -> $0.32, 0.004 -> $0.0040, 1234.5 -> $1,234.50."""
-    if missing(value):
-        return MISSING
-    number = float(value)  # type: ignore[arg-type]
     sign = "-" if number < 0 else ""
     number = abs(number)
     return f"{sign}${number:.4f}" if 0 < number < 0.01 else f"{sign}${number:,.2f}"
 
 
-def rate(value: object, unit: str = "req/s") -> str:
+@_number()
+def rate(number: float, unit: str = "req/s") -> str:
     """A throughput: 0.3654 -> 0.37 req/s."""
-    if missing(value):
-        return MISSING
-    number = float(value)  # type: ignore[arg-type]
     return f"{number:,.3g} {unit}" if number < 100 else f"{number:,.0f} {unit}"
 
 

@@ -9,8 +9,10 @@ figure has a title, axis labels with units and a legend.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -69,92 +71,89 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+class _Figures:
+    """The plots of one trace, saved into `out_dir` as they are drawn (`paths`)."""
+
+    def __init__(self, out_dir: Path, title: str) -> None:
+        self.out_dir, self.title = out_dir, title
+        self.paths: list[Path] = []
+
+    @contextmanager
+    def figure(self, name: str, subject: str, xlabel: str, ylabel: str) -> Iterator[Any]:
+        """Axes to draw on; on leaving, titled `TITLE: subject`, labelled, with a legend,
+        saved as `name`.png."""
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        yield ax
+        ax.set(title=f"{self.title}: {subject}", xlabel=xlabel, ylabel=ylabel)
+        ax.legend()
+        self.paths.append(_save(fig, self.out_dir / f"{name}.png"))
+
+
 def plot_characterisation(requests: Sequence[Request], out_dir: Path,
                           title: str = "trace") -> list[Path]:
     """Draw every characterisation plot of `requests` into `out_dir`; return the files."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
+    figures = _Figures(out_dir, title)
     arrivals = np.array([r.arrival_s for r in requests])
     span = max(arrivals.max() - arrivals.min(), 1e-9)
     bins = max(1, min(200, len(requests) // 20))
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    counts, edges = np.histogram(arrivals, bins=bins)
-    width = span / bins
-    ax.plot(edges[:-1] / 60.0, counts / width, label=f"requests/s ({width:.3g} s bins)")
-    ax.axhline(len(requests) / span, color="grey", ls="--", label="mean rate")
-    ax.set(title=f"{title}: arrival rate over time", xlabel="time since start (min)",
-           ylabel="arrival rate (requests/s)")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "arrival_rate.png"))
+    with figures.figure("arrival_rate", "arrival rate over time", "time since start (min)",
+                        "arrival rate (requests/s)") as ax:
+        counts, edges = np.histogram(arrivals, bins=bins)
+        width = span / bins
+        ax.plot(edges[:-1] / 60.0, counts / width, label=f"requests/s ({width:.3g} s bins)")
+        ax.axhline(len(requests) / span, color="grey", ls="--", label="mean rate")
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    inputs = np.array([r.input_tokens for r in requests])
-    outputs = np.array([r.output_tokens for r in requests])
-    top = max(inputs.max(), max(outputs.max(), 1))
-    log_bins = np.logspace(0, np.log10(top + 1), 60)
-    ax.hist(inputs, bins=log_bins, alpha=0.6, label=f"input (mean {inputs.mean():,.0f})")
-    ax.hist(np.maximum(outputs, 1), bins=log_bins, alpha=0.6,
-            label=f"output (mean {outputs.mean():,.0f})")
-    ax.set_xscale("log")
-    ax.set(title=f"{title}: request lengths", xlabel="length (tokens, log scale)",
-           ylabel="requests")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "lengths.png"))
+    with figures.figure("lengths", "request lengths", "length (tokens, log scale)",
+                        "requests") as ax:
+        inputs = np.array([r.input_tokens for r in requests])
+        outputs = np.array([r.output_tokens for r in requests])
+        top = max(inputs.max(), max(outputs.max(), 1))
+        log_bins = np.logspace(0, np.log10(top + 1), 60)
+        ax.hist(inputs, bins=log_bins, alpha=0.6, label=f"input (mean {inputs.mean():,.0f})")
+        ax.hist(np.maximum(outputs, 1), bins=log_bins, alpha=0.6,
+                label=f"output (mean {outputs.mean():,.0f})")
+        ax.set_xscale("log")
 
     gaps = np.sort(reuse_times_s(requests))
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    if len(gaps):
-        ax.plot(np.maximum(gaps, 1e-3), np.arange(1, len(gaps) + 1) / len(gaps),
-                label=f"{len(gaps):,} page reuses (median {np.median(gaps):.3g} s)")
-        ax.set_xscale("log")
-    ax.set(title=f"{title}: reuse-time CDF", xlabel="time since the page's last use (s)",
-           ylabel="fraction of reuses")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "reuse_time_cdf.png"))
+    with figures.figure("reuse_time_cdf", "reuse-time CDF", "time since the page's last use (s)",
+                        "fraction of reuses") as ax:
+        if len(gaps):
+            ax.plot(np.maximum(gaps, 1e-3), np.arange(1, len(gaps) + 1) / len(gaps),
+                    label=f"{len(gaps):,} page reuses (median {np.median(gaps):.3g} s)")
+            ax.set_xscale("log")
 
     reuses = popularity(requests)
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    if reuses.sum() > 0:
-        share = np.cumsum(reuses) / reuses.sum()
-        ax.plot(np.arange(1, len(share) + 1) / len(share) * 100, share * 100,
-                label=f"top 10% of pages hold {top_share(reuses) * 100:.1f}% of reuses")
-    ax.set(title=f"{title}: page popularity skew", xlabel="most reused pages (% of pages)",
-           ylabel="share of all reuses (%)")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "popularity_skew.png"))
+    with figures.figure("popularity_skew", "page popularity skew",
+                        "most reused pages (% of pages)", "share of all reuses (%)") as ax:
+        if reuses.sum() > 0:
+            share = np.cumsum(reuses) / reuses.sum()
+            ax.plot(np.arange(1, len(share) + 1) / len(share) * 100, share * 100,
+                    label=f"top 10% of pages hold {top_share(reuses) * 100:.1f}% of reuses")
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    sessions = Counter(r.session_id for r in requests if r.session_id is not None)
-    turns = np.array(list(sessions.values()))
-    if len(turns):
-        ax.hist(turns, bins=np.arange(1, min(turns.max(), 100) + 2) - 0.5,
-                label=f"{len(turns):,} sessions (mean {turns.mean():.2f} turns)")
-    else:
-        ax.text(0.5, 0.5, "no session ids in this trace", ha="center", transform=ax.transAxes)
-    ax.set(title=f"{title}: turns per session", xlabel="requests per session",
-           ylabel="sessions")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "turns_per_session.png"))
+    with figures.figure("turns_per_session", "turns per session", "requests per session",
+                        "sessions") as ax:
+        sessions = Counter(r.session_id for r in requests if r.session_id is not None)
+        turns = np.array(list(sessions.values()))
+        if len(turns):
+            ax.hist(turns, bins=np.arange(1, min(turns.max(), 100) + 2) - 0.5,
+                    label=f"{len(turns):,} sessions (mean {turns.mean():.2f} turns)")
+        else:
+            ax.text(0.5, 0.5, "no session ids in this trace", ha="center",
+                    transform=ax.transAxes)
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ttl_rates = [hit_rate(requests, None, ttl) * 100 for ttl in TTL_GRID_S]
-    ax.plot(TTL_GRID_S, ttl_rates, marker="o", label="unbounded cache, sliding TTL")
-    ax.axhline(hit_rate(requests, None, None) * 100, color="grey", ls="--", label="no TTL")
-    ax.set_xscale("log")
-    ax.set(title=f"{title}: hit rate against TTL", xlabel="TTL (s, log scale)",
-           ylabel="token hit rate (%)")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "hit_rate_vs_ttl.png"))
+    with figures.figure("hit_rate_vs_ttl", "hit rate against TTL", "TTL (s, log scale)",
+                        "token hit rate (%)") as ax:
+        ttl_rates = [hit_rate(requests, None, ttl) * 100 for ttl in TTL_GRID_S]
+        ax.plot(TTL_GRID_S, ttl_rates, marker="o", label="unbounded cache, sliding TTL")
+        ax.axhline(hit_rate(requests, None, None) * 100, color="grey", ls="--", label="no TTL")
+        ax.set_xscale("log")
 
     footprint = sum(r.input_tokens for r in requests)
     capacities = [max(1, int(footprint * f)) for f in CAPACITY_FRACTIONS]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    rates = [hit_rate(requests, c, None) * 100 for c in capacities]
-    ax.plot(np.array(capacities) / 1e6, rates, marker="o", label="LRU, no TTL")
-    ax.set_xscale("log")
-    ax.set(title=f"{title}: hit rate against capacity",
-           xlabel="cache capacity (M tokens, log scale)",
-           ylabel="token hit rate (%)")
-    ax.legend()
-    paths.append(_save(fig, out_dir / "hit_rate_vs_capacity.png"))
-    return paths
+    with figures.figure("hit_rate_vs_capacity", "hit rate against capacity",
+                        "cache capacity (M tokens, log scale)", "token hit rate (%)") as ax:
+        rates = [hit_rate(requests, c, None) * 100 for c in capacities]
+        ax.plot(np.array(capacities) / 1e6, rates, marker="o", label="LRU, no TTL")
+        ax.set_xscale("log")
+    return figures.paths
