@@ -60,7 +60,8 @@ def run_side(src: Path, out: Path, trace: Path) -> float:
          "-o", str(out / "stream-timed")],
     ]
     where = subprocess.run([*cli[:1], "-c", "import prefixsim; print(prefixsim.__file__)"],
-                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+                           env=env, capture_output=True, text=True, check=True,
+                           cwd=src).stdout.strip()
     if not where.startswith(str(src)):
         raise SystemExit(f"the package imported from {where}, not from {src}")
     started = time.perf_counter()

@@ -67,6 +67,38 @@ def test_install_needs_a_cache_folder_and_no_pure_switch(tmp_path, monkeypatch):
         sys.meta_path[:] = before
 
 
+def _finders_after_import(env: dict[str, str]) -> str:
+    """The meta path finders of a fresh `import prefixsim`, and what it imported."""
+    code = ("import sys, prefixsim; from prefixsim import accel; "
+            "print(any(isinstance(f, accel.CompiledFinder) for f in sys.meta_path), "
+            "sorted(m for m in sys.modules if m.startswith('prefixsim.')))")
+    return subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                          capture_output=True, text=True, cwd=ROOT).stdout.strip()
+
+
+def test_compiled_modules_are_an_explicit_opt_in(tmp_path):
+    """`import prefixsim` installs no finder and imports nothing hot unless asked
+    (PREFIXSIM_ACCEL=1, which the CLI's `main` sets through `opt_in` for its workers)."""
+    env = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(tmp_path), "PREFIXSIM_PURE": "0"}
+    env.pop("PREFIXSIM_ACCEL", None)
+    assert _finders_after_import(env) == "False ['prefixsim._version', 'prefixsim.accel']"
+    assert _finders_after_import({**env, "PREFIXSIM_ACCEL": "1"}).startswith("True")
+
+
+def test_opt_in_asks_the_processes_started_later(tmp_path, monkeypatch):
+    before = list(sys.meta_path)
+    try:
+        monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
+        monkeypatch.delenv("PREFIXSIM_PURE", raising=False)
+        monkeypatch.delenv(accel.ASK, raising=False)
+        assert accel.install_if_asked() is None
+        finder = accel.opt_in()
+        assert finder is not None and os.environ[accel.ASK] == "1"
+        assert accel.install_if_asked() is finder
+    finally:
+        sys.meta_path[:] = before
+
+
 def test_a_build_without_cython_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "Cython", None)  # import Cython raises ImportError
     monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
@@ -112,7 +144,8 @@ def test_compiled_runs_equal_the_sources(tmp_path):
     cache = tmp_path / "accel"
     built = accel_build.build(cache)
     assert len(built) == len(accel.HOT_MODULES)
-    compiled = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(cache), "PREFIXSIM_PURE": "0"}
+    compiled = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(cache), "PREFIXSIM_PURE": "0",
+                accel.ASK: "1"}
     pure = {**os.environ, "PREFIXSIM_PURE": "1"}
     used = subprocess.run(
         [sys.executable, "-c", "import prefixsim.pipeline, prefixsim.engine.timed; "

@@ -5,10 +5,13 @@ hot modules"): which modules, where the copies are kept, and the finder that imp
 declarations: the same Python semantics, so the same results), into a cache folder
 (`PREFIXSIM_ACCEL_DIR`, else `$XDG_CACHE_HOME/prefixsim/accel`, else
 `~/.cache/prefixsim/accel`). Each compiled file is named by its module and a digest of the
-source it was built from. At import (`install`, called by the package's `__init__`) a finder
-ahead of the normal ones hands out a compiled module only when one exists for the source as
-it is now: an edited module is imported from its source until it is compiled again, so a
-stale build is never run. `PREFIXSIM_PURE=1` turns the finder off.
+source it was built from. Using them is an explicit opt-in at the entry point: `opt_in()`
+(the CLI's `main` calls it first; a script may) installs a finder ahead of the normal ones
+and sets PREFIXSIM_ACCEL=1, so that the processes it starts (sweep workers) install it when
+they import the package (`install_if_asked`). The finder hands out a compiled module only
+when one exists for the source as it is now: an edited module is imported from its source
+until it is compiled again, so a stale build is never run. `PREFIXSIM_PURE=1` turns the
+finder off. A plain `import prefixsim` without PREFIXSIM_ACCEL runs the sources.
 
 Owned here: the module list, the cache layout and the finder; build.py compiles (in a child
 process: Cython, then setuptools' build_ext). Left out: anything that changes what the
@@ -117,6 +120,25 @@ def install() -> CompiledFinder | None:
     finder = CompiledFinder(folder)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+ASK = "PREFIXSIM_ACCEL"  # set to 1: the processes of a run import the compiled copies
+
+
+def opt_in() -> CompiledFinder | None:
+    """Use the compiled hot modules, where built, in this process and in the processes it
+    starts (sweep workers inherit ASK). Call it before anything else of prefixsim is
+    imported: the CLI's entry point does; a script may, or set PREFIXSIM_ACCEL=1."""
+    os.environ[ASK] = "1"
+    return install()
+
+
+def install_if_asked() -> CompiledFinder | None:
+    """`install()` when this process was asked to (ASK set, by `opt_in` in a parent process
+    or by the user); called by `import prefixsim`, which imports nothing hot itself."""
+    if os.environ.get(ASK, "") in ("", "0"):
+        return None
+    return install()
 
 
 def status(folder: Path | None = None) -> dict[str, bool]:

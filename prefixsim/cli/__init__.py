@@ -13,7 +13,8 @@ from prefixsim.cli.app import app
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the command line (the `prefixsim` command is prefixsim/__main__.py's `main`,
+    which opts in to the compiled hot modules first)."""
     app(prog_name="prefixsim")
 
 
