@@ -37,6 +37,7 @@ from pathlib import Path
 
 from prefixsim.config import CacheConfig
 from prefixsim.engine import replay_cache_only
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.pipeline.build import build_cache
 from prefixsim.trace import Request, load_trace
 
@@ -112,8 +113,9 @@ def replay_cache(capacity: int | None, ttl_s: float | None):
 def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
                      ttl_s: float | None) -> list[int]:
     cache = replay_cache(capacity, ttl_s)
-    # sampled every second, as `prefixsim run --cache-only` does by default
-    result = replay_cache_only(requests, cache, sample_interval_s=SAMPLE_INTERVAL_S)
+    # sampled every second and the collector paused, as `prefixsim run --cache-only` does
+    with paused_gc():
+        result = replay_cache_only(requests, cache, sample_interval_s=SAMPLE_INTERVAL_S)
     return [r.cached_tokens for r in result.records]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from prefixsim.cache import POLICIES, RadixCache, build_policy
 from prefixsim.engine import replay_cache_only
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.trace import load_trace
 
 MOONCAKE = Path(__file__).resolve().parents[2] / "shared/traces/mooncake/conversation_trace.jsonl"
@@ -23,7 +24,8 @@ MOONCAKE = Path(__file__).resolve().parents[2] / "shared/traces/mooncake/convers
 
 def hit_rate(requests, policy: str, capacity: int | None) -> float:
     cache = RadixCache(capacity, build_policy(policy, requests))
-    records = replay_cache_only(requests, cache).records
+    with paused_gc():  # as a run does (engine/gc_pause.py)
+        records = replay_cache_only(requests, cache).records
     return sum(r.cached_tokens for r in records) / sum(r.input_tokens for r in records)
 
 

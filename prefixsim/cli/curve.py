@@ -17,6 +17,7 @@ from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import check_output_file, write_bytes, write_text
 from prefixsim.cli.progress import Progress
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.errors import InputError
 from prefixsim.report import png_bytes
 from prefixsim.report.curves import miss_ratio_figure
@@ -93,10 +94,11 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
         if target:
             check_output_file(Path(target))
     requests = load_trace(trace_path, trace_format, block_size, max_requests)
-    with Progress("curve", "policy", total=len(names)) as bar:
-        curves = policy_curves(requests, caps, names, sample_rate, force_replay)
-        bar.update(len(names))
-    unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
+    with paused_gc():  # the replays make no cycles (engine/gc_pause.py)
+        with Progress("curve", "policy", total=len(names)) as bar:
+            curves = policy_curves(requests, caps, names, sample_rate, force_replay)
+            bar.update(len(names))
+        unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
     rows = {c.policy: [{"capacity_tokens": p.capacity_tokens, "hit_tokens": p.hit_tokens,
                         "token_hit_rate": p.token_hit_rate} for p in c.points] for c in curves}
     if output:

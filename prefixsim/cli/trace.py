@@ -15,6 +15,7 @@ from prefixsim.analysis.characterize import characterize
 from prefixsim.cli.app import app, fail_cleanly, format_value
 from prefixsim.cli.files import check_output_dir, check_output_file, write_file
 from prefixsim.cli.progress import Progress
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.errors import InputError
 from prefixsim.report.trace_plots import plot_characterisation, popularity, top_share
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
@@ -135,16 +136,8 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
     targets = expand(path, fmt)
     for target in targets:
         data = load(target, fmt, options, page_size)
-        stats = {"path": str(target), "format": data.format, **characterize(data.requests),
-                 "reuse_share_top10pct_pages": top_share(popularity(data.requests)),
-                 **data.labels, "time_shift_s": data.time_shift_s,
-                 "reordered_rows": data.reordered_rows}
-        if data.skipped_lines:
-            stats["skipped_lines"] = data.skipped_lines
-        if plot_dir is not None:
-            folder = plot_dir / target.stem if len(targets) > 1 else plot_dir
-            stats["plots"] = [str(p) for p in plot_characterisation(data.requests, folder,
-                                                                    title=target.name)]
+        with paused_gc():  # its replays make no cycles (engine/gc_pause.py)
+            stats = _inspected(target, data, plot_dir, len(targets) > 1)
         results.append(stats)
     if as_json:
         payload = results[0] if len(targets) == 1 and targets[0] == path else \
@@ -155,6 +148,23 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
         if number:
             click.echo("")
         _print_stats(stats)
+
+
+def _inspected(target: Path, data: TraceData, plot_dir: Path | None, many: bool
+               ) -> dict[str, object]:
+    """`trace inspect`'s figures of one trace (and its plots, with `plot_dir`)."""
+    stats: dict[str, object] = {
+        "path": str(target), "format": data.format, **characterize(data.requests),
+        "reuse_share_top10pct_pages": top_share(popularity(data.requests)),
+        **data.labels, "time_shift_s": data.time_shift_s,
+        "reordered_rows": data.reordered_rows}
+    if data.skipped_lines:
+        stats["skipped_lines"] = data.skipped_lines
+    if plot_dir is not None:
+        folder = plot_dir / target.stem if many else plot_dir
+        stats["plots"] = [str(p) for p in plot_characterisation(data.requests, folder,
+                                                                title=target.name)]
+    return stats
 
 
 def write_trace(requests: Sequence, out: Path, fmt: str | None) -> str:

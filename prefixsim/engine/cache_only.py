@@ -20,7 +20,6 @@ from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -69,20 +68,18 @@ def replay_cache_only(
     `records` (empty) is the table the records go in: a streaming caller drains it between
     chunks (RecordTable.drain), so the result's table holds the records not yet drained.
     """
-    # Pages only point at their parents, so the loop makes no reference cycles; the cyclic
-    # collector would just rescan the growing tree (about half the time of an unbounded
-    # replay). It is off during the loop and restored after.
+    # Pages only point at their parents, so the loop makes no reference cycles: a caller
+    # runs it with the cyclic collector paused (engine/gc_pause.py), as the pipeline does.
     states = None if sample_interval_s is None else []
-    with paused_gc():
-        if isinstance(cache, SegmentCache):
-            if tiers is not None or rules is not None or pool is not None:
-                raise ValueError("a SegmentCache replay takes no tiers, pool or request rules")
-            records = replay_segments(requests, cache, on_progress, progress_every,
-                                      sample_interval_s, states, records)
-            return CacheOnlyResult(records=records, counters=cache.counters, states=states)
-        return _replay(requests, cache, on_progress, progress_every, tiers, rules,
-                       sample_interval_s, states, pool,
-                       RecordTable(CacheOnlyRecord) if records is None else records)
+    if isinstance(cache, SegmentCache):
+        if tiers is not None or rules is not None or pool is not None:
+            raise ValueError("a SegmentCache replay takes no tiers, pool or request rules")
+        records = replay_segments(requests, cache, on_progress, progress_every,
+                                  sample_interval_s, states, records)
+        return CacheOnlyResult(records=records, counters=cache.counters, states=states)
+    return _replay(requests, cache, on_progress, progress_every, tiers, rules,
+                   sample_interval_s, states, pool,
+                   RecordTable(CacheOnlyRecord) if records is None else records)
 
 
 def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval,

@@ -17,7 +17,6 @@ import numpy as np
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
 from prefixsim.engine.cache_samples import next_sample, state_row
-from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -86,11 +85,10 @@ def replay_segment_chunks(
     """`replay_segments` over requests kept by column, a chunk at a time, building no
     Request and no record: the same `access` calls in the same order, then the chunk's hit
     tokens at once (Part A's L - 1 cap, `hit_token_array`), handed to `on_chunk(chunk,
-    cached_tokens)`. Returns the number of requests replayed. The cyclic garbage collector
-    is off meanwhile, as in `replay_cache_only` (the tree makes no cycles)."""
-    with paused_gc():
-        return _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every,
-                              sample_interval_s, states)
+    cached_tokens)`. Returns the number of requests replayed. The tree makes no cycles:
+    callers run it with the cyclic collector paused (engine/gc_pause.py)."""
+    return _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every,
+                          sample_interval_s, states)
 
 
 def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_interval_s,

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from prefixsim.config import RunConfig
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.metrics.summary import summarize
 from prefixsim.pipeline.build import build
 from prefixsim.pipeline.cache_only import run_cache_only
@@ -72,9 +73,17 @@ def simulate(
     memory); `share_trace`: read it at most once per process and file version (sweep
     workers; runs share the data and must not change it). `sink` takes the request rows as
     they are made. `progress(desc, total)` makes a bar per phase. `command`, the command
-    line, is recorded in the summary when given.
+    line, is recorded in the summary when given. The cyclic garbage collector is paused
+    for the run (engine/gc_pause.py: the replays free what they make by reference counting).
     """
-    progress = progress or _no_progress
+    with paused_gc():
+        return _run(config, trace, sink, progress or _no_progress, command, stream,
+                    share_trace)
+
+
+def _run(config: RunConfig, trace: TraceData | Sequence[Request] | None,
+         sink: RowSink | None, progress: ProgressFactory, command: str | None,
+         stream: bool, share_trace: bool) -> RunResult:
     if trace is None:
         config = resolve_trace_defaults(config)
         opened = open_trace_stream(config) if stream else None

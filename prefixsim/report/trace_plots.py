@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 
 from prefixsim.cache import POLICIES, TTLRule, replay_cache  # noqa: E402
 from prefixsim.engine import replay_cache_only  # noqa: E402
+from prefixsim.engine.gc_pause import paused_gc  # noqa: E402
 from prefixsim.trace import Request  # noqa: E402
 
 TTL_GRID_S = (1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0)
@@ -59,7 +60,9 @@ def top_share(reuses: np.ndarray, fraction: float = 0.1) -> float:
 def hit_rate(requests: Sequence[Request], capacity_tokens: int | None,
              ttl_s: float | None) -> float:
     ttl = None if ttl_s is None else TTLRule(ttl_s)
-    result = replay_cache_only(requests, replay_cache(capacity_tokens, POLICIES.build("lru"), ttl))
+    with paused_gc():  # the replay makes no cycles (engine/gc_pause.py)
+        result = replay_cache_only(requests, replay_cache(capacity_tokens,
+                                                          POLICIES.build("lru"), ttl))
     query = sum(r.input_tokens for r in result.records)
     return sum(r.cached_tokens for r in result.records) / query if query else 0.0
 
