@@ -87,22 +87,6 @@ class PoolLink:
         """Book an asynchronous write (nothing waits for it)."""
         self.writes.book(num_bytes, now)
 
-    @property
-    def read_bytes(self) -> int:
-        return self.reads.bytes
-
-    @property
-    def write_bytes(self) -> int:
-        return self.writes.bytes
-
-    @property
-    def read_busy_s(self) -> float:
-        return self.reads.busy_s
-
-    @property
-    def write_busy_s(self) -> float:
-        return self.writes.busy_s
-
 
 class SharedPool:
     """The pool's tree and its writes; `clock()` is the current simulated time."""
@@ -166,9 +150,9 @@ class PoolFigures:
     @classmethod
     def of(cls, pool: SharedPool, links: Sequence[PoolLink] = (),
            duration_s: float = 0.0) -> PoolFigures:
-        busiest = max((max(link.read_busy_s, link.write_busy_s) for link in links),
+        busiest = max((max(link.reads.busy_s, link.writes.busy_s) for link in links),
                       default=0.0)
         return cls(pool.cache.capacity_tokens, pool.cache.counters, pool.read_tokens,
-                   pool.write_tokens, sum(link.read_bytes for link in links),
-                   sum(link.write_bytes for link in links),
+                   pool.write_tokens, sum(link.reads.bytes for link in links),
+                   sum(link.writes.bytes for link in links),
                    busiest / duration_s if duration_s > 0 else 0.0)

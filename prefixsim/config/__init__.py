@@ -7,23 +7,22 @@ bad name fails before anything runs. Building plug-ins from the sections is
 `pipeline/build.py`'s job. See docs/architecture.md.
 """
 
+# every section, the timed mode's included (run_config.py nests them in RunConfig)
 from prefixsim.config.run_config import (
     CacheConfig,
+    CostModelConfig,
+    EngineConfig,
+    HardwareConfig,
+    ModelConfig,
     RequestClassConfig,
+    RouterConfig,
     RunConfig,
+    SchedulerConfig,
     TraceConfig,
     build_config,
     config_to_yaml,
     load_config,
     read_config_file,
-)
-from prefixsim.config.serving import (
-    CostModelConfig,
-    EngineConfig,
-    HardwareConfig,
-    ModelConfig,
-    RouterConfig,
-    SchedulerConfig,
 )
 
 __all__ = [

@@ -19,7 +19,7 @@ from prefixsim.cache.pool import SharedPool
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
-from prefixsim.engine.cache_samples import next_sample, state_row
+from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -130,10 +130,7 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         append(_record(request, num_matched, lower, len(pooled)))
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
-    if on_progress is not None:
-        on_progress((position + 1) % progress_every)
-    if states is not None:
-        states.append(state_row(upcoming, cache))
+    end_of_replay(cache, states, upcoming, on_progress, (position + 1) % progress_every)
     return CacheOnlyResult(records=records, counters=cache.counters, states=states)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
-from prefixsim.engine.cache_samples import next_sample, state_row
+from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -63,10 +63,8 @@ def replay_segments(
                 request.output_tokens, cached, 0, 0, 0))
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)
-    if on_progress is not None:
-        on_progress((position + 1) % progress_every)
-    if sample_interval_s is not None:
-        states.append(state_row(upcoming, cache))
+    end_of_replay(cache, states if sample_interval_s is not None else None, upcoming,
+                  on_progress, (position + 1) % progress_every)
     return records
 
 

@@ -27,6 +27,16 @@ def next_sample(now: float, interval_s: float) -> float:
     return k * interval_s
 
 
+def end_of_replay(cache, states: list[tuple] | None, upcoming: float, on_progress,
+                  unreported: int) -> None:
+    """What a replay does after its last request: report the requests not yet reported to
+    `on_progress`, and append the last row (when sampling)."""
+    if on_progress is not None:
+        on_progress(unreported)
+    if states is not None:
+        states.append(state_row(upcoming, cache))
+
+
 def state_row(upcoming: float, cache) -> tuple:
     """The row a replay appends at a crossing (RadixCache and SegmentCache alike)."""
     counters = cache.counters

@@ -46,7 +46,7 @@ def test_a_pool_hit_pays_its_transfer_in_ttft():
     assert b.ttft_ms == 5500.0
     assert (b.cached_tokens, b.cached_tokens_pool) == (8, 4)
     link = result.pool_links[0]
-    assert link.read_bytes == 4000 and link.read_busy_s == 4.5
+    assert link.reads.bytes == 4000 and link.reads.busy_s == 4.5
     assert shared.read_tokens == 4 and shared.write_tokens >= 8
     figures = PoolFigures.of(shared, result.pool_links, result.duration_s)
     assert figures.read_bytes == 4000 and figures.busiest_link_share > 0
@@ -59,10 +59,10 @@ def test_two_reads_on_one_link_queue():
     link = PoolLink(SPEC)
     assert link.read(4000, 5.0) == 4.5
     assert link.read(8000, 5.0) == 13.0
-    assert link.read_busy_s == 4.5 + 8.5
+    assert link.reads.busy_s == 4.5 + 8.5
     assert link.read(1000, 30.0) == 1.5
     link.write(2000, 0.0)
-    assert (link.writes.free_s, link.write_bytes) == (2.5, 2000)
+    assert (link.writes.free_s, link.writes.bytes) == (2.5, 2000)
 
 
 def test_two_requests_wait_for_the_last_read_of_their_step():
