@@ -28,6 +28,7 @@ from pydantic import (
 
 from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
 from prefixsim.config.flags import flag
+from prefixsim.config.load import LoadConfig
 from prefixsim.config.section import Section
 from prefixsim.config.serving import (
     CostModelConfig,
@@ -318,6 +319,7 @@ class RunConfig(Section):
     router: RouterConfig = RouterConfig()
     cost_model: CostModelConfig = CostModelConfig()
     engine: EngineConfig = EngineConfig()
+    load: LoadConfig = LoadConfig()
 
 
 def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -374,6 +376,9 @@ def _check_across_sections(config: RunConfig, source: str | None) -> None:
         ROUTERS.build(config.router.name, **config.router.params)
     except (TypeError, ValueError) as exc:
         raise InputError(str(exc), file=source, field="router.params") from None
+    if config.cache_only and config.load.closed_loop:  # docs/load.md: closed loops
+        raise InputError(f"a {config.load.type} load reacts to finished requests, so it needs "
+                         "a timed run (not cache_only)", file=source, field="load.type")
 
 
 def _check_params(registry: Registry, name: str, params: dict[str, Any], field: str,

@@ -1,0 +1,156 @@
+"""The `load:` config section: how requests are offered to the simulator (docs/load.md).
+
+`trace` replays the trace's own arrival times (divided by `rate_scale`); `poisson` and
+`constant` re-time the trace's requests, in order, at `rate` requests/s (open loop);
+`concurrency` and `sessions` are closed loops of `users` users (the engine releases a request
+when an earlier one finishes). `stages` run loads back to back. Every key that the chosen
+type does not read is refused, naming the dotted key (docs/input-rules.md I8). Whether a
+closed loop has a timed run to react to is checked across sections (config/run_config.py).
+This module validates only; re-timing is pipeline/load.py's, the closed loops engine/'s.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from prefixsim.config.flags import flag
+from prefixsim.config.section import Section
+
+LoadType = Literal["trace", "poisson", "constant", "concurrency", "sessions"]
+RATE_TYPES = ("poisson", "constant")  # open loops at a rate (pipeline/load.py)
+USER_TYPES = ("concurrency", "sessions")  # closed loops of users (engine/)
+MAX_RATE = 1e9  # requests/s; keeps 1/rate and the arrival times finite and distinct
+
+
+class StageConfig(Section):
+    """One stage of a staged load: a rate (open loop) or a number of users (closed loop),
+    run for `duration_s` seconds after the stage before it (docs/load.md, stages)."""
+
+    rate: float | None = Field(
+        None, gt=0, le=MAX_RATE, allow_inf_nan=False,
+        description="requests/s in this stage (poisson, constant)")
+    users: int | None = Field(
+        None, ge=1, description="users in flight in this stage (concurrency, sessions)")
+    duration_s: float = Field(gt=0, allow_inf_nan=False, description="seconds the stage runs")
+
+    @model_validator(mode="after")
+    def _rate_or_users(self) -> StageConfig:
+        if (self.rate is None) == (self.users is None):
+            raise ValueError("a stage gives either rate or users (one of them)")
+        return self
+
+
+class LoadConfig(Section):
+    """How requests arrive: the trace's times, an open loop at a rate, or a closed loop."""
+
+    type: LoadType = Field(
+        "trace", description="trace (the trace's times), poisson, constant, concurrency or "
+        "sessions (docs/load.md)",
+        json_schema_extra=flag("--load", "How requests arrive (load.type): trace (default; "
+                               "the trace's own times), poisson or constant (at --rate), "
+                               "concurrency or sessions (closed loop of --users; timed runs)."))
+    stages: list[StageConfig] | None = Field(
+        None, validate_default=True, description="stages run back to back, each a rate or a "
+        "number of users for duration_s seconds; null = one stage for the whole trace")
+    rate_scale: float = Field(
+        1.0, gt=0, le=MAX_RATE, allow_inf_nan=False, validate_default=True,
+        description="trace: arrival times are divided by it (2.0 = twice the rate)",
+        json_schema_extra=flag("--rate-scale", "Trace load: divide every arrival time by this "
+                               "(load.rate_scale; 1; 2 = twice the rate)."))
+    rate: float | None = Field(
+        None, gt=0, le=MAX_RATE, allow_inf_nan=False, validate_default=True,
+        description="poisson, constant: requests per second",
+        json_schema_extra=flag("--rate", "Poisson/constant load: requests per second "
+                               "(load.rate)."))
+    users: int | None = Field(
+        None, ge=1, validate_default=True,
+        description="concurrency: users in flight; sessions: sessions in flight (null: all)",
+        json_schema_extra=flag("--users", "Concurrency/sessions load: users in flight "
+                               "(load.users).", min=1))
+    think_time_s: float | None = Field(
+        None, ge=0, allow_inf_nan=False, validate_default=True,
+        description="concurrency: seconds a user waits after a reply (null: 0); sessions: "
+        "between turns (null: from the trace's gaps)",
+        json_schema_extra=flag("--think-time", "Concurrency/sessions load: seconds a user "
+                               "waits after a reply (load.think_time_s)."))
+    seed: int = Field(
+        0, ge=0, description="poisson: seed of the gaps' draws",
+        json_schema_extra=flag("--load-seed", "Poisson load: seed of the gaps "
+                               "(load.seed; 0).", min=0))
+
+    @field_validator("stages")
+    @classmethod
+    def _stages_fit_type(cls, value: list[StageConfig] | None, info: ValidationInfo
+                         ) -> list[StageConfig] | None:
+        kind = info.data.get("type")
+        if value is None or kind is None:
+            return value
+        if not value:
+            raise ValueError("expected at least one stage (or leave stages out)")
+        if kind == "trace":
+            raise ValueError("the trace load keeps the trace's own times; stages need "
+                             "load.type poisson, constant, concurrency or sessions")
+        wanted = "rate" if kind in RATE_TYPES else "users"
+        for index, stage in enumerate(value):
+            if getattr(stage, wanted) is None:
+                raise ValueError(f"stage {index}: a {kind} load's stages each give {wanted}")
+        return value
+
+    @field_validator("rate_scale")
+    @classmethod
+    def _scale_for_trace(cls, value: float, info: ValidationInfo) -> float:
+        kind = info.data.get("type")
+        if value != 1.0 and kind not in (None, "trace"):
+            raise ValueError(f"only the trace load is scaled; a {kind} load sets its own pace")
+        return value
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_for_rate_types(cls, value: float | None, info: ValidationInfo) -> float | None:
+        kind = info.data.get("type")
+        if kind is None or "stages" not in info.data:
+            return value
+        staged = info.data["stages"] is not None
+        if kind in RATE_TYPES and value is None and not staged:
+            raise ValueError(f"a {kind} load needs a rate (requests/s) or stages")
+        if value is not None and kind not in RATE_TYPES:
+            raise ValueError(f"read only by poisson and constant loads, not {kind}")
+        if value is not None and staged:
+            raise ValueError("the stages give the rates; leave load.rate out")
+        return value
+
+    @field_validator("users")
+    @classmethod
+    def _users_for_user_types(cls, value: int | None, info: ValidationInfo) -> int | None:
+        kind = info.data.get("type")
+        if kind is None or "stages" not in info.data:
+            return value
+        staged = info.data["stages"] is not None
+        if kind == "concurrency" and value is None and not staged:
+            raise ValueError("a concurrency load needs users (>= 1) or stages")
+        if value is not None and kind not in USER_TYPES:
+            raise ValueError(f"read only by concurrency and sessions loads, not {kind}")
+        if value is not None and staged:
+            raise ValueError("the stages give the users; leave load.users out")
+        return value
+
+    @field_validator("think_time_s")
+    @classmethod
+    def _think_for_user_types(cls, value: float | None, info: ValidationInfo
+                              ) -> float | None:
+        kind = info.data.get("type")
+        if value is not None and kind is not None and kind not in USER_TYPES:
+            raise ValueError(f"read only by concurrency and sessions loads, not {kind}")
+        return value
+
+    @property
+    def closed_loop(self) -> bool:
+        """Whether the engine releases requests as earlier ones finish (needs a timed run)."""
+        return self.type in USER_TYPES
+
+    @property
+    def is_default(self) -> bool:
+        """The trace's own times, unscaled: a run exactly as without a `load:` section."""
+        return self.type == "trace" and self.rate_scale == 1.0
