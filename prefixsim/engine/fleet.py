@@ -3,10 +3,11 @@
 
 A `Fleet` is the replicas' pieces (one cache and lower-tier stack per replica, the cost
 model, the step planner), the router, the KV pool they share (docs/cache-semantics.md R18),
-prefill/decode disaggregation and the clock (`time_scale` stretches the trace's arrival
-times). pipeline/build.py builds one from a config; tests build them by hand. Owned here:
-the grouping and its defaults. Left out: building caches or cost models (pipeline/build.py)
-and running anything (engine/timed.py).
+prefill/decode disaggregation, the clock (`time_scale` stretches the trace's arrival
+times) and, for a closed loop, the clients who send the requests (engine/clients.py).
+pipeline/build.py builds one from a config; tests build them by hand. Owned here: the
+grouping and its defaults. Left out: building caches or cost models (pipeline/build.py) and
+running anything (engine/timed.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from prefixsim.cache.pool import SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.cache_only import ProgressCallback
+from prefixsim.engine.clients import Clients
 from prefixsim.engine.disaggregation import Disaggregation
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.router import Router
@@ -32,6 +34,8 @@ class Fleet:
     priority, cacheable). `kv_bytes_per_token` times lower-tier, pool and disaggregated
     transfers (per GPU). `pool`: the KV pool every replica shares over a link of its own.
     `disaggregation`: the first replicas prefill, the rest decode (engine/disaggregation.py).
+    `clients`: a closed loop that releases the requests as earlier ones finish
+    (engine/clients.py); None: the requests arrive at their own times (open loop).
     """
 
     caches: Sequence[RadixCache]
@@ -44,6 +48,7 @@ class Fleet:
     kv_bytes_per_token: int = 0
     pool: SharedPool | None = None
     disaggregation: Disaggregation | None = None
+    clients: Clients | None = None
 
     def tier_stack(self, replica: int) -> TierStack | None:
         """The lower tiers under replica `replica`'s cache, or None."""

@@ -30,7 +30,12 @@ from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import CatchUps, Replica
-from prefixsim.engine.request_state import RequestState, ServedRecord, served_record
+from prefixsim.engine.request_state import (
+    COMPLETED,
+    RequestState,
+    ServedRecord,
+    served_record,
+)
 from prefixsim.engine.state_log import StateLog
 from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
@@ -84,11 +89,15 @@ class TimedResult:
 def replay_timed(requests: Iterable[Request], fleet: Fleet,
                  sampling: Sampling = RECORD_STATE) -> TimedResult:
     """Serve `requests` (in arrival order; any iterable, read as the arrivals come) on one
-    replica per cache of `fleet`; see module docstring. A request's state is dropped once it
+    replica per cache of `fleet`, at their own times or as `fleet.clients` release them;
+    see module docstring. A request's state is dropped once it
     has its record, so memory holds the caches and the requests in flight."""
     env = simpy.Environment()
     run = _Run(env, fleet, sampling)
-    env.process(run.arrivals(requests))
+    if fleet.clients is None:
+        env.process(run.arrivals(requests))
+    else:
+        fleet.clients.start(run, _in_blocks(requests))
     env.run(until=run.all_done)
     return run.result()
 
@@ -102,6 +111,9 @@ class _Run:
         self.records = RecordTable(ServedRecord)
         self.arrived = self.finished = 0
         self.all_arrived = False
+        self.clients = fleet.clients
+        self.time_scale = fleet.time_scale
+        self.frontend_s = fleet.cost_model.serving_overheads.frontend_s
         self.all_done = env.event()
         caches = fleet.caches
         self.log = StateLog() if sampling.record_state else None
@@ -146,29 +158,54 @@ class _Run:
         on_progress, every = self.sampling.on_progress, self.sampling.progress_every
         if on_progress is not None and finished % every == 0:
             on_progress(every)
+        if self.clients is not None:  # a closed loop: the client saw it end
+            self.clients.finished(state, self.env.now + (
+                self.emission_s if state.status == COMPLETED else 0.0))
         if self.all_arrived and finished == self.arrived and not self.all_done.triggered:
             self.all_done.succeed()
 
     def arrivals(self, requests: Iterable[Request]):
-        env, log, routed = self.env, self.log, self.routed
-        time_scale, rules, router = self.fleet.time_scale, self.fleet.rules, self.fleet.router
-        frontend_s = self.fleet.cost_model.serving_overheads.frontend_s
-        run_until = self.catch_ups.run_until
+        """The open loop: every request at its own time (x the fleet's time_scale)."""
+        env, time_scale, frontend_s = self.env, self.time_scale, self.frontend_s
+        send = self.send
         for request in _in_blocks(requests):
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
                 yield env.timeout(arrival_s + frontend_s - env.now)
-            state = RequestState(request, env.now - frontend_s)
-            if rules is not None:
-                state.rule = rules.for_request(request)
             self.arrived += 1
-            now = env.now
-            run_until(now)  # deferred evictions due by now, before the router looks
-            chosen = routed[router.route(request, routed, now)]
-            chosen.submit(state)
-            if log is not None:
-                for other in routed if self.record_all else (chosen,):
-                    log.record(other)
+            send(request, env.now - frontend_s)
+        self.arrivals_over()
+
+    def send(self, request: Request, arrival_s: float) -> None:
+        """`request`, which arrived at `arrival_s`, reaches the scheduler now: routed and
+        queued."""
+        state = RequestState(request, arrival_s)
+        rules, routed, log = self.fleet.rules, self.routed, self.log
+        if rules is not None:
+            state.rule = rules.for_request(request)
+        now = self.env.now
+        self.catch_ups.run_until(now)  # deferred evictions due by now, before the router looks
+        chosen = routed[self.fleet.router.route(request, routed, now)]
+        chosen.submit(state)
+        if log is not None:
+            for other in routed if self.record_all else (chosen,):
+                log.record(other)
+
+    # ------------------------------------------------ what clients see (clients.py)
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def release(self, request: Request, at_s: float) -> None:
+        """A closed loop's `request`, sent at `at_s` (>= now), reaches the scheduler the
+        frontend's time later; always through the event queue, so a request released as
+        another finishes never enters a replica in the middle of its step's bookkeeping."""
+        self.arrived += 1
+        timeout = self.env.timeout(max(0.0, at_s + self.frontend_s - self.env.now))
+        timeout.callbacks.append(lambda _event: self.send(request, at_s))
+
+    def arrivals_over(self) -> None:
+        """No request arrives any more: the run ends when the last one finishes."""
         self.all_arrived = True
         if self.finished == self.arrived and not self.all_done.triggered:
             self.all_done.succeed()

@@ -1,0 +1,139 @@
+"""Closed-loop clients of the timed engine: users who send their next request when an
+earlier one has finished (docs/load.md "Closed loops").
+
+A `Clients` object replaces the open-loop arrivals process of engine/timed.py: `start` is
+called once at t = 0 with the run (`ClientRun`: the clock, `release`, `arrivals_over`) and
+the requests, and `finished(state, seen_s)` whenever a request ends (completed or
+rejected; `seen_s`: when the client saw its last token or the refusal). A request is
+released at a time (`ClientRun.release`): it reaches the scheduler the frontend's time
+later, and its record's `arrival_s` is the release time, so TTFT is measured as a real
+client measures it.
+
+- `Concurrency(users, think_time_s)`: `users` users, all starting at t = 0; each sends the
+  next unsent request of the trace (in trace order) `think_time_s` after its previous one
+  finished (vLLM `bench serve --max-concurrency`, inference-perf's concurrency load).
+- `SessionClients(requests, sessions, users, think_time_s)`: one user per conversation
+  (trace/sessions.py); turn i+1 is released the think time after turn i finished (the
+  trace's, trace/sessions.py, unless `think_time_s` is set). Without `users` each session
+  starts at its first turn's arrival in the trace; with `users`, that many sessions are in
+  flight from t = 0, and a new one starts (in the order of their first turn's arrival) as
+  soon as one ends.
+
+Owned here: who sends what when. Left out: routing and serving (engine/timed.py,
+replica.py), finding sessions (trace/sessions.py), building clients from a config
+(pipeline/build.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from prefixsim.engine.request_state import RequestState
+from prefixsim.trace import Request
+from prefixsim.trace.sessions import NO_TURN, Sessions
+
+
+class ClientRun(Protocol):
+    """What clients see of a timed run (engine/timed.py's `_Run`)."""
+
+    @property
+    def now(self) -> float: ...
+
+    @property
+    def time_scale(self) -> float:
+        """The fleet's clock stretch: think times from a trace or a config are multiplied
+        by it, as arrival times are."""
+
+    def release(self, request: Request, at_s: float) -> None:
+        """Send `request` at `at_s` (>= now); it counts as arrived from now on."""
+
+    def arrivals_over(self) -> None:
+        """No request will be released any more (may be told more than once)."""
+
+
+class Clients(Protocol):
+    """A closed loop (module docstring)."""
+
+    def start(self, run: ClientRun, requests: Iterable[Request]) -> None: ...
+
+    def finished(self, state: RequestState, seen_s: float) -> None: ...
+
+
+class Concurrency:
+    """`users` users sending the trace's requests in order, `think_time_s` after their
+    previous request finished (engine clock: stretched by the fleet's time_scale)."""
+
+    def __init__(self, users: int, think_time_s: float = 0.0) -> None:
+        if users < 1:
+            raise ValueError(f"users must be >= 1, got {users}")
+        self.users, self.think_time_s = users, think_time_s
+        self._pending: Iterable[Request] | None = None
+        self._run: ClientRun | None = None
+
+    def start(self, run: ClientRun, requests: Iterable[Request]) -> None:
+        self._run, self._pending = run, iter(requests)
+        for _ in range(self.users):
+            if not self._send_next(run.now):
+                break
+
+    def finished(self, state: RequestState, seen_s: float) -> None:
+        self._send_next(seen_s + self.think_time_s * self._run.time_scale)
+
+    def _send_next(self, at_s: float) -> bool:
+        request = next(self._pending, None)
+        if request is None:
+            self._run.arrivals_over()
+            return False
+        self._run.release(request, at_s)
+        return True
+
+
+class SessionClients:
+    """One user per session of `sessions` (over `requests`, the same sequence)."""
+
+    def __init__(self, requests: Sequence[Request], sessions: Sessions,
+                 users: int | None = None, think_time_s: float | None = None) -> None:
+        if users is not None and users < 1:
+            raise ValueError(f"users must be >= 1, got {users}")
+        self.requests, self.sessions = requests, sessions
+        self.users, self.think_time_s = users, think_time_s
+        self._position = {r.request_id: i for i, r in enumerate(requests)}
+        self._next_session = 0  # the next session not started yet
+        self._unreleased = len(requests)
+        self._run: ClientRun | None = None
+
+    def start(self, run: ClientRun, requests: Iterable[Request]) -> None:
+        self._run = run
+        firsts = self.sessions.first_turns
+        if self.users is None:  # every session at its first turn's time in the trace
+            for position in firsts.tolist():
+                self._release(position, self.requests[position].arrival_s * run.time_scale)
+            self._next_session = len(firsts)
+        else:
+            for _ in range(min(self.users, len(firsts))):
+                self._start_session(run.now)
+        if self._unreleased == 0:
+            run.arrivals_over()
+
+    def finished(self, state: RequestState, seen_s: float) -> None:
+        position = self._position[state.request.request_id]
+        following = int(self.sessions.next_turn[position])
+        if following != NO_TURN:
+            think = self.think_time_s
+            if think is None:
+                think = float(self.sessions.think_s[following])
+            self._release(following, seen_s + think * self._run.time_scale)
+        elif self._next_session < self.sessions.num_sessions:
+            self._start_session(seen_s)
+        if self._unreleased == 0:
+            self._run.arrivals_over()
+
+    def _start_session(self, at_s: float) -> None:
+        position = int(self.sessions.first_turns[self._next_session])
+        self._next_session += 1
+        self._release(position, at_s)
+
+    def _release(self, position: int, at_s: float) -> None:
+        self._unreleased -= 1
+        self._run.release(self.requests[position], at_s)
