@@ -20,6 +20,7 @@ from prefixsim.pipeline import simulate
 RUN_SECTIONS = (
     ("Run", ("config_path", *config_dests("run"), "no_stream")),
     ("Trace", config_dests("trace")),
+    ("Load (how requests arrive; docs/load.md)", config_dests("load")),
     ("Cache (both modes; --bounds cache-only)", config_dests("cache")),
     ("Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
      config_dests("model", "hardware", "cost_model")),

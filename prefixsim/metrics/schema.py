@@ -31,6 +31,8 @@ _RUN = {
     "prefixsim_version": "version of prefixsim that wrote the results",
     "wall_time_s": "wall-clock seconds the run took (reading the trace excluded)",
     "command": "the command line (prefixsim run only)",
+    "stages": "per-stage figures of a staged load (load.stages): a list of mappings, one "
+              "per stage (docs/load.md)",
     "trace_skipped_lines": "malformed trace records skipped (--skip-bad-lines)",
     "trace_span_s": "seconds from the first arrival to the last",
     "trace_distinct_prefix_tokens": "tokens of the trace's distinct pages (unbounded footprint)",

@@ -22,6 +22,7 @@ from prefixsim.metrics.serving import (
     serving_summary,
     total_counters,
 )
+from prefixsim.metrics.stages import stage_summaries
 from prefixsim.metrics.timeseries import SamplingInfo
 from prefixsim.trace.pages import distinct_prefix_tokens
 
@@ -33,6 +34,8 @@ def summarize(facts: RunFacts) -> dict[str, Any]:
     else:
         summary = _cache_only_figures(facts)
     summary.update(_trace_keys(facts))
+    if facts.config.load.stages is not None:  # docs/load.md, stages
+        summary["stages"] = stage_summaries(facts)
     return summary
 
 

@@ -25,6 +25,7 @@ from prefixsim.metrics.summary import summarize
 from prefixsim.pipeline.build import build
 from prefixsim.pipeline.cache_only import run_cache_only
 from prefixsim.pipeline.inputs import load_trace_data, resolve_trace_defaults, shared_trace_data
+from prefixsim.pipeline.load import loaded_requests, loaded_stream, staged_result, staged_rows
 from prefixsim.pipeline.result import RunResult
 from prefixsim.pipeline.sinks import RowSink
 from prefixsim.pipeline.streamed import open_trace_stream, replay_streamed
@@ -88,15 +89,16 @@ def _run(config: RunConfig, trace: TraceData | Sequence[Request] | None,
         config = resolve_trace_defaults(config)
         opened = open_trace_stream(config) if stream else None
         if opened is not None:
-            streamed = _streamed(config, opened, sink, progress, command)
+            streamed = _streamed(config, loaded_stream(opened, config.load),
+                                 staged_rows(sink, config.load), progress, command)
             if streamed is not None:
-                return streamed
+                return staged_result(streamed, config.load)
         if share_trace:
             trace = shared_trace_data(config.trace)
         else:
             with progress("read", None) as bar:
                 trace = load_trace_data(config.trace, on_progress=bar.update)
-    result = _whole(config, trace, progress, command)
+    result = staged_result(_whole(config, trace, progress, command), config.load)
     if sink is not None:
         sink.write(result.requests)
         sink.close()
@@ -134,7 +136,8 @@ def _whole(config: RunConfig, trace: TraceData | Sequence[Request],
            progress: ProgressFactory, command: str | None) -> RunResult:
     """The run over a trace read whole: one chunk."""
     data = trace if isinstance(trace, TraceData) else None
-    requests = trace.requests if isinstance(trace, TraceData) else trace
+    requests = loaded_requests(trace.requests if isinstance(trace, TraceData) else trace,
+                               config.load)  # open-loop loads re-time it (docs/load.md)
     with progress("replay", len(requests)) as bar:
         started = time.perf_counter()
         # a figure of the trace alone, counted before the run's memory is taken
