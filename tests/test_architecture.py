@@ -33,7 +33,7 @@ LAYERS = (
     ("analysis",),
     ("pipeline",),
     ("report",),
-    ("sweep", "tune"),
+    ("sweep", "tune", "capacity"),
     ("cli",),
     ("__init__", "__main__"),
 )

@@ -2,6 +2,7 @@
 
 from prefixsim.cli import accelerate as _accelerate  # noqa: F401
 from prefixsim.cli import calibrate as _calibrate  # noqa: F401
+from prefixsim.cli import capacity as _capacity  # noqa: F401
 from prefixsim.cli import curve as _curve  # noqa: F401
 from prefixsim.cli import profile as _profile  # noqa: F401
 from prefixsim.cli import report as _report  # noqa: F401

@@ -1,0 +1,202 @@
+"""Run a capacity search: probes as sweep points on a sweep executor, judged, stored.
+
+Each probe is a normal run: a sweep point (`make_point`: the config with the knob's value,
+validated, its id from the parameters) run by the sweep's worker (`run_point`, which calls
+`prefixsim.pipeline.simulate`) on the executor `ExecutorOptions` names; the probes of one
+round run at once (as many as there are workers). Every probe is stored as a run folder
+with the sweep's atomic `write_run`, and the folder ends as a sweep folder (`sweep.json`,
+`spec.yaml`, `sweep.parquet`; so `prefixsim report DIR` draws it) plus `capacity.parquet`
+(one row per probe) and `capacity.json` (the answer). The plot is plot.py's; the folder
+is chosen, and made atomic, by the CLI.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from prefixsim.capacity.knob import Knob, base_mapping, knob_for
+from prefixsim.capacity.search import SearchResult, find_threshold
+from prefixsim.capacity.verdict import Verdict, judge
+from prefixsim.config import RunConfig
+from prefixsim.errors import InputError
+from prefixsim.sweep import OK, RunOutcome, run_point
+from prefixsim.sweep.executors import LOCAL_WORKERS, ExecutorOptions, default_jobs
+from prefixsim.sweep.spec import SweepPoint, make_point
+from prefixsim.sweep.store import (
+    sweep_table,
+    write_parquet_atomic,
+    write_run,
+    write_sweep_meta,
+    write_text_atomic,
+)
+from prefixsim.sweep.worker import FAILED
+
+MAX_WIDTH = 8  # probes per round at most, however many workers there are
+PROBE_COLUMNS = ("probe", "round", "knob", "value", "config_value", "offered_rate",
+                 "achieved_rate", "passed", "reasons", "run_id")
+PLOTTED_KEYS = ("p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")  # plot.py
+
+
+@dataclass(frozen=True)
+class CapacityQuestion:
+    """What to search (`rate` or `replicas`) on which config, under which SLOs (summary key
+    -> most ms), goodput share (of the offered requests, or None) and relative tolerance."""
+
+    config: RunConfig
+    search: str
+    slos: dict[str, float] = field(default_factory=dict)
+    goodput_share: float | None = None
+    tolerance: float = 0.05
+
+
+@dataclass
+class CapacityAnswer:
+    """The answer (`capacity.json`'s content) and one row per probe."""
+
+    summary: dict[str, Any]
+    probes: pd.DataFrame
+
+
+def check_question(question: CapacityQuestion) -> Knob:
+    """The knob, after checking the question (InputError naming the flag, before any run)."""
+    if not 0 < question.tolerance < 1:
+        raise InputError("expected a relative tolerance between 0 and 1", field="--tolerance")
+    if question.goodput_share is not None:
+        engine = question.config.engine
+        if not 0 < question.goodput_share <= 1:
+            raise InputError("expected a share in (0, 1]", field="--goodput-share")
+        if engine.goodput_ttft_ms is None and engine.goodput_tpot_ms is None:
+            raise InputError("needs the goodput SLOs: --goodput ttft:MS and/or tpot:MS",
+                             field="--goodput-share")
+    return knob_for(question.config, question.search)
+
+
+def run_capacity(question: CapacityQuestion, out_dir: Path,
+                 workers: ExecutorOptions = LOCAL_WORKERS, *,
+                 on_probe: Callable[[dict[str, Any]], None] | None = None,
+                 command: str | None = None) -> CapacityAnswer:
+    """Search, storing every probe in `out_dir` (a new folder the caller made atomic)."""
+    knob = check_question(question)
+    runner = workers.build()
+    runner.open()
+    rows: list[dict[str, Any]] = []
+    points: list[SweepPoint] = []
+    base = base_mapping(question.config)
+    fn = functools.partial(run_point, keep_requests=True)
+
+    def probe(values: Sequence[float]) -> list[bool]:
+        todo = [make_point(base, knob.params(v)) for v in values]
+        verdicts: dict[int, Verdict | None] = {}
+        latencies: dict[int, dict[str, Any]] = {}
+        for index, outcome in runner.map_unordered(fn, todo):
+            if isinstance(outcome, BaseException):
+                outcome = RunOutcome(run_id=todo[index].run_id, params=todo[index].params,
+                                     status=FAILED, error=f"worker lost: {outcome}")
+            write_run(out_dir, outcome)
+            verdicts[index] = _verdict(outcome, question)
+            latencies[index] = {k: outcome.summary.get(k) for k in PLOTTED_KEYS}
+        round_number = 1 + max((r["round"] for r in rows), default=0)
+        for index, value in enumerate(values):
+            row = _row(len(rows), round_number, knob, value, todo[index], verdicts[index])
+            row.update(latencies[index])
+            rows.append(row)
+            if on_probe is not None:
+                on_probe(row)
+        points.extend(todo)
+        return [row["passed"] for row in rows[-len(values):]]
+
+    try:
+        width = min(MAX_WIDTH, workers.n_jobs or default_jobs())
+        result = find_threshold(probe, knob.space(question.tolerance, width))
+    finally:
+        runner.close()
+    table = pd.DataFrame(rows)
+    table = table[[*PROBE_COLUMNS, *(c for c in table.columns if c not in PROBE_COLUMNS)]] \
+        if rows else pd.DataFrame(columns=list(PROBE_COLUMNS))
+    summary = _answer(question, knob, result, table)
+    _write_folder(out_dir, question, knob, points, table, summary, command)
+    return CapacityAnswer(summary=summary, probes=table)
+
+
+def _verdict(outcome: RunOutcome, question: CapacityQuestion) -> Verdict | None:
+    if outcome.status != OK:
+        return None
+    return judge(outcome.summary, outcome.requests, question.slos, question.goodput_share)
+
+
+def _row(number: int, round_number: int, knob: Knob, value: float, point: SweepPoint,
+         verdict: Verdict | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "probe": number, "round": round_number, "knob": knob.key, "value": value,
+        "config_value": knob.to_config(value), "run_id": point.run_id,
+        "offered_rate": verdict.offered_rate if verdict else math.nan,
+        "achieved_rate": verdict.achieved_rate if verdict else math.nan,
+        "passed": bool(verdict and verdict.passed),
+        "reasons": "; ".join(verdict.reasons) if verdict else "the run failed",
+    }
+    if verdict is not None:
+        row.update(verdict.figures)
+    return row
+
+
+def _answer(question: CapacityQuestion, knob: Knob, result: SearchResult,
+            table: pd.DataFrame) -> dict[str, Any]:
+    def probe_of(value: float | None) -> dict[str, Any]:
+        if value is None:
+            return {}
+        return table[table["value"] == value].iloc[0].to_dict()
+
+    best, nearest_fail = probe_of(result.good), probe_of(result.bad)
+    whole = question.search == "replicas"
+    summary: dict[str, Any] = {
+        "search": question.search, "knob": knob.key, "knob_meaning": knob.label,
+        "answer": _whole(result.good) if whole else result.good,
+        "answer_config_value": best.get("config_value"),
+        "answer_run_id": best.get("run_id"),
+        "offered_rate": best.get("offered_rate"), "achieved_rate": best.get("achieved_rate"),
+        "first_failing": _whole(result.bad) if whole else result.bad,
+        "first_failing_reasons": nearest_fail.get("reasons"),
+        "slos": question.slos, "goodput_share": question.goodput_share,
+        "tolerance": question.tolerance if question.search == "rate" else "exact",
+        "probes": len(table), "rounds": int(table["round"].max()) if len(table) else 0,
+    }
+    if result.good is None:
+        summary["note"] = "no probe passed within the knob's range"
+    elif result.bad is None:
+        summary["note"] = "no probe failed within the knob's range (the answer is its limit)"
+    return {k: _plain(v) for k, v in summary.items()}
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python ones, nan as None (JSON)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _write_folder(out_dir: Path, question: CapacityQuestion, knob: Knob,
+                  points: list[SweepPoint], table: pd.DataFrame, summary: dict[str, Any],
+                  command: str | None) -> None:
+    unique = list({p.run_id: p for p in points}.values())
+    spec = {"name": f"capacity-{question.search}", "base": base_mapping(question.config),
+            "grid": {}, "runs": [p.params for p in unique]}
+    write_sweep_meta(out_dir, spec["name"], [knob.key], unique,
+                     yaml.safe_dump(spec, sort_keys=False), command)
+    write_parquet_atomic(out_dir / "sweep.parquet", sweep_table(out_dir, unique, [knob.key]))
+    write_parquet_atomic(out_dir / "capacity.parquet", table)
+    write_text_atomic(out_dir / "capacity.json", json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,121 @@
+"""`prefixsim capacity`: the highest sustainable rate, or the fewest replicas, under SLOs."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from prefixsim.capacity import (
+    SEARCHES,
+    CapacityAnswer,
+    CapacityQuestion,
+    capacity_png,
+    check_question,
+    parse_slos,
+    run_capacity,
+)
+from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, format_value, safe_name
+from prefixsim.cli.config_options import config_options, config_overrides
+from prefixsim.cli.files import check_output_dir, write_folder
+from prefixsim.cli.option_groups import executor_options
+from prefixsim.config import RunConfig, load_config
+from prefixsim.errors import InputError
+from prefixsim.sweep import ExecutorOptions
+
+CAPACITY_FILES = frozenset({"capacity.json", "capacity.parquet", "capacity.png",
+                            "sweep.json", "sweep.parquet", "spec.yaml"})
+PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
+           "first_failing", "first_failing_reasons", "probes", "rounds", "tolerance")
+
+
+@app.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="YAML run config; the run flags below override its keys.")
+@click.option("--search", type=click.Choice(SEARCHES), required=True,
+              help="rate: the highest offered rate the fleet sustains (load.rate, else the "
+                   "trace's rate multiplier); replicas: the fewest engine.replicas for the "
+                   "trace's own load.")
+@click.option("--slo", "slo_values", multiple=True, metavar="KEY:MS",
+              help="A latency SLO, e.g. p99_ttft_ms:2000 (repeat; any "
+                   "{mean,median,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms).")
+@click.option("--goodput-share", type=float,
+              help="Also require this share of the requests within the --goodput SLOs.")
+@click.option("--tolerance", type=float, default=0.05, show_default=True,
+              help="Relative width of the final rate bracket (replicas are exact).")
+@executor_options(jobs_help="Probes run at once (default: the CPUs available, at most 8).")
+@click.option("-o", "--output", "output", type=click.Path(file_okay=False),
+              help="Capacity folder (new or empty); default results/capacity-<search>-<trace>/.")
+@click.option("--quiet", is_flag=True, help="No progress lines or answer block.")
+@config_options
+@fail_cleanly
+def capacity(config_path: str | None, search: str, slo_values: tuple[str, ...],
+             goodput_share: float | None, tolerance: float, workers: ExecutorOptions,
+             output: str | None, quiet: bool, **flags: Any) -> None:
+    """Find the capacity of a fleet: each probe is a normal timed run (on the sweep
+    executors); bracketing by doubling, then bisection. A probe passes when every --slo
+    holds and the fleet kept up (>= 98% of the requests completed, no growing TTFT queue;
+    docs/load.md).
+
+    Writes capacity.json (the answer), capacity.parquet (one row per probe), capacity.png
+    (TTFT and TPOT against offered and achieved rate) and the probes' run folders as a sweep
+    folder does (prefixsim report DIR draws them).
+
+    \b
+    Example (fewest h100-sxm replicas of llama-3.1-8b for the demo trace at p99 TTFT 2 s):
+      prefixsim capacity --search replicas --trace traces/demo_chat.jsonl \\
+          --model llama-3.1-8b --gpu h100-sxm --slo p99_ttft_ms:2000 -o results/cap
+    """
+    slos = parse_slos(slo_values)
+    config = load_config(config_path, config_overrides(flags))
+    question = CapacityQuestion(config=config, search=search, slos=slos,
+                                goodput_share=goodput_share, tolerance=tolerance)
+    check_question(question)
+    out_dir = Path(output) if output else _default_dir(config, search)
+    check_output_dir(out_dir)
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise InputError("is not empty; a capacity search writes a new folder",
+                         file=str(out_dir))
+    command = shlex.join(["prefixsim", *sys.argv[1:]])
+
+    def progress(row: dict[str, Any]) -> None:
+        if not quiet:
+            verdict = "pass" if row["passed"] else f"fail ({row['reasons']})"
+            click.echo(f"probe {row['probe']}: {row['knob']}={format_value(row['config_value'])}"
+                       f"  offered {format_value(row['offered_rate'])}/s: {verdict}", err=True)
+
+    answers: list[CapacityAnswer] = []
+
+    def fill(staging: Path) -> None:
+        answer = run_capacity(question, staging, workers, on_probe=progress, command=command)
+        (staging / "capacity.png").write_bytes(capacity_png(answer.probes, answer.summary))
+        answers.append(answer)
+
+    folder = write_folder(out_dir, fill, CAPACITY_FILES, fresh=output is None)
+    if not quiet:
+        _print_answer(answers[0].summary, folder)
+    if answers[0].summary.get("answer") is None:
+        sys.exit(1)
+
+
+def _default_dir(config: RunConfig, search: str) -> Path:
+    trace = safe_name(config.trace.path.stem) if config.trace.path else "run"
+    return RESULTS_ROOT / f"capacity-{search}-{trace}"
+
+
+def _print_answer(summary: dict[str, Any], out_dir: Path) -> None:
+    title = f" prefixsim capacity ({summary['search']}) "
+    click.echo(f"{title:=^60}")
+    click.echo(f"{'knob:':<28}{summary['knob']:>32}")
+    for key, limit in (summary.get("slos") or {}).items():
+        click.echo(f"{'SLO ' + key + ':':<44}{format_value(limit):>16}")
+    for key in PRINTED:
+        if summary.get(key) is not None:
+            click.echo(f"{key + ':':<28}{format_value(summary[key]):>32}")
+    click.echo("=" * 60)
+    if summary.get("note"):
+        click.echo(f"note: {summary['note']}")
+    click.echo(f"results: {out_dir}  (prefixsim report {shlex.quote(str(out_dir))})")
