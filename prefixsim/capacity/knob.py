@@ -2,7 +2,7 @@
 
 `--search rate` turns the offered rate: `load.rate` (requests/s) when the config's load is
 poisson or constant, else the trace's own arrival times scaled by a rate multiplier (2 =
-twice the trace's rate; TRACE_RATE_KEY holds it). `--search replicas` turns
+twice the trace's rate: `load.rate_scale`). `--search replicas` turns
 `engine.replicas` with the trace's own load. Owns the search space of each knob; the
 search itself is search.py's, running the probes driver.py's.
 """
@@ -17,16 +17,13 @@ import yaml
 
 from prefixsim.capacity.search import SearchSpace
 from prefixsim.config import RunConfig, config_to_yaml
+from prefixsim.config.load import RATE_TYPES
 from prefixsim.errors import InputError
 
 SEARCHES = ("rate", "replicas")
-RATE_TYPES = ("poisson", "constant")
 MAX_REPLICAS = 4096  # engine.replicas' own limit
 RATE_RANGE = 2.0 ** 20  # a rate is searched within start / RATE_RANGE .. start * RATE_RANGE
 SIGNIFICANT_DIGITS = 6  # rate values probed are rounded to this (tidy run ids)
-# The trace load's rate knob: engine.time_scale = base time_scale / multiplier (the same
-# effect as load.rate_scale = multiplier; docs/load.md).
-TRACE_RATE_KEY = "engine.time_scale"
 
 
 @dataclass(frozen=True)
@@ -65,16 +62,16 @@ def knob_for(config: RunConfig, search: str) -> Knob:
     if search != "rate":
         raise InputError(f"unknown search {search!r} (valid: {', '.join(SEARCHES)})",
                          field="--search")
-    load = getattr(config, "load", None)
-    kind = getattr(load, "type", "trace")
+    load = config.load
+    kind = load.type
     if kind in RATE_TYPES and not load.stages:
         return Knob("rate", "load.rate", float(load.rate), _tidy, "load.rate (requests/s)")
     if kind != "trace":
         raise InputError(f"--search rate turns a trace, poisson or constant load's rate, not "
                          f"a {'staged ' if load.stages else ''}{kind} load", field="--search")
-    base = config.engine.time_scale
-    return Knob("rate", TRACE_RATE_KEY, 1.0, lambda m: _tidy(base / m),
-                "rate multiplier of the trace (x its own rate)")
+    base = load.rate_scale
+    return Knob("rate", "load.rate_scale", 1.0, lambda m: _tidy(base * m),
+                "rate multiplier of the trace (x the config's rate)")
 
 
 def base_mapping(config: RunConfig) -> dict[str, Any]:

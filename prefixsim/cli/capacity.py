@@ -35,7 +35,7 @@ PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
 @app.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="YAML run config; the run flags below override its keys.")
-@click.option("--search", type=click.Choice(SEARCHES), required=True,
+@click.option("--search", metavar="|".join(SEARCHES),
               help="rate: the highest offered rate the fleet sustains (load.rate, else the "
                    "trace's rate multiplier); replicas: the fewest engine.replicas for the "
                    "trace's own load.")
@@ -52,7 +52,7 @@ PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
 @click.option("--quiet", is_flag=True, help="No progress lines or answer block.")
 @config_options
 @fail_cleanly
-def capacity(config_path: str | None, search: str, slo_values: tuple[str, ...],
+def capacity(config_path: str | None, search: str | None, slo_values: tuple[str, ...],
              goodput_share: float | None, tolerance: float, workers: ExecutorOptions,
              output: str | None, quiet: bool, **flags: Any) -> None:
     """Find the capacity of a fleet: each probe is a normal timed run (on the sweep
@@ -69,6 +69,9 @@ def capacity(config_path: str | None, search: str, slo_values: tuple[str, ...],
       prefixsim capacity --search replicas --trace traces/demo_chat.jsonl \\
           --model llama-3.1-8b --gpu h100-sxm --slo p99_ttft_ms:2000 -o results/cap
     """
+    if search not in SEARCHES:
+        raise InputError(f"expected one of {', '.join(SEARCHES)}, got {search!r}",
+                         field="--search")
     slos = parse_slos(slo_values)
     config = load_config(config_path, config_overrides(flags))
     question = CapacityQuestion(config=config, search=search, slos=slos,

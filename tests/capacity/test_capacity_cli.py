@@ -1,0 +1,63 @@
+"""`prefixsim capacity` end to end on a tiny real run, and its one-line refusals
+(docs/input-rules.md I1): nothing is written when the question is bad."""
+
+import json
+
+import pandas as pd
+import pytest
+from cli_helpers import DEMO, invoke, one_line_error
+
+TINY = ("--trace", DEMO, "--max-requests", 120, "--model", "llama-3.1-8b",
+        "--gpu", "h100-sxm", "-j", 1)
+
+
+def test_replicas_search_finds_a_count_and_writes_the_folder(tmp_path):
+    out = tmp_path / "cap"
+    result = invoke("capacity", "--search", "replicas", *TINY, "--rate-scale", 50,
+                    "--slo", "p99_ttft_ms:150", "-o", out)
+    assert result.exit_code == 0, result.output
+    answer = json.loads((out / "capacity.json").read_text())
+    probes = pd.read_parquet(out / "capacity.parquet")
+    assert answer["search"] == "replicas" and isinstance(answer["answer"], int)
+    best = probes[probes["value"] == answer["answer"]]
+    assert best["passed"].all()
+    if answer["first_failing"] is not None:  # exact: one fewer replica fails
+        assert answer["first_failing"] == answer["answer"] - 1
+        assert not probes[probes["value"] == answer["first_failing"]]["passed"].any()
+    assert {"offered_rate", "achieved_rate", "p99_ttft_ms", "run_id"} <= set(probes.columns)
+    assert (out / "capacity.png").stat().st_size > 0
+    for run_id in probes["run_id"]:
+        assert (out / "runs" / run_id / "summary.json").exists()
+    assert "prefixsim capacity (replicas)" in result.output
+    report = invoke("report", out, "--quiet")  # a sweep folder: the report reads it
+    assert report.exit_code == 0, report.output
+    assert (out / "report.html").exists()
+
+
+def test_rate_search_brackets_within_the_tolerance(tmp_path):
+    out = tmp_path / "cap"
+    result = invoke("capacity", "--search", "rate", *TINY, "--slo", "p99_ttft_ms:200",
+                    "--tolerance", 0.2, "-o", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    answer = json.loads((out / "capacity.json").read_text())
+    assert answer["knob"] == "load.rate_scale"
+    assert answer["first_failing"] - answer["answer"] <= 0.2 * answer["answer"]
+    assert answer["offered_rate"] > 0 and answer["achieved_rate"] > 0
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (("--search", "replicas", "--slo", "p99_hit_rate:5"), "p99_hit_rate"),
+    (("--search", "replicas", "--slo", "std_ttft_ms:5"), "std_ttft_ms"),
+    (("--search", "replicas", "--slo", "p99_ttft_ms:-1"), "--slo"),
+    (("--search", "gpus"), "--search"),
+    ((), "--search"),
+    (("--search", "rate", "--cache-only"), "--search"),
+    (("--search", "rate", "--tolerance", 2), "--tolerance"),
+    (("--search", "rate", "--goodput-share", 0.9), "--goodput-share"),
+])
+def test_bad_question_is_one_line_and_writes_nothing(tmp_path, args, named):
+    out = tmp_path / "cap"
+    result = invoke("capacity", *args, *TINY, "-o", out)
+    one_line_error(result, named)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
