@@ -5,10 +5,11 @@ Resolves the model and GPU presets (or a presets file), the cost model, the requ
 timed mode, sized to the replica's KV pool (docs/cache-semantics.md R13: memory x
 utilisation - weights/tp - activation reserve, over KV bytes per token; `cache.capacity_tokens`
 replaces it when set), with their lower tiers, and the timed engine's `Fleet` (those caches
-and tiers, the router, the step planner, the shared pool, disaggregation and the clock); one
-cache in cache-only mode (a SegmentCache where it gives the same results faster). Plug-in
-names come from the registries; a bad parameter is a one-line InputError naming its key.
-Runs nothing and writes nothing.
+and tiers, the router, the step planner, the shared pool, disaggregation, the clock and
+the clients of a closed-loop load, pipeline/closed_loop.py); one cache in cache-only mode
+(a SegmentCache where it gives the same results faster). Plug-in names come from the
+registries; a bad parameter is a one-line InputError naming its key. Runs nothing and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from prefixsim.engine.fleet import Fleet
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.errors import InputError
 from prefixsim.metrics.pricing import Pricing, load_pricing
+from prefixsim.pipeline.closed_loop import build_clients
 from prefixsim.presets import (
     GIB,
     GPUSpec,
@@ -46,6 +48,7 @@ from prefixsim.presets import (
 )
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
+from prefixsim.trace.sessions import Sessions
 
 DTYPE_BYTES = {"bf16": 2, "fp8": 1}
 AnyCache = RadixCache | SegmentCache
@@ -61,7 +64,8 @@ class Components:
     moves its share over its own link). `shared_pool`: the KV pool every replica shares (R18),
     None without `cache.pool`. `fleet`: what the timed engine serves with (the caches and
     tiers above, cost model, step planner, router, pool, disaggregation and clock; the
-    engine's `Fleet`), None in cache-only mode.
+    engine's `Fleet`, with the clients of a closed-loop load), None in cache-only mode.
+    `sessions`: the trace's sessions under a `sessions` load (pipeline/closed_loop.py).
     """
 
     config: RunConfig
@@ -76,6 +80,7 @@ class Components:
     kv_bytes_per_token_per_gpu: int = 0
     shared_pool: SharedPool | None = None
     fleet: Fleet | None = None
+    sessions: Sessions | None = None
 
 
 def build(config: RunConfig, requests: Sequence[Request],
@@ -112,11 +117,12 @@ def build(config: RunConfig, requests: Sequence[Request],
     scheduler = ContinuousBatching(config.scheduler.max_batched_tokens,
                                    config.scheduler.max_num_seqs,
                                    config.scheduler.chunked_prefill)
+    clients, sessions = build_clients(config.load, requests)
     fleet = Fleet(caches, cost_model, scheduler, router, config.engine.time_scale, rules,
-                  tiers, kv_bytes_per_gpu, shared, build_disaggregation(config.engine))
+                  tiers, kv_bytes_per_gpu, shared, build_disaggregation(config.engine), clients)
     return Components(config, model, gpu, cost_model, rules, pricing, caches, tiers,
                       pool_tokens_per_replica=pool, kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
-                      shared_pool=shared, fleet=fleet)
+                      shared_pool=shared, fleet=fleet, sessions=sessions)
 
 
 def resolve_model(config: ModelConfig) -> ModelSpec:

@@ -26,7 +26,7 @@ from prefixsim.pipeline.result import RunResult
 from prefixsim.pipeline.streamed import TraceTally, unbounded_pass_rate
 from prefixsim.pipeline.timed import TraceFigures, run_timed
 from prefixsim.trace import Request, TraceData
-from prefixsim.trace.stream import TraceStream
+from prefixsim.trace.stream import NotStreamable, TraceStream
 
 
 def serve_streamed(config: RunConfig, stream: TraceStream,
@@ -34,6 +34,8 @@ def serve_streamed(config: RunConfig, stream: TraceStream,
                    command: str | None = None) -> RunResult:
     """Run timed `config` (resolved: trace format known) over `stream`. Raises
     NotStreamable, before anything was served, when the trace must be read whole."""
+    if config.load.type == "sessions":  # its sessions are found in the whole trace
+        raise NotStreamable("a sessions load reads the trace whole (pipeline/closed_loop.py)")
     started = time.perf_counter()
     parts = build(config, [])  # no offline policy (streamable): nothing learns the future
     figures, distinct = _first_pass(parts, stream)

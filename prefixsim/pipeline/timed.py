@@ -24,6 +24,7 @@ from prefixsim.metrics.requests import records_frame
 from prefixsim.metrics.serving import total_counters
 from prefixsim.metrics.timeseries import timeseries
 from prefixsim.pipeline.build import Components, build_unbounded_cache, request_ttls
+from prefixsim.pipeline.closed_loop import with_session_columns
 from prefixsim.trace import Request
 
 
@@ -73,6 +74,8 @@ def run_timed(parts: Components, requests: Iterable[Request],
     with paused_gc():  # the engine's objects are freed by reference counting (gc_pause.py)
         result = replay_timed(requests, parts.fleet, sampling)
     frame = records_frame(result.records, ServedRecord)
+    if parts.sessions is not None:  # a sessions load: session ids and turns (closed_loop.py)
+        frame = with_session_columns(frame, parts.sessions)
     samples, sampling = timeseries(result, engine.sample_interval_s)
     # the recorded states (80 bytes per engine event) are spent once sampled; the engine's
     # replicas, which hold the state log and their ITL arrays, are a reference cycle (each
