@@ -68,7 +68,7 @@ class LoadConfig(Section):
         None, ge=1, validate_default=True,
         description="concurrency: users in flight; sessions: sessions in flight (null: all)",
         json_schema_extra=flag("--users", "Concurrency/sessions load: users in flight "
-                               "(load.users).", min=1))
+                               "(load.users)."))
     think_time_s: float | None = Field(
         None, ge=0, allow_inf_nan=False, validate_default=True,
         description="concurrency: seconds a user waits after a reply (null: 0); sessions: "
@@ -78,7 +78,7 @@ class LoadConfig(Section):
     seed: int = Field(
         0, ge=0, description="poisson: seed of the gaps' draws",
         json_schema_extra=flag("--load-seed", "Poisson load: seed of the gaps "
-                               "(load.seed; 0).", min=0))
+                               "(load.seed; 0)."))
 
     @field_validator("stages")
     @classmethod

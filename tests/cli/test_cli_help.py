@@ -27,8 +27,11 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     # the shared pool and disaggregated serving
     "--pool-tokens", "--pool-policy", "--pool-ttl", "--pool-bandwidth", "--pool-latency",
     "--pool-write-through", "--prefill-replicas", "--decode-replicas",
-    "--kv-transfer-bandwidth"}
-HEADINGS = ["Run", "Trace", "Cache (both modes; --bounds cache-only)",
+    "--kv-transfer-bandwidth",
+    # the load section (docs/load.md)
+    "--load", "--rate", "--rate-scale", "--users", "--think-time", "--load-seed"}
+HEADINGS = ["Run", "Trace", "Load (how requests arrive; docs/load.md)",
+            "Cache (both modes; --bounds cache-only)",
             "Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
             "Scheduler and router (timed only)", "Output (both modes)"]
 
