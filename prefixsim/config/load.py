@@ -22,6 +22,10 @@ LoadType = Literal["trace", "poisson", "constant", "concurrency", "sessions"]
 RATE_TYPES = ("poisson", "constant")  # open loops at a rate (pipeline/load.py)
 USER_TYPES = ("concurrency", "sessions")  # closed loops of users (engine/)
 MAX_RATE = 1e9  # requests/s; keeps 1/rate and the arrival times finite and distinct
+# key -> (the types that read it, those that need it unless stages are given, whether
+# stages give it instead)
+_READERS = {"rate": (RATE_TYPES, RATE_TYPES, True), "users": (USER_TYPES, ("concurrency",), True),
+            "think_time_s": (USER_TYPES, (), False)}
 
 
 class StageConfig(Section):
@@ -106,43 +110,21 @@ class LoadConfig(Section):
             raise ValueError(f"only the trace load is scaled; a {kind} load sets its own pace")
         return value
 
-    @field_validator("rate")
+    @field_validator("rate", "users", "think_time_s")
     @classmethod
-    def _rate_for_rate_types(cls, value: float | None, info: ValidationInfo) -> float | None:
+    def _read_by_type(cls, value: float | None, info: ValidationInfo) -> float | None:
         kind = info.data.get("type")
-        if kind is None or "stages" not in info.data:
+        if kind is None or "stages" not in info.data:  # else that key failed and is named
             return value
-        staged = info.data["stages"] is not None
-        if kind in RATE_TYPES and value is None and not staged:
-            raise ValueError(f"a {kind} load needs a rate (requests/s) or stages")
-        if value is not None and kind not in RATE_TYPES:
-            raise ValueError(f"read only by poisson and constant loads, not {kind}")
-        if value is not None and staged:
-            raise ValueError("the stages give the rates; leave load.rate out")
-        return value
-
-    @field_validator("users")
-    @classmethod
-    def _users_for_user_types(cls, value: int | None, info: ValidationInfo) -> int | None:
-        kind = info.data.get("type")
-        if kind is None or "stages" not in info.data:
-            return value
-        staged = info.data["stages"] is not None
-        if kind == "concurrency" and value is None and not staged:
-            raise ValueError("a concurrency load needs users (>= 1) or stages")
-        if value is not None and kind not in USER_TYPES:
-            raise ValueError(f"read only by concurrency and sessions loads, not {kind}")
-        if value is not None and staged:
-            raise ValueError("the stages give the users; leave load.users out")
-        return value
-
-    @field_validator("think_time_s")
-    @classmethod
-    def _think_for_user_types(cls, value: float | None, info: ValidationInfo
-                              ) -> float | None:
-        kind = info.data.get("type")
-        if value is not None and kind is not None and kind not in USER_TYPES:
-            raise ValueError(f"read only by concurrency and sessions loads, not {kind}")
+        readers, needers, staged = _READERS[info.field_name]
+        key = f"load.{info.field_name}"
+        if value is None:
+            if kind in needers and info.data["stages"] is None:
+                raise ValueError(f"a {kind} load needs {key} or stages")
+        elif kind not in readers:
+            raise ValueError(f"read only by {' and '.join(readers)} loads, not {kind}")
+        elif staged and info.data["stages"] is not None:
+            raise ValueError(f"the stages give it; leave {key} out")
         return value
 
     @property
