@@ -26,7 +26,8 @@ replica.py), finding sessions (trace/sessions.py), building clients from a confi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from prefixsim.engine.request_state import RequestState
@@ -51,6 +52,9 @@ class ClientRun(Protocol):
     def arrivals_over(self) -> None:
         """No request will be released any more (may be told more than once)."""
 
+    def call_at(self, at_s: float, action: Callable[[], None]) -> None:
+        """Run `action` at `at_s` (>= now), through the event queue."""
+
 
 class Clients(Protocol):
     """A closed loop (module docstring)."""
@@ -62,23 +66,41 @@ class Clients(Protocol):
 
 class Concurrency:
     """`users` users sending the trace's requests in order, `think_time_s` after their
-    previous request finished (engine clock: stretched by the fleet's time_scale)."""
+    previous request finished (engine clock: stretched by the fleet's time_scale).
+    `stages`: (users, duration_s) pairs run back to back from t = 0 instead (docs/load.md
+    "Stages"): a stage's start adds users up to its count; a user whose request finishes
+    while more users than the stage's are active stops; nothing is released once the last
+    stage has ended."""
 
-    def __init__(self, users: int, think_time_s: float = 0.0) -> None:
-        if users < 1:
+    def __init__(self, users: int, think_time_s: float = 0.0,
+                 stages: Sequence[tuple[int, float]] | None = None) -> None:
+        if users < 1 or any(count < 1 for count, _ in stages or ()):
             raise ValueError(f"users must be >= 1, got {users}")
         self.users, self.think_time_s = users, think_time_s
+        self.stages = list(stages or [(users, math.inf)])
+        self._cap = self._active = 0
+        self._end_s = sum(duration for _, duration in self.stages)
         self._pending: Iterable[Request] | None = None
         self._run: ClientRun | None = None
 
     def start(self, run: ClientRun, requests: Iterable[Request]) -> None:
         self._run, self._pending = run, iter(requests)
-        for _ in range(self.users):
-            if not self._send_next(run.now):
-                break
+        start_s = 0.0
+        for count, duration in self.stages:
+            run.call_at(start_s, lambda count=count: self._begin_stage(count))
+            start_s += duration
+
+    def _begin_stage(self, users: int) -> None:
+        self._cap = users
+        while self._active < self._cap and self._send_next(self._run.now):
+            self._active += 1
 
     def finished(self, state: RequestState, seen_s: float) -> None:
-        self._send_next(seen_s + self.think_time_s * self._run.time_scale)
+        at_s = seen_s + self.think_time_s * self._run.time_scale
+        if self._active > self._cap or at_s >= self._end_s or not self._send_next(at_s):
+            self._active -= 1  # this user stops
+            if self._active == 0 and at_s >= self._end_s:  # none will start again
+                self._run.arrivals_over()
 
     def _send_next(self, at_s: float) -> bool:
         request = next(self._pending, None)

@@ -204,6 +204,11 @@ class _Run:
         timeout = self.env.timeout(max(0.0, at_s + self.frontend_s - self.env.now))
         timeout.callbacks.append(lambda _event: self.send(request, at_s))
 
+    def call_at(self, at_s: float, action) -> None:
+        """Run `action()` at `at_s` (>= now), through the event queue."""
+        timeout = self.env.timeout(max(0.0, at_s - self.env.now))
+        timeout.callbacks.append(lambda _event: action())
+
     def arrivals_over(self) -> None:
         """No request arrives any more: the run ends when the last one finishes."""
         self.all_arrived = True

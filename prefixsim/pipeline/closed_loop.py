@@ -33,11 +33,14 @@ def build_clients(load: LoadConfig, requests: Sequence[Request]
     `sessions` load, the trace's sessions; (None, None) for an open loop."""
     if not load.closed_loop:
         return None, None
-    if load.stages is not None:
-        raise InputError("stages of users are not supported yet; give load.users",
-                         field="load.stages")
     if load.type == "concurrency":
-        return Concurrency(load.users, load.think_time_s or 0.0), None
+        if load.stages is None:
+            return Concurrency(load.users, load.think_time_s or 0.0), None
+        stages = [(stage.users, stage.duration_s) for stage in load.stages]
+        return Concurrency(stages[0][0], load.think_time_s or 0.0, stages), None
+    if load.stages is not None:
+        raise InputError("a sessions load takes no stages yet; give load.users",
+                         field="load.stages")
     sessions = infer_sessions(requests)
     if sessions.inferred and not sessions.multi_turn:
         raise InputError("a sessions load needs sessions: the trace names none and no request "

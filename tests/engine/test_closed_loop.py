@@ -154,3 +154,16 @@ def test_infer_sessions_by_the_extension_rule():
     assert sessions.next_turn.tolist() == [1, 2, 3, -1, -1]
     assert sessions.think_s.tolist() == [0.0, 1.0, 2.0, 3.0, 0.0]
     assert sessions.names == ["s0", "s4"]
+
+
+def test_concurrency_stages_change_the_users_in_flight():
+    """Stages (1 user, 10 s) then (2 users, 10 s), 2-token requests (S = 2 s alone), no
+    think time. Stage 0: releases at 0, 2, 4, 6, 8; at 10 stage 1 adds a user, and two
+    users send until 20 (the second request released at 10 queues behind the first's
+    step); nothing is released at or after 20, the last stage's end."""
+    requests = [req(k, 0.0, 2) for k in range(30)]
+    result = serve(requests, Concurrency(1, stages=[(1, 10.0), (2, 10.0)]))
+    arrivals = sorted(r.arrival_s for r in result.records)
+    assert arrivals[:7] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 10.0]
+    assert max(arrivals) < 20.0 and len(arrivals) < 30
+    assert max_in_flight(result.records) == 2

@@ -114,3 +114,14 @@ def test_streamed_and_whole_runs_agree(load):
     whole = simulate(config).requests
     streamed = simulate(config, stream=True).requests
     assert streamed.equals(whole)
+
+
+def test_concurrency_stages_and_sessions_stages_refused():
+    """A staged concurrency load runs (rows carry their stage); sessions take no stages."""
+    stages = [{"users": 1, "duration_s": 20.0}, {"users": 3, "duration_s": 20.0}]
+    frame = simulate(_config(DEMO, **{"load.type": "concurrency", "load.stages": stages})
+                     ).requests
+    assert frame["arrival_s"].max() < 40.0 and set(frame["stage"]) <= {0, 1}
+    with pytest.raises(InputError) as raised:
+        simulate(_config(DEMO, **{"load.type": "sessions", "load.stages": stages}))
+    assert raised.value.field == "load.stages"
