@@ -131,8 +131,3 @@ class LoadConfig(Section):
     def closed_loop(self) -> bool:
         """Whether the engine releases requests as earlier ones finish (needs a timed run)."""
         return self.type in USER_TYPES
-
-    @property
-    def is_default(self) -> bool:
-        """The trace's own times, unscaled: a run exactly as without a `load:` section."""
-        return self.type == "trace" and self.rate_scale == 1.0

@@ -15,7 +15,7 @@ def test_default_is_the_trace_unscaled():
     load = build_config({}).load
     assert (load.type, load.rate_scale, load.rate, load.users, load.think_time_s, load.seed,
             load.stages) == ("trace", 1.0, None, None, None, 0, None)
-    assert load.is_default and not load.closed_loop
+    assert not load.closed_loop
 
 
 @pytest.mark.parametrize("keys", [
