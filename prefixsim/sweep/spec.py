@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from prefixsim.config import RunConfig, build_config, read_config_file
+from prefixsim.config.load import LoadConfig
 from prefixsim.errors import InputError
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
@@ -105,6 +106,15 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_canonical(value).encode("utf-8")).hexdigest()
 
 
+def _identity(config: RunConfig) -> dict[str, Any]:
+    """What a run id hashes: the validated config, less a `load` section at its defaults, so
+    a run offered as before that section existed keeps its id (docs/load.md)."""
+    dump = config.model_dump(mode="json")
+    if config.load == LoadConfig():
+        del dump["load"]
+    return dump
+
+
 def _slug(params: dict[str, Any]) -> str:
     text = "_".join("none" if v is None else str(v) for v in params.values())
     text = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-.")
@@ -136,7 +146,7 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         where = ", ".join(f"{k}={v}" for k, v in params.items())
         raise InputError(f"{exc.message} (in the point {where})", file=exc.file,
                          line=exc.line, field=exc.field) from None
-    run_id = f"{_slug(params)}-{_digest(config.model_dump(mode='json'))[:8]}"
+    run_id = f"{_slug(params)}-{_digest(_identity(config))[:8]}"
     trace = config.trace
     if trace.path is not None and not trace.path.is_absolute():
         # workers may start elsewhere (a cluster); the id keeps the path as written
