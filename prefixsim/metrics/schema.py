@@ -31,6 +31,12 @@ _RUN = {
     "prefixsim_version": "version of prefixsim that wrote the results",
     "wall_time_s": "wall-clock seconds the run took (reading the trace excluded)",
     "command": "the command line (prefixsim run only)",
+    "load_type": "how requests arrived (load.type), when not the trace's own times",
+    "load_rate_scale": "trace load: arrival times divided by it (load.rate_scale)",
+    "load_rate": "poisson/constant load: offered requests per second (load.rate)",
+    "load_users": "concurrency/sessions load: users in flight (load.users)",
+    "load_think_time_s": "closed loop: seconds a user waits after a reply (load.think_time_s)",
+    "load_seed": "poisson load: seed of the gaps (load.seed)",
     "stages": "per-stage figures of a staged load (load.stages): a list of mappings, one "
               "per stage (docs/load.md)",
     "trace_skipped_lines": "malformed trace records skipped (--skip-bad-lines)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefixsim._version import __version__
+from prefixsim.config.load import LoadConfig
 from prefixsim.metrics.facts import CACHE_ONLY, TIMED, Bounds, RunFacts
 from prefixsim.metrics.pricing import prefill_savings, pricing_summary
 from prefixsim.metrics.requests import cache_summary, pool_summary, request_summary
@@ -34,6 +35,7 @@ def summarize(facts: RunFacts) -> dict[str, Any]:
     else:
         summary = _cache_only_figures(facts)
     summary.update(_trace_keys(facts))
+    summary.update(load_keys(facts.config.load))
     if facts.config.load.stages is not None:  # docs/load.md, stages
         summary["stages"] = stage_summaries(facts)
     return summary
@@ -126,6 +128,23 @@ def sampling_keys(info: SamplingInfo | None) -> dict[str, Any]:
             f"timeseries sampled every {info.used_s:g} s instead of {info.requested_s:g} s "
             f"to stay under {info.max_rows:,} rows ({span})")
     return keys
+
+
+LOAD_KEYS = ("type", "rate_scale", "rate", "users", "think_time_s", "seed")
+
+
+def load_keys(load: LoadConfig) -> dict[str, Any]:
+    """`load_type` and the load's set figures (`load_rate`, `load_users`, ...), for a run
+    whose load is not the trace's own times (docs/load.md); none otherwise, so a run with
+    no `load` section has the summary it always had."""
+    if load == LoadConfig():
+        return {}
+    set_keys = load.model_dump(include=set(LOAD_KEYS), exclude_none=True)
+    if load.type != "poisson":
+        set_keys.pop("seed", None)
+    if load.type != "trace":
+        set_keys.pop("rate_scale", None)
+    return {f"load_{key}": set_keys[key] for key in LOAD_KEYS if key in set_keys}
 
 
 def _trace_keys(facts: RunFacts) -> dict[str, Any]:

@@ -80,3 +80,22 @@ def test_the_run_pauses_the_cyclic_collector_and_restores_it(monkeypatch):
         assert not gc.isenabled()  # a caller's own setting is left as it was
     finally:
         gc.enable()
+
+
+def test_the_summary_says_which_load_made_it():
+    """docs/load.md: a run under a load other than the trace's own times names it and its
+    settings in the summary; a run without one has no load keys (its summary unchanged)."""
+    plain = simulate(_config(**{"trace.max_requests": 40})).summary
+    assert not [key for key in plain if key.startswith("load_")]
+    poisson = simulate(_config(**{"trace.max_requests": 40, "load.type": "poisson",
+                                  "load.rate": 4.0})).summary
+    assert {k: v for k, v in poisson.items() if k.startswith("load_")} == {
+        "load_type": "poisson", "load_rate": 4.0, "load_seed": 0}
+    users = simulate(load_config(None, {
+        "trace.path": str(DEMO), "trace.max_requests": 40, "load.type": "concurrency",
+        "load.users": 3})).summary
+    assert {k: v for k, v in users.items() if k.startswith("load_")} == {
+        "load_type": "concurrency", "load_users": 3}
+    scaled = simulate(_config(**{"trace.max_requests": 40, "load.rate_scale": 2.0})).summary
+    assert {k: v for k, v in scaled.items() if k.startswith("load_")} == {
+        "load_type": "trace", "load_rate_scale": 2.0}
