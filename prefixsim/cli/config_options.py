@@ -1,9 +1,10 @@
 """The `prefixsim run` flags made from the config fields that name one (config/flags.py).
 
 `config_options` adds a click option per flagged field (its type, choices and help from
-the field and its metadata); `config_overrides` turns the parsed values into the dotted
-config overrides (None = not given, so the config file's value stands); `config_dests`
-names the options of some config sections for the --help sections (cli/help_sections.py).
+the field and its metadata; the help ends with the dotted keys and the default);
+`config_overrides` turns the parsed values into the dotted config overrides (None = not
+given, so the config file's value stands); `config_dests` names the options of some config
+sections for the --help sections (cli/help_sections.py).
 The flags that are not config keys (--config, --output, ...) are cli/run.py's.
 """
 
@@ -51,7 +52,7 @@ def config_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _option(field: FlaggedField) -> Callable[..., Any]:
     meta = field.meta
-    settings: dict[str, Any] = {"help": meta["help"]}
+    settings: dict[str, Any] = {"help": help_text(field)}
     if "metavar" in meta:
         settings["metavar"] = meta["metavar"]
     if meta.get("multiple"):
@@ -71,6 +72,20 @@ def _option(field: FlaggedField) -> Callable[..., Any]:
     elif float in kinds:
         settings["type"] = float
     return click.option(meta["flag"], dest(field), **settings)
+
+
+def help_text(field: FlaggedField) -> str:
+    """The field's text, then its dotted keys and its default: `Seconds an unused page stays
+    cached; no TTL by default (cache.ttl_s).`, `Tensor-parallel GPUs per replica
+    (hardware.tp; 1).` (a default of None, False or empty goes unsaid)."""
+    keys = " and ".join((field.key, *field.meta.get("also", ())))
+    default = field.meta.get("shown_default", field.field.default)
+    if isinstance(default, enum.Enum):
+        default = default.value
+    if isinstance(default, float):
+        default = f"{default:g}"
+    shown = "" if default is None or default is False or default == {} else f"; {default}"
+    return f"{field.meta['help']} ({keys}{shown})."
 
 
 def _choices(annotation: Any) -> list[str] | None:

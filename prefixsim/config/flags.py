@@ -1,9 +1,10 @@
 """Which config fields `prefixsim run` offers as flags: the metadata, and a walk over it.
 
-A field gets a flag by carrying `json_schema_extra=flag("--name", "help text", ...)`; the
-CLI (cli/config_options.py) turns every such field into a click option and its value into
-the dotted override, so a new config key needs this one edit to reach the CLI. The
-metadata is plain data (strings, lists, numbers): this module knows nothing of click.
+A field gets a flag by being declared `option(default, "--name", "text", ...)`: one text is
+both the field's description and the flag's help, to which the CLI (cli/config_options.py)
+appends the dotted key and the default; it turns every such field into a click option and
+its value into the dotted override, so a new config key needs this one edit to reach the
+CLI. The metadata is plain data (strings, lists, numbers): this module knows nothing of click.
 See docs/architecture.md (config, cli).
 """
 
@@ -14,20 +15,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
+FLAG_KEYS = ("dest", "also", "choices", "min", "kind", "multiple", "metavar", "parse",
+             "section", "shown_default")
 
-def flag(name: str, help: str, **extra: Any) -> dict[str, Any]:  # noqa: A002 (click's word)
-    """The `json_schema_extra` of a field offered as the flag `name` of `prefixsim run`.
 
-    `extra` (all optional): `dest` (the parameter name; the dotted key with `_` for `.`),
-    `also` (further dotted keys the flag sets to the same value), `choices`, `min` (an
-    integer's least value), `kind` (`text` or `path`: instead of the field's own type),
-    `multiple`, `metavar`, `parse` (a named parser of cli/config_options.py) and `section`
-    (`run` or `output`: a --help section other than the config section's).
+def option(default: Any, name: str, text: str, **extra: Any) -> Any:
+    """A config field offered as the flag `name` of `prefixsim run`, described by `text`.
+
+    `text` (no closing period) is the field's description and the flag's help; the CLI
+    appends the dotted key and the default. `extra` holds the flag's metadata (`FLAG_KEYS`):
+    `dest` (the parameter name; the dotted key with `_` for `.`), `also` (further dotted keys
+    the flag sets), `choices`, `min` (an integer's least value), `kind` (`text` or `path`:
+    instead of the field's own type), `multiple`, `metavar`, `parse` (a named parser of
+    cli/config_options.py), `section` (`run` or `output`: a --help section other than the
+    config section's) and `shown_default` (the default as the help shows it); the rest of
+    `extra` goes to pydantic's `Field` (`ge`, `allow_inf_nan`, `default_factory`, ...).
     """
-    return {"cli": {"flag": name, "help": help, **extra}}
+    meta = {key: extra.pop(key) for key in FLAG_KEYS if key in extra}
+    return Field(default, description=text,
+                 json_schema_extra={"cli": {"flag": name, "help": text, **meta}}, **extra)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from prefixsim.config.flags import flag
+from prefixsim.config.flags import option
 from prefixsim.config.section import Section
 
 LoadType = Literal["trace", "poisson", "constant", "concurrency", "sessions"]
@@ -49,40 +49,27 @@ class StageConfig(Section):
 class LoadConfig(Section):
     """How requests arrive: the trace's times, an open loop at a rate, or a closed loop."""
 
-    type: LoadType = Field(
-        "trace", description="trace (the trace's times), poisson, constant, concurrency or "
-        "sessions (docs/load.md)",
-        json_schema_extra=flag("--load", "How requests arrive (load.type): trace (default; "
-                               "the trace's own times), poisson or constant (at --rate), "
-                               "concurrency or sessions (closed loop of --users; timed runs)."))
+    type: LoadType = option(
+        "trace", "--load", "How requests arrive: trace (the trace's own times), poisson or "
+        "constant (at --rate), concurrency or sessions (closed loop of --users; timed runs); "
+        "docs/load.md")
     stages: list[StageConfig] | None = Field(
         None, validate_default=True, description="stages run back to back, each a rate or a "
         "number of users for duration_s seconds; null = one stage for the whole trace")
-    rate_scale: float = Field(
-        1.0, gt=0, le=MAX_RATE, allow_inf_nan=False, validate_default=True,
-        description="trace: arrival times are divided by it (2.0 = twice the rate)",
-        json_schema_extra=flag("--rate-scale", "Trace load: divide every arrival time by this "
-                               "(load.rate_scale; 1; 2 = twice the rate)."))
-    rate: float | None = Field(
-        None, gt=0, le=MAX_RATE, allow_inf_nan=False, validate_default=True,
-        description="poisson, constant: requests per second",
-        json_schema_extra=flag("--rate", "Poisson/constant load: requests per second "
-                               "(load.rate)."))
-    users: int | None = Field(
-        None, ge=1, validate_default=True,
-        description="concurrency: users in flight; sessions: sessions in flight (null: all)",
-        json_schema_extra=flag("--users", "Concurrency/sessions load: users in flight "
-                               "(load.users)."))
-    think_time_s: float | None = Field(
-        None, ge=0, allow_inf_nan=False, validate_default=True,
-        description="concurrency: seconds a user waits after a reply (null: 0); sessions: "
-        "between turns (null: from the trace's gaps)",
-        json_schema_extra=flag("--think-time", "Concurrency/sessions load: seconds a user "
-                               "waits after a reply (load.think_time_s)."))
-    seed: int = Field(
-        0, ge=0, description="poisson: seed of the gaps' draws",
-        json_schema_extra=flag("--load-seed", "Poisson load: seed of the gaps "
-                               "(load.seed; 0)."))
+    rate_scale: float = option(
+        1.0, "--rate-scale", "Trace load: divide every arrival time by this; 2 = twice the rate",
+        gt=0, le=MAX_RATE, allow_inf_nan=False, validate_default=True)
+    rate: float | None = option(
+        None, "--rate", "Poisson/constant load: requests per second", gt=0, le=MAX_RATE,
+        allow_inf_nan=False, validate_default=True)
+    users: int | None = option(
+        None, "--users", "Concurrency/sessions load: users (or sessions) in flight; for "
+        "sessions, all by default", ge=1, validate_default=True)
+    think_time_s: float | None = option(
+        None, "--think-time", "Concurrency/sessions load: seconds a user waits after a reply; "
+        "by default 0 for concurrency, the trace's gaps between turns for sessions", ge=0,
+        allow_inf_nan=False, validate_default=True)
+    seed: int = option(0, "--load-seed", "Poisson load: seed of the gaps", ge=0)
 
     @field_validator("stages")
     @classmethod

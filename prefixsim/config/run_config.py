@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
-from prefixsim.config.flags import flag
+from prefixsim.config.flags import option
 from prefixsim.config.load import LoadConfig
 from prefixsim.config.section import Section
 from prefixsim.config.serving import (
@@ -51,45 +51,29 @@ from prefixsim.trace.lengths import check_prefix_model
 class TraceConfig(Section):
     """Which trace to replay and how to cut its prompts into pages."""
 
-    path: Path | None = Field(
-        None, description="trace file to replay",
-        json_schema_extra=flag("--trace", "Trace file to replay (trace.path)."))
-    format: str | None = Field(
-        None, description="trace format; auto-detected when null",
-        json_schema_extra=flag("--trace-format", "Trace format (trace.format); auto-detected by "
-                               "default.", choices=READERS.names()))
-    block_size: int | None = Field(
-        None, ge=1, le=MAX_TOKENS,
-        description="tokens per hash id (page); the format's default when null",
-        json_schema_extra=flag("--block-size", "Tokens per trace hash id (trace.block_size); "
-                               "512 for Mooncake."))
-    max_requests: int | None = Field(
-        None, ge=1, description="replay only the first N requests",
-        json_schema_extra=flag("--max-requests", "Replay only the first N requests."))
+    path: Path | None = option(None, "--trace", "Trace file to replay")
+    format: str | None = option(None, "--trace-format", "Trace format; auto-detected by default",
+                                choices=READERS.names())
+    block_size: int | None = option(
+        None, "--block-size", "Tokens per trace hash id (page); by default the format's own (512 "
+        "for Mooncake)", ge=1, le=MAX_TOKENS)
+    max_requests: int | None = option(None, "--max-requests", "Replay only the first N requests",
+                                      ge=1)
     time_window: tuple[float, float] | None = Field(
         None, description="replay only [start, end) of the trace's time span, as fractions "
         "0 <= start < end <= 1 (e.g. [0, 0.5]: the first half; a train/test split by time)",
     )
-    skip_bad_lines: bool = Field(
-        False, description="skip (and count) malformed trace records",
-        json_schema_extra=flag("--skip-bad-lines", "Skip malformed trace records and report how "
-                               "many (trace.skip_bad_lines)."))
-    prefix_model: str = Field(
-        "none", description="lengths-only traces: none, or synthetic shared:TOKENS",
-        json_schema_extra=flag("--prefix-model", "Lengths-only traces: none (default) or "
-                               "synthetic shared:TOKENS (trace.prefix_model)."))
-    session_rate_per_s: float = Field(
-        1.0 / 60.0, gt=0, le=1e6,
-        description="kv-cache-tester: Poisson rate of conversation starts (modelled)",
-        json_schema_extra=flag("--session-rate", "kv-cache-tester: conversations start as a "
-                               "Poisson process of this rate per second "
-                               "(trace.session_rate_per_s; 1/60)."))
-    seed: int = Field(
-        0, ge=0, description="seed of the workload's modelled randomness (conversation starts, "
-        "request-class shares); a sweep keeps it for every run so they see one workload",
-        json_schema_extra=flag("--trace-seed", "Seed of the workload's modelled randomness: "
-                               "conversation starts of kv-cache-tester folders, request-class "
-                               "shares (trace.seed; 0).", min=0))
+    skip_bad_lines: bool = option(False, "--skip-bad-lines",
+                                  "Skip malformed trace records and report how many")
+    prefix_model: str = option("none", "--prefix-model",
+                               "Lengths-only traces: none or synthetic shared:TOKENS")
+    session_rate_per_s: float = option(
+        1.0 / 60.0, "--session-rate", "kv-cache-tester: conversations start as a modelled "
+        "Poisson process of this rate per second", gt=0, le=1e6, shown_default="1/60")
+    seed: int = option(
+        0, "--trace-seed", "Seed of the workload's modelled randomness: conversation starts of "
+        "kv-cache-tester folders, request-class shares; a sweep keeps it for every run so they "
+        "see one workload", ge=0, min=0)
 
     @field_validator("format")
     @classmethod
@@ -170,36 +154,24 @@ def nested_repeat(pattern: str) -> bool:
 class PoolConfig(Section):
     """A KV pool shared by every replica (cache/pool.py; docs/cache-semantics.md R18)."""
 
-    capacity_tokens: int | None = Field(
-        None, ge=0, description="tokens the pool holds; null (or `unbounded`) = unbounded",
-        json_schema_extra=flag("--pool-tokens", "A KV pool shared by every replica, below HBM: "
-                               "its capacity in tokens or `unbounded` (cache.pool.capacity_"
-                               "tokens; docs/cache-semantics.md R18).", kind="text",
-                               parse="tokens_or_unbounded"))
-    policy: str = Field(
-        "lru", description="the pool's eviction policy (registry name)",
-        json_schema_extra=flag("--pool-policy", "The shared pool's eviction policy "
-                               "(cache.pool.policy; lru)."))
-    ttl_s: float | None = Field(
-        None, ge=0, allow_inf_nan=False, description="seconds an unused pool page stays",
-        json_schema_extra=flag("--pool-ttl", "Seconds an unused pool page stays "
-                               "(cache.pool.ttl_s); none by default."))
-    read_gb_s: float = Field(
-        25.0, gt=0, allow_inf_nan=False,
-        description="pool -> HBM bandwidth per GPU, GB/s (RDMA 200 Gb/s NIC)",
-        json_schema_extra=flag("--pool-bandwidth", "Each replica's link to the pool, GB/s per "
-                               "GPU, both directions (cache.pool.read_gb_s and write_gb_s; 25).",
-                               also=["cache.pool.write_gb_s"]))
+    capacity_tokens: int | None = option(
+        None, "--pool-tokens", "A KV pool shared by every replica, below HBM: its capacity in "
+        "tokens, or `unbounded` (the default); docs/cache-semantics.md R18", ge=0,
+        kind="text", parse="tokens_or_unbounded")
+    policy: str = option("lru", "--pool-policy",
+                         "The shared pool's eviction policy")
+    ttl_s: float | None = option(None, "--pool-ttl", "Seconds an unused pool page stays; none "
+                                 "by default", ge=0, allow_inf_nan=False)
+    read_gb_s: float = option(
+        25.0, "--pool-bandwidth", "Each replica's link to the pool (an RDMA 200 Gb/s "
+        "NIC), GB/s per GPU, both directions", gt=0, allow_inf_nan=False,
+        also=["cache.pool.write_gb_s"])
     write_gb_s: float = Field(
         25.0, gt=0, allow_inf_nan=False, description="HBM -> pool bandwidth per GPU, GB/s")
-    latency_s: float = Field(
-        0.0001, ge=0, allow_inf_nan=False, description="lookup + setup time per transfer",
-        json_schema_extra=flag("--pool-latency", "Seconds of latency per pool transfer "
-                               "(cache.pool.latency_s; 0.0001)."))
-    write_through: bool = Field(
-        False, description="write every prefilled page (true) or HBM's evictions (false)",
-        json_schema_extra=flag("--pool-write-through", "Write every prefilled page to the "
-                               "pool, not only HBM's evictions."))
+    latency_s: float = option(0.0001, "--pool-latency", "Seconds of latency (lookup + setup) "
+                              "per pool transfer", ge=0, allow_inf_nan=False)
+    write_through: bool = option(False, "--pool-write-through", "Write every prefilled page "
+                                 "to the pool, not only HBM's evictions")
 
     @field_validator("policy")
     @classmethod
@@ -215,69 +187,44 @@ class PoolConfig(Section):
 class CacheConfig(Section):
     """The prefix cache: eviction policy, capacity in tokens, TTL rule."""
 
-    policy: str = Field(
-        "lru", description="eviction policy (registry name)",
-        json_schema_extra=flag("--policy", "Eviction policy (cache.policy): "
-                               f"{', '.join(POLICIES.names())}."))
+    policy: str = option("lru", "--policy", f"Eviction policy: {', '.join(POLICIES.names())}")
     policy_params: dict[str, StrictFloat | StrictInt | StrictBool | str] = Field(
         default_factory=dict, description="the policy's own parameters, e.g. s3fifo's "
         "small_fraction (docs/cache-semantics.md, policies); none by default",
     )
-    capacity_tokens: int | None = Field(
-        None, ge=0, description="tokens the cache can hold; null = unbounded",
-        json_schema_extra=flag("--cache-tokens", "Cache capacity in tokens "
-                               "(cache.capacity_tokens); unbounded by default."))
-    ttl_s: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="seconds an unused page stays; null = no TTL",
-        json_schema_extra=flag("--ttl", "Seconds an unused page stays cached (cache.ttl_s); no "
-                               "TTL by default."))
-    ttl_mode: TTLMode = Field(
-        TTLMode.SLIDING, description="sliding (refresh on hit) or fixed",
-        json_schema_extra=flag("--ttl-mode", "sliding: a hit refreshes the TTL (default); "
-                               "fixed: from creation."))
-    mode: CacheMode = Field(
-        CacheMode.RADIX, description="radix: evict leaves only; block: any unlocked page (vLLM)",
-        json_schema_extra=flag("--cache-mode", "radix: evict leaves only (default); block: any "
-                               "unlocked page (cache.mode)."))
-    host_capacity_tokens: int | None = Field(
-        None, ge=0, description="host DRAM tier below HBM, in tokens; null = no host tier",
-        json_schema_extra=flag("--host-cache-tokens", "Host DRAM tier below HBM, in tokens "
-                               "(cache.host_capacity_tokens)."))
-    host_bandwidth_gb_s: float = Field(
-        50.0, gt=0, allow_inf_nan=False, description="HBM<->host link, GB/s per direction",
-        json_schema_extra=flag("--host-bandwidth", "HBM<->host link in GB/s per direction "
-                               "(cache.host_bandwidth_gb_s; 50)."))
-    disk_capacity_tokens: int | None = Field(
-        None, ge=0, description="disk tier below host DRAM, in tokens; null = no disk tier",
-        json_schema_extra=flag("--disk-cache-tokens", "Disk tier below host DRAM, in tokens "
-                               "(cache.disk_capacity_tokens)."))
-    disk_bandwidth_gb_s: float = Field(
-        5.0, gt=0, allow_inf_nan=False, description="disk->HBM load bandwidth, GB/s",
-        json_schema_extra=flag("--disk-bandwidth", "Disk load bandwidth in GB/s "
-                               "(cache.disk_bandwidth_gb_s; 5)."))
+    capacity_tokens: int | None = option(
+        None, "--cache-tokens", "Cache capacity in tokens; unbounded by default", ge=0)
+    ttl_s: float | None = option(None, "--ttl", "Seconds an unused page stays cached; no TTL by "
+                                 "default", gt=0, allow_inf_nan=False)
+    ttl_mode: TTLMode = option(TTLMode.SLIDING, "--ttl-mode",
+                               "sliding: a hit refreshes the TTL; fixed: from creation")
+    mode: CacheMode = option(CacheMode.RADIX, "--cache-mode",
+                             "radix: evict leaves only; block: any unlocked page, as vLLM")
+    host_capacity_tokens: int | None = option(
+        None, "--host-cache-tokens", "Host DRAM tier below HBM, in tokens; none by default",
+        ge=0)
+    host_bandwidth_gb_s: float = option(50.0, "--host-bandwidth", "HBM<->host link in GB/s per "
+                                        "direction", gt=0, allow_inf_nan=False)
+    disk_capacity_tokens: int | None = option(
+        None, "--disk-cache-tokens", "Disk tier below host DRAM, in tokens; none by default",
+        ge=0)
+    disk_bandwidth_gb_s: float = option(5.0, "--disk-bandwidth", "Disk load bandwidth in GB/s",
+                                        gt=0, allow_inf_nan=False)
     classes: list[RequestClassConfig] = Field(
         default_factory=list, description="request classes with their own TTL and priority"
     )
-    min_cacheable_tokens: int = Field(
-        0, ge=0, description="prompts shorter than this bypass the cache (API minimum)",
-        json_schema_extra=flag("--min-cacheable-tokens", "Prompts shorter than this bypass the "
-                               "cache (cache.min_cacheable_tokens)."))
+    min_cacheable_tokens: int = option(0, "--min-cacheable-tokens", "Prompts shorter than this "
+                                       "bypass the cache, as under an API's minimum", ge=0)
     prefix_caching: bool = Field(
         True, description="false: every request bypasses the cache, no hits (vLLM "
                           "--no-enable-prefix-caching)"
     )
-    tier_min_load_tokens: int = Field(
-        0, ge=0, description="lower-tier runs shorter than this are recomputed, not loaded",
-        json_schema_extra=flag("--tier-min-load-tokens", "Lower-tier runs shorter than this are "
-                               "recomputed, not loaded."))
-    bounds: bool = Field(
-        False, description="also replay belady (offline optimum) at the same capacity",
-        json_schema_extra=flag("--bounds", "Cache-only: also report belady's hit rate at the "
-                               "same capacity (cache.bounds)."))
-    pricing: str | None = Field(
-        None, description="price the run: anthropic, anthropic-haiku, openai or a YAML file",
-        json_schema_extra=flag("--pricing", "Price the run (cache.pricing): anthropic, "
-                               "anthropic-haiku, openai, FILE.yaml."))
+    tier_min_load_tokens: int = option(0, "--tier-min-load-tokens", "Lower-tier runs shorter "
+                                       "than this are recomputed, not loaded", ge=0)
+    bounds: bool = option(False, "--bounds", "Cache-only: also report belady's (offline "
+                          "optimum) hit rate at the same capacity")
+    pricing: str | None = option(None, "--pricing", "Price the run: anthropic, anthropic-haiku, "
+                                 "openai, FILE.yaml")
     pool: PoolConfig | None = Field(
         None, description="a KV pool shared by every replica, below HBM (null: none)")
 
@@ -308,11 +255,8 @@ class RunConfig(Section):
 
     trace: TraceConfig = TraceConfig()
     cache: CacheConfig = CacheConfig()
-    cache_only: bool = Field(
-        False, description="replay the cache alone, without timing",
-        json_schema_extra=flag("--cache-only", "Replay the cache alone "
-                               "(docs/cache-semantics.md Part A), no timing model.",
-                               section="run"))
+    cache_only: bool = option(False, "--cache-only", "Replay the cache alone "
+                              "(docs/cache-semantics.md Part A), no timing model", section="run")
     model: ModelConfig = ModelConfig()
     hardware: HardwareConfig = HardwareConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
