@@ -29,7 +29,7 @@ from pydantic import (
 from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
 from prefixsim.config.flags import option
 from prefixsim.config.load import LoadConfig
-from prefixsim.config.section import Section
+from prefixsim.config.section import Section, registered
 from prefixsim.config.serving import (
     CostModelConfig,
     EngineConfig,
@@ -75,10 +75,7 @@ class TraceConfig(Section):
         "kv-cache-tester folders, request-class shares; a sweep keeps it for every run so they "
         "see one workload", ge=0, min=0)
 
-    @field_validator("format")
-    @classmethod
-    def _known_format(cls, value: str | None) -> str | None:
-        return value if value is None else READERS.check(value)
+    _known_format = registered(READERS, "format")
 
     @field_validator("time_window")
     @classmethod
@@ -173,10 +170,7 @@ class PoolConfig(Section):
     write_through: bool = option(False, "--pool-write-through", "Write every prefilled page "
                                  "to the pool, not only HBM's evictions")
 
-    @field_validator("policy")
-    @classmethod
-    def _known_policy(cls, value: str) -> str:
-        return POLICIES.check(value)
+    _known_policy = registered(POLICIES, "policy")
 
     @field_validator("capacity_tokens", mode="before")
     @classmethod
@@ -228,10 +222,7 @@ class CacheConfig(Section):
     pool: PoolConfig | None = Field(
         None, description="a KV pool shared by every replica, below HBM (null: none)")
 
-    @field_validator("policy")
-    @classmethod
-    def _known_policy(cls, value: str) -> str:
-        return POLICIES.check(value)
+    _known_policy = registered(POLICIES, "policy")
 
     @model_validator(mode="after")
     def _pool_alone(self) -> CacheConfig:

@@ -4,6 +4,7 @@ Pydantic's lax mode would read `capacity_tokens: true` as 1 and `ttl_s: "300"` a
 section here takes a number only as a YAML/JSON number (an integral float for an integer
 field is still fine), so a boolean or a string where a number belongs is an error naming the
 key; a number where a boolean belongs likewise. Fields typed `str` take what pydantic takes.
+`registered` is the validator of a field that names a plug-in of a registry.
 See docs/architecture.md.
 """
 
@@ -14,6 +15,8 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+
+from prefixsim.registry import Registry
 
 
 def value_kinds(annotation: Any) -> set[type]:
@@ -47,6 +50,14 @@ class Section(BaseModel):
             if bool in kinds and not kinds & {int, float, str}:
                 raise ValueError(f"expected true or false, got {value!r}")
         return value
+
+
+def registered(registry: Registry, *fields: str) -> Any:
+    """A validator of `fields`: a name registered in `registry` (None passes); else the error
+    lists the valid names (docs/architecture.md: config checks plug-in names)."""
+    def check(cls: type, value: str | None) -> str | None:
+        return value if value is None else registry.check(value)
+    return field_validator(*fields)(check)
 
 
 def _number(kinds: set[type]) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from prefixsim.config.flags import option
-from prefixsim.config.section import Section
+from prefixsim.config.section import Section, registered
 from prefixsim.costmodel import COST_MODELS
 from prefixsim.presets import GPUS, MODELS
 from prefixsim.router import ROUTERS
@@ -84,10 +84,7 @@ class RouterConfig(Section):
         {}, "--router-param", "Router parameter, e.g. staleness_s=5; repeatable", kind="text",
         multiple=True, metavar="KEY=VALUE", parse="params")
 
-    @field_validator("name")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        return ROUTERS.check(value)
+    _known = registered(ROUTERS, "name")
 
 
 class CostModelConfig(Section):
@@ -107,10 +104,7 @@ class CostModelConfig(Section):
             return {**data, "name": "fitted"}
         return data
 
-    @field_validator("name")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        return COST_MODELS.check(value)
+    _known = registered(COST_MODELS, "name")
 
     @model_validator(mode="after")
     def _profile_matches_name(self) -> CostModelConfig:
