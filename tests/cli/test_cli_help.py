@@ -93,6 +93,20 @@ def test_flags_made_from_the_config_set_their_keys():
         "router.params": {"staleness_s": 5}, "cache.pool.capacity_tokens": 7}
 
 
+def test_config_flag_help_ends_with_its_keys_and_default():
+    """One text per field (config/flags.py option): the CLI appends the dotted keys and the
+    default, leaving out a default of None, False or empty."""
+    helps = {opt: param.help for param in app.commands["run"].params for opt in param.opts}
+    assert helps["--tp"] == "Tensor-parallel GPUs per replica (hardware.tp; 1)."
+    assert helps["--session-rate"].endswith("(trace.session_rate_per_s; 1/60).")
+    assert helps["--ttl-mode"].endswith("(cache.ttl_mode; sliding).")
+    assert helps["--pool-bandwidth"].endswith(
+        "(cache.pool.read_gb_s and cache.pool.write_gb_s; 25).")
+    assert helps["--trace"] == "Trace file to replay (trace.path)."
+    assert helps["--load-seed"].endswith("(load.seed; 0).")
+    assert helps["--router-param"].endswith("(router.params).")
+
+
 def test_printed_summary_keys_are_schema_keys():
     assert len(set(PRINTED_KEYS)) == len(PRINTED_KEYS) == 40
     assert set(PRINTED_KEYS) <= set(SUMMARY_KEYS)
