@@ -10,6 +10,15 @@ and chunked prefill on or off, vLLM's default token budget: 8192 with chunked pr
 without) and prints measured vs simulated per stage and the median |relative error| per
 metric. TPOT is derived as the README says: (mean E2E - mean TTFT) / (64 - 1), for both.
 
+Then, for every server whose sweep saturated (a stage that was not open-loop: achieved rate
+< 98% of requested, or failures), it compares the measured saturation throughput (the mean
+achieved rate of those stages) with the highest rate that the capacity search sustains
+(capacity/search.py's bracketing and bisection, no SLO, the kept-up rule of
+capacity/verdict.py; docs/load.md "Capacity"): each probe replays one stage at the probed
+rate. Target: within 10%. The simulated server's own steady completion rate at the
+saturated stages' rates is printed beside it, to tell the cost model's share of an error
+from the kept-up rule's margin.
+
 Defaults only: no per-stage or per-run fitting. `--cost-model` / `--param KEY=VALUE` /
 `--profile` compare other cost models; every extra `--compare NAME` adds a column set (a
 cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` parameters, e.g.
@@ -17,6 +26,7 @@ cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` paramet
 CPU table by the roofline's formula).
 
     .venv/bin/python bench/sim2real.py [VALIDATION_DIR] [--compare roofline-step] [--quiet]
+        [--tolerance 0.01]
 """
 
 from __future__ import annotations
@@ -25,12 +35,17 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import yaml
 
+from prefixsim.capacity import SearchResult, SearchSpace, find_threshold
+from prefixsim.capacity.knob import RATE_RANGE
+from prefixsim.capacity.verdict import judge
 from prefixsim.config import load_config
 from prefixsim.pipeline import simulate
 from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_prefix_requests
@@ -43,7 +58,11 @@ METRICS = ("mean_ttft", "median_ttft", "p99_ttft", "mean_tpot", "mean_e2el", "p9
            "throughput")
 TARGETS = {"mean_ttft": 0.15, "median_ttft": 0.15, "p99_ttft": 0.25, "mean_tpot": 0.10,
            "mean_e2el": 0.10}
+SATURATION_TARGET = 0.10  # |simulated sustainable / measured saturation rate - 1|
+SATURATION_TOLERANCE = 0.01  # the capacity search's final bracket (a probe takes ~1 s)
 SYSTEM_PROMPT_TOKENS = 129  # the config's 128 tokens plus the BOS token
+STAGE_S = 60.0  # seconds per stage
+WARM_S = 10.0  # seconds of a saturated stage left out of its simulated steady rate
 
 
 @dataclass(frozen=True)
@@ -119,13 +138,14 @@ def measured(stage: dict, output_tokens: int) -> dict[str, float]:
     }
 
 
-def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[str, float]:
+def replay(run: ServerRun, prompt_tokens: int, rate: float, cost: dict,
+           seed: int) -> pd.DataFrame:
+    """The simulated rows of one 60 s stage at `rate` req/s (after the warm-up probe), every
+    status, replayed with the server's limits."""
     wl = run.workload
-    prompt = round(stage["successes"]["prompt_len"]["mean"])
     spec = SharedPrefix(wl["num_groups"], wl["num_prompts_per_group"], SYSTEM_PROMPT_TOKENS,
-                        prompt - SYSTEM_PROMPT_TOKENS, wl["output_len"], 16)
-    rate = stage["load_summary"]["requested_rate"]
-    requests = shared_prefix_requests(spec, [Stage(rate, 60.0)], seed=seed + stage["stage"])
+                        prompt_tokens - SYSTEM_PROMPT_TOKENS, wl["output_len"], 16)
+    requests = shared_prefix_requests(spec, [Stage(rate, STAGE_S)], seed=seed)
     config = load_config(overrides={
         "model.name": run.model, "hardware.gpu": "h100-sxm",
         "hardware.memory_utilization": run.memory_utilization,
@@ -134,10 +154,16 @@ def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[st
         "scheduler.chunked_prefill": run.chunked_prefill,
         "cache.prefix_caching": run.prefix_caching,
         "engine.sample_interval_s": None, **cost})
-    result = simulate(config, requests)
-    frame = result.requests
-    done = frame[frame["session_id"].str.startswith("stage0/")
-                 & (frame["status"] == "completed")]
+    frame = simulate(config, requests).requests
+    return frame[frame["session_id"].str.startswith("stage0/")]
+
+
+def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[str, float]:
+    wl = run.workload
+    prompt = round(stage["successes"]["prompt_len"]["mean"])
+    rate = stage["load_summary"]["requested_rate"]
+    rows = replay(run, prompt, rate, cost, seed + stage["stage"])
+    done = rows[rows["status"] == "completed"]
     ttft, e2e = done["ttft_ms"].to_numpy(), done["e2el_ms"].to_numpy()
     span = done["finish_s"].max() - done["arrival_s"].min()
     return {
@@ -147,6 +173,79 @@ def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[st
         "mean_e2el": float(e2e.mean()), "p99_e2el": float(np.percentile(e2e, 99)),
         "throughput": len(done) / span if span > 0 else float("nan"),
     }
+
+
+def saturation_rate(run: ServerRun) -> float | None:
+    """Measured saturation throughput: the mean achieved rate of the saturated stages (those
+    that were not open-loop; None when the sweep never saturated)."""
+    rates = [s["load_summary"]["achieved_rate"] for s in run.stages if not open_loop(s)]
+    return statistics.mean(rates) if rates else None
+
+
+def sustainable_rate(run: ServerRun, cost: dict, tolerance: float) -> SearchResult:
+    """The capacity search's answer for the server (`prefixsim capacity --search rate`'s
+    bracketing and bisection, no SLO, its kept-up rule: docs/load.md "Capacity"): each probe
+    replays one stage at the probed rate, judged on that stage's rows."""
+    saturated = [s for s in run.stages if not open_loop(s)]
+    prompt = round(statistics.mean(s["successes"]["prompt_len"]["mean"] for s in saturated))
+    start = run.stages[0]["load_summary"]["requested_rate"]
+
+    def probe(rates: Sequence[float]) -> list[bool]:
+        return [kept_up(replay(run, prompt, rate, cost, seed=0)) for rate in rates]
+
+    space = SearchSpace(start=start, passes_below=True, lowest=start / RATE_RANGE,
+                        highest=start * RATE_RANGE, tolerance=tolerance)
+    return find_threshold(probe, space)
+
+
+def simulated_saturation(run: ServerRun, cost: dict) -> float:
+    """The simulated server's own saturation throughput, for comparison: at each saturated
+    stage's requested rate, completions per second from WARM_S after the stage's first
+    arrival to its last (steady state, as the client's achieved rate; no drain), averaged."""
+    rates = []
+    for stage in (s for s in run.stages if not open_loop(s)):
+        prompt = round(stage["successes"]["prompt_len"]["mean"])
+        rows = replay(run, prompt, stage["load_summary"]["requested_rate"], cost,
+                      seed=stage["stage"])
+        start, end = rows["arrival_s"].min() + WARM_S, rows["arrival_s"].max()
+        done = rows[(rows["status"] == "completed") & rows["finish_s"].between(start, end)]
+        rates.append(len(done) / (end - start))
+    return statistics.mean(rates)
+
+
+def kept_up(rows: pd.DataFrame) -> bool:
+    """The capacity verdict, without SLOs, on one stage's rows (its own counts and rate)."""
+    done = rows[rows["status"] == "completed"]
+    span = done["finish_s"].max() - rows["arrival_s"].min() if len(done) else 0.0
+    summary = {"num_requests": len(rows), "completed": len(done),
+               "request_throughput": len(done) / span if span > 0 else 0.0}
+    return judge(summary, rows, slos={}).passed
+
+
+def saturation_table(runs: list[ServerRun], labels: list[str], tolerance: float) -> None:
+    """Print measured saturation throughput against the capacity search, per server."""
+    print(f"\nsaturation throughput (req/s): measured = mean achieved rate of the saturated "
+          f"stages (achieved < 98% of requested, or failures); simulated = highest rate the "
+          f"capacity search (no SLO, kept up: docs/load.md) sustains, tolerance "
+          f"{tolerance:.0%}; target |error| <= {SATURATION_TARGET:.0%}; sim saturated = the "
+          f"simulated server's steady completion rate at the saturated stages' rates")
+    print(f"  {'server config':<34} {'cost model':>14} {'measured':>9} {'simulated':>9} "
+          f"{'error':>7}  {'target':<13} {'sim saturated':>13}")
+    for run in runs:
+        real = saturation_rate(run)
+        if real is None:
+            print(f"  {run.name:<34} {'':>14} {'-':>9}  (the sweep never saturated)")
+            continue
+        for label in labels:
+            found = sustainable_rate(run, cost_overrides(label), tolerance)
+            if found.good is None:
+                print(f"  {run.name:<34} {label:>14} {real:9.1f} {'-':>9}  (no rate passed)")
+                continue
+            err = found.good / real - 1
+            verdict = "met" if abs(err) <= SATURATION_TARGET else "MISSED"
+            own = simulated_saturation(run, cost_overrides(label))
+            print(f"  {run.name:<34} {label:>14} {real:9.1f} {found.good:9.1f} {err:+7.1%}  "
+                  f"{f'<= {SATURATION_TARGET:.0%} {verdict}':<13} {own:13.1f}")
 
 
 def cost_overrides(label: str) -> dict:
@@ -167,7 +266,9 @@ def main() -> int:
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--compare", action="append", default=[],
                         help="another cost model: NAME[?k=v&k=v] or profile:PATH[?k=v&k=v]")
-    parser.add_argument("--quiet", action="store_true", help="only the error summary")
+    parser.add_argument("--quiet", action="store_true", help="only the error summaries")
+    parser.add_argument("--tolerance", type=float, default=SATURATION_TOLERANCE,
+                        help="relative tolerance of the capacity search (default 1%%)")
     args = parser.parse_args()
     if not args.folder.is_dir():
         print(f"skipped: no validation data at {args.folder}")
@@ -208,6 +309,7 @@ def main() -> int:
                                               f"{'met' if med <= target else 'MISSED'}]")
             parts.append(f"{m} {med:.1%}{mark}")
         print(f"  {label:>14}: " + ", ".join(parts))
+    saturation_table(runs, labels, args.tolerance)
     return 0
 
 
