@@ -3,7 +3,10 @@
 A sweep folder has `sweep.parquet` (one row per run), `sweep.json` (name, swept keys, the
 command) and `runs/<run_id>/`; a run folder has `summary.json` and is read as a one-row
 table. Per-run `requests.parquet`, `timeseries.parquet` and `config.yaml` are read on demand
-and may be absent (then the plots or header lines needing them say so). A sweep killed
+and may be absent (then the plots or header lines needing them say so), and so is a run's
+whole summary.json (its `stages` list, docs/load.md). A capacity folder is a sweep folder
+with `capacity.parquet` (one row per probe) and `capacity.json` (the answer), read with it
+into `capacity`. A sweep killed
 before its first `sweep.parquet` is read from `sweep.json` and the finished run folders
 (their run.json and summary.json). Run ids read from a table must be plain names (no `/`,
 no `..`), and a run folder or `runs/` that is a symlink is refused, so a results folder from
@@ -26,6 +29,14 @@ from prefixsim.errors import InputError
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """A capacity folder's `capacity.parquet` (probes) and `capacity.json` (answer)."""
+
+    probes: pd.DataFrame
+    answer: dict
+
+
 @dataclass
 class ReportData:
     """One row per run in `table`; `swept` names the columns that vary by design."""
@@ -37,8 +48,10 @@ class ReportData:
     run_dirs: dict[str, Path]
     config_text: str = ""  # the sweep's spec.yaml or the run's config.yaml
     meta: dict = field(default_factory=dict)  # sweep.json (a sweep) or {} (a run)
+    capacity: Capacity | None = None  # a capacity folder's probes and answer
     _frames: dict[tuple[str, str], pd.DataFrame | None] = field(default_factory=dict)
     _configs: dict[str, dict | None] = field(default_factory=dict)
+    _summaries: dict[str, dict] = field(default_factory=dict)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -62,6 +75,13 @@ class ReportData:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
             self._configs[run_id] = loaded if isinstance(loaded, dict) else None
         return self._configs[run_id]
+
+    def summary(self, run_id: str) -> dict:
+        """The whole summary.json of one run (lists such as `stages` included), or {}."""
+        if run_id not in self._summaries:
+            path = self.run_dirs[run_id] / "summary.json"
+            self._summaries[run_id] = _read_json(path) if path.is_file() else {}
+        return self._summaries[run_id]
 
     def frames(self, name: str, limit: int | None = None) -> dict[str, pd.DataFrame]:
         """`name` frames of successful runs that have one (plan order, at most `limit`)."""
@@ -129,7 +149,8 @@ def load_report_data(path: str | Path) -> ReportData:
         kind = meta.get("kind", "sweep")  # a tune folder has the sweep layout
         return ReportData(title=f"prefixsim {kind}: {name}", kind="sweep", table=table,
                           swept=swept, run_dirs=run_dirs,
-                          config_text=_read_text(folder / "spec.yaml"), meta=meta)
+                          config_text=_read_text(folder / "spec.yaml"), meta=meta,
+                          capacity=_read_capacity(folder))
     if (folder / "summary.json").is_file():
         summary = _read_json(folder / "summary.json")
         scalars = {k: v for k, v in summary.items()
@@ -140,6 +161,13 @@ def load_report_data(path: str | Path) -> ReportData:
                           config_text=_read_text(folder / "config.yaml"))
     raise InputError("not a results folder (no sweep.parquet or summary.json)",
                      file=str(folder))
+
+
+def _read_capacity(folder: Path) -> Capacity | None:
+    probes, answer = folder / "capacity.parquet", folder / "capacity.json"
+    if not (probes.is_file() and answer.is_file()):
+        return None
+    return Capacity(pd.read_parquet(probes), _read_json(answer))
 
 
 def _read_json(path: Path) -> dict:

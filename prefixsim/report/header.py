@@ -1,7 +1,8 @@
 """The report's header: what the runs were run on, at a glance.
 
-Three short lists: the trace (name, format, requests, time span, distinct prefix tokens,
-unbounded hit rate), the hardware and model (mode, model, GPU, tensor parallelism,
+Three short lists: the trace (name, format, requests, how they were offered: the `load`
+section of config.yaml, docs/load.md, absent = the trace's own times; time span, distinct
+prefix tokens, unbounded hit rate), the hardware and model (mode, model, GPU, tensor parallelism,
 replicas, router, cost model and profile), and the runs (how many, what was swept, prices,
 the prefixsim version and the command). Values come from the summaries and, where a
 summary lacks them (cache-only runs record no GPU), from the runs' config.yaml; a value
@@ -59,6 +60,49 @@ class _Runs:
     def either(self, column: str, section: str, key: str) -> list[object]:
         return self.column(column) or self.config(section, key)
 
+    def loads(self) -> list[object]:
+        """Each run's load_text; trace loads at several rate scales (a capacity search's
+        probes) as one line giving the scales' range."""
+        loads = [c.get("load") if isinstance(c.get("load"), dict) else {} for c in self.configs]
+        texts = _values(load_text(load) for load in loads)
+        if len(texts) > 1 and all(load.get("type", "trace") == "trace" for load in loads):
+            return [_trace_text([load.get("rate_scale", 1.0) for load in loads])]
+        return texts
+
+
+def _span(values: list[object], unit: str) -> str:
+    """`4 req/s`, or `2-30 req/s` over stages."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float))]
+    if not numbers:
+        return ""
+    low, high = f"{min(numbers):g}", f"{max(numbers):g}"
+    return f"{low} {unit}" if low == high else f"{low}-{high} {unit}"
+
+
+def _trace_text(scales: list[object]) -> str:
+    scaled = _span(scales, "").strip()
+    return "trace (recorded times)" if scaled in ("", "1") else \
+        f"trace (recorded times, rate scaled by {scaled})"
+
+
+def load_text(load: object) -> str:
+    """How a run's requests were offered, from its config's `load` section (docs/load.md):
+    `trace (recorded times)`, `poisson 4 req/s`, `constant 2-30 req/s, 3 stages`,
+    `concurrency, 8 users`; no section is the trace load."""
+    load = load if isinstance(load, dict) else {}
+    kind = str(load.get("type") or "trace")
+    if kind == "trace":
+        return _trace_text([load.get("rate_scale", 1.0)])
+    stages = [s for s in load.get("stages") or [] if isinstance(s, dict)]
+    staged = f", {len(stages)} stages" if stages else ""
+    if kind in ("poisson", "constant"):
+        rates = [s.get("rate") for s in stages] or [load.get("rate")]
+        return f"{kind} {_span(rates, 'req/s')}".rstrip() + staged
+    users = _span([s.get("users") for s in stages] or [load.get("users")], "users")
+    think = load.get("think_time_s")
+    think = f", think {seconds(think)}" if isinstance(think, (int, float)) else ""
+    return f"{kind}, {users or 'all sessions'}{staged}{think}"
+
 
 def _unbounded(runs: _Runs) -> str:
     table = runs.table
@@ -81,6 +125,7 @@ def trace_section(runs: _Runs) -> Section:
             ("page size", _one_or_many(runs.config("trace", "block_size"),
                                        lambda v: f"{integer(v)} tokens")),
             ("requests", _one_or_many(runs.column("num_requests"), integer)),
+            ("load", _one_or_many(runs.loads()) if runs.configs else "-"),
             ("time span", _one_or_many(runs.column("trace_span_s"), duration)),
             ("distinct prefix tokens", _one_or_many(runs.column("trace_distinct_prefix_tokens"),
                                                     integer)),

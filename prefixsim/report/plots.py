@@ -5,7 +5,8 @@ it lacks (cache-only runs have no latencies, a single run has no capacity axis, 
 expired a page, ...), so that the report lists it as skipped instead of drawing an empty
 panel. Columns are found by name, so summary keys and request or timeseries columns added
 later are picked up without changes here. Plots drawn per run (over time, per request, per
-run bars) live in plots_time.py, plots_requests.py and plots_runs.py.
+run bars) live in plots_time.py, plots_requests.py and plots_runs.py; latency against load
+(per stage of a staged load, per probe of a capacity search) in plots_load.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from prefixsim.report.figures import (
     varying,
     xy_figure,
 )
+from prefixsim.report.plots_load import latency_vs_load
 from prefixsim.report.plots_requests import (
     latency_ecdfs,
     session_hit_rates,
@@ -145,6 +147,7 @@ PLOTS: tuple[tuple[str, Callable[[ReportData], Figure]], ...] = (
     ("policy_zoo", policy_zoo),
     ("hit_rate_vs_ttl", hit_rate_vs_ttl),
     ("p99_ttft_vs_capacity", p99_ttft_vs_capacity),
+    ("latency_vs_load", latency_vs_load),
     ("idle_ages", idle_ages),
     ("session_hit_rates", session_hit_rates),
     ("session_idle_gaps", session_idle_gaps),

@@ -105,7 +105,7 @@ def test_policy_zoo_shows_the_sweep_values_and_the_regret(demo_sweep):
 
 def _fake_sweep(root):
     """A sweep folder with the columns other components add (timing, tiers, cost, a
-    shared pool and disaggregated serving)."""
+    shared pool and disaggregated serving, load stages)."""
     rng = np.random.default_rng(0)
     rows, runs = [], root / "runs"
     points = [(p, c, None) for p in ("lru", "belady") for c in (1000, 4000, None)]
@@ -124,6 +124,10 @@ def _fake_sweep(root):
         pd.DataFrame({"time_s": np.arange(10.0), "cached_tokens": np.arange(10) * 10,
                       "evictions": np.arange(10), "expirations": np.arange(10) // 3}
                      ).to_parquet(runs / run_id / "timeseries.parquet")
+        stages = [{"stage": k, "rate": rate, "duration_s": 10.0, "request_throughput": rate,
+                   "p50_ttft_ms": 40.0 * rate, "p99_ttft_ms": 90.0 * rate,
+                   "p50_tpot_ms": 8.0, "p99_tpot_ms": 9.0} for k, rate in enumerate((1.0, 2.0))]
+        (runs / run_id / "summary.json").write_text(json.dumps({"stages": stages}))
         rows.append({"run_id": run_id, "status": "ok", "error": None, "cache_policy": policy,
                      "cache_capacity_tokens": capacity, "cache_ttl_s": ttl,
                      "cache_token_hit_rate": 0.1 * i + (0 if capacity else 0.5),

@@ -1,0 +1,156 @@
+"""Latency against load: TTFT and TPOT (p50 and p99, ms) against the offered and the achieved
+request rate (requests/s), per stage of a staged load or per probe of a capacity search
+(docs/load.md).
+
+`latency_load_figure` draws it from a table with one row per point: a 2x2 grid (rows TTFT
+and TPOT, columns one x axis each), one curve per `curve` value (colours tell curves apart,
+line and marker the statistic), failed points hollow, SLOs as dashed horizontal lines and
+an answer as a dotted vertical one; it is also what capacity/plot.py draws `capacity.png`
+with. `latency_vs_load` is the report's plot: a capacity folder's probes with its SLOs and
+answer, else the stages of every staged run. A stage's offered rate is its `rate` (open
+loops) or, for a closed loop's users, its requests over its duration; its achieved rate is
+its `request_throughput`. Labels are plain text and linear axes (no math text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from prefixsim.report.data import ReportData
+from prefixsim.report.figures import MAX_RUNS_PER_PANEL, PlotSkipped, new_figure, tag
+
+LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"))
+STATS = (("p50", "o", "--"), ("p99", "s", "-"))  # statistic, marker, line style
+OFFERED = ("offered_rate", "offered rate (requests/s)")
+ACHIEVED = ("achieved_rate", "achieved rate (requests/s)")
+CURVE = "curve"  # the column naming each point's curve (absent: one curve)
+PLOTTED_KEYS = tuple(f"{stat}_{name}_ms" for name, _ in LATENCIES for stat, _, _ in STATS)
+
+
+def latency_load_figure(points: pd.DataFrame,
+                        x_axes: Sequence[tuple[str, str]] = (OFFERED, ACHIEVED), *,
+                        slos: Mapping[str, float] | None = None,
+                        answer: Mapping[str, Any] | None = None, title: str = "") -> Figure:
+    """The grid described in the module docstring. `points` holds the x columns, the
+    `{p50,p99}_{ttft,tpot}_ms` it has, and optionally `passed` (False: hollow) and `curve`;
+    `answer` is the marked point's row (its x values); `x_axes` are (column, label) pairs."""
+    curves = list(points[CURVE].unique()) if CURVE in points else [None]
+    fig, axes = new_figure(ncols=len(x_axes), nrows=len(LATENCIES), width=5.5, height=3.8)
+    for row, (name, shown) in enumerate(LATENCIES):
+        for col, (x, x_label) in enumerate(x_axes):
+            ax = axes[row * len(x_axes) + col]
+            for number, curve in enumerate(curves):
+                part = points if curve is None else points[points[CURVE] == curve]
+                _draw_curve(ax, part.sort_values(x_axes[0][0]), x, name, shown,
+                            None if curve is None else (f"C{number % 10}", str(curve)))
+            for key, limit in (slos or {}).items():
+                if key.endswith(f"_{name}_ms"):
+                    ax.axhline(limit, color="black", linestyle="--", linewidth=1,
+                               label=f"SLO {key} = {limit:g} ms")
+            if answer is not None and pd.notna(answer.get(x)):
+                ax.axvline(float(answer[x]), color="grey", linestyle=":", label="answer (knee)")
+            ax.set_xlabel(x_label)
+            ax.set_ylabel(f"{shown} (ms)")
+            ax.set_title(f"{shown} vs {x_label.split(' (')[0]}", fontsize=10)
+            ax.grid(True, alpha=0.3)
+            _legend(ax, len(curves) > 1)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,
+                curve: tuple[str, str] | None) -> None:
+    """One curve's p50 and p99 on one panel; `curve` is (colour, label) among several."""
+    for stat, marker, style in STATS:
+        key = f"{stat}_{name}_ms"
+        if key not in part or part[key].isna().all():
+            continue
+        colour = None if curve is None else curve[0]
+        named = curve is not None and stat == "p99"  # a curve's colour, named once
+        line = ax.plot(part[x], part[key], linestyle=style, alpha=0.5, color=colour,
+                       label=curve[1] if named else None)[0]
+        label = f"{shown} {stat}" if curve is None else None
+        passed = part["passed"].astype(bool) if "passed" in part else pd.Series(True, part.index)
+        for ok, face in ((True, line.get_color()), (False, "none")):
+            chosen = part[passed == ok]
+            if len(chosen):
+                ax.scatter(chosen[x], chosen[key], marker=marker, facecolors=face,
+                           edgecolors=line.get_color(), label=label if ok else None)
+
+
+def _legend(ax, several: bool) -> None:
+    """Several curves: their colours plus one entry per statistic's style, right of the
+    panel; one curve: inside it."""
+    handles, labels = ax.get_legend_handles_labels()
+    if several:
+        for stat, marker, style in STATS:
+            handles.append(Line2D([], [], color="black", marker=marker, linestyle=style))
+            labels.append(stat)
+        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  frameon=False)
+    else:
+        ax.legend(handles, labels, fontsize=7)
+
+
+def stage_points(data: ReportData) -> tuple[pd.DataFrame, list[str]]:
+    """One row per stage of every successful staged run (module docstring), and those runs."""
+    rows, runs = [], []
+    for run_id in data.ok["run_id"]:
+        stages = data.summary(run_id).get("stages")
+        if not isinstance(stages, list) or not stages:
+            continue
+        runs.append(run_id)
+        for stage in stages:
+            if not isinstance(stage, dict):
+                continue
+            rate = stage.get("rate")
+            if rate is None and stage.get("duration_s"):
+                rate = (stage.get("num_requests") or 0) / stage["duration_s"]
+            rows.append({CURVE: data.label(run_id), "offered_rate": rate,
+                         "achieved_rate": stage.get("request_throughput"),
+                         **{k: stage.get(k) for k in PLOTTED_KEYS}})
+    return pd.DataFrame(rows), runs
+
+
+def latency_vs_load(data: ReportData) -> Figure:
+    """Latency against load: TTFT and TPOT (p50 dashed with circles, p99 solid with squares)
+    against the offered and the achieved request rate, per probe of a capacity search (its
+    SLOs dashed, its answer dotted, failed probes hollow) or per stage of each staged run
+    (a closed loop's offered rate is its stage's requests over the stage's duration)."""
+    if data.capacity is not None:
+        probes, answer = data.capacity.probes, data.capacity.answer
+        if probes.empty:
+            raise PlotSkipped("the capacity search ran no probe")
+        return tag(capacity_figure(probes, answer), None)
+    points, runs = stage_points(data)
+    if points.empty:
+        raise PlotSkipped("no run has load stages (load.stages) and this is not a "
+                          "capacity folder")
+    if points[list(PLOTTED_KEYS)].isna().all().all():
+        raise PlotSkipped("the staged runs have no latencies (cache-only runs have no timing)")
+    shown = runs[:MAX_RUNS_PER_PANEL]
+    kept = points[points[CURVE].isin({data.label(r) for r in shown})]
+    if len(runs) == 1:
+        kept = kept.drop(columns=CURVE)
+    left = runs[MAX_RUNS_PER_PANEL:]
+    note = f"Not drawn (one colour per run, at most {MAX_RUNS_PER_PANEL}): " \
+        f"{', '.join(left)}." if left else ""
+    return tag(latency_load_figure(kept, title="Latency against load, per stage"), shown, note)
+
+
+def capacity_figure(probes: pd.DataFrame, answer: Mapping[str, Any]) -> Figure:
+    """A capacity search's probes (capacity.parquet) and answer (capacity.json): a replicas
+    search plots against the replicas instead of the offered rate, which it does not change."""
+    replicas = answer.get("search") == "replicas"
+    x_axes = (("config_value", "replicas (count)") if replicas else OFFERED, ACHIEVED)
+    knee = probes[probes["run_id"] == answer.get("answer_run_id")]
+    return latency_load_figure(
+        probes, x_axes, slos=answer.get("slos") or {},
+        answer=None if knee.empty else knee.iloc[0].to_dict(),
+        title=f"Capacity search: {answer.get('search')} (hollow: failed probes)")

@@ -1,0 +1,195 @@
+"""The report on loads (docs/load.md): latency against load per stage of a staged run, per
+probe of a capacity folder, and the header's line saying how the requests were offered.
+Folders are written by hand so that every drawn point is a known answer."""
+
+import json
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+import yaml
+from matplotlib.text import Text
+
+from prefixsim.capacity.plot import capacity_png
+from prefixsim.report import PlotSkipped, build_report, load_report_data
+from prefixsim.report.figures import plain_text
+from prefixsim.report.header import header_sections, load_text
+from prefixsim.report.plots_load import latency_vs_load
+
+STAGED = {"type": "poisson", "stages": [{"rate": r, "users": None, "duration_s": 20.0}
+                                        for r in (2.0, 8.0, 30.0)]}
+
+
+def _stage(index, rate=None, users=None, requests=40, throughput=1.0, ttft=50.0):
+    return {"stage": index, "rate": rate, "users": users, "duration_s": 20.0,
+            "num_requests": requests, "request_throughput": throughput,
+            "p50_ttft_ms": ttft, "p99_ttft_ms": 3 * ttft, "p50_tpot_ms": 8.0,
+            "p99_tpot_ms": 12.0}
+
+
+def _run(folder, stages=None, load=None, mode="timed"):
+    folder.mkdir(parents=True)
+    summary = {"mode": mode, "num_requests": 120, "p99_ttft_ms": 100.0}
+    if stages is not None:
+        summary["stages"] = stages
+    (folder / "summary.json").write_text(json.dumps(summary))
+    config = {"trace": {"path": "demo_chat.jsonl"}} | ({"load": load} if load else {})
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def _staged_stages():
+    return [_stage(i, rate=r, throughput=t, ttft=f)
+            for i, (r, t, f) in enumerate([(2.0, 1.8, 40.0), (8.0, 7.5, 60.0), (30.0, 9.0, 900.0)])]
+
+
+def _sweep(root, runs, swept=(), capacity=None):
+    """A sweep folder of `runs` ({run_id: (stages, load, extra columns)})."""
+    rows = []
+    for run_id, (stages, load, extra) in runs.items():
+        _run(root / "runs" / run_id, stages, load)
+        rows.append({"run_id": run_id, "status": "ok", **extra})
+    pd.DataFrame(rows).to_parquet(root / "sweep.parquet")
+    (root / "sweep.json").write_text(json.dumps({"name": "loads", "swept_columns": list(swept),
+                                                 "run_ids": list(runs)}))
+    if capacity is not None:
+        capacity[0].to_parquet(root / "capacity.parquet")
+        (root / "capacity.json").write_text(json.dumps(capacity[1]))
+    return root
+
+
+def check_drawn_text(fig):
+    """Every text drawn lies inside the figure, none is math text, every axis has a unit."""
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    hidden = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+              for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+              if not _inside(tick.get_loc(), axis.get_view_interval())
+              for label in (tick.label1, tick.label2)}  # ticks beyond the limits: not drawn
+    texts = [t for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text() and id(t) not in hidden]
+    assert texts
+    for text in texts:
+        assert "$" not in text.get_text() and "\\mathdefault" not in text.get_text(), text
+        extent = text.get_window_extent(renderer)
+        assert box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1, text.get_text()
+        assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1, text.get_text()
+    for ax in fig.axes:
+        assert ax.get_xlabel().endswith(")") and "(" in ax.get_xlabel()
+        assert ax.get_ylabel().endswith("(ms)")
+        assert ax.get_legend() is not None
+
+
+def _inside(value, interval):
+    low, high = sorted(interval)
+    return low - 1e-9 * abs(high - low) <= value <= high + 1e-9 * abs(high - low)
+
+
+def _draw(data):
+    with plain_text():
+        fig = latency_vs_load(data)
+        check_drawn_text(fig)
+    return fig
+
+
+def _points(ax, label):
+    """(x, y) of the filled points labelled `label`."""
+    for collection in ax.collections:
+        if collection.get_label() == label:
+            return [tuple(p) for p in collection.get_offsets().tolist()]
+    raise AssertionError(f"no points labelled {label}")
+
+
+def test_a_staged_run_draws_each_stage_against_offered_and_achieved_rate(tmp_path):
+    """Offered = each stage's rate (2, 8, 30 req/s); achieved = its request_throughput."""
+    data = load_report_data(_run(tmp_path / "run", _staged_stages(), STAGED))
+    fig = _draw(data)
+    ttft_offered, ttft_achieved, tpot_offered, _ = fig.axes
+    assert _points(ttft_offered, "TTFT p99") == [(2.0, 120.0), (8.0, 180.0), (30.0, 2700.0)]
+    assert _points(ttft_achieved, "TTFT p50") == [(1.8, 40.0), (7.5, 60.0), (9.0, 900.0)]
+    assert _points(tpot_offered, "TPOT p50") == [(2.0, 8.0), (8.0, 8.0), (30.0, 8.0)]
+    assert ttft_offered.get_xlabel() == "offered rate (requests/s)"
+    assert fig.prefixsim_runs == ["run"]
+
+
+def test_a_closed_loop_stage_offers_its_requests_over_its_duration(tmp_path):
+    """Users stages have no rate: 40 requests in 20 s offer 2 req/s, 100 in 20 s 5 req/s."""
+    stages = [_stage(0, users=2, requests=40), _stage(1, users=8, requests=100)]
+    load = {"type": "concurrency", "stages": [{"users": 2, "duration_s": 20.0},
+                                              {"users": 8, "duration_s": 20.0}]}
+    data = load_report_data(_run(tmp_path / "run", stages, load))
+    assert [x for x, _ in _points(_draw(data).axes[0], "TTFT p50")] == [2.0, 5.0]
+    loads = dict(header_sections(data)[0][1])["load"]
+    assert loads == "concurrency, 2-8 users, 2 stages"
+
+
+def test_staged_runs_of_a_sweep_are_one_colour_each_named_in_a_legend(tmp_path):
+    runs = {f"r{n}": (_staged_stages(), STAGED, {"cache_policy": p})
+            for n, p in enumerate(["lru", "s3fifo", "fifo"])}
+    data = load_report_data(_sweep(tmp_path / "sweep", runs, swept=["cache_policy"]))
+    fig = _draw(data)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["policy=lru", "policy=s3fifo", "policy=fifo", "p50", "p99"]
+    assert fig.prefixsim_runs == ["r0", "r1", "r2"]
+
+
+def test_a_capacity_folder_draws_its_probes_slos_and_answer(tmp_path):
+    probes = pd.DataFrame({
+        "probe": [0, 1, 2], "value": [1.0, 2.0, 4.0], "config_value": [1.0, 2.0, 4.0],
+        "offered_rate": [1.0, 2.0, 4.0], "achieved_rate": [0.9, 1.8, 2.5],
+        "passed": [True, True, False], "run_id": ["p0", "p1", "p2"],
+        "p50_ttft_ms": [40.0, 50.0, 400.0], "p99_ttft_ms": [90.0, 150.0, 900.0],
+        "p50_tpot_ms": [8.0, 9.0, 15.0], "p99_tpot_ms": [9.0, 10.0, 20.0]})
+    answer = {"search": "rate", "answer_run_id": "p1", "slos": {"p99_ttft_ms": 200.0}}
+    runs = {r: (None, {"type": "trace", "rate_scale": s}, {})
+            for r, s in zip(probes["run_id"], probes["value"], strict=True)}
+    data = load_report_data(_sweep(tmp_path / "cap", runs, ["load_rate_scale"],
+                                   (probes, answer)))
+    fig = _draw(data)
+    ttft = fig.axes[0]
+    assert _points(ttft, "TTFT p99") == [(1.0, 90.0), (2.0, 150.0)]  # the failed one hollow
+    slo = [line for line in ttft.get_lines() if line.get_label().startswith("SLO")]
+    assert slo and slo[0].get_ydata()[0] == 200.0
+    knee = [line for line in ttft.get_lines() if line.get_label() == "answer (knee)"]
+    assert knee[0].get_xdata()[0] == 2.0
+    assert not any(line.get_label().startswith("SLO") for line in fig.axes[2].get_lines())
+    assert fig.prefixsim_runs is None
+    assert dict(header_sections(data)[0][1])["load"] == \
+        "trace (recorded times, rate scaled by 1-4)"
+    assert capacity_png(probes, answer).startswith(b"\x89PNG")
+
+
+def test_the_report_page_names_the_load_and_draws_the_figure(tmp_path):
+    built = build_report(load_report_data(_run(tmp_path / "run", _staged_stages(), STAGED)))
+    assert "latency_vs_load" in built.pngs
+    assert "<dt>load</dt><dd>poisson 2-30 req/s, 3 stages</dd>" in built.html
+
+
+@pytest.mark.parametrize(("stages", "mode", "reason"), [
+    (None, "timed", "no run has load stages"),
+    ([{"stage": 0, "rate": 2.0, "duration_s": 20.0, "num_requests": 5}], "cache_only",
+     "no latencies"),
+])
+def test_runs_without_stages_or_latencies_skip_it_with_the_reason(tmp_path, stages, mode,
+                                                                   reason):
+    data = load_report_data(_run(tmp_path / "run", stages, None, mode))
+    with pytest.raises(PlotSkipped, match=reason):
+        latency_vs_load(data)
+    plt.close("all")
+
+
+@pytest.mark.parametrize(("load", "text"), [
+    (None, "trace (recorded times)"),
+    ({"type": "trace", "rate_scale": 1.0}, "trace (recorded times)"),
+    ({"type": "trace", "rate_scale": 2.5}, "trace (recorded times, rate scaled by 2.5)"),
+    ({"type": "poisson", "rate": 4.0}, "poisson 4 req/s"),
+    (STAGED, "poisson 2-30 req/s, 3 stages"),
+    ({"type": "constant", "rate": 0.5}, "constant 0.5 req/s"),
+    ({"type": "concurrency", "users": 8}, "concurrency, 8 users"),
+    ({"type": "concurrency", "users": 8, "think_time_s": 2.0}, "concurrency, 8 users, think 2 s"),
+    ({"type": "sessions", "users": None}, "sessions, all sessions"),
+])
+def test_the_header_says_how_requests_were_offered(load, text):
+    assert load_text(load) == text
