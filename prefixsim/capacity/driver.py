@@ -28,6 +28,7 @@ from prefixsim.capacity.search import SearchResult, find_threshold
 from prefixsim.capacity.verdict import Verdict, judge
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
+from prefixsim.report.plots_load import PLOTTED_KEYS
 from prefixsim.sweep import OK, RunOutcome, run_point
 from prefixsim.sweep.executors import LOCAL_WORKERS, ExecutorOptions, default_jobs
 from prefixsim.sweep.spec import SweepPoint, make_point
@@ -43,7 +44,6 @@ from prefixsim.sweep.worker import FAILED
 MAX_WIDTH = 8  # probes per round at most, however many workers there are
 PROBE_COLUMNS = ("probe", "round", "knob", "value", "config_value", "offered_rate",
                  "achieved_rate", "passed", "reasons", "run_id")
-PLOTTED_KEYS = ("p50_ttft_ms", "p99_ttft_ms", "p50_tpot_ms", "p99_tpot_ms")  # plot.py
 
 
 @dataclass(frozen=True)

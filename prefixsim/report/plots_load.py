@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import MAX_RUNS_PER_PANEL, PlotSkipped, new_figure, tag
@@ -55,6 +56,8 @@ def latency_load_figure(points: pd.DataFrame,
             if answer is not None and pd.notna(answer.get(x)):
                 ax.axvline(float(answer[x]), color="grey", linestyle=":", label="answer (knee)")
             ax.set_xlabel(x_label)
+            if "(count)" in x_label:  # replicas: whole numbers only
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylabel(f"{shown} (ms)")
             ax.set_title(f"{shown} vs {x_label.split(' (')[0]}", fontsize=10)
             ax.grid(True, alpha=0.3)
