@@ -26,8 +26,8 @@ Settings (defaults only: nothing is fitted):
   16-token blocks. The tester's unlogged warm-up (every prompt once at 16 users before
   period 1) is left out: the simulated cache starts cold. The tester picked prompts
   unseeded, so the exact sequence is unknown; this is one draw of the same process.
-  Requests drawn from the last period's working set are appended (half as many again), so a
-  faster simulated server does not run out of requests before the last stage ends.
+  Requests drawn from the last period's working set are appended (three times as many), so
+  a faster simulated server does not run out of requests before the last stage ends.
 - Pacing: a `concurrency` load with one `{users, duration_s}` stage per logged period
   (sustained_periods_*.csv: its `concurrency_level` and its logged duration, about 30-34 s),
   no think time. A simulated period is the stage its requests were released in; its mean
@@ -36,8 +36,8 @@ Settings (defaults only: nothing is fitted):
   slower than the real one reaches a period with requests drawn for a neighbouring period.
 - "Fits": the period's working set (tokens) is at most the HBM KV pool of the GPU assumed.
 - First, isolated requests: a miss (the whole context) and a hit (96 % cached) on an idle
-  server, against the two groups of the logged concurrency-1 TTFTs (split at their
-  midpoint), which shows how much of the error is the step time of one request.
+  server, against the logged concurrency-1 TTFTs (`isolated_measured`), which shows how
+  much of the error is the step time of one request.
 
     .venv/bin/python bench/kv_cache_tester.py [RESULTS_DIR] [--run NAME] [--gpu h200]
 """
@@ -66,7 +66,7 @@ MODEL = "qwen3-coder-30b-a3b"
 GPUS = ("h100-sxm", "h200")
 TP = 4
 PAGE = 256  # the tester's chunk size
-PAD_SHARE = 0.5
+PAD_SHARE = 3.0
 PROMPT_ID_SPACE = 1 << 32  # page ids of prompt p: (p + 1) * PROMPT_ID_SPACE + page
 TARGET = 0.30
 
@@ -166,12 +166,15 @@ def isolated_simulated(context: int, gpu: str) -> tuple[float, float]:
 
 
 def isolated_measured(run: WorkingSetRun) -> tuple[float, float]:
-    """Median TTFT (s) of the slow (miss) and fast (hit) groups at concurrency 1."""
-    ttft = run.requests.loc[run.requests["concurrency_level"] == 1, "ttft"].to_numpy()
-    if len(ttft) == 0:
+    """Median TTFT (s) of a miss and of an HBM hit at concurrency 1: hits are the TTFTs
+    within 1.5x the run's fastest; misses are those above 3x it in the first period (its
+    working set fits every cache, so nothing there comes from an offload tier)."""
+    rows = run.requests[run.requests["concurrency_level"] == 1]
+    if rows.empty:
         return math.nan, math.nan
-    cut = (ttft.min() + ttft.max()) / 2
-    slow, fast = ttft[ttft > cut], ttft[ttft <= cut]
+    ttft, fastest = rows["ttft"].to_numpy(), rows["ttft"].min()
+    first = rows.loc[rows["launch_time"] < run.periods["end_time"].iloc[0], "ttft"].to_numpy()
+    slow, fast = first[first > 3 * fastest], ttft[ttft <= 1.5 * fastest]
     return (float(np.median(slow)) if len(slow) else math.nan,
             float(np.median(fast)) if len(fast) else math.nan)
 
@@ -222,8 +225,8 @@ def main() -> int:
     print("isolated requests (idle server): TTFT s of a miss / a hit (96 % cached)")
     for context in sorted({run.context for run in runs}):
         real = [isolated_measured(run) for run in runs if run.context == context]
-        cells = [f"measured {statistics.median(m for m, _ in real):.2f} / "
-                 f"{statistics.median(h for _, h in real):.2f}"]
+        cells = [f"measured {np.nanmedian([m for m, _ in real]):.2f} / "
+                 f"{np.nanmedian([h for _, h in real]):.2f}"]
         for gpu in gpus:
             miss, hit = isolated_simulated(context, gpu)
             cells.append(f"{gpu} {miss:.2f} / {hit:.2f}")
