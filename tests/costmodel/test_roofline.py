@@ -60,6 +60,19 @@ def test_prefill_attention_counts_padded_rows_and_causal_factor():
     assert ops.prefill_attention_s(10, 100) == pytest.approx(4.6071e-3, rel=1e-4)
 
 
+def test_cached_prefix_costs_its_attention_alone():
+    """docs/cost-models.md "What a cached prefix still costs": 10 new tokens after 100 cached
+    against the same 10 uncached differ only in attention (GEMMs, KV write, LM head and CPU
+    see the 10 new tokens alone). Uncached: flop 4*4*16*64*(1.2*10) = 196,608 -> 0.44684 ms;
+    bytes 2,560 + 10*64*2 = 3,840 -> 0.45176 ms; p = 2 -> 0.63542 ms. Cached: 4.6071 ms
+    (above). 2 layers x (4.6071 - 0.63542) = 7.9434 ms."""
+    model = Roofline(TINY, SLOW)
+    cached = model.step_time_s(StepBatch((PrefillChunk(10, 100),)))
+    uncached = model.step_time_s(StepBatch((PrefillChunk(10, 0),)))
+    assert model.ops.prefill_attention_s(10, 0) == pytest.approx(0.63542e-3, rel=1e-4)
+    assert cached - uncached == pytest.approx(7.9434e-3, rel=1e-4)
+
+
 def test_decode_attention_is_memory_bound_with_floors():
     """3 sequences with contexts 100, 200, 300 on one layer: KV 600 tokens * 64 values * 2 B
     = 76,800 B, queries/outputs 3 * 2*4*16*2 = 768 B, at 1e7 * 0.85 B/s = 9.0259 ms; + 3 x
