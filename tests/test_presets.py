@@ -21,6 +21,9 @@ KV_BF16 = {
     "mixtral-8x7b": 131_072, "deepseek-v3": 70_272,
     # not in the reference table: 2 x layers x kv_heads x 128 x 2 bytes, worked by hand
     "llama-2-7b": 524_288, "llama-2-70b": 327_680, "codellama-34b": 196_608,
+    # config.json presets: 2 x layers keeping per-token KV (window ones too) x kv_heads x
+    # head_dim x 2 bytes: 2*48*4*128*2, 2*36*8*64*2, 2*62*16*128*2
+    "qwen3-coder-30b-a3b": 98_304, "gpt-oss-120b": 73_728, "gemma-3-27b": 507_904,
 }
 
 

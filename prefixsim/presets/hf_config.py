@@ -1,0 +1,181 @@
+"""A `ModelSpec` from a Hugging Face `config.json` on disk (no hub access): dense, MoE
+(Qwen3-MoE, Mixtral, gpt-oss, DeepSeek), MLA, sliding-window (Gemma 3, gpt-oss, Mistral) and
+hybrid models (attention mixed with linear-attention or Mamba layers); docs/cost-models.md
+"Models from a config.json".
+
+Keys read (a multimodal config's `text_config` overrides the top level): hidden_size,
+num_hidden_layers, num_attention_heads, num_key_value_heads (default: the attention heads),
+head_dim (default hidden / heads), intermediate_size, vocab_size, tie_word_embeddings
+(default true, as in transformers); MoE: num_experts / num_local_experts / n_routed_experts,
+num_experts_per_tok, moe_intermediate_size, n_shared_experts or
+shared_expert_intermediate_size, first_k_dense_replace, mlp_only_layers; MLA: kv_lora_rank,
+qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds: layer_types
+(full_attention, sliding_attention, linear_attention, mamba), else sliding_window_pattern
+(every Nth layer full), else attn_layer_period / attn_layer_offset (the rest Mamba), else
+sliding_window on every layer (unless use_sliding_window is false).
+
+Parameter counts come from the geometry (h hidden, a heads, k KV heads, d head dim, V vocab,
+L layers; biases and norms are left out, a fraction of a percent):
+  attention per layer  h*a*d + 2*h*k*d + a*d*h                    (q, k, v, o)
+  MLA per layer        q: h*a*(n+r) or h*q_lora + q_lora*a*(n+r); kv: h*(c+r) + c*a*(n+v);
+                       o: a*v*h   (c kv_lora_rank, r rope dim, n nope dim, v value dim)
+  state layers         counted as attention layers (an approximation)
+  dense MLP per layer  3*h*i                                       (gate, up, down)
+  MoE MLP per layer    E*3*h*i_e + shared*3*h*i_e + h*E            (experts, shared, router)
+  embeddings           V*h, twice when untied (input and LM head)
+  active               total - routed experts' parameters * (1 - top_k / E)
+Leaves out the preset tables (tables.py) and the fixed state of linear/Mamba layers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from prefixsim.errors import InputError
+from prefixsim.presets.specs import ModelSpec
+
+FULL, WINDOW, STATE = "full", "window", "state"
+LAYER_KINDS = {
+    "full_attention": FULL, "attention": FULL, "sliding_attention": WINDOW,
+    "linear_attention": STATE, "mamba": STATE, "mamba2": STATE,
+}
+
+
+class _Keys:
+    """The config's keys, with one-line errors naming the file and the key."""
+
+    def __init__(self, data: dict[str, Any], source: str | None) -> None:
+        text = data.get("text_config")
+        self.data = {**data, **text} if isinstance(text, dict) else data
+        self.source = source
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(message, file=self.source, field=key)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def int(self, key: str, default: int | None = None, least: int = 1) -> int:
+        value = self.data.get(key)
+        if value is None:
+            if default is None:
+                raise self.error(key, "missing key")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, got {value!r}")
+        if value < least:
+            raise self.error(key, f"must be an integer >= {least}, got {value}")
+        return value
+
+    def first_int(self, keys: tuple[str, ...]) -> int | None:
+        found = [key for key in keys if self.has(key)]
+        return self.int(found[0], least=0) if found else None
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """The ModelSpec of a Hugging Face config.json at `path`, named `name` (default: the
+    file's folder name). InputError naming the file (and the key) on bad input."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"not JSON: {exc}", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", file=str(path))
+    return model_from_hf_config(data, name or path.resolve().parent.name, str(path))
+
+
+def model_from_hf_config(data: dict[str, Any], name: str,
+                         source: str | None = None) -> ModelSpec:
+    """The ModelSpec of a config.json's mapping `data` (the module docstring's keys and
+    formulas)."""
+    keys = _Keys(data, source)
+    layers, hidden = keys.int("num_hidden_layers"), keys.int("hidden_size")
+    heads = keys.int("num_attention_heads")
+    kv_heads = keys.int("num_key_value_heads", heads)
+    head_dim = keys.int("head_dim", hidden // heads)
+    vocab, inter = keys.int("vocab_size"), keys.int("intermediate_size")
+    tied = bool(keys.data.get("tie_word_embeddings", True))
+    kinds = _layer_kinds(keys, layers)
+    extra: dict[str, Any] = {}
+    if keys.has("kv_lora_rank"):
+        attention = _mla_params(keys, hidden, heads)
+        head_dim = keys.int("v_head_dim", head_dim)
+        kv_heads = 1
+        extra.update(kv_lora_rank=keys.int("kv_lora_rank"),
+                     rope_dim=keys.int("qk_rope_head_dim"))
+    else:
+        attention = hidden * heads * head_dim * 2 + 2 * hidden * kv_heads * head_dim
+    mlp, routed, mlp_inter = _mlp_params(keys, layers, hidden, inter, extra)
+    total = layers * attention + mlp + vocab * hidden * (1 if tied else 2)
+    active = total - routed + (routed * extra["experts_per_token"] // extra["num_experts"]
+                               if routed else 0)
+    window = kinds.count(WINDOW)
+    return ModelSpec(
+        name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
+        num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=mlp_inter,
+        vocab_size=vocab, num_params=total, num_active_params=active, tied_embeddings=tied,
+        sliding_window=keys.int("sliding_window") if window else None,
+        num_window_layers=window, num_state_layers=kinds.count(STATE),
+        notes=f"from config.json {source or name}; parameters computed from the geometry",
+        **extra)
+
+
+def _mla_params(keys: _Keys, hidden: int, heads: int) -> int:
+    """Parameters of one MLA attention layer (module docstring)."""
+    latent, rope = keys.int("kv_lora_rank"), keys.int("qk_rope_head_dim")
+    nope, value = keys.int("qk_nope_head_dim"), keys.int("v_head_dim")
+    q_lora = keys.int("q_lora_rank", 0, least=0)
+    q_out = heads * (nope + rope)
+    q = hidden * q_out if q_lora == 0 else hidden * q_lora + q_lora * q_out
+    return q + hidden * (latent + rope) + latent * heads * (nope + value) + heads * value * hidden
+
+
+def _mlp_params(keys: _Keys, layers: int, hidden: int, inter: int,
+                extra: dict[str, Any]) -> tuple[int, int, int]:
+    """(MLP parameters of all layers, routed experts' parameters, the spec's
+    intermediate_size: one expert's for MoE); sets the MoE fields of `extra`."""
+    experts = keys.first_int(("num_experts", "num_local_experts", "n_routed_experts"))
+    if not experts:
+        return layers * 3 * hidden * inter, 0, inter
+    top_k = keys.int("num_experts_per_tok")
+    expert_inter = keys.int("moe_intermediate_size", inter)
+    dense = keys.int("first_k_dense_replace", 0, least=0)
+    only = keys.data.get("mlp_only_layers") or []
+    if not isinstance(only, list):
+        raise keys.error("mlp_only_layers", f"must be a list, got {only!r}")
+    dense_layers = min(layers, dense + len(only))
+    moe_layers = layers - dense_layers
+    shared = keys.int("n_shared_experts", 0, least=0) * 3 * hidden * expert_inter
+    shared += 3 * hidden * keys.int("shared_expert_intermediate_size", 0, least=0)
+    routed = moe_layers * experts * 3 * hidden * expert_inter
+    mlp = dense_layers * 3 * hidden * inter + routed + moe_layers * (shared + hidden * experts)
+    extra.update(num_experts=experts, experts_per_token=top_k, expert_params=routed)
+    return mlp, routed, expert_inter
+
+
+def _layer_kinds(keys: _Keys, layers: int) -> list[str]:
+    """FULL, WINDOW or STATE for each layer (module docstring: which key decides)."""
+    types = keys.data.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise keys.error("layer_types", f"must be a list of {layers} layer types")
+        for i, kind in enumerate(types):
+            if kind not in LAYER_KINDS:
+                raise keys.error(f"layer_types[{i}]", f"unknown layer kind {kind!r} (known: "
+                                 f"{', '.join(LAYER_KINDS)})")
+        return [LAYER_KINDS[kind] for kind in types]
+    if keys.has("sliding_window_pattern") and keys.has("sliding_window"):
+        every = keys.int("sliding_window_pattern")
+        return [FULL if (i + 1) % every == 0 else WINDOW for i in range(layers)]
+    if keys.has("attn_layer_period"):
+        period = keys.int("attn_layer_period")
+        offset = keys.int("attn_layer_offset", 0, least=0)
+        return [FULL if i % period == offset else STATE for i in range(layers)]
+    if keys.has("sliding_window") and keys.data.get("use_sliding_window", True):
+        return [WINDOW] * layers
+    return [FULL] * layers
