@@ -33,19 +33,17 @@ def build_clients(load: LoadConfig, requests: Sequence[Request]
     `sessions` load, the trace's sessions; (None, None) for an open loop."""
     if not load.closed_loop:
         return None, None
+    stages = (None if load.stages is None
+              else [(stage.users, stage.duration_s) for stage in load.stages])
     if load.type == "concurrency":
-        if load.stages is None:
-            return Concurrency(load.users, load.think_time_s or 0.0), None
-        stages = [(stage.users, stage.duration_s) for stage in load.stages]
-        return Concurrency(stages[0][0], load.think_time_s or 0.0, stages), None
-    if load.stages is not None:
-        raise InputError("a sessions load takes no stages yet; give load.users",
-                         field="load.stages")
+        users = load.users if stages is None else stages[0][0]
+        return Concurrency(users, load.think_time_s or 0.0, stages), None
     sessions = infer_sessions(requests)
     if sessions.inferred and not sessions.multi_turn:
         raise InputError("a sessions load needs sessions: the trace names none and no request "
                          "extends an earlier one's hash ids (docs/load.md)", field="load.type")
-    return SessionClients(requests, sessions, load.users, load.think_time_s), sessions
+    return (SessionClients(requests, sessions, load.users, load.think_time_s, stages),
+            sessions)
 
 
 def with_session_columns(frame: pd.DataFrame, sessions: Sessions) -> pd.DataFrame:

@@ -1,12 +1,19 @@
 """A timed run of built components: the simpy engine over the trace, then the figures the
 summary needs (requests frame, timeseries, bounds). Writes nothing; summarising is
-metrics/summary.py's job (pipeline/road.py calls it)."""
+metrics/summary.py's job (pipeline/road.py calls it).
+
+Under a closed loop (docs/load.md "Closed loops") the run decides what it sends and when:
+`num_requests` counts the requests it sent (its rows, as an open loop's stages count the
+requests they offered), and the unbounded bound is taken over those requests at the times
+they were sent (the rows' `arrival_s`, on the engine clock) where a TTL or request classes
+make times matter, or where a staged loop sent fewer requests than the trace holds. Without
+either, the bound is the trace's own (it does not depend on the times)."""
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -69,6 +76,10 @@ def run_timed(parts: Components, requests: Iterable[Request],
     pa.default_memory_pool().release_unused()
     if figures is None:  # the bound first: its tables come and go before the run's
         figures = trace_figures(parts, requests)
+    kept: list[Request] | None = None
+    if _may_resend(parts) and not isinstance(requests, Sequence):  # a streamed trace, read once
+        kept = []
+        requests = _keeping(requests, kept)
     sampling = Sampling(record_state=engine.sample_interval_s is not None,
                         check_invariants=engine.check_invariants, on_progress=on_progress)
     with paused_gc():  # the engine's objects are freed by reference counting (gc_pause.py)
@@ -95,4 +106,40 @@ def run_timed(parts: Components, requests: Iterable[Request],
         sampling=sampling,
         pool=None if parts.shared_pool is None else PoolFigures.of(
             parts.shared_pool, result.pool_links, result.duration_s))
+    if config.load.closed_loop:
+        facts = as_sent(parts, facts, requests if kept is None else kept)
     return facts, samples
+
+
+def _may_resend(parts: Components) -> bool:
+    """Whether `as_sent` may need the requests again after the run."""
+    load = parts.config.load
+    return load.closed_loop and (load.stages is not None or parts.rules is not None
+                                 or build_unbounded_cache(parts.config.cache).ttl is not None)
+
+
+def _keeping(requests: Iterable[Request], kept: list[Request]) -> Iterator[Request]:
+    """`requests`, each kept in `kept` as it is read."""
+    for request in requests:
+        kept.append(request)
+        yield request
+
+
+def as_sent(parts: Components, facts: RunFacts, requests: Iterable[Request]) -> RunFacts:
+    """A closed loop's `facts` over the requests it sent (module docstring): `requests`
+    holds them (in trace order) among others."""
+    frame = facts.requests
+    all_sent = len(frame) == facts.num_requests  # the trace's count until now
+    facts = dataclasses.replace(facts, num_requests=len(frame))
+    unbounded = build_unbounded_cache(parts.config.cache)
+    if not _may_resend(parts) or (all_sent and unbounded.ttl is None and parts.rules is None):
+        return facts
+    sent_at = dict(zip(frame["request_id"].tolist(), frame["arrival_s"].tolist(), strict=True))
+    sent = [dataclasses.replace(r, arrival_s=sent_at[r.request_id])
+            for r in requests if r.request_id in sent_at]
+    ttls = (request_ttls(parts.config.cache, parts.rules, sent)
+            if parts.pricing is not None else [])
+    sent.sort(key=lambda r: r.arrival_s)  # the order they were sent in (stable: trace order)
+    bounds = dataclasses.replace(
+        facts.bounds, unbounded_token_hit_rate=unbounded_hit_rate(sent, unbounded, parts.rules))
+    return dataclasses.replace(facts, bounds=bounds, request_ttls=ttls)

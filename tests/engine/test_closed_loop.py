@@ -167,3 +167,32 @@ def test_concurrency_stages_change_the_users_in_flight():
     assert arrivals[:7] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 10.0]
     assert max(arrivals) < 20.0 and len(arrivals) < 30
     assert max_in_flight(result.records) == 2
+
+
+def test_sessions_stages_cap_the_sessions_in_flight():
+    """Stages (2 users, 5 s) then (1 user, 4 s): the last stage ends at 9. Sessions a, b, c,
+    e have two turns, d one; every turn has 2 output tokens (2 s, alone or batched) and no
+    think time. 0: a0, b0 -> 2: a1, b1 -> 4: a and b end, c0 and d0 start -> 5: stage 1
+    caps the sessions at 1, but c and d are in flight and stay -> 6: c1 follows c0, d ends
+    and starts nothing (2 sessions were in flight, over the cap of 1) -> 8: c ends, e0
+    starts -> 10: e1 would be released at 10 >= 9, after the last stage: e stops there.
+    8 of the 9 requests are sent."""
+    names = ["a", "b", "c", "d", "e", "a", "b", "c", "e"]
+    requests = [req(k, 0.1 * k, 2, session=name) for k, name in enumerate(names)]
+    clients = SessionClients(requests, infer_sessions(requests), think_time_s=0.0,
+                             stages=[(2, 5.0), (1, 4.0)])
+    result = serve(requests, clients)
+    got = {names[r.request_id] + str(int(r.request_id > 4)): (r.arrival_s, r.finish_s)
+           for r in result.records}
+    assert got == {"a0": (0.0, 2.0), "b0": (0.0, 2.0), "a1": (2.0, 4.0), "b1": (2.0, 4.0),
+                   "c0": (4.0, 6.0), "d0": (4.0, 6.0), "c1": (6.0, 8.0), "e0": (8.0, 10.0)}
+    assert max_in_flight(result.records) == 2
+    assert result.duration_s == 10.0
+
+
+def test_a_user_stopped_early_does_not_end_the_later_stages():
+    """Stages (1 user, 10 s) twice and a think time of 100 s: the user's second request
+    would go at 102 >= 20, so it stops at 2; stage 1 still starts a user at 10."""
+    requests = [req(k, 0.0, 2) for k in range(5)]
+    result = serve(requests, Concurrency(1, 100.0, stages=[(1, 10.0), (1, 10.0)]))
+    assert [(r.arrival_s, r.finish_s) for r in result.records] == [(0.0, 2.0), (10.0, 12.0)]

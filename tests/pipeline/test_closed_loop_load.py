@@ -5,14 +5,17 @@ trace and on every shared real trace that has sessions (skipped where absent).""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from prefixsim.analysis.bounds import unbounded_hit_rate
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
 from prefixsim.pipeline import simulate
+from prefixsim.pipeline.build import build_unbounded_cache
 from prefixsim.pipeline.inputs import load_requests
 from prefixsim.trace import Request
 from prefixsim.trace.sessions import infer_sessions
@@ -20,9 +23,17 @@ from prefixsim.trace.sessions import infer_sessions
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "traces" / "demo_chat.jsonl"
 TRACES = ROOT.parent / "shared" / "traces"
-SESSION_TRACES = {  # shared traces with sessions: named (kv-cache-tester) or inferred
-    "kv-cache-tester": 400, "mooncake/conversation_trace.jsonl": 400,
-}
+# shared traces with sessions (../shared/traces/README.md): named (kv-cache-tester, RAGPulse)
+# or inferred (Mooncake); a whole run of each, 8 sessions in flight, took (2 busy cores):
+# kv-cache-tester 16-24 s, Mooncake 9-19 s, RAGPulse 6-8 s. Those over ~10 s run whole only
+# with `-m slow`; the default run takes their first FIRST_REQUESTS requests
+SESSION_TRACES = ["kv-cache-tester", "mooncake/conversation_trace.jsonl", "ragpulse"]
+QUICK_WHOLE = {"ragpulse"}
+FIRST_REQUESTS = 400
+REAL_CASES = [pytest.param(name, None, id=f"{name}-whole") for name in sorted(QUICK_WHOLE)] + [
+    case for name in SESSION_TRACES if name not in QUICK_WHOLE
+    for case in (pytest.param(name, FIRST_REQUESTS, id=f"{name}-first{FIRST_REQUESTS}"),
+                 pytest.param(name, None, id=f"{name}-whole", marks=pytest.mark.slow))]
 
 
 def _config(path: Path, **overrides):
@@ -92,13 +103,17 @@ def assert_turns_wait(frame, requests, think_time_s):
 
 
 @pytest.mark.skipif(not TRACES.is_dir(), reason=f"the public traces are not at {TRACES}")
-@pytest.mark.parametrize("name", sorted(SESSION_TRACES))
+@pytest.mark.parametrize(("name", "first"), REAL_CASES)
 @pytest.mark.parametrize("think_time_s", [None, 1.0])
-def test_sessions_on_real_traces(name, think_time_s):
-    """The first requests of each shared trace with sessions, 8 sessions in flight."""
+def test_sessions_on_real_traces(request, name, first, think_time_s):
+    """Each shared trace with sessions (whole, or its first requests), 8 sessions in
+    flight."""
+    if request.node.get_closest_marker("slow") and "slow" not in request.config.option.markexpr:
+        pytest.skip("a whole trace of ~20 s a run: select it with -m slow")
     config = _config(TRACES / name, **{"load.type": "sessions", "load.users": 8,
                                       "load.think_time_s": think_time_s})
-    requests = load_requests(config.trace)[:SESSION_TRACES[name]]
+    requests = load_requests(config.trace)
+    requests = requests if first is None else requests[:first]
     frame = simulate(config, requests).requests
     assert (frame["turn"] > 0).any()
     assert frame["session_id"].notna().all()
@@ -116,12 +131,45 @@ def test_streamed_and_whole_runs_agree(load):
     assert streamed.equals(whole)
 
 
-def test_concurrency_stages_and_sessions_stages_refused():
-    """A staged concurrency load runs (rows carry their stage); sessions take no stages."""
+@pytest.mark.parametrize("kind", ["concurrency", "sessions"])
+def test_staged_closed_loops_count_the_requests_they_sent(kind):
+    """Stages of users: rows carry their stage, no request is released after the last
+    stage's end, and num_requests counts the requests sent (fewer than the trace's), as the
+    stages' own counts add up to."""
     stages = [{"users": 1, "duration_s": 20.0}, {"users": 3, "duration_s": 20.0}]
-    frame = simulate(_config(DEMO, **{"load.type": "concurrency", "load.stages": stages})
+    result = simulate(_config(DEMO, **{"load.type": kind, "load.stages": stages}))
+    frame, summary = result.requests, result.summary
+    assert frame["arrival_s"].max() < 40.0 and set(frame["stage"]) == {0, 1}
+    assert summary["num_requests"] == len(frame) < len(load_requests(result.config.trace))
+    assert sum(stage["num_requests"] for stage in summary["stages"]) == len(frame)
+    assert [stage["users"] for stage in summary["stages"]] == [1, 3]
+
+
+def test_sessions_stages_cap_the_sessions_in_flight():
+    """One session in flight in stage 0, up to 3 in stage 1 (sessions started stay)."""
+    stages = [{"users": 1, "duration_s": 30.0}, {"users": 3, "duration_s": 30.0}]
+    frame = simulate(_config(DEMO, **{"load.type": "sessions", "load.stages": stages})
                      ).requests
-    assert frame["arrival_s"].max() < 40.0 and set(frame["stage"]) <= {0, 1}
-    with pytest.raises(InputError) as raised:
-        simulate(_config(DEMO, **{"load.type": "sessions", "load.stages": stages}))
-    assert raised.value.field == "load.stages"
+    first = frame[frame["stage"] == 0]
+    assert first["session_id"].nunique() == 1 and frame["session_id"].nunique() > 1
+    turns = frame.groupby("session_id")["turn"]
+    assert (turns.min() == 0).all() and (turns.max() + 1 == turns.count()).all()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_closed_loop_bound_on_the_times_sent(stream):
+    """With a TTL the unbounded bound replays the requests sent at their rows' arrival_s
+    (the times the closed loop sent them), not at the trace's times."""
+    config = _config(DEMO, **{"load.type": "concurrency", "load.users": 2,
+                              "cache.ttl_s": 5.0})
+    result = simulate(config, stream=stream)
+    sent_at = dict(zip(result.requests["request_id"], result.requests["arrival_s"],
+                       strict=True))
+    requests = load_requests(result.config.trace)
+    sent = sorted((dataclasses.replace(r, arrival_s=sent_at[r.request_id]) for r in requests),
+                  key=lambda r: r.arrival_s)
+    unbounded = build_unbounded_cache(result.config.cache)
+    expected = unbounded_hit_rate(sent, unbounded)
+    assert result.summary["cache_unbounded_token_hit_rate"] == expected
+    on_trace = unbounded_hit_rate(requests, build_unbounded_cache(result.config.cache))
+    assert expected != on_trace
