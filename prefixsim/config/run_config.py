@@ -298,7 +298,8 @@ _NO_SEED = (" (a run has no randomness of its own; the workload's modelled rando
 def _check_across_sections(config: RunConfig, source: str | None) -> None:
     """What one section cannot check alone: tensor parallelism against a preset model's
     heads (a custom model is checked when built), plug-in parameters against the plug-in."""
-    if config.model.presets_file is None and config.model.name in MODELS:
+    if (config.model.presets_file is None and config.model.config_path is None
+            and config.model.name in MODELS):
         try:
             check_tensor_parallel(MODELS[config.model.name], config.hardware.tp)
         except InputError as exc:

@@ -25,20 +25,34 @@ def _preset(value: str, names: dict, kind: str, presets_file: Path | None) -> st
 
 
 class ModelConfig(Section):
-    """Which model a replica serves: a preset name, or a name from `presets_file`."""
+    """Which model a replica serves: a preset name, a name from `presets_file`, or the
+    geometry of a Hugging Face config.json (`config_path`, docs/cost-models.md "Models from
+    a config.json"), which replaces the preset: `name` then only labels the model (default:
+    the config.json's folder name)."""
 
     name: str = option("llama-3.1-8b", "--model",
                        f"Model preset (or custom): {', '.join(sorted(MODELS))}")
     presets_file: Path | None = option(None, "--presets", "YAML with custom `models:` / `gpus:`",
                                        kind="path", also=["hardware.presets_file"])
+    config_path: Path | None = option(
+        None, "--model-config", "A Hugging Face config.json on disk: the model's geometry "
+        "from it instead of a preset; --model then only names it", kind="path")
     kv_dtype: Literal["bf16", "fp8"] = option("bf16", "--kv-dtype", "KV cache element type")
     weight_dtype: Literal["bf16", "fp8"] = option(
         "bf16", "--weight-dtype", "Weight element type; fp8 halves weight bytes and uses the "
         "GPU's FP8 peak")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _name_from_config_path(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("config_path") and "name" not in data:
+            return {**data, "name": Path(data["config_path"]).resolve().parent.name}
+        return data
+
     @model_validator(mode="after")
     def _known(self) -> ModelConfig:
-        _preset(self.name, MODELS, "model", self.presets_file)
+        if self.config_path is None:
+            _preset(self.name, MODELS, "model", self.presets_file)
         return self
 
 

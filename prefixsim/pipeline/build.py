@@ -45,6 +45,7 @@ from prefixsim.presets import (
     get_model,
     kv_pool_tokens,
     load_custom_presets,
+    load_hf_config,
 )
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
@@ -126,7 +127,10 @@ def build(config: RunConfig, requests: Sequence[Request],
 
 
 def resolve_model(config: ModelConfig) -> ModelSpec:
-    """The model preset, or the custom model of the same name from `presets_file`."""
+    """The model of a config.json (`config_path`), else the custom model of the same name
+    from `presets_file`, else the preset."""
+    if config.config_path is not None:
+        return load_hf_config(config.config_path, config.name)
     return _custom_or_preset(config.presets_file, 0, config.name, get_model)
 
 

@@ -115,14 +115,17 @@ def model_from_hf_config(data: dict[str, Any], name: str,
     active = total - routed + (routed * extra["experts_per_token"] // extra["num_experts"]
                                if routed else 0)
     window = kinds.count(WINDOW)
-    return ModelSpec(
-        name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
-        num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=mlp_inter,
-        vocab_size=vocab, num_params=total, num_active_params=active, tied_embeddings=tied,
-        sliding_window=keys.int("sliding_window") if window else None,
-        num_window_layers=window, num_state_layers=kinds.count(STATE),
-        notes=f"from config.json {source or name}; parameters computed from the geometry",
-        **extra)
+    try:
+        return ModelSpec(
+            name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
+            num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=mlp_inter,
+            vocab_size=vocab, num_params=total, num_active_params=active, tied_embeddings=tied,
+            sliding_window=keys.int("sliding_window") if window else None,
+            num_window_layers=window, num_state_layers=kinds.count(STATE),
+            notes=f"from config.json {source or name}; parameters computed from the geometry",
+            **extra)
+    except InputError as exc:
+        raise keys.error(exc.field or "config", exc.message) from None
 
 
 def _mla_params(keys: _Keys, hidden: int, heads: int) -> int:
@@ -143,6 +146,9 @@ def _mlp_params(keys: _Keys, layers: int, hidden: int, inter: int,
     if not experts:
         return layers * 3 * hidden * inter, 0, inter
     top_k = keys.int("num_experts_per_tok")
+    if top_k > experts:
+        raise keys.error("num_experts_per_tok", f"must not exceed the {experts} experts, "
+                         f"got {top_k}")
     expert_inter = keys.int("moe_intermediate_size", inter)
     dense = keys.int("first_k_dense_replace", 0, least=0)
     only = keys.data.get("mlp_only_layers") or []

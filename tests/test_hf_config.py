@@ -1,0 +1,118 @@
+"""Models from a Hugging Face config.json (presets/hf_config.py, docs/cost-models.md "Models
+from a config.json"): one small config of each kind loads, sizes worked by hand, runs timed;
+bad files fail in one line naming the file and the key."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from prefixsim.cli import app
+from prefixsim.errors import InputError
+from prefixsim.presets import MODELS, load_hf_config
+
+# h 256, 4 heads of 64, 2 KV heads: 2 x 2 x 64 = 256 KV values per token per layer.
+BASE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
+        "vocab_size": 1000, "tie_word_embeddings": False}
+KINDS = {
+    "dense": {"model_type": "llama"},
+    "moe": {"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2},
+    "mla": {"model_type": "deepseek_v3", "kv_lora_rank": 64, "qk_rope_head_dim": 16,
+            "qk_nope_head_dim": 32, "v_head_dim": 32, "n_routed_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 128, "n_shared_experts": 1,
+            "first_k_dense_replace": 1},
+    "window": {"model_type": "mistral", "sliding_window": 64},
+    "hybrid": {"model_type": "qwen3_next", "num_hidden_layers": 8,
+               "layer_types": ["linear_attention"] * 3 + ["full_attention"]
+               + ["linear_attention"] * 3 + ["full_attention"]},
+}
+# bf16 KV bytes per token, by hand: layers keeping per-token KV x values x 2 bytes.
+KV_BYTES = {
+    "dense": 4 * 256 * 2,          # 2,048
+    "moe": 4 * 256 * 2,            # experts do not change the KV
+    "mla": 4 * (64 + 16) * 2,      # 640: the latent + the rope values, one "KV head"
+    "window": 4 * 256 * 2,         # the pool counts a cached token in window layers too
+    "hybrid": 2 * 256 * 2,         # 1,024: 2 full-attention layers, 6 state layers keep none
+}
+
+
+def write_config(tmp_path, kind: str, **changes):
+    folder = tmp_path / f"tiny-{kind}"
+    folder.mkdir(exist_ok=True)
+    path = folder / "config.json"
+    path.write_text(json.dumps({**BASE, **KINDS[kind], **changes}))
+    return path
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_loads_with_kv_bytes_by_hand(tmp_path, kind):
+    model = load_hf_config(write_config(tmp_path, kind))
+    assert model.name == f"tiny-{kind}"
+    assert model.kv_bytes_per_token(2) == KV_BYTES[kind]
+
+
+def test_dense_and_moe_parameters_by_hand(tmp_path):
+    """Dense per layer: q, o 2 x 256 x 256 + k, v 2 x 256 x 128 = 196,608; MLP 3 x 256 x 512
+    = 393,216; x 4 layers = 2,359,296; + untied embeddings 2 x 1000 x 256 = 512,000:
+    2,871,296. MoE: 4 x (196,608 + router 256 x 4) + experts 4 x 4 x 3 x 256 x 512
+    (6,291,456) + 512,000 = 7,593,984; active = total - experts / 2 = 4,448,256."""
+    dense = load_hf_config(write_config(tmp_path, "dense"))
+    assert dense.num_params == dense.num_active_params == 2_871_296
+    moe = load_hf_config(write_config(tmp_path, "moe"))
+    assert (moe.num_params, moe.num_active_params) == (7_593_984, 4_448_256)
+    assert moe.expert_params == 6_291_456 and moe.intermediate_size == 512
+
+
+def test_layer_kinds_and_kv_of_one_context(tmp_path):
+    """Window layers keep min(context, W) tokens: 4 layers x 64 x 256 values x 2 bytes =
+    131,072 for a 100-token context; 4 x 10 x 256 x 2 = 20,480 for 10 tokens."""
+    window = load_hf_config(write_config(tmp_path, "window"))
+    assert (window.num_window_layers, window.num_full_attention_layers) == (4, 0)
+    assert window.kv_bytes_of_context(100) == 131_072
+    assert window.kv_bytes_of_context(10) == 20_480
+    hybrid = load_hf_config(write_config(tmp_path, "hybrid"))
+    assert (hybrid.num_state_layers, hybrid.num_full_attention_layers) == (6, 2)
+    qwen2 = load_hf_config(write_config(tmp_path, "dense", sliding_window=4096,
+                                        use_sliding_window=False))
+    assert qwen2.num_window_layers == 0
+
+
+def test_gemma_preset_kv_of_one_context():
+    """Gemma-3-27B: 10 global layers keep 4,096 tokens, 52 local ones 1,024: (40,960 +
+    53,248) x 2 x 16 x 128 values x 2 bytes = 771,751,936."""
+    gemma = MODELS["gemma-3-27b"]
+    assert (gemma.num_full_attention_layers, gemma.num_window_layers) == (10, 52)
+    assert gemma.kv_bytes_of_context(4096) == 771_751_936
+    assert MODELS["gpt-oss-120b"].num_window_layers == 18
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_runs_timed(tmp_path, kind):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "run", "--trace", "traces/demo_chat.jsonl", "--max-requests", "50", "--replicas", "1",
+        "--gpu", "h100-sxm", "--model-config", str(write_config(tmp_path, kind)),
+        "-o", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == 50
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"hidden_size": None}, "hidden_size: missing key"),
+    ({"num_hidden_layers": "four"}, "num_hidden_layers: must be an integer"),
+    ({"layer_types": ["conv"] * 4}, "layer_types[0]: unknown layer kind 'conv'"),
+    ({"num_experts_per_tok": 9, "num_local_experts": 4}, "num_experts_per_tok: must not"),
+])
+def test_bad_config_fails_in_one_line_naming_file_and_key(tmp_path, change, key):
+    path = write_config(tmp_path, "dense", **change)
+    with pytest.raises(InputError) as error:
+        load_hf_config(path)
+    assert str(error.value).startswith(f"{path}: {key}")
+    result = CliRunner().invoke(app, [
+        "run", "--trace", "traces/demo_chat.jsonl", "--max-requests", "5",
+        "--model-config", str(path), "-o", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2
+    assert key in result.output and str(path) in result.output
+    assert len(result.output.strip().splitlines()) == 1
