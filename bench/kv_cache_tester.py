@@ -7,8 +7,8 @@ period the measured and the simulated mean TTFT and the median |relative error| 
 periods whose working set fits the assumed cache (docs/load.md for the closed loop).
 
 Settings (defaults only: nothing is fitted):
-- Model: bench/qwen3-coder-30b-a3b.yaml (a custom preset: the MoE geometry from the model's
-  config.json; see that file for what is approximated), `model.weight_dtype` fp8,
+- Model: the `qwen3-coder-30b-a3b` preset (the MoE geometry of the model's config.json;
+  its `notes` say what is approximated), `model.weight_dtype` fp8,
   `model.kv_dtype` bf16 (vLLM's `auto` for this checkpoint), `hardware.tp` 4, the roofline
   cost model, vLLM's default scheduler limits (8192 batched tokens, 256 sequences,
   chunked prefill), `hardware.memory_utilization` 0.9 with the 2 GiB activation reserve.
@@ -56,12 +56,11 @@ import pandas as pd
 
 from prefixsim.config import load_config
 from prefixsim.pipeline import simulate
-from prefixsim.presets import GIB, get_gpu, kv_pool_tokens, load_custom_presets
+from prefixsim.presets import GIB, get_gpu, get_model, kv_pool_tokens
 from prefixsim.trace import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation" / "kv-cache-tester-vllm" / "results"
-PRESETS = Path(__file__).resolve().with_name("qwen3-coder-30b-a3b.yaml")
 MODEL = "qwen3-coder-30b-a3b"
 GPUS = ("h100-sxm", "h200")
 TP = 4
@@ -137,7 +136,7 @@ def build_requests(run: WorkingSetRun, seed: int) -> list[Request]:
 
 def _config(gpu: str, stages: list[dict]):
     return load_config(overrides={
-        "model.name": MODEL, "model.presets_file": str(PRESETS),
+        "model.name": MODEL,
         "model.weight_dtype": "fp8", "model.kv_dtype": "bf16",
         "hardware.gpu": gpu, "hardware.tp": TP,
         "load.type": "concurrency", "load.stages": stages,
@@ -180,8 +179,7 @@ def isolated_measured(run: WorkingSetRun) -> tuple[float, float]:
 
 
 def pool_tokens(gpu: str) -> int:
-    models, _ = load_custom_presets(PRESETS)
-    return kv_pool_tokens(models[MODEL], get_gpu(gpu), TP, 0.9, 2 * GIB,
+    return kv_pool_tokens(get_model(MODEL), get_gpu(gpu), TP, 0.9, 2 * GIB,
                           weight_dtype_bytes=1, kv_dtype_bytes=2)
 
 
