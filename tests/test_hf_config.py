@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 from prefixsim.errors import InputError
-from prefixsim.presets import MODELS, load_hf_config
+from prefixsim.presets import MODELS, load_hf_config, model_from_hf_config
 
 # h 256, 4 heads of 64, 2 KV heads: 2 x 2 x 64 = 256 KV values per token per layer.
 BASE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -87,6 +87,24 @@ def test_gemma_preset_kv_of_one_context():
     assert MODELS["gpt-oss-120b"].num_window_layers == 18
 
 
+def test_deepseek_v3_config_matches_the_preset():
+    """DeepSeek-V3's config.json values: 58 MoE layers (3 dense first) x 256 experts x 3 x
+    7168 x 2048 routed parameters and 61 x (512 + 64) x 2 = 70,272 KV bytes per token, as the
+    hand-made preset; about 671B parameters and 37.6B active, the report's 671B / 37B."""
+    config = {
+        "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
+        "num_key_value_heads": 128, "intermediate_size": 18432, "vocab_size": 129280,
+        "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
+        "num_experts_per_tok": 8, "first_k_dense_replace": 3, "kv_lora_rank": 512,
+        "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+        "v_head_dim": 128, "tie_word_embeddings": False}
+    model, preset = model_from_hf_config(config, "ds"), MODELS["deepseek-v3"]
+    assert model.expert_params == preset.expert_params
+    assert model.kv_bytes_per_token(2) == preset.kv_bytes_per_token(2) == 70_272
+    assert round(model.num_params / 1e9) == 671
+    assert round(model.num_active_params / 1e9, 1) == 37.6
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_each_kind_runs_timed(tmp_path, kind):
     out = tmp_path / "out"
@@ -103,6 +121,7 @@ def test_each_kind_runs_timed(tmp_path, kind):
     ({"hidden_size": None}, "hidden_size: missing key"),
     ({"num_hidden_layers": "four"}, "num_hidden_layers: must be an integer"),
     ({"layer_types": ["conv"] * 4}, "layer_types[0]: unknown layer kind 'conv'"),
+    ({"tie_word_embeddings": "no"}, "tie_word_embeddings: must be true or false"),
     ({"num_experts_per_tok": 9, "num_local_experts": 4}, "num_experts_per_tok: must not"),
 ])
 def test_bad_config_fails_in_one_line_naming_file_and_key(tmp_path, change, key):

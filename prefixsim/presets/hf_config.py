@@ -8,7 +8,8 @@ num_hidden_layers, num_attention_heads, num_key_value_heads (default: the attent
 head_dim (default hidden / heads), intermediate_size, vocab_size, tie_word_embeddings
 (default true, as in transformers); MoE: num_experts / num_local_experts / n_routed_experts,
 num_experts_per_tok, moe_intermediate_size, n_shared_experts or
-shared_expert_intermediate_size, first_k_dense_replace, mlp_only_layers; MLA: kv_lora_rank,
+shared_expert_intermediate_size, which layers have experts (first_k_dense_replace,
+mlp_only_layers, decoder_sparse_step, expert_layer_period / _offset); MLA: kv_lora_rank,
 qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds: layer_types
 (full_attention, sliding_attention, linear_attention, mamba), else sliding_window_pattern
 (every Nth layer full), else attn_layer_period / attn_layer_offset (the rest Mamba), else
@@ -30,6 +31,7 @@ Leaves out the preset tables (tables.py) and the fixed state of linear/Mamba lay
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +101,9 @@ def model_from_hf_config(data: dict[str, Any], name: str,
     kv_heads = keys.int("num_key_value_heads", heads)
     head_dim = keys.int("head_dim", hidden // heads)
     vocab, inter = keys.int("vocab_size"), keys.int("intermediate_size")
-    tied = bool(keys.data.get("tie_word_embeddings", True))
+    tied = keys.data.get("tie_word_embeddings", True)
+    if not isinstance(tied, bool):
+        raise keys.error("tie_word_embeddings", f"must be true or false, got {tied!r}")
     kinds = _layer_kinds(keys, layers)
     extra: dict[str, Any] = {}
     if keys.has("kv_lora_rank"):
@@ -150,18 +154,29 @@ def _mlp_params(keys: _Keys, layers: int, hidden: int, inter: int,
         raise keys.error("num_experts_per_tok", f"must not exceed the {experts} experts, "
                          f"got {top_k}")
     expert_inter = keys.int("moe_intermediate_size", inter)
-    dense = keys.int("first_k_dense_replace", 0, least=0)
-    only = keys.data.get("mlp_only_layers") or []
-    if not isinstance(only, list):
-        raise keys.error("mlp_only_layers", f"must be a list, got {only!r}")
-    dense_layers = min(layers, dense + len(only))
-    moe_layers = layers - dense_layers
+    moe_layers = sum(map(_moe_layer(keys), range(layers)))
+    dense_layers = layers - moe_layers
     shared = keys.int("n_shared_experts", 0, least=0) * 3 * hidden * expert_inter
     shared += 3 * hidden * keys.int("shared_expert_intermediate_size", 0, least=0)
     routed = moe_layers * experts * 3 * hidden * expert_inter
     mlp = dense_layers * 3 * hidden * inter + routed + moe_layers * (shared + hidden * experts)
     extra.update(num_experts=experts, experts_per_token=top_k, expert_params=routed)
     return mlp, routed, expert_inter
+
+
+def _moe_layer(keys: _Keys) -> Callable[[int], bool]:
+    """Whether layer i has the experts: not among the first `first_k_dense_replace` nor in
+    `mlp_only_layers`, every `decoder_sparse_step`th (Qwen-MoE), and i % expert_layer_period
+    == expert_layer_offset (Jamba)."""
+    first_dense = keys.int("first_k_dense_replace", 0, least=0)
+    only = keys.data.get("mlp_only_layers") or []
+    if not isinstance(only, list):
+        raise keys.error("mlp_only_layers", f"must be a list, got {only!r}")
+    step = keys.int("decoder_sparse_step", 1)
+    period = keys.int("expert_layer_period", 1)
+    offset = keys.int("expert_layer_offset", 0, least=0)
+    return lambda i: (i >= first_dense and i not in only and (i + 1) % step == 0
+                      and i % period == offset % period)
 
 
 def _layer_kinds(keys: _Keys, layers: int) -> list[str]:
