@@ -1,4 +1,7 @@
-"""Model and GPU presets (docs/cost-models.md tables) and custom ones from YAML.
+"""Model and GPU presets (docs/cost-models.md tables), custom ones from YAML, models from a
+Hugging Face config.json; this package face holds the lookups and the KV pool size and
+re-exports the records (specs.py), tables (tables.py), custom specs (custom.py) and the
+config.json reader (hf_config.py).
 
 A `ModelSpec` holds the architecture figures the cost model and the KV pool need; a `GPUSpec`
 holds the datasheet figures of one accelerator. `MODELS` and `GPUS` map preset names (exactly
