@@ -8,7 +8,6 @@ import pytest
 
 from prefixsim.config import build_config
 from prefixsim.errors import InputError
-from prefixsim.sweep.spec import _digest, make_point
 from tests.cli_helpers import DEMO, invoke, one_line_error
 
 
@@ -95,13 +94,3 @@ def test_cli_flags_reach_the_section(tmp_path):
     assert result.exit_code == 0, result.output
     written = (out / "config.yaml").read_text()
     assert "type: poisson" in written and "rate: 4.0" in written and "seed: 9" in written
-
-
-def test_a_default_load_leaves_sweep_run_ids_as_they_were():
-    plain = make_point({"cache_only": True}, {"cache.capacity_tokens": 5000})
-    dump = plain.config.model_dump(mode="json")
-    del dump["load"]
-    assert plain.run_id == f"5000-{_digest(dump)[:8]}"  # the id before the section existed
-    loaded = make_point({"cache_only": True, "load": {"rate_scale": 2.0}},
-                        {"cache.capacity_tokens": 5000})
-    assert loaded.run_id != plain.run_id
