@@ -143,14 +143,30 @@ def _config(gpu: str, stages: list[dict]):
         "engine.sample_interval_s": None})
 
 
-def simulated_periods(run: WorkingSetRun, gpu: str, seed: int) -> list[float]:
-    """Mean simulated TTFT (s) of each period, NaN where none completed."""
+def simulated_frame(run: WorkingSetRun, gpu: str, seed: int) -> pd.DataFrame:
+    """The simulated rows of one run on one GPU, every status; `stage` is the period index
+    (from 0) each request was released in."""
     stages = [{"users": int(users), "duration_s": float(duration)} for users, duration
               in zip(run.periods["concurrency_level"], run.periods["duration"], strict=True)]
-    frame = simulate(_config(gpu, stages), build_requests(run, seed)).requests
+    return simulate(_config(gpu, stages), build_requests(run, seed)).requests
+
+
+def period_means(frame: pd.DataFrame, periods: int) -> list[float]:
+    """Mean TTFT (s) of the completed rows of each period, NaN where none completed."""
     done = frame[frame["status"] == "completed"]
     means = done.groupby("stage")["ttft_ms"].mean() / 1e3
-    return [float(means.get(k, math.nan)) for k in range(len(stages))]
+    return [float(means.get(k, math.nan)) for k in range(periods)]
+
+
+def simulated_periods(run: WorkingSetRun, gpu: str, seed: int) -> list[float]:
+    """Mean simulated TTFT (s) of each period, NaN where none completed."""
+    return period_means(simulated_frame(run, gpu, seed), len(run.periods))
+
+
+def load_runs(folder: Path, names: list[str] | None = None) -> list[WorkingSetRun]:
+    """The working-set runs in `folder` (those named, or every one with both logs)."""
+    folders = [folder / name for name in names or []] or sorted(folder.iterdir())
+    return [run for run in map(load_run, folders) if run is not None]
 
 
 def isolated_simulated(context: int, gpu: str) -> tuple[float, float]:
@@ -218,8 +234,7 @@ def main() -> int:
         print(f"skipped: no validation data at {args.folder}")
         return 0
     gpus = args.gpu or list(GPUS)
-    folders = [args.folder / name for name in args.run] or sorted(args.folder.iterdir())
-    runs = [run for run in map(load_run, folders) if run is not None]
+    runs = load_runs(args.folder, args.run)
     print("isolated requests (idle server): TTFT s of a miss / a hit (96 % cached)")
     for context in sorted({run.context for run in runs}):
         real = [isolated_measured(run) for run in runs if run.context == context]

@@ -19,6 +19,14 @@ rate. Target: within 10%. The simulated server's own steady completion rate at t
 saturated stages' rates is printed beside it, to tell the cost model's share of an error
 from the kept-up rule's margin.
 
+Last, one table over every real source (`--sources`, default both): per server config
+here and per kv-cache-tester working-set run and GPU (replayed by bench/kv_cache_tester.py,
+whose docstring gives its settings), the default cost model's median |relative error| per
+metric with its target, and the count of stages or periods where the real server kept up
+(an open-loop stage; a period within the tester's max TTFT) but the simulation saturated
+(none released, simulated mean TTFT > 10x measured, or, open loop only, the kept-up rule
+of capacity/verdict.py fails); each such stage is listed ("SATURATES IN SIMULATION ONLY").
+
 Defaults only: no per-stage or per-run fitting. `--cost-model` / `--param KEY=VALUE` /
 `--profile` compare other cost models; every extra `--compare NAME` adds a column set (a
 cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` parameters, e.g.
@@ -26,17 +34,19 @@ cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` paramet
 CPU table by the roofline's formula).
 
     .venv/bin/python bench/sim2real.py [VALIDATION_DIR] [--compare roofline-step] [--quiet]
-        [--tolerance 0.01]
+        [--tolerance 0.01] [--sources kubecon,kv-cache-tester] [--kv-cache-tester-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import math
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +62,9 @@ from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_p
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation" / "inference-perf-kubecon-na-2025"
+KV_CACHE_TESTER_DIR = ROOT.parent / "shared" / "validation" / "kv-cache-tester-vllm" / "results"
+SOURCES = ("kubecon", "kv-cache-tester")
+SIM_ONLY_TTFT_RATIO = 10.0  # simulated / measured mean TTFT above which a stage saturates
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
           "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3.1-8b"}
 METRICS = ("mean_ttft", "median_ttft", "p99_ttft", "mean_tpot", "mean_e2el", "p99_e2el",
@@ -158,11 +171,16 @@ def replay(run: ServerRun, prompt_tokens: int, rate: float, cost: dict,
     return frame[frame["session_id"].str.startswith("stage0/")]
 
 
-def simulated(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> dict[str, float]:
-    wl = run.workload
+def stage_rows(run: ServerRun, stage: dict, cost: dict, seed: int = 0) -> pd.DataFrame:
+    """The simulated rows of one measured stage (its prompt length and requested rate)."""
     prompt = round(stage["successes"]["prompt_len"]["mean"])
     rate = stage["load_summary"]["requested_rate"]
-    rows = replay(run, prompt, rate, cost, seed + stage["stage"])
+    return replay(run, prompt, rate, cost, seed + stage["stage"])
+
+
+def simulated(run: ServerRun, rows: pd.DataFrame) -> dict[str, float]:
+    """The compared figures of one stage's simulated rows (as `measured`'s)."""
+    wl = run.workload
     done = rows[rows["status"] == "completed"]
     ttft, e2e = done["ttft_ms"].to_numpy(), done["e2el_ms"].to_numpy()
     span = done["finish_s"].max() - done["arrival_s"].min()
@@ -261,24 +279,55 @@ def cost_overrides(label: str) -> dict:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
-    parser.add_argument("--compare", action="append", default=[],
-                        help="another cost model: NAME[?k=v&k=v] or profile:PATH[?k=v&k=v]")
-    parser.add_argument("--quiet", action="store_true", help="only the error summaries")
-    parser.add_argument("--tolerance", type=float, default=SATURATION_TOLERANCE,
-                        help="relative tolerance of the capacity search (default 1%%)")
-    args = parser.parse_args()
+@dataclass
+class SourceErrors:
+    """One configuration of a real source, default cost model: its relative errors per
+    metric, and the stages where the real server kept up but the simulation saturated."""
+
+    source: str
+    config: str
+    gpu: str
+    targets: dict[str, float]
+    errors: dict[str, list[float]] = field(default_factory=dict)
+    sim_only: list[str] = field(default_factory=list)
+
+    def add(self, metric: str, error: float) -> None:
+        self.errors.setdefault(metric, []).append(error)
+
+    def check(self, stage: str, rows: pd.DataFrame, real_ttft_s: float, sim_ttft_s: float,
+              open_loop: bool = True) -> None:
+        """Flag a stage the real server kept up with when the simulation saturates it:
+        nothing released, simulated mean TTFT > SIM_ONLY_TTFT_RATIO x the measured, or (open
+        loop only) its rows fail the kept-up rule (capacity/verdict.py: docs/load.md
+        "Capacity"). A closed loop holds at most its users in flight, so no queue can grow
+        there, and the rule's TTFT growth would read the hit/miss mix of a period."""
+        if len(rows) == 0:
+            why = "no request released"
+        elif not sim_ttft_s <= SIM_ONLY_TTFT_RATIO * real_ttft_s:
+            why = f"TTFT > {SIM_ONLY_TTFT_RATIO:g}x measured"
+        elif open_loop and not kept_up(rows):
+            why = "not kept up (queue grew)"
+        else:
+            return
+        self.sim_only.append(f"{self.source}, {self.config} on {self.gpu}, {stage}: measured "
+                             f"{real_ttft_s:.3f} s vs simulated {sim_ttft_s:.3f} s mean TTFT "
+                             f"({why})")
+
+
+def kubecon(args: argparse.Namespace, labels: list[str]) -> list[SourceErrors]:
+    """The inference-perf runs: per-stage tables, median errors, saturation throughput
+    (module docstring); returns the default cost model's errors per server config."""
     if not args.folder.is_dir():
         print(f"skipped: no validation data at {args.folder}")
-        return 0
-    labels = ["default", *args.compare]
+        return []
     runs = load_runs(args.folder)
     errors: dict[str, dict[str, list[float]]] = {lab: {m: [] for m in METRICS} for lab in labels}
+    table = []
     for run in runs:
         output = run.workload["output_len"]
         stages = [s for s in run.stages if open_loop(s)]
+        entry = SourceErrors("kubecon", run.name, "h100-sxm", TARGETS)
+        table.append(entry)
         if not args.quiet:
             print(f"\n{run.name}: {run.model}, max-num-seqs {run.max_num_seqs}, prefix "
                   f"caching {'on' if run.prefix_caching else 'off'}, chunked prefill "
@@ -288,12 +337,18 @@ def main() -> int:
             real = measured(stage, output)
             rate = stage["load_summary"]["requested_rate"]
             for label in labels:
-                sim = simulated(run, stage, cost_overrides(label))
+                rows = stage_rows(run, stage, cost_overrides(label))
+                sim = simulated(run, rows)
                 cells = []
                 for m in METRICS:
                     err = sim[m] / real[m] - 1
                     errors[label][m].append(err)
                     cells.append(f"{m} {real[m]:8.1f} {sim[m]:8.1f} {err:+6.0%}")
+                    if label == "default" and m in TARGETS:
+                        entry.add(m, err)
+                if label == "default":
+                    entry.check(f"stage {stage['stage']} ({rate:g} req/s)", rows,
+                                real["mean_ttft"] / 1e3, sim["mean_ttft"] / 1e3)
                 if not args.quiet:
                     print(f"  stage {stage['stage']} {rate:6.1f} req/s [{label}] "
                           + " | ".join(cells))
@@ -310,6 +365,93 @@ def main() -> int:
             parts.append(f"{m} {med:.1%}{mark}")
         print(f"  {label:>14}: " + ", ".join(parts))
     saturation_table(runs, labels, args.tolerance)
+    return table
+
+
+def kv_cache_tester(folder: Path) -> list[SourceErrors]:
+    """The kv-cache-tester working-set runs, replayed by bench/kv_cache_tester.py (its
+    docstring: settings, GPUs, "fits"), seed 0: per run and GPU, the errors of the periods
+    whose working set fits the HBM KV pool; a period counts as kept up by the real server
+    when its mean TTFT is within the run's max TTFT (the tester's limit)."""
+    if not folder.is_dir():
+        print(f"skipped: no validation data at {folder}")
+        return []
+    kvt = importlib.import_module("kv_cache_tester")  # bench/ is sys.path[0] (a script)
+    metric = "mean_ttft/period"
+    table = []
+    for run in kvt.load_runs(folder):
+        for gpu in kvt.GPUS:
+            entry = SourceErrors("kv-cache-tester", run.name, gpu, {metric: kvt.TARGET},
+                                 {metric: []})
+            table.append(entry)
+            pool = kvt.pool_tokens(gpu)
+            frame = kvt.simulated_frame(run, gpu, seed=0)
+            means = kvt.period_means(frame, len(run.periods))
+            for k, (row, sim) in enumerate(zip(run.periods.itertuples(), means, strict=True)):
+                err = sim / row.avg_ttft - 1
+                if row.working_set_size <= pool and not math.isnan(err):
+                    entry.add(metric, err)
+                if row.avg_ttft <= run.max_ttft:
+                    fits = "fits" if row.working_set_size <= pool else "does not fit"
+                    entry.check(f"period {row.period_number} ({row.concurrency_level} users, "
+                                f"working set {fits})", frame[frame["stage"] == k],
+                                row.avg_ttft, sim, open_loop=False)
+    return table
+
+
+def combined_table(table: list[SourceErrors]) -> None:
+    """Print the median |relative error| per source configuration and metric, with the
+    targets, then every stage that saturates in simulation only."""
+    pooled: dict[tuple[str, str], SourceErrors] = {}
+    for entry in table:
+        key = (entry.source, entry.gpu)
+        total = pooled.setdefault(key, SourceErrors(entry.source, "all", entry.gpu,
+                                                    entry.targets))
+        for metric, errs in entry.errors.items():
+            total.errors.setdefault(metric, []).extend(errs)
+        total.sim_only.extend(entry.sim_only)
+    print(f"\nall real sources, default cost model: median |relative error| (n = stages or "
+          f"periods compared); sim-only = stages where the real server kept up but the "
+          f"simulation saturated (none released, mean TTFT > {SIM_ONLY_TTFT_RATIO:g}x "
+          f"measured, or, open loop, the kept-up rule fails)")
+    print(f"  {'source':<16} {'config':<42} {'gpu':<9} {'metric':<17} {'n':>3} "
+          f"{'median':>7}  {'target':<13} {'sim-only':>8}")
+    for entry in [*table, *pooled.values()]:
+        for i, (metric, errs) in enumerate(entry.errors.items()):
+            med = statistics.median(abs(e) for e in errs) if errs else math.nan
+            target = entry.targets[metric]
+            verdict = "-" if not errs else ("met" if med <= target else "MISSED")
+            count = str(len(entry.sim_only)) if i == 0 else ""
+            print(f"  {entry.source:<16} {entry.config:<42} {entry.gpu:<9} {metric:<17} "
+                  f"{len(errs):3d} {med:7.1%}  {f'<= {target:.0%} {verdict}':<13} {count:>8}")
+    for line in (line for entry in table for line in entry.sim_only):
+        print(f"SATURATES IN SIMULATION ONLY: {line}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--compare", action="append", default=[],
+                        help="another cost model: NAME[?k=v&k=v] or profile:PATH[?k=v&k=v]")
+    parser.add_argument("--quiet", action="store_true", help="only the error summaries")
+    parser.add_argument("--tolerance", type=float, default=SATURATION_TOLERANCE,
+                        help="relative tolerance of the capacity search (default 1%%)")
+    parser.add_argument("--sources", default=",".join(SOURCES),
+                        help=f"comma-separated real sources (default {','.join(SOURCES)})")
+    parser.add_argument("--kv-cache-tester-dir", type=Path, default=KV_CACHE_TESTER_DIR,
+                        help="kv-cache-tester's results folder")
+    args = parser.parse_args()
+    sources = [name for name in args.sources.split(",") if name]
+    unknown = sorted(set(sources) - set(SOURCES))
+    if unknown:
+        parser.error(f"unknown source {', '.join(unknown)} (valid: {', '.join(SOURCES)})")
+    table = []
+    if "kubecon" in sources:
+        table += kubecon(args, ["default", *args.compare])
+    if "kv-cache-tester" in sources:
+        table += kv_cache_tester(args.kv_cache_tester_dir)
+    if table:
+        combined_table(table)
     return 0
 
 
