@@ -145,6 +145,9 @@ class Profile(_Strict):
         default_factory=dict, description="gemm errors of the plain linear form, for contrast")
     heldout_borrow_rule: dict[str, Heldout] = Field(
         default_factory=dict, description="leave-one-model-out errors of the borrow rule")
+    heldout_blocks: dict[str, dict[str, Heldout]] = Field(
+        default_factory=dict, description="errors per class on whole held-out blocks "
+        "(a contiguous top range, whole grid rows, a whole model), fitted on the rest")
     covers_tp: list[int] = Field(default_factory=lambda: [1], min_length=1,
                                  description="TP degrees whose per-GPU shapes the tables hold")
     elementwise: dict[str, ElementwiseTable] = Field(default_factory=dict)

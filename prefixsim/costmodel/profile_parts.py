@@ -124,6 +124,9 @@ class SourceFile(_Strict):
     path: str = Field(description="relative to the data folder")
     rows: int = Field(ge=0, description="data rows in the file")
     rows_used: int = Field(ge=0, description="rows that entered this profile")
+    upstream_commit: str | None = Field(None, description="the source repository's commit "
+                                        "the file was taken from")
+    upstream_path: str | None = Field(None, description="the file's path at that commit")
 
 
 class Borrowed(_Strict):

@@ -22,6 +22,14 @@ from prefixsim.presets import ModelSpec
 
 VIDUR_REPO = "microsoft/vidur"
 VIDUR_COMMIT = "7d47513363ec447a741ac5e47241580b47724fbf"
+VIDUR_OLD_COMMIT = "acb95f6"
+# files of the local copy taken from an older commit (../shared/gpu-measurements/README.md):
+# local path -> (commit, path there); every other file is data/profiling/<path> at VIDUR_COMMIT
+VIDUR_OLDER_FILES = {
+    "compute/a100/meta-llama/Llama-2-70b-hf-attention-2024-05/attention.csv":
+        (VIDUR_OLD_COMMIT, "data/profiling/a100/attention.csv"),
+    "cpu_overheads_a100_2024-05.csv": (VIDUR_OLD_COMMIT, "data/profiling/a100/cpu_overheads.csv"),
+}
 # prefixsim preset -> Vidur model folder (org/name); Llama-3 has Llama-3.1's geometry
 VIDUR_MODELS = {
     "llama-2-7b": "meta-llama/Llama-2-7b-hf",
@@ -54,6 +62,11 @@ def find_root(folder: str | Path) -> Path:
             return candidate
     raise InputError("no Vidur profiling data here (expected compute/ under it, its "
                      "profiling/ or data/profiling/)", file=str(folder))
+
+
+def upstream_of(relative: str) -> tuple[str, str]:
+    """(commit, path in microsoft/vidur) a file of the local copy came from."""
+    return VIDUR_OLDER_FILES.get(relative, (VIDUR_COMMIT, f"data/profiling/{relative}"))
 
 
 def read_csv(path: Path, columns: tuple[str, ...], numeric: tuple[str, ...] = ()) -> pd.DataFrame:

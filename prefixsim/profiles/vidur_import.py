@@ -41,6 +41,7 @@ from prefixsim.costmodel.tables import Table1D
 from prefixsim.presets import MODELS, get_gpu, get_model
 from prefixsim.profiles.fit import error_summary, fit_relative, relative_errors
 from prefixsim.profiles.vidur import VIDUR_COMMIT, VIDUR_GPUS, VIDUR_MODELS, VIDUR_REPO
+from prefixsim.profiles.vidur_blocks import BLOCK_CLASSES, other_model_gemms, top_range, whole_rows
 from prefixsim.profiles.vidur_split import ImportOptions, Measured, measure
 
 FEATURE_RULES = FeatureRules(gemm_dtype_bytes=2, attention_dtype_bytes=2, prefill_skips_masked=True)
@@ -100,7 +101,35 @@ def _table(series) -> tuple[list[int], list[float]]:
 
 
 def build_profile(m: Measured, options: ImportOptions, date: str) -> Profile:
-    """The profile of `m`'s training points, judged on its test points."""
+    """The profile of `m`'s training points, judged on its test points and on the block
+    hold-outs of vidur_blocks.py."""
+    profile = _unjudged(m, options, date)
+    heldout, linear = heldout_errors(profile, m)
+    return profile.model_copy(update={
+        "heldout": {k: Heldout.model_validate(v) for k, v in heldout.items()},
+        "heldout_linear": {k: Heldout.model_validate(v)
+                           for k, v in linear.items()},
+        "heldout_borrow_rule": {k: Heldout.model_validate(v)
+                                for k, v in m.borrow_heldout.items() if ":" not in k},
+        "heldout_blocks": {kind: {k: Heldout.model_validate(v) for k, v in errors.items()}
+                           for kind, errors in block_errors(m, options, date).items()}})
+
+
+def block_errors(m: Measured, options: ImportOptions, date: str) -> dict[str, dict]:
+    """Errors per class of profiles fitted without whole blocks, on those blocks."""
+    out: dict[str, dict] = {}
+    for kind, split in (("top_range", top_range(m)), ("whole_rows", whole_rows(m, options.seed))):
+        errors, _ = heldout_errors(_unjudged(split, options, date), split)
+        out[kind] = {c: errors[c] for c in BLOCK_CLASSES[kind] if c in errors}
+    (other_x, other_t), (own_x, own_t) = other_model_gemms(m, options.tp)
+    if other_x:
+        predicted = np.array(own_x) @ _fit(other_x, np.array(other_t))
+        out["model"] = {"gemm": error_summary(relative_errors(predicted, own_t))}
+    return {kind: errors for kind, errors in out.items() if errors}
+
+
+def _unjudged(m: Measured, options: ImportOptions, date: str) -> Profile:
+    """The profile of `m`'s training points, its held-out errors placeholders."""
     spec, gpu_dir = get_model(options.model), VIDUR_GPUS[options.gpu][0]
     dims = _dims(spec, options.tp)
     train = m.compute.times_s.loc[m.tokens_train]
@@ -159,14 +188,7 @@ def build_profile(m: Measured, options: ImportOptions, date: str) -> Profile:
                    "files": [f.model_dump() for f in m.files],
                    "borrowed": [b.model_dump() for b in m.borrowed]},
     }
-    profile = profile_from_mapping(data, source="(import)")
-    heldout, linear = heldout_errors(profile, m)
-    return profile.model_copy(update={
-        "heldout": {k: Heldout.model_validate(v) for k, v in heldout.items()},
-        "heldout_linear": {k: Heldout.model_validate(v)
-                           for k, v in linear.items()},
-        "heldout_borrow_rule": {k: Heldout.model_validate(v)
-                                for k, v in m.borrow_heldout.items() if ":" not in k}})
+    return profile_from_mapping(data, source="(import)")
 
 
 def heldout_errors(profile: Profile, m: Measured) -> tuple[dict, dict]:
@@ -225,8 +247,8 @@ def heldout_errors(profile: Profile, m: Measured) -> tuple[dict, dict]:
         errs["cpu_overhead"] = relative_errors([cpu.time_s(int(b)) for b in m.cpu[1].index],
                                                m.cpu[1].to_numpy())
     errs["step"] = _step_errors(profile, m, spec, tp, layer_measured, test)
-    return ({k: error_summary(v) for k, v in errs.items()},
-            {k: error_summary(v) for k, v in lin.items()})
+    return ({k: error_summary(v) for k, v in errs.items() if len(v)},
+            {k: error_summary(v) for k, v in lin.items() if len(v)})
 
 
 def _step_errors(profile: Profile, m: Measured, spec, tp: int, layer_measured, test):

@@ -39,6 +39,7 @@ from prefixsim.profiles.vidur import (
     read_collective,
     read_cpu,
     read_mlp,
+    upstream_of,
 )
 from prefixsim.profiles.vidur_borrow import RULES, BorrowRule, donor_points, leave_one_model_out
 
@@ -79,6 +80,14 @@ class Measured:
 
 def _relative(root: Path, path: Path) -> str:
     return str(path.relative_to(root))
+
+
+def _source_file(root: Path, path: Path, rows: int, rows_used: int) -> SourceFile:
+    """A file's record: its path here, rows, and where upstream it came from."""
+    relative = _relative(root, path)
+    commit, upstream = upstream_of(relative)
+    return SourceFile(path=relative, rows=rows, rows_used=rows_used, upstream_commit=commit,
+                      upstream_path=upstream)
 
 
 def _split_series(series: pd.Series, fraction: float, rng: np.random.Generator):
@@ -148,17 +157,16 @@ def measure(folder: str | Path, options: ImportOptions, spec: ModelSpec,
     if borrow_dir is not None:
         points = donor_points(root, borrow_dir, gpu_dir, exclude=model_dir)
         rule = BorrowRule.from_points(points)
+        borrow_heldout = leave_one_model_out(points)
         donors = ", ".join(rule.donors)
     # ------------------------------------------------------------------ layer kernels
     path = own_mlp if own_mlp.is_file() else mlp_path(root, borrow_dir, model_dir)
     compute = read_mlp(path, options.tp)
     check_geometry(compute, spec)
-    files.append(SourceFile(path=_relative(root, path), rows=compute.rows,
-                            rows_used=compute.rows_used))
+    files.append(_source_file(root, path, compute.rows, compute.rows_used))
     if not own_mlp.is_file():
         assert rule is not None
         compute = rule.scale_mlp(compute, dims_at_tp)
-        borrow_heldout = leave_one_model_out(points)
         borrowed.append(Borrowed(
             part="gemm, elementwise", source=f"{borrow_dir} {model_dir}",
             rule=f"{RULES['gemm']}; {RULES['elementwise']} (donors: {donors})"))
@@ -169,8 +177,7 @@ def measure(folder: str | Path, options: ImportOptions, spec: ModelSpec,
     if att_path is None:
         raise InputError("no attention.csv for any GPU here", file=str(root))
     attention = read_attention(att_path)
-    files.append(SourceFile(path=_relative(root, att_path), rows=attention.rows,
-                            rows_used=attention.rows))
+    files.append(_source_file(root, att_path, attention.rows, attention.rows))
     if own_attention is None:
         assert rule is not None
         attention = _scale_attention(attention, rule)
@@ -196,8 +203,7 @@ def measure(folder: str | Path, options: ImportOptions, spec: ModelSpec,
     collectives: dict[str, dict[int, tuple[pd.Series, pd.Series, pd.Series]]] = {}
     for name in ("all_reduce", "send_recv"):
         data: CollectiveData = read_collective(root, net_dir, name)
-        files.append(SourceFile(path=_relative(root, data.path), rows=data.rows,
-                                rows_used=data.rows_used))
+        files.append(_source_file(root, data.path, data.rows, data.rows_used))
         collectives[name] = {n: _split_series(s, frac, rng)
                              for n, s in sorted(data.by_gpus.items())}
     # ----------------------------------------------------------------------- CPU
@@ -205,8 +211,7 @@ def measure(folder: str | Path, options: ImportOptions, spec: ModelSpec,
     cpu_tp = None
     if cpu_file is not None:
         cpu, cpu_tp, note = _cpu_rows(root, cpu_file, cpu_gpu, model_dir, compute, options)
-        files.append(SourceFile(path=_relative(root, cpu_file), rows=note[0],
-                                rows_used=note[1]))
+        files.append(_source_file(root, cpu_file, note[0], note[1]))
         if note[2]:
             borrowed.append(Borrowed(part="cpu overhead", source=note[2],
                                      rule="rows of the nearest measured model (hidden, then "
