@@ -3,7 +3,8 @@
 
 For every shipped `<gpu>-<model>-tp<N>` profile: the one command that imports it, whether a
 fresh import gives the shipped bytes (the date apart) and the same bytes twice, the import
-time, and the held-out medians per class against the targets; then the leave-one-model-out
+time, and the held-out medians per class against the targets, then those with whole blocks
+held out (a top range, whole attention rows, a whole model); then the leave-one-model-out
 check of the H100-from-A100 borrow rule per donor model. `--write` regenerates the shipped
 files (keeping each one's date when nothing else changed).
 
@@ -51,6 +52,19 @@ def _without_date(text: str) -> list[str]:
     return [line for line in text.splitlines() if '"date":' not in line]
 
 
+def _print_blocks(blocks: dict[str, dict]) -> None:
+    """Held-out medians per class when whole blocks are held out (vidur_blocks.py)."""
+    print("\nwhole blocks held out (median |relative error|; top_range = top 20% of every "
+          "axis, whole_rows = 20% of attention rows, model = GEMMs fitted on the other "
+          "models):")
+    print(f"{'profile':<30}{'block':<12}" + "".join(f"{c[:11]:>12}" for c in CLASSES))
+    for name, kinds in blocks.items():
+        for kind, errors in kinds.items():
+            cells = "".join(f"{errors[c]['median_rel_error']:>12.1%}" if c in errors
+                            else f"{'-':>12}" for c in CLASSES)
+            print(f"{name:<30}{kind:<12}{cells}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
@@ -61,7 +75,7 @@ def main() -> int:
         return 0
     header = "".join(f"{c[:11]:>12}" for c in CLASSES)
     print(f"{'profile':<30}{'shipped':>9}{'twice':>7}{'s':>6}{header}")
-    misses, seconds = [], []
+    misses, seconds, blocks = [], [], {}
     for gpu, model, tp in SHIPPED:
         name = f"{gpu}-{model}-tp{tp}"
         path = PROFILES / f"{name}.json"
@@ -75,6 +89,7 @@ def main() -> int:
         if args.write and not same:
             path.write_text(text)
         heldout = json.loads(text)["heldout"]
+        blocks[name] = json.loads(text).get("heldout_blocks", {})
         cells = ""
         for cls in CLASSES:
             value = heldout.get(cls, {}).get("median_rel_error")
@@ -89,6 +104,7 @@ def main() -> int:
                                                      for c, t in TARGETS.items()))
     print(f"targets missed: {', '.join(misses) or 'none'}; median import time "
           f"{statistics.median(seconds):.1f} s")
+    _print_blocks(blocks)
     root = find_root(args.folder)
     points = donor_points(root, VIDUR_GPUS["a100-80g"][0], VIDUR_GPUS["h100-sxm"][0], "")
     lomo = leave_one_model_out(points)

@@ -121,6 +121,8 @@ def import_vidur_command(folder: Path, model_name: str | None, gpu: str | None,
     print_errors(profile.heldout_linear, "linear form", targets=False)
     if profile.heldout_borrow_rule:
         print_errors(profile.heldout_borrow_rule, "borrow rule (LOMO)", targets=False)
+    for kind, errors in profile.heldout_blocks.items():
+        print_errors(errors, f"block held out: {kind}", targets=False)
     path = output or Path(f"{gpu}-{model_name}-tp{tp}.json")
     write_text(path, profile.to_json())
     click.echo(f"profile: {path}")

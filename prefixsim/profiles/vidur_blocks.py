@@ -8,7 +8,8 @@ it interpolates between neighbours.
 - `whole_rows`: a seeded 20% of whole attention rows (prefill chunk sizes, decode batch
   sizes; the first and last kept);
 - `model`: the GEMMs of the other models measured on the same GPU at the same TP, fitted
-  (linear form) and judged on this model's GEMMs (`other_model_gemms`).
+  (linear form) and judged on this model's GEMMs (`other_model_gemms`); not where the
+  layer kernels are borrowed (the borrow rule's leave-one-model-out error says that).
 Leaves out: building and judging the profile of a split (vidur_import.py); the profile's
 own tables never come from these splits.
 """

@@ -122,7 +122,7 @@ def block_errors(m: Measured, options: ImportOptions, date: str) -> dict[str, di
         errors, _ = heldout_errors(_unjudged(split, options, date), split)
         out[kind] = {c: errors[c] for c in BLOCK_CLASSES[kind] if c in errors}
     (other_x, other_t), (own_x, own_t) = other_model_gemms(m, options.tp)
-    if other_x:
+    if other_x and not any(b.part == "gemm, elementwise" for b in m.borrowed):
         predicted = np.array(own_x) @ _fit(other_x, np.array(other_t))
         out["model"] = {"gemm": error_summary(relative_errors(predicted, own_t))}
     return {kind: errors for kind, errors in out.items() if errors}
