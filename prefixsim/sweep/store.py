@@ -20,6 +20,7 @@ symlinked `runs/` is refused (a resume would otherwise clean staging entries in 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -127,6 +128,27 @@ def clean_staging(out_dir: Path) -> None:
             shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink()
 
 
+def _move_into_place(staging: Path, target: Path) -> None:
+    """Rename the finished `staging` folder to `target`, replacing a folder there. Two
+    writers of one run (two processes resuming one tune, both re-running its base) may race:
+    each moves the folder it finds aside to a name of its own and tries again, so the last
+    complete folder wins and neither fails on the other's move."""
+    while True:
+        try:
+            os.rename(staging, target)  # fails while a non-empty folder is there
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        old = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}old.{target.name}.",
+                                    dir=target.parent))
+        try:
+            os.rename(target, old)  # onto the empty folder just made: replaces it
+        except FileNotFoundError:
+            pass  # another writer moved it first
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def write_run(out_dir: Path, outcome: RunOutcome) -> Path:
     """Store one outcome as `runs/<run_id>/`, replacing an older folder of that id."""
     target = run_dir(out_dir, outcome.run_id)
@@ -147,13 +169,7 @@ def write_run(out_dir: Path, outcome: RunOutcome) -> Path:
                 "params": outcome.params, "wall_time_s": outcome.wall_time_s}
         (staging / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n",
                                           encoding="utf-8")
-        if target.exists():
-            old = target.with_name(f"{STAGING_PREFIX}old.{outcome.run_id}")
-            os.rename(target, old)
-            os.rename(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(staging, target)
+        _move_into_place(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
