@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from prefixsim.report.data import short_name, show_swept  # noqa: E402
 
@@ -163,9 +164,41 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
     return fig, [ax for row in axes for ax in row]
 
 
+def plain_log_ticks(fig: Figure) -> None:
+    """Tick labels of the figure's log axes as plain text (5k, 20k, 1M): matplotlib's own
+    are math text, which `plain_text` (rightly) leaves unparsed, so they would be drawn as
+    raw `$\\mathdefault{10^{4}}$`. Minor ticks are labelled (at 2x and 5x a power of ten) only where
+    fewer than two major ticks fall inside the axis."""
+    for ax in fig.axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale != "log":
+                continue
+            axis.set_major_formatter(FuncFormatter(_short_number))
+            low, high = sorted(axis.get_view_interval())
+            majors = [t for t in axis.get_majorticklocs() if low <= t <= high]
+            axis.set_minor_formatter(NullFormatter() if len(majors) >= 2
+                                     else FuncFormatter(_one_two_five))
+
+
+def _one_two_five(value: float, _position: object = None) -> str:
+    """A minor tick's label at 2 and 5 times a power of ten only (no crowding)."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** math.floor(math.log10(value))
+    return _short_number(value) if round(mantissa, 6) in (2.0, 5.0) else ""
+
+
+def _short_number(value: float, _position: object = None) -> str:
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
 def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG; closes it."""
+    """The figure as PNG (log axes labelled in plain text); closes it."""
     buffer = io.BytesIO()
+    plain_log_ticks(fig)
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)

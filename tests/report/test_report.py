@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 from prefixsim.report import PLOTS, PlotSkipped, build_report, load_report_data
+from prefixsim.report.figures import plain_log_ticks, plain_text
 from prefixsim.sweep import ExecutorOptions, load_spec, parse_spec, run_sweep
 
 BASE = {"trace": {"path": "traces/demo_chat.jsonl"}, "cache_only": True}
@@ -247,3 +248,20 @@ def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
     data = load_report_data(out)
     line = dict(PLOTS)["policy_zoo"](data).axes[0].get_lines()[0]
     assert len(line.get_xdata()) == 2  # the two successful runs only
+
+
+def test_log_axes_are_labelled_in_plain_text(demo_sweep):
+    """The report draws with math text off (plain_text), so matplotlib's own log tick
+    labels would show as raw `$\\mathdefault{10^{4}}$`; png_bytes labels log axes as plain
+    numbers: the policy zoo's 5,000-80,000-token axis reads 10k (its one major tick) and
+    its minor ticks at 2x and 5x a power of ten: 5k, 20k, 50k."""
+    with plain_text():
+        fig = dict(PLOTS)["policy_zoo"](load_report_data(demo_sweep))
+        plain_log_ticks(fig)
+        fig.canvas.draw()
+        axis = fig.axes[0].xaxis
+        low, high = sorted(axis.get_view_interval())
+        shown = [t.label1.get_text() for t in axis.get_major_ticks() + axis.get_minor_ticks()
+                 if low <= t.get_loc() <= high and t.label1.get_text()]
+    assert shown and not [s for s in shown if "$" in s or "mathdefault" in s], shown
+    assert sorted(shown, key=lambda s: float(s[:-1])) == ["5k", "10k", "20k", "50k"]
