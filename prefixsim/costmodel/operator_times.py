@@ -123,6 +123,19 @@ class OperatorTimes:
         return (self.blend(per_row * rows, per_token * tokens + weight)
                 + self.params.gemm_floor_s)
 
+    def grouped_gemm_s(self, groups: float, tokens: float, in_features: int,
+                       out_features: int) -> float:
+        """One grouped GEMM (an MoE layer's fused expert kernel): `tokens` rows spread evenly
+        over `groups` weights of `in_features` x `out_features`, in one kernel launch. Each
+        group's rows fill whole tiles; every group's weight is read once; one floor."""
+        if tokens <= 0 or groups <= 0:
+            return 0.0
+        rows = _tiles(math.ceil(tokens / groups), self.params.gemm_tile_tokens)
+        compute = 2.0 * groups * rows * in_features * out_features * self._gemm_flop_s
+        memory = ((in_features + out_features) * ACT_BYTES * tokens
+                  + groups * in_features * out_features * self.weight_bytes) * self._gemm_byte_s
+        return self.blend(compute, memory) + self.params.gemm_floor_s
+
     def elementwise_s(self, kind: str, num_bytes: float) -> float:
         """An element-wise kernel moving `num_bytes` (ELEMENTWISE_EFFICIENCY[kind])."""
         if num_bytes <= 0:

@@ -2,8 +2,8 @@
 roofline"): what one step of a vLLM-style server costs on `tp` GPUs.
 
 A step is timed as its kernels run, one GPU of the replica standing for all (shapes per
-GPU): per layer the QKV, O, gate/up and down GEMMs (MoE: the experts the step's tokens
-touch, in expectation), the element-wise kernels, one attention call (a floor, each prefill
+GPU): per layer the QKV, O, gate/up and down GEMMs (MoE: two grouped GEMMs, gate/up and
+down, over the experts the step's tokens touch in expectation), the element-wise kernels, one attention call (a floor, each prefill
 chunk's work, the decodes' KV reads) and two all-reduces (collectives.py, latency + bytes /
 bandwidth); then the LM head over the sequences that sample a token (decodes and chunks
 that finish their prompt), the embedding gather and the final norm; then the CPU time of
@@ -117,8 +117,9 @@ class Roofline(RooflineBase):
             return ops.gemm_s(tokens, h, 2 * inter) + ops.gemm_s(tokens, inter, h)
         experts, k = d.num_experts, d.experts_per_token
         touched = experts * (1.0 - (1.0 - k / experts) ** tokens)
-        rows = tokens * k / touched
-        return touched * (ops.gemm_s(rows, h, 2 * inter) + ops.gemm_s(rows, inter, h))
+        routed = tokens * k
+        return (ops.grouped_gemm_s(touched, routed, h, 2 * inter)
+                + ops.grouped_gemm_s(touched, routed, inter, h))
 
     def layer_s(self, tokens: int) -> float:
         """One layer's GEMMs, element-wise kernels and all-reduces over `tokens` (attention

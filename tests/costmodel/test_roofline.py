@@ -201,3 +201,34 @@ def test_defaults_on_h100_llama_8b_decode_one_sequence():
     model = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
     assert model.step_time_s(StepBatch(decode_contexts=(240,))) == pytest.approx(7.1e-3,
                                                                                  rel=0.03)
+
+
+TINY_MOE = dataclasses.replace(TINY, name="tiny-moe", num_experts=8, experts_per_token=2)
+
+
+def test_moe_experts_run_as_two_grouped_gemms_with_one_floor_each():
+    """8 experts, top 2, 4 tokens: touched = 8*(1 - (6/8)^4) = 5.46875 experts, 8 routed
+    rows, 8/5.46875 = 1.4629 rows each, padded to one tile of 64. Gate/up (64 -> 256):
+    compute 2*5.46875*64*64*256 / (1e9*0.72) = 15.929 ms; bytes (64+256)*2*8 + 5.46875*64*256*2
+    = 184,320 -> / (1e7*0.9) = 20.480 ms; p = 2: 25.946 ms + 5 us. Down (128 -> 64): compute
+    7.9644 ms, bytes (128+64)*2*8 + 5.46875*128*64*2 = 92,672 -> 10.297 ms; 13.018 ms + 5 us.
+    One kernel each: a per-expert GEMM would pay 5.47 floors and its own tiles."""
+    rf = Roofline(TINY_MOE, SLOW)
+    touched = 8 * (1 - (6 / 8) ** 4)
+    up = math.hypot(2 * touched * 64 * 64 * 256 / (1e9 * 0.72),
+                    ((64 + 256) * 2 * 8 + touched * 64 * 256 * 2) / (1e7 * 0.9))
+    down = math.hypot(2 * touched * 64 * 128 * 64 / (1e9 * 0.72),
+                      ((128 + 64) * 2 * 8 + touched * 128 * 64 * 2) / (1e7 * 0.9))
+    assert up == pytest.approx(25.946e-3, rel=1e-4)
+    assert down == pytest.approx(13.018e-3, rel=1e-4)
+    assert rf._mlp_s(4) == pytest.approx(up + down + 2 * 5e-6)
+    assert rf.ops.grouped_gemm_s(0, 8, 64, 256) == 0.0 == rf.ops.grouped_gemm_s(4, 0, 64, 256)
+
+
+def test_moe_decode_reads_only_the_experts_its_tokens_touch():
+    """One token touches its top-k experts: the grouped GEMMs read 2 of 8 expert weights, so
+    a one-token MoE MLP moves 2 expert weights and 2 routed rows of activations."""
+    moe = Roofline(TINY_MOE, SLOW, **PLAIN)
+    assert moe._mlp_s(1) == pytest.approx(
+        ((64 + 256) * 2 * 2 + 2 * 64 * 256 * 2) / 1e7
+        + ((128 + 64) * 2 * 2 + 2 * 128 * 64 * 2) / 1e7)
