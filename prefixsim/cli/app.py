@@ -10,25 +10,19 @@ place only when complete.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
 from prefixsim._version import __version__
-from prefixsim.cli.files import write_folder
-from prefixsim.config import RunConfig, config_to_yaml
+from prefixsim.cli.lazy_group import LazyCommand, LazyGroup
 from prefixsim.errors import InputError
-from prefixsim.metrics.schema import PRINTED_KEYS
-from prefixsim.pipeline import ParquetRows, RunResult
 
 RESULTS_ROOT = Path("results")
-RUN_FILES = frozenset({"summary.json", "requests.parquet", "timeseries.parquet", "config.yaml"})
 
 
 def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,44 +59,6 @@ def safe_name(name: str) -> str:
     return cleaned[:80] or "sweep"
 
 
-# ------------------------------------------------------------------- results folder
-def default_output_dir(config: RunConfig) -> Path:
-    """`results/<timestamp>-<label>/` with label = trace name and policy."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    trace = safe_name(config.trace.path.stem) if config.trace.path else "run"
-    mode = "cache-only" if config.cache_only else "timed"
-    return RESULTS_ROOT / f"{stamp}-{trace}-{config.cache.policy}-{mode}"
-
-
-def write_run(out_dir: Path, produce: Callable[[ParquetRows], RunResult],
-              fresh: bool = False) -> tuple[Path, RunResult]:
-    """Write a run's summary.json, requests.parquet, timeseries.parquet and config.yaml
-    atomically; returns the folder written and the result `produce(rows)` returned.
-
-    `rows` is the sink of the request rows (pipeline/sinks.py): it writes requests.parquet
-    in a sibling staging folder as the run makes them; config.yaml is the result's
-    (effective) config. A new folder is renamed into place in one step, an existing one gets
-    each file replaced atomically and loses a results file of an earlier run that this run
-    does not write (e.g. its timeseries). `fresh` (a default folder): never an existing one,
-    but the next free `NAME-2`, ... Nothing is left behind if `produce` fails."""
-    produced: list[RunResult] = []
-
-    def fill(staging: Path) -> None:
-        result = produce(ParquetRows(staging / "requests.parquet"))
-        produced.append(result)
-        (staging / "summary.json").write_text(
-            json.dumps(result.summary, indent=2, default=str) + "\n", encoding="utf-8"
-        )
-        if not result.timeseries.empty:
-            result.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
-        if result.config is not None:
-            (staging / "config.yaml").write_text(config_to_yaml(result.config),
-                                                 encoding="utf-8")
-
-    folder = write_folder(out_dir, fill, RUN_FILES, fresh=fresh)
-    return folder, produced[0]
-
-
 # ----------------------------------------------------------------------- printing
 def format_value(value: object) -> str:
     if isinstance(value, float):
@@ -112,25 +68,42 @@ def format_value(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def print_summary(summary: dict[str, object], out_dir: Path) -> None:
-    """A vLLM-style result block on stdout."""
-    title = " prefixsim result ({}) ".format(summary.get("mode", ""))
-    click.echo(f"{title:=^60}")
-    for key in PRINTED_KEYS:
-        if key in summary:
-            click.echo(f"{key + ':':<44}{format_value(summary[key]):>16}")
-    click.echo("=" * 60)
-    if "cost_model_warning" in summary:
-        click.echo(f"warning: {summary['cost_model_warning']}")
-    if "cost_model_borrowed" in summary:
-        click.echo(f"note: profile parts borrowed: {summary['cost_model_borrowed']}")
-    if "timeseries_warning" in summary:
-        click.echo(f"note: {summary['timeseries_warning']}")
-    click.echo(f"results: {out_dir}")
-
-
 # ---------------------------------------------------------------------------- CLI
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# Every subcommand: its module is imported only when it is used (cli/lazy_group.py), and
+# `prefixsim --help` lists the short help given here (a test checks it against the command's).
+SUBCOMMANDS = (
+    LazyCommand("accelerate", "prefixsim.cli.accelerate",
+                "Compile the simulator's hot modules with Cython, for faster runs (opt-in)."),
+    LazyCommand("calibrate", "prefixsim.cli.calibrate",
+                "Time attention and GEMMs with torch on this machine, fit a cost model, write a"
+                " profile."),
+    LazyCommand("capacity", "prefixsim.cli.capacity",
+                "Find the capacity of a fleet: each probe is a normal timed run (on the sweep"
+                " executors);"),
+    LazyCommand("curve", "prefixsim.cli.curve",
+                "Hit rate against capacity for one or several policies."),
+    LazyCommand("plot", "prefixsim.cli.report",
+                "A custom line plot over the runs of a sweep folder (columns of sweep.parquet)."),
+    LazyCommand("profile", "prefixsim.cli.profile",
+                "Profiles of the fitted cost model: import public GPU measurements, validate,"
+                " list."),
+    LazyCommand("report", "prefixsim.cli.report",
+                "Write DIR/report.html (self-contained) and DIR/plots/*.png for a run, sweep or"
+                " tune folder (a"),
+    LazyCommand("run", "prefixsim.cli.run",
+                "Replay a trace and write summary.json, requests.parquet and config.yaml."),
+    LazyCommand("sweep", "prefixsim.cli.sweep",
+                "Run a sweep: SPEC.yaml has base: (a run config), grid: (dotted key -> list of"
+                " values, all"),
+    LazyCommand("trace", "prefixsim.cli.trace", "Inspect, convert and generate trace files."),
+    LazyCommand("tune", "prefixsim.cli.tune",
+                "Tune a run config with Optuna (pip install 'prefixsim[tune]'): SPEC.yaml has"
+                " base: (a run"),
+)
+
+
+@click.group(cls=LazyGroup, lazy=SUBCOMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="prefixsim")
 def app() -> None:
     """prefixsim: simulate what prefix (KV) caching does for LLM serving traffic.

@@ -9,11 +9,12 @@ from typing import Any
 
 import click
 
-from prefixsim.cli.app import app, default_output_dir, fail_cleanly, print_summary, write_run
+from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.config_options import config_dests, config_options, config_overrides
 from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
 from prefixsim.cli.progress import Progress
+from prefixsim.cli.run_output import default_output_dir, print_summary, write_run
 from prefixsim.config import load_config
 from prefixsim.pipeline import simulate
 
@@ -23,7 +24,7 @@ RUN_SECTIONS = (
     ("Load (how requests arrive; docs/load.md)", config_dests("load")),
     ("Cache (both modes; --bounds cache-only)", config_dests("cache")),
     ("Hardware and model (timed; cache-only runs price prefill GPU-seconds with them)",
-     config_dests("model", "hardware", "cost_model")),
+     config_dests("model", "hardware", "cost_model", "serving")),
     ("Scheduler and router (timed only)", config_dests("engine", "router", "scheduler")),
     ("Output (both modes)", ("output", *config_dests("output"), "quiet", "help")),
 )

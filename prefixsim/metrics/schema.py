@@ -157,7 +157,7 @@ PRINTED_KEYS: tuple[str, ...] = (
     "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
     "cost_model", "cost_model_profile", "wall_time_s", "simulated_s_per_wall_s",
 )
-"""The summary keys `prefixsim run` prints after a run (cli/app.py `print_summary`), in
+"""The summary keys `prefixsim run` prints after a run (cli/run_output.py `print_summary`), in
 the order printed (vLLM's result block first); each is a key of `SUMMARY_KEYS`."""
 
 

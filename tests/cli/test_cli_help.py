@@ -43,7 +43,7 @@ def test_run_help_is_in_sections_and_lists_every_option_once():
     text = result.output
     found = re.findall(r"^(\S[^\n]*):$", text[text.index("\nRun:"):], flags=re.M)
     assert found == HEADINGS and "Other options" not in text
-    params = app.commands["run"].params
+    params = app.get_command(None, "run").params
     assert {flag for p in params for flag in p.opts if flag.startswith("--")} | {"--help"} \
         == RUN_FLAGS
     listed = re.findall(r"^  (?:-\w, )?(--[a-z-]+)", text, flags=re.M)
@@ -74,7 +74,7 @@ def test_sweep_ends_with_the_report_command(tmp_path):
 
 def _overrides(args: list[str]) -> dict:
     """The dotted overrides `prefixsim run ARGS` hands to the config (None: not given)."""
-    context = app.commands["run"].make_context("run", args)
+    context = app.get_command(None, "run").make_context("run", args)
     return {k: v for k, v in config_overrides(context.params).items() if v is not None}
 
 
@@ -97,7 +97,7 @@ def test_flags_made_from_the_config_set_their_keys():
 def test_config_flag_help_ends_with_its_keys_and_default():
     """One text per field (config/flags.py option): the CLI appends the dotted keys and the
     default, leaving out a default of None, False or empty."""
-    helps = {opt: param.help for param in app.commands["run"].params for opt in param.opts}
+    helps = {opt: param.help for param in app.get_command(None, "run").params for opt in param.opts}
     assert helps["--tp"] == "Tensor-parallel GPUs per replica (hardware.tp; 1)."
     assert helps["--session-rate"].endswith("(trace.session_rate_per_s; 1/60).")
     assert helps["--ttl-mode"].endswith("(cache.ttl_mode; sliding).")
