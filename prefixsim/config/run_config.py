@@ -37,6 +37,7 @@ from prefixsim.config.serving import (
     ModelConfig,
     RouterConfig,
     SchedulerConfig,
+    ServingConfig,
 )
 from prefixsim.costmodel import COST_MODELS
 from prefixsim.errors import InputError, read_yaml
@@ -253,6 +254,7 @@ class RunConfig(Section):
     scheduler: SchedulerConfig = SchedulerConfig()
     router: RouterConfig = RouterConfig()
     cost_model: CostModelConfig = CostModelConfig()
+    serving: ServingConfig = ServingConfig()
     engine: EngineConfig = EngineConfig()
     load: LoadConfig = LoadConfig()
 

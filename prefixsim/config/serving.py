@@ -128,6 +128,17 @@ class CostModelConfig(Section):
         return self
 
 
+class ServingConfig(Section):
+    """Which serving engine's overheads the cost model takes (docs/cost-models.md "Serving
+    engines"): its CPU time per step, frontend and emission times, and whether it overlaps
+    CPU and GPU work."""
+
+    engine: Literal["vllm-v1", "vllm-v1-async", "vllm-v0", "sglang"] = option(
+        "vllm-v1", "--serving-engine", "Serving engine whose overheads the steps pay: vllm-v1 "
+        "(CPU after GPU), vllm-v1-async and sglang (CPU under GPU), vllm-v0 (2024's CPU "
+        "times)")
+
+
 class EngineConfig(Section):
     """The timed run: replicas, arrival time scale, sampling, SLOs for goodput."""
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from prefixsim.costmodel.attention_grid import DecodeTimes, PrefillTimes
 from prefixsim.costmodel.collectives import ACTIVATION_BYTES, allreduce_s_per_token
+from prefixsim.costmodel.engines import DEFAULT_ENGINE, get_engine
 from prefixsim.costmodel.measured import AllReduceTimes, CpuTimes, ElementwiseTimes
 from prefixsim.costmodel.operators import (
     DecodeAttention,
@@ -50,8 +51,8 @@ from prefixsim.costmodel.tables import Table1D
 from prefixsim.presets import GPUSpec, ModelSpec
 
 GemmInterpolation = Table1D  # a GEMM table: time over token counts
-PARAMS = ("frontend_s", "emission_s", "idle_wakeup_s", "step_overhead_s",
-          "step_overhead_s_per_seq", "step_overhead_s_per_token")
+PARAMS = ("frontend_s", "emission_s", "idle_wakeup_s", "frontend_s_per_prompt_token",
+          "step_overhead_s", "step_overhead_s_per_seq", "step_overhead_s_per_token")
 CPU_FORMULA = ("step_overhead_s", "step_overhead_s_per_seq", "step_overhead_s_per_token")
 
 
@@ -105,10 +106,17 @@ class FittedCostModel(CostModelBase):
     name = "fitted"
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec | None = None, tp: int = 1, *,
-                 profile: Profile | str | Path, **params: float) -> None:
+                 profile: Profile | str | Path, engine: str = DEFAULT_ENGINE,
+                 **params: float) -> None:
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")
-        self.params = fitted_params(params)
+        serving = get_engine(engine)
+        if serving.overlaps_cpu:
+            raise ValueError(f"serving engine {engine!r} overlaps CPU and GPU work; the "
+                             "fitted cost model times the CPU after the GPU (use the roofline)")
+        # the engine's figures are defaults; its CPU formula applies where the profile has
+        # no CPU table (a step_overhead_* parameter of the user's replaces the table)
+        self.params = fitted_params({**serving.params(), **params})
         self.serving_overheads = self.params.overheads()
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.profile_source = "(in memory)" if isinstance(profile, Profile) else str(profile)

@@ -49,8 +49,9 @@ class StepBatch:
 @dataclass(frozen=True, slots=True)
 class ServingOverheads:
     """Time outside the engine's steps, in seconds (docs/cost-models.md "Serving
-    overheads"): `frontend_s` from the client's send to the request reaching the scheduler
-    (HTTP, tokenisation, hand-off to the engine), `emission_s` from a token's step end to the
+    overheads"): `frontend_s` + `frontend_s_per_prompt_token` x prompt tokens from the
+    client's send to the request reaching the scheduler (HTTP, tokenisation, block hashing,
+    hand-off to the engine), `emission_s` from a token's step end to the
     client (detokenisation, streaming), `idle_wakeup_s` added to the first step a replica
     runs after standing idle. A request is scheduled `frontend_s` after its arrival; its
     first and last tokens reach the client `emission_s` after their steps, so TTFT and E2E
@@ -59,9 +60,17 @@ class ServingOverheads:
     frontend_s: float = 0.0
     emission_s: float = 0.0
     idle_wakeup_s: float = 0.0
+    frontend_s_per_prompt_token: float = 0.0
 
     def __post_init__(self) -> None:
-        check_finite_nonnegative(self, ("frontend_s", "emission_s", "idle_wakeup_s"))
+        check_finite_nonnegative(self, ("frontend_s", "emission_s", "idle_wakeup_s",
+                                        "frontend_s_per_prompt_token"))
+
+    def frontend_delay_s(self, input_tokens: int) -> float:
+        """From a request's send to its reaching the scheduler: `frontend_s` plus
+        `frontend_s_per_prompt_token` per prompt token (tokenising the text, hashing its
+        blocks)."""
+        return self.frontend_s + self.frontend_s_per_prompt_token * input_tokens
 
 
 def check_finite_nonnegative(owner: object, names: Iterable[str]) -> None:

@@ -3,19 +3,21 @@ roofline"): what one step of a vLLM-style server costs on `tp` GPUs.
 
 A step is timed as its kernels run, one GPU of the replica standing for all (shapes per
 GPU): per layer the QKV, O, gate/up and down GEMMs (MoE: two grouped GEMMs, gate/up and
-down, over the experts the step's tokens touch in expectation), the element-wise kernels, one attention call (a floor, each prefill
-chunk's work, the decodes' KV reads) and two all-reduces (collectives.py, latency + bytes /
-bandwidth); then the LM head over the sequences that sample a token (decodes and chunks
-that finish their prompt), the embedding gather and the final norm; then the CPU time of
-the step (scheduling, input preparation, sampling, output processing), which grows with the
-sequences and tokens in the batch. Operator times are operator_times.py's. Each request
-also spends `frontend_s` before it reaches the scheduler and `emission_s` before a token
-reaches the client (`serving_overheads`).
+down, over the experts the step's tokens touch in expectation), the element-wise kernels,
+one attention call (a floor, each prefill chunk's work, the decodes' KV reads) and two
+all-reduces (collectives.py, latency + bytes / bandwidth); then the LM head over the
+sequences that sample a token (decodes and chunks that finish their prompt), the embedding
+gather and the final norm; then the CPU time of the step (scheduling, input preparation,
+sampling, output processing), which grows with the sequences and tokens in the batch,
+after the GPU's or under it as the serving engine does (engines.py). Operator times are
+operator_times.py's. Each request also spends `frontend_s` (plus a time per prompt token)
+before it reaches the scheduler and `emission_s` before a token reaches the client
+(`serving_overheads`).
 
 Decode-only runs are summed in closed form: with a fixed batch only the decodes' KV reads
-grow, by one token per sequence per step, so the run is arithmetic.
-Leaves out: pipeline parallelism, speculative decoding, CUDA-graph padding of batch sizes,
-overlap of CPU work with the GPU (vLLM's async scheduling is off by default).
+grow, by one token per sequence per step, so the run is arithmetic (with an overlapping
+engine, the sum of the longer of a growing GPU line and a constant CPU time).
+Leaves out: pipeline parallelism, speculative decoding, CUDA-graph padding of batch sizes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from prefixsim.costmodel.collectives import ACTIVATION_BYTES, AllReduceCost
+from prefixsim.costmodel.engines import DEFAULT_ENGINE, get_engine, overlapped_run_s
 from prefixsim.costmodel.operator_times import OperatorParams, OperatorTimes
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.protocol import (
@@ -40,12 +43,13 @@ class ServingParams:
     """CPU time per step, per-request overheads and all-reduce figures, in seconds (sources
     in docs/cost-models.md "Serving overheads" and "Defaults and their sources")."""
 
-    step_overhead_s: float = 0.0005
+    step_overhead_s: float = 0.0005  # the vllm-v1 engine's figures (engines.py)
     step_overhead_s_per_seq: float = 0.000005
     step_overhead_s_per_token: float = 0.0
-    frontend_s: float = 0.007
+    frontend_s: float = 0.0064
     emission_s: float = 0.007
     idle_wakeup_s: float = 0.006
+    frontend_s_per_prompt_token: float = 3.2e-6
     allreduce_ring_latency_s: float | None = None
     allreduce_ring_bus_bytes_s: float | None = None
     allreduce_small_latency_s: float | None = None
@@ -62,7 +66,8 @@ class ServingParams:
 
     def overheads(self) -> ServingOverheads:
         """The per-request times outside the steps these parameters set."""
-        return ServingOverheads(self.frontend_s, self.emission_s, self.idle_wakeup_s)
+        return ServingOverheads(self.frontend_s, self.emission_s, self.idle_wakeup_s,
+                                self.frontend_s_per_prompt_token)
 
     def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
         """CPU time of a step scheduling `num_seqs` sequences and `num_tokens` tokens."""
@@ -89,9 +94,11 @@ class Roofline(RooflineBase):
 
     name = "roofline"
 
-    def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1, **params: float) -> None:
+    def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1,
+                 engine: str = DEFAULT_ENGINE, **params: float) -> None:
         super().__init__(model, gpu, tp)
-        self.operator_params, self.params = split_params(params)
+        self.engine = get_engine(engine)
+        self.operator_params, self.params = split_params({**self.engine.params(), **params})
         s = self.params
         self.serving_overheads = s.overheads()
         dims = LayerDims.from_spec(model, tp)
@@ -151,18 +158,23 @@ class Roofline(RooflineBase):
         return self.params.cpu_s(num_seqs, num_tokens)
 
     def _decode_fixed_s(self, num_seqs: int) -> float:
-        """A decode-only step of `num_seqs` sequences, less their KV reads."""
+        """A decode-only step of `num_seqs` sequences on the GPU, less their KV reads."""
         cached = self._decode_fixed_cache.get(num_seqs)
         if cached is not None:
             return cached
         ops = self.ops
         per_layer = (self.layer_s(num_seqs) + ops.attention_floor_s(False)
                      + ops.decode_attention_fixed_s(num_seqs))
-        total = (self.dims.num_layers * per_layer + self._head_s(num_seqs, num_seqs)
-                 + self.cpu_s(num_seqs, num_seqs))
+        total = self.dims.num_layers * per_layer + self._head_s(num_seqs, num_seqs)
         if len(self._decode_fixed_cache) < 65536:
             self._decode_fixed_cache[num_seqs] = total
         return total
+
+    def _with_cpu(self, gpu_s: float, num_seqs: int, num_tokens: int) -> float:
+        """A step's GPU time with its CPU time: after it, or under it when the engine
+        overlaps the two (docs/cost-models.md "Serving engines")."""
+        cpu = self.cpu_s(num_seqs, num_tokens)
+        return max(gpu_s, cpu) if self.engine.overlaps_cpu else gpu_s + cpu
 
     # -------------------------------------------------------------- protocol
     def step_time_s(self, batch: StepBatch) -> float:
@@ -173,7 +185,9 @@ class Roofline(RooflineBase):
         if tokens == 0:
             return 0.0
         if not prefills:
-            return self._decode_fixed_s(len(contexts)) + self._s_per_context * sum(contexts)
+            num_seqs = len(contexts)
+            return self._with_cpu(self._decode_fixed_s(num_seqs)
+                                  + self._s_per_context * sum(contexts), num_seqs, num_seqs)
         ops = self.ops
         attention = ops.attention_floor_s(True)
         sampled = len(contexts)
@@ -184,13 +198,17 @@ class Roofline(RooflineBase):
         if contexts:
             attention += ops.decode_attention_fixed_s(len(contexts))
         num_seqs = len(contexts) + len(prefills)
-        return (self.dims.num_layers * (self.layer_s(tokens) + attention)
-                + self._s_per_context * sum(contexts) + self._head_s(tokens, sampled)
-                + self.cpu_s(num_seqs, tokens))
+        return self._with_cpu(self.dims.num_layers * (self.layer_s(tokens) + attention)
+                              + self._s_per_context * sum(contexts)
+                              + self._head_s(tokens, sampled), num_seqs, tokens)
 
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
         if num_seqs <= 0 or num_steps <= 0:
             return 0.0
+        fixed, cpu = self._decode_fixed_s(num_seqs), self.cpu_s(num_seqs, num_seqs)
+        if self.engine.overlaps_cpu:
+            return overlapped_run_s(fixed + self._s_per_context * context_sum,
+                                    self._s_per_context * num_seqs, cpu, num_steps)
         growth = num_seqs * num_steps * (num_steps - 1) / 2
-        return (num_steps * self._decode_fixed_s(num_seqs)
+        return (num_steps * (fixed + cpu)
                 + self._s_per_context * (num_steps * context_sum + growth))

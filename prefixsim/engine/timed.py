@@ -113,7 +113,12 @@ class _Run:
         self.all_arrived = False
         self.clients = fleet.clients
         self.time_scale = fleet.time_scale
-        self.frontend_s = fleet.cost_model.serving_overheads.frontend_s
+        overheads = fleet.cost_model.serving_overheads
+        self.frontend_s = overheads.frontend_s
+        # a frontend whose time grows with the prompt (tokenising, hashing) lets a short
+        # request overtake a long one sent just before it
+        self.frontend_delay_s = (overheads.frontend_delay_s
+                                 if overheads.frontend_s_per_prompt_token > 0 else None)
         self.all_done = env.event()
         caches = fleet.caches
         self.log = StateLog() if sampling.record_state else None
@@ -168,6 +173,14 @@ class _Run:
         """The open loop: every request at its own time (x the fleet's time_scale)."""
         env, time_scale, frontend_s = self.env, self.time_scale, self.frontend_s
         send = self.send
+        if self.frontend_delay_s is not None:
+            for request in _in_blocks(requests):
+                arrival_s = request.arrival_s * time_scale
+                if arrival_s > env.now:
+                    yield env.timeout(arrival_s - env.now)
+                self.release(request, env.now)
+            self.arrivals_over()
+            return
         for request in _in_blocks(requests):
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
@@ -201,7 +214,9 @@ class _Run:
         frontend's time later; always through the event queue, so a request released as
         another finishes never enters a replica in the middle of its step's bookkeeping."""
         self.arrived += 1
-        timeout = self.env.timeout(max(0.0, at_s + self.frontend_s - self.env.now))
+        delay = (self.frontend_s if self.frontend_delay_s is None
+                 else self.frontend_delay_s(request.input_tokens))
+        timeout = self.env.timeout(max(0.0, at_s + delay - self.env.now))
         timeout.callbacks.append(lambda _event: self.send(request, at_s))
 
     def call_at(self, at_s: float, action) -> None:

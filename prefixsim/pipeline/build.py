@@ -161,6 +161,8 @@ def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostM
     params = dict(config.cost_model.params)
     if config.cost_model.profile is not None:
         params.setdefault("profile", config.cost_model.profile)
+    if config.cost_model.name in ("roofline", "fitted"):
+        params.setdefault("engine", config.serving.engine)
     if config.cost_model.name in ("roofline", "step_roofline"):
         params.setdefault("weight_dtype_bytes", DTYPE_BYTES[config.model.weight_dtype])
         params.setdefault("kv_dtype_bytes", DTYPE_BYTES[config.model.kv_dtype])

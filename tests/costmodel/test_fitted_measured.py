@@ -136,14 +136,20 @@ def test_decode_steps_equal_the_sum_of_steps(ctx, steps, tp):
 
 def test_cpu_table_params_and_serving_overheads():
     """A step_overhead_* parameter replaces the CPU table by the formula; the serving
-    overheads default to the roofline's (7 + 7 ms, 6 ms) and take params; an unknown
-    parameter is a TypeError naming it."""
+    overheads default to the vllm-v1 engine's (6.4 + 7 ms, 3.2 us per prompt token, 6 ms)
+    and take params; an engine that overlaps CPU and GPU is refused (the profile's CPU table
+    is timed after the GPU); an unknown parameter is a TypeError naming it."""
     profile = measured_profile()
     table = FittedCostModel(TINY, profile=profile)
     formula = FittedCostModel(TINY, profile=profile, step_overhead_s=0.25 * MS)
     assert table.cpu_s(2, 2) == pytest.approx(1.5 * MS)
     assert formula.cpu_s(2, 2) == pytest.approx(0.25 * MS + 2 * 5 * US)
-    assert table.serving_overheads.frontend_s == 0.007
+    assert table.serving_overheads.frontend_s == 0.0064
+    assert table.serving_overheads.frontend_s_per_prompt_token == 3.2e-6
+    assert FittedCostModel(TINY, profile=profile, engine="vllm-v0").cpu_s(2, 2) \
+        == pytest.approx(1.5 * MS)  # the profile's measured CPU table still wins
+    with pytest.raises(ValueError, match="overlaps"):
+        FittedCostModel(TINY, profile=profile, engine="sglang")
     assert table.serving_overheads.idle_wakeup_s == 0.006
     assert FittedCostModel(TINY, profile=profile, emission_s=0.001).serving_overheads \
         .emission_s == 0.001

@@ -1,0 +1,90 @@
+"""Serving engines as named choices (`serving.engine`; docs/cost-models.md "Serving
+engines"): the CPU time per step and per sequence, the frontend and emission times and
+whether the engine overlaps its CPU work with the GPU's, one set of figures per engine
+version, each with its source.
+
+Owns the figures and the overlap rule's closed form for decode runs; leaves the GPU time to
+the cost models (roofline.py, fitted.py), which take an engine's figures as the defaults
+of their serving parameters (an explicit `cost_model.params` value wins).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True, slots=True)
+class ServingEngine:
+    """One engine version's figures (seconds) and where they come from."""
+
+    name: str
+    step_overhead_s: float
+    step_overhead_s_per_seq: float
+    frontend_s: float
+    frontend_s_per_prompt_token: float
+    emission_s: float
+    idle_wakeup_s: float
+    overlaps_cpu: bool
+    source: str
+
+    def params(self) -> dict[str, float]:
+        """The figures as serving parameters (names of roofline.ServingParams)."""
+        return {"step_overhead_s": self.step_overhead_s,
+                "step_overhead_s_per_seq": self.step_overhead_s_per_seq,
+                "frontend_s": self.frontend_s,
+                "frontend_s_per_prompt_token": self.frontend_s_per_prompt_token,
+                "emission_s": self.emission_s, "idle_wakeup_s": self.idle_wakeup_s}
+
+
+_V1 = dict(step_overhead_s=0.0005, step_overhead_s_per_seq=0.000005, frontend_s=0.0064,
+           frontend_s_per_prompt_token=3.2e-6, emission_s=0.007, idle_wakeup_s=0.006)
+_V1_SOURCE = ("vLLM v0.11 (V1 engine) serving Llama-3.1-8B on one H100, the bundled "
+              "inference-perf runs; tokenising and hashing per prompt token from Hugging Face "
+              "tokenizers' and vLLM's own measurements")
+
+ENGINES = MappingProxyType({e.name: e for e in (
+    ServingEngine("vllm-v1", **_V1, overlaps_cpu=False, source=_V1_SOURCE),
+    ServingEngine("vllm-v1-async", **_V1, overlaps_cpu=True, source=(
+        _V1_SOURCE + "; --async-scheduling schedules the next step while the GPU runs this "
+        "one (vLLM docs), so a step takes the longer of its CPU and GPU times")),
+    ServingEngine("vllm-v0", **{**_V1, "step_overhead_s": 0.0008,
+                                "step_overhead_s_per_seq": 0.000043},
+                  overlaps_cpu=False, source=(
+                      "Vidur's measurements of vLLM of 2024-05 (about v0.4): schedule, input "
+                      "preparation, sampling and output processing, 0.8 ms + 43 us per "
+                      "sequence; frontend and emission as vllm-v1 (no separate measurement)")),
+    ServingEngine("sglang", **_V1, overlaps_cpu=True, source=(
+        "SGLang's overlap scheduler (default since v0.4, LMSYS blog 2024-12-04: the CPU "
+        "schedules the next batch while the GPU runs this one); CPU, frontend and emission "
+        "figures as vllm-v1 (no public SGLang measurement of them)")),
+)})
+DEFAULT_ENGINE = "vllm-v1"
+
+
+def get_engine(name: str) -> ServingEngine:
+    """The engine named `name` (a ValueError listing the valid names otherwise)."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown serving engine {name!r} (valid: "
+                         f"{', '.join(ENGINES)})") from None
+
+
+def overlapped_run_s(first_gpu_s: float, growth_s: float, cpu_s: float,
+                     num_steps: int) -> float:
+    """Sum over steps j = 0 .. num_steps - 1 of max(first_gpu_s + j * growth_s, cpu_s): a
+    decode run whose GPU time grows by `growth_s` a step under a constant CPU time, each
+    step as long as the longer of the two (growth_s >= 0)."""
+    if num_steps <= 0:
+        return 0.0
+    if first_gpu_s >= cpu_s:
+        below = 0
+    elif growth_s * num_steps <= cpu_s - first_gpu_s:
+        below = num_steps  # the GPU line stays under the CPU time (or does not grow)
+    else:  # steps before the GPU line crosses the CPU time take the CPU time
+        below = min(num_steps, math.ceil((cpu_s - first_gpu_s) / growth_s))
+    above = num_steps - below
+    return (below * cpu_s + above * (first_gpu_s + below * growth_s)
+            + growth_s * above * (above - 1) / 2)
