@@ -190,15 +190,13 @@ def replay_curve(
     on_progress: Callable[[int], None] | None = None,
 ) -> list[CurvePoint]:
     """The curve by one cache-only replay per capacity (any policy; the reference);
-    `on_progress(n)` is told of the requests each replay did."""
+    `on_progress(n)` is told of every n requests replayed, during each replay."""
     query = sum(r.input_tokens for r in requests)
     points = []
     for capacity in capacities:
         cache = replay_cache(int(capacity), build_policy(policy, requests))
-        records = replay_cache_only(requests, cache).records
+        records = replay_cache_only(requests, cache, on_progress).records
         points.append(CurvePoint(int(capacity), sum(r.cached_tokens for r in records), query))
-        if on_progress is not None:
-            on_progress(len(requests))
     return points
 
 

@@ -6,7 +6,8 @@ a,b,c` computes; drawing is report/'s (report/curves.py) and writing cli/'s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.analysis.curve import (
@@ -46,22 +47,40 @@ def parse_policies(text: str) -> list[str]:
 def policy_curves(
     requests: Sequence[Request], capacities: Sequence[int], policies: Sequence[str],
     sample_rate: float | None = None, force_replay: bool = False,
+    on_progress: Callable[[str, int], None] | None = None,
 ) -> list[PolicyCurve]:
     """One curve per policy, in the order given. `sample_rate` (LRU only) estimates the LRU
-    curve by SHARDS; `force_replay` replays LRU too (the slow reference)."""
+    curve by SHARDS; `force_replay` replays LRU too (the slow reference). `on_progress(policy,
+    n)` is told of every n requests a policy's pass or replays went through, as they go
+    (`curve_work` is their total)."""
     if sample_rate is not None and (list(policies) != ["lru"] or not 0 < sample_rate <= 1):
         raise InputError("needs --policy lru (alone) and 0 < rate <= 1", field="--sample-rate")
     curves = []
     for policy in policies:
+        told = functools.partial(on_progress, policy) if on_progress is not None else None
         if sample_rate is not None:
             curves.append(PolicyCurve(policy, f"shards@{sample_rate:g}",
                                       lru_curve_sampled(requests, capacities, sample_rate)))
+            if told is not None:
+                told(len(requests))
         elif policy == "lru" and not force_replay:
-            distances = stack_distances(requests)
+            distances = stack_distances(requests, told)
+            if told is not None:  # the pass tells of whole 10,000s only
+                told(len(requests) % 10000)
             method = "stack" if distances.exact else "stack (approximate: page sizes vary per id)"
             curves.append(PolicyCurve(policy, method, curve_from_distances(distances,
                                                                            capacities)))
         else:
             curves.append(PolicyCurve(policy, "replay",
-                                      replay_curve(requests, capacities, policy)))
+                                      replay_curve(requests, capacities, policy, told)))
     return curves
+
+
+def curve_work(requests: Sequence[Request], capacities: Sequence[int],
+               policies: Sequence[str], sample_rate: float | None = None,
+               force_replay: bool = False) -> int:
+    """How many requests `policy_curves` goes through in all: one pass for a stack-distance
+    or sampled LRU curve, one replay per capacity for every other policy."""
+    replays = sum(1 if sample_rate is not None or (p == "lru" and not force_replay)
+                  else len(capacities) for p in policies)
+    return replays * len(requests)

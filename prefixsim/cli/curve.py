@@ -12,7 +12,7 @@ import numpy as np
 
 from prefixsim.analysis.bounds import unbounded_hit_rate
 from prefixsim.analysis.curve import lru_curve
-from prefixsim.analysis.policy_curves import parse_policies, policy_curves
+from prefixsim.analysis.policy_curves import curve_work, parse_policies, policy_curves
 from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import check_output_file, write_bytes, write_text
@@ -94,11 +94,17 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
         if target:
             check_output_file(Path(target))
     requests = load_trace(trace_path, trace_format, block_size, max_requests)
-    with paused_gc():  # the replays make no cycles (engine/gc_pause.py)
-        with Progress("curve", "policy", total=len(names)) as bar:
-            curves = policy_curves(requests, caps, names, sample_rate, force_replay)
-            bar.update(len(names))
+    work = curve_work(requests, caps, names, sample_rate, force_replay) + len(requests)
+    with paused_gc(), Progress("curve", "req", total=work) as bar:  # gc: engine/gc_pause.py
+        def told(policy: str, done: int) -> None:  # per policy, and within its replays
+            if bar.postfix != f"policy {policy}":
+                bar.set_postfix({"policy": policy})
+            bar.update(done)
+
+        curves = policy_curves(requests, caps, names, sample_rate, force_replay, told)
+        bar.set_postfix({"policy": "unbounded"})
         unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
+        bar.update(len(requests))
     rows = {c.policy: [{"capacity_tokens": p.capacity_tokens, "hit_tokens": p.hit_tokens,
                         "token_hit_rate": p.token_hit_rate} for p in c.points] for c in curves}
     if output:
