@@ -24,7 +24,8 @@ def plan_decode_run(cache: RadixCache, num_seqs: int, remaining: int, waiting: b
     `remaining` steps away: `covered` (<= steps) steps fit in free memory after evicting for
     the first one (done here). `waiting`: a request waits in the queue. `defers`: later steps
     may evict for themselves (`Replica.catch_up`). `max_run_steps` caps the run (1: step by
-    step). `gap_pending`: a sequence's next token ends a gap, timed on its own (one step)."""
+    step). `gap_pending`: a sequence's next token is its first on a decode replica (its TTFT), timed
+    on its own (one step)."""
     evicts = cache.free_tokens < num_seqs
     if evicts:
         cache.evict(num_seqs)

@@ -2,17 +2,23 @@
 Mooncake, Dynamo or vLLM's P/D connectors run it.
 
 Prefill replicas (ordinary replicas with a `KVTransfer`) compute prompts with their prefix
-caches and sample the first token; a request with more tokens to generate is then handed
-to the decode replica with the least outstanding work, which pulls its KV when it can hold
-the request's whole future (its prompt's KV and every token still to generate, beside what
-its running requests will still grow by, beyond the decode tokens their step in progress
-holds already: so a decode replica never preempts). The pull goes
-over the prefill replica's outbound link (per GPU, as each GPU sends its share of a token's
-KV; transfers queue one behind another: latency + bytes / bandwidth). When it lands, the
-prefill replica frees the request's KV and unlocks its cached prefix; the decode replica
-decodes it, its first token there carrying the wait since the prefill's token (one ITL gap).
-Decode replicas keep no prefix cache. Not here: layer-wise streaming of KV during the
-prefill, decode replicas that preempt, prefill on decode replicas.
+caches; a request with more than one token to generate is then handed to the decode replica
+with the least outstanding work. As vLLM's P/D proxy does, the prefill's sampled token is
+not the client's: the decode replica generates every output token, and its first step's
+token is the request's first token (docs/architecture.md, "Disaggregated serving"). Decode
+replicas keep prefix caches of their own (same policy and capacity rules as any replica):
+the decode replica pulls only the prompt's KV its cache lacks (the cached run of whole
+pages, R3's cap, is locked and refreshed when the pull starts), when it can hold the
+request's whole future (the pulled KV and every token still to generate, beside what its
+running requests will still grow by, beyond the decode tokens their step in progress holds
+already: so a decode replica never preempts). The pull goes over the prefill replica's
+outbound link (per GPU, as each GPU sends its share of a token's KV; transfers queue one
+behind another: latency + bytes / bandwidth). When it lands, the prefill replica frees the
+request's KV and unlocks its cached prefix; the decode replica inserts the pulled whole
+pages into its cache (a later turn of the session finds them) and decodes the request; a
+decode replica that stood idle charges its idle wake-up before its first step.
+Not here: layer-wise streaming of KV during the prefill, decode replicas that preempt,
+reading the lacking KV from the shared pool instead of the prefill replica.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from prefixsim.cache.page import Page
 from prefixsim.cache.pool import LinkDirection
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RUNNING, RequestState
@@ -58,19 +65,35 @@ class KVTransfer:
 
     def hand_off(self, state: RequestState, source: Replica) -> None:
         """`state` finished its prefill on `source`: the least-loaded decode replica (ties:
-        the lower index) takes it."""
+        the lower index) takes it and generates every output token (the prefill's token is
+        not the client's, as behind vLLM's P/D proxy)."""
+        state.generated_tokens = 0
+        state.first_token_s = None
         target = min(self.decoders, key=lambda r: (r.outstanding_tokens, r.index))
         state.decode_replica = target.index
         target.receive(state, source)
 
-    def book(self, source: Replica, num_tokens: int, now: float) -> float:
-        """Seconds from `now` until `num_tokens` of KV have crossed `source`'s link."""
+    def book(self, source: Replica, state: RequestState, num_tokens: int,
+             now: float) -> float:
+        """Seconds from `now` until `num_tokens` of `state`'s KV have crossed `source`'s
+        link."""
         return self.links[source.index].book(num_tokens * self.kv_bytes_per_token, now,
                                              self.transfer_time_s)
 
 
+@dataclass(slots=True)
+class Pull:
+    """A pull in flight: the KV reserved for it (`lacking` tokens) and the decode cache's
+    run it locked (`tip`, `num_pages` pages, `held` tokens)."""
+
+    lacking: int
+    tip: Page | None
+    num_pages: int
+    held: int
+
+
 class DecodeReplica(Replica):
-    """A replica that only decodes requests prefilled elsewhere (see the module docstring)."""
+    """A replica that decodes requests prefilled elsewhere (see the module docstring)."""
 
     DEFERS_EVICTION = False  # a pull reserves memory mid-run
 
@@ -78,7 +101,7 @@ class DecodeReplica(Replica):
         super().__init__(*args, **kwargs)
         self.transfer_in = transfer
         self.incoming: deque[RequestState] = deque()
-        self.pulling: dict[RequestState, int] = {}  # KV reserved here, transfer in flight
+        self.pulling: dict[RequestState, Pull] = {}  # KV reserved here, transfer in flight
 
     def receive(self, state: RequestState, source: Replica) -> None:
         """A prefill replica hands `state` over: it queues until it can be pulled."""
@@ -87,21 +110,40 @@ class DecodeReplica(Replica):
         self._outstanding += state.outstanding_tokens
         self._pull()
 
+    def _held_run(self, state: RequestState) -> tuple[list[Page], int]:
+        """The pages of `state`'s prompt this replica's cache holds now (whole pages, R3's
+        cap; none for an uncacheable request) and their tokens."""
+        request = state.request
+        limit = request.matchable_pages(request.input_tokens) if state.rule.cacheable else 0
+        pages = self.cache.match(request.page_ids[:limit], self.env.now).pages
+        return pages, request.prefix_tokens(len(pages))
+
     def _pull(self) -> None:
         """Start pulling queued requests, first come first served, while they fit."""
         cache, env = self.cache, self.env
+        self._settle()
         while self.incoming and (len(self.running) + len(self.pulling)
                                  < self.scheduler.max_num_seqs):
             state = self.incoming[0]
             growth = sum(s.remaining_decode_tokens for s in self.running) + sum(
                 s.remaining_decode_tokens for s in self.pulling) - self._reserved_ahead()
-            kv = state.request.input_tokens
-            if kv + state.remaining_decode_tokens + growth > self._available():
-                return
+            pages, held = self._held_run(state)
+            tip = pages[-1] if pages else None
+            if tip is not None:
+                cache.lock(tip)
+            lacking = state.request.input_tokens - held
+            if lacking + state.remaining_decode_tokens + growth > self._available():
+                if tip is not None:
+                    cache.unlock(tip, env.now)
+                break
             self.incoming.popleft()
-            self._reserve(kv)
-            self.pulling[state] = kv
-            wait = self.transfer_in.book(state.decode_source, kv, env.now)
+            self._reserve(lacking)
+            if pages:
+                self._recency += 1
+                cache.touch(pages, env.now, self._recency, state.rule.ttl_s,
+                            state.rule.priority)
+            self.pulling[state] = Pull(lacking, tip, len(pages), held)
+            wait = self.transfer_in.book(state.decode_source, state, lacking, env.now)
             env.process(self._land(state, wait))
         if self.incoming and cache.capacity_tokens is not None and not self.running \
                 and not self.pulling:
@@ -119,26 +161,60 @@ class DecodeReplica(Replica):
         run = self._run
         return 0 if run is None else self._covered * run[1].num_seqs
 
+    def _settle(self) -> None:
+        """Mid-run, hold the decode KV of exactly the steps started by now, as stepping one
+        by one does (a run reserves the steps its free memory covers when it starts): a
+        pull or a landing then finds the cache, and evicts from it, as that would. The
+        steps not started are reserved as they start (`catch_up`) or when the run ends."""
+        decodes = self._run_decodes
+        if self._run is None or not decodes:
+            return
+        start, clock = self._run
+        started = min(clock.steps, clock.steps_done(self.env.now - start) + 1)
+        unused = self._covered - started
+        if unused > 0:
+            self.cache.release(unused * len(decodes))
+            for state in decodes:
+                state.private_tokens -= unused
+            self._covered = started
+        elif unused < 0:
+            self.catch_up()
+
     def _land(self, state: RequestState, wait_s: float):
         yield self.env.timeout(wait_s)
-        kv = self.pulling.pop(state)
+        self._settle()
+        pull = self.pulling.pop(state)
         state.decode_source.release_handed_off(state)
         state.decode_source = None
-        state.private_tokens = kv
-        state.tip = None
-        state.tree_tokens = state.num_tree_pages = 0
+        state.private_tokens = pull.lacking
+        state.tip = pull.tip
+        state.num_tree_pages = pull.num_pages
+        state.tree_tokens = pull.held
+        request = state.request
+        whole = request.num_pages - (request.input_tokens % request.page_size_tokens != 0)
+        self._insert_pages(state, whole, False)  # the pulled whole pages join this cache
         state.status = RUNNING
-        state.gap_pending = True
+        state.gap_pending = True  # its next token is the client's first
         self.running.append(state)
         wake = self._wake
         if wake is not None and not wake.triggered:
             wake.succeed()
 
+    def _decode_run(self, decodes: list[RequestState]):
+        """A decode run, after the idle wake-up when the replica stood idle (a landing woke
+        it: colocated replicas charge theirs to the prefill step that follows)."""
+        wake_s = self._idle_wakeup_s
+        if wake_s:
+            self._idle_wakeup_s = 0.0
+            self.busy_s += wake_s
+            yield self.env.timeout(wake_s)
+        yield from super()._decode_run(decodes)
+
     def _after_step(self) -> None:
         self._pull()
 
     def _held_private_tokens(self) -> int:
-        return sum(self.pulling.values())
+        return sum(pull.lacking for pull in self.pulling.values())
 
     def _queued_outstanding(self) -> int:
         return sum(s.outstanding_tokens for group in (self.incoming, self.pulling)

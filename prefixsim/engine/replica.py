@@ -348,11 +348,11 @@ class Replica(ReplicaMemory):
         for state in decodes:
             state.generated_tokens += done
         self._outstanding -= done * num
-        if done and gaps:
+        if done and gaps:  # handed-off requests' first tokens (engine/disaggregation.py)
             now = self.env.now
             for state in gaps:
                 state.gap_pending = False
-                self.itl_segments.append((now - state.last_token_s, 1))
+                state.first_token_s = now
             if num > len(gaps):
                 self.itl_segments.append((total_s, num - len(gaps)))
         elif done:

@@ -204,6 +204,18 @@ class ReplicaMemory:
             covered = request.num_pages - (request.input_tokens % request.page_size_tokens != 0)
         else:
             covered = state.computed_tokens // request.page_size_tokens
+        self._insert_pages(state, covered, self.pool is not None and self.pool.spec.write_through)
+        if not state.prefilling:
+            state.generated_tokens += 1
+            self._outstanding -= 1
+            if state.first_token_s is None:
+                state.first_token_s = self.env.now
+
+    def _insert_pages(self, state: RequestState, covered: int, write_through: bool) -> None:
+        """Move the request's pages from its tree path up to page `covered` out of its
+        private KV into the tree (R6; a resident page is reused, R7), relocking its path;
+        `write_through`: write the chain to the shared pool too (R18)."""
+        request = state.request
         first = state.num_tree_pages
         if covered > first and state.rule.cacheable:
             tokens = request.page_tokens()[first:covered]
@@ -220,7 +232,7 @@ class ReplicaMemory:
                                  "chained)", field="hash_ids") from None
             if len(placed) != covered - first:
                 raise AssertionError("released pages did not fit back into the cache")
-            if self.pool is not None and self.pool.spec.write_through:
+            if write_through:
                 written = self.pool.write(request.page_ids[:covered],
                                           request.page_tokens()[:covered])
                 if written:
@@ -229,8 +241,3 @@ class ReplicaMemory:
             state.tip = placed[-1]
             state.num_tree_pages = covered
             state.tree_tokens += moved
-        if not state.prefilling:
-            state.generated_tokens += 1
-            self._outstanding -= 1
-            if state.first_token_s is None:
-                state.first_token_s = self.env.now

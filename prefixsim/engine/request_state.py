@@ -61,7 +61,7 @@ class RequestState:
         self.last_token_s = 0.0  # when a preempted or handed-off request's last token came
         self.decode_replica: int | None = None  # disaggregated: the replica that decodes it
         self.decode_source = None  # disaggregated: the prefill replica still holding its KV
-        self.gap_pending = False  # its next token ends a gap (after a KV transfer)
+        self.gap_pending = False  # its next token is its first (pulled by a decode replica)
 
     @property
     def prefilling(self) -> bool:
