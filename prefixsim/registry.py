@@ -1,21 +1,32 @@
 """Name -> class registries for plug-ins (eviction policies, trace readers, routers, ...).
 
 A plug-in registers itself with a decorator in its own module; the CLI and the config accept
-exactly the registry keys. Resolving a bad name fails at load time, listing the valid names.
-This module holds no plug-ins itself.
+exactly the registry keys. Resolving a bad name fails at load time, listing the valid names
+and the closest one (`unknown_name`, which the preset tables' lookups use too). This module
+holds no plug-ins itself.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from prefixsim.errors import InputError
 
 T = TypeVar("T")
+
+
+def unknown_name(kind: str, name: str, valid: Iterable[str]) -> str:
+    """`unknown policy 'lur' (did you mean 'lru'? valid: fifo, lru, ...)`: the message for a
+    name that is not one of `valid`, suggesting the closest when one is close (difflib)."""
+    names = sorted(valid)
+    close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown {kind} {name!r} ({hint}valid: {', '.join(names)})"
 
 
 class Registry(Generic[T]):
@@ -46,10 +57,10 @@ class Registry(Generic[T]):
         return name in self._factories
 
     def check(self, name: str) -> str:
-        """Return `name` if registered, else raise ValueError listing the valid names."""
+        """Return `name` if registered, else raise ValueError listing the valid names (and
+        the closest)."""
         if name not in self._factories:
-            valid = ", ".join(self.names())
-            raise ValueError(f"unknown {self.kind} {name!r} (valid: {valid})")
+            raise ValueError(unknown_name(self.kind, name, self._factories))
         return name
 
     def factory(self, name: str) -> Callable[..., T]:

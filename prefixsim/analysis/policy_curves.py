@@ -19,6 +19,7 @@ from prefixsim.analysis.curve import (
 )
 from prefixsim.cache import POLICIES
 from prefixsim.errors import InputError
+from prefixsim.registry import unknown_name
 from prefixsim.trace import Request
 
 
@@ -39,8 +40,7 @@ def parse_policies(text: str) -> list[str]:
         raise InputError("expected one or more policy names", field="--policy")
     unknown = [n for n in names if n not in POLICIES.names()]
     if unknown:
-        raise InputError(f"unknown policy {', '.join(unknown)} (valid: "
-                         f"{', '.join(POLICIES.names())})", field="--policy")
+        raise InputError(unknown_name("policy", unknown[0], POLICIES.names()), field="--policy")
     return names
 
 

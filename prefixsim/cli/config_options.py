@@ -23,6 +23,7 @@ import yaml
 from prefixsim.config import RunConfig
 from prefixsim.config.flags import FlaggedField, flagged_fields
 from prefixsim.config.section import value_kinds
+from prefixsim.config.units import examples, quantity, unit_of
 from prefixsim.errors import InputError
 
 
@@ -67,11 +68,35 @@ def _option(field: FlaggedField) -> Callable[..., Any]:
         settings["type"] = click.Choice(choices)
     elif bool in kinds:
         settings.update(is_flag=True, default=None)
+    elif unit_of(field.key.rsplit(".", 1)[-1]) and kinds & {int, float}:
+        settings["type"] = Quantity(unit_of(field.key.rsplit(".", 1)[-1]) or "",
+                                    float not in kinds, meta.get("min"))
     elif int in kinds:
         settings["type"] = click.IntRange(min=meta["min"]) if "min" in meta else int
     elif float in kinds:
         settings["type"] = float
     return click.option(meta["flag"], dest(field), **settings)
+
+
+class Quantity(click.ParamType):
+    """A number, or one with a unit suffix (`5k` tokens, `5m`, `40GiB`), read by the config's
+    own parser (config/units.py) into the field's measure; `least` its least value."""
+
+    def __init__(self, unit: str, integer: bool, least: int | None = None) -> None:
+        self.unit, self.integer, self.least = unit, integer, least
+        self.name = {"gib": "GIB", "milliseconds": "MS"}.get(unit, unit.upper())
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int | float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        try:
+            number = quantity(str(value), self.unit, self.integer, bare=True)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if self.least is not None and number < self.least:
+            self.fail(f"must be >= {self.least}, got {value!r}", param, ctx)
+        return number
 
 
 def help_text(field: FlaggedField) -> str:
@@ -117,10 +142,10 @@ def _tokens_or_unbounded(field: FlaggedField, value: str | None) -> dict[str, An
     if value is None or value == "unbounded":
         return {field.key: value}
     try:
-        return {field.key: int(value)}
+        return {field.key: quantity(value, "tokens", integer=True, bare=True)}
     except ValueError:
-        raise InputError(f"expected a number of tokens or 'unbounded', got {value!r}",
-                         field=field.meta["flag"]) from None
+        raise InputError(f"expected a number of tokens ({examples('tokens')}) or 'unbounded',"
+                         f" got {value!r}", field=field.meta["flag"]) from None
 
 
 def _params(field: FlaggedField, values: tuple[str, ...] | None) -> dict[str, Any]:
@@ -138,8 +163,8 @@ def parse_goodput(values: tuple[str, ...]) -> dict[str, float]:
         name, _, number = item.partition(":")
         if name not in ("ttft", "tpot"):
             raise InputError(f"expected ttft:MS or tpot:MS, got {item!r}", field="--goodput")
-        try:
-            out[f"engine.goodput_{name}_ms"] = float(number)
+        try:  # milliseconds, or with a unit: ttft:2s (config/units.py)
+            out[f"engine.goodput_{name}_ms"] = quantity(number, "milliseconds", bare=True)
         except ValueError:
             raise InputError(f"not a number of milliseconds: {item!r}",
                              field="--goodput") from None

@@ -17,6 +17,7 @@ from prefixsim.cache import POLICIES, replay_cache
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.cli.files import check_output_file, write_bytes, write_text
 from prefixsim.cli.progress import Progress
+from prefixsim.config.units import quantity
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.errors import InputError
 from prefixsim.report import png_bytes
@@ -25,23 +26,29 @@ from prefixsim.trace import READERS, load_trace
 
 
 def parse_capacities(text: str) -> list[int]:
-    """`1e6,2e6,...` or `START:STOP:NUM` (NUM log-spaced capacities, ends included)."""
+    """`1e6,2e6,...` or `START:STOP:NUM` (NUM log-spaced capacities, ends included); a
+    capacity may carry a unit suffix (`5k`, `2M`: config/units.py)."""
     try:
         if ":" in text:
             start, stop, num = text.split(":")
             with np.errstate(invalid="ignore", over="ignore"):
-                values = np.geomspace(float(start), float(stop), int(num))
+                values = np.geomspace(_tokens(start), _tokens(stop), int(num))
         else:
-            values = [float(part) for part in text.split(",") if part.strip()]
+            values = [_tokens(part) for part in text.split(",") if part.strip()]
         if not all(np.isfinite(values)):
             raise ValueError("not finite")
     except ValueError:
-        raise InputError(f"expected finite N,N,... or START:STOP:NUM, got {text!r}",
+        raise InputError(f"expected finite N,N,... or START:STOP:NUM (5k, 2M: tokens), got "
+                         f"{text!r}",
                          field="--capacities") from None
     capacities = sorted({int(round(v)) for v in values})
     if not capacities or capacities[0] < 0:
         raise InputError("capacities must be >= 0 and at least one", field="--capacities")
     return capacities
+
+
+def _tokens(text: str) -> float:
+    return float(quantity(text, "tokens", bare=True))
 
 
 @app.command()
@@ -54,7 +61,7 @@ def parse_capacities(text: str) -> list[int]:
               help=f"Eviction policy, or several comma-separated ({', '.join(POLICIES.names())}"
                    "); belady adds the offline bound.")
 @click.option("--capacities", required=True,
-              help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced).")
+              help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced); 5k, 2M.")
 @click.option("--sample-rate", type=float,
               help="LRU only: SHARDS estimate from this fraction of page ids (0 < r <= 1); "
                    "reliable when rate x distinct ids >= ~2,000 (see below).")

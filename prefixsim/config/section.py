@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
+from prefixsim.config.units import quantity, unit_of
 from prefixsim.registry import Registry
 
 
@@ -38,6 +39,9 @@ class Section(BaseModel):
     @classmethod
     def _strict_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         kinds = value_kinds(cls.model_fields[info.field_name].annotation)
+        unit = unit_of(info.field_name)  # "5k" tokens, "5m", "40GiB": config/units.py
+        if isinstance(value, str) and unit and kinds & {int, float} and str not in kinds:
+            value = quantity(value, unit, integer=float not in kinds)
         if isinstance(value, bool):
             if kinds & {int, float} and bool not in kinds:
                 raise ValueError(f"expected {_number(kinds)}, got {value!r}")

@@ -15,12 +15,13 @@ from prefixsim.config.flags import option
 from prefixsim.config.section import Section, registered
 from prefixsim.costmodel import COST_MODELS
 from prefixsim.presets import GPUS, MODELS
+from prefixsim.registry import unknown_name
 from prefixsim.router import ROUTERS
 
 
 def _preset(value: str, names: dict, kind: str, presets_file: Path | None) -> str:
     if presets_file is None and value not in names:
-        raise ValueError(f"unknown {kind} {value!r} (valid: {', '.join(sorted(names))})")
+        raise ValueError(unknown_name(kind, value, names))
     return value
 
 

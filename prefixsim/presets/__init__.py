@@ -23,6 +23,7 @@ from prefixsim.presets.custom import gpu_from_mapping, load_custom_presets, mode
 from prefixsim.presets.hf_config import load_hf_config, model_from_hf_config
 from prefixsim.presets.specs import GB_S, GIB, TFLOPS, GPUSpec, LayerShape, ModelSpec
 from prefixsim.presets.tables import GPUS, MODELS
+from prefixsim.registry import unknown_name
 
 __all__ = [
     "GB_S", "GIB", "GPUS", "MODELS", "TFLOPS", "GPUSpec", "LayerShape", "ModelSpec",
@@ -49,16 +50,14 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
 def get_model(name: str, field: str = "model.name") -> ModelSpec:
     """The model preset `name`; InputError listing the valid names otherwise."""
     if name not in MODELS:
-        raise InputError(f"unknown model {name!r} (valid: {', '.join(sorted(MODELS))})",
-                         field=field)
+        raise InputError(unknown_name("model", name, MODELS), field=field)
     return MODELS[name]
 
 
 def get_gpu(name: str, field: str = "hardware.gpu") -> GPUSpec:
     """The GPU preset `name`; InputError listing the valid names otherwise."""
     if name not in GPUS:
-        raise InputError(f"unknown gpu {name!r} (valid: {', '.join(sorted(GPUS))})",
-                         field=field)
+        raise InputError(unknown_name("gpu", name, GPUS), field=field)
     return GPUS[name]
 
 

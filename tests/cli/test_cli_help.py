@@ -55,7 +55,7 @@ def test_sections_put_timed_options_apart():
     text = CliRunner().invoke(app, ["run", "--help"]).output
     timed = text.index("Scheduler and router (timed only)")
     cache = text.index("Cache (both modes")
-    assert text.index("  --router TEXT") > timed > text.index("  --ttl FLOAT") > cache
+    assert text.index("  --router TEXT") > timed > text.index("  --ttl SECONDS") > cache
     assert "Cache-only: also report belady" in text
 
 
