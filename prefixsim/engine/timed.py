@@ -27,6 +27,7 @@ from prefixsim.cache import CacheCounters
 from prefixsim.cache.pool import LinkDirection, PoolLink
 from prefixsim.engine.disaggregation import DecodeReplica, KVTransfer
 from prefixsim.engine.fleet import Fleet, Sampling
+from prefixsim.engine.frontend import FrontendQueue
 from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import CatchUps, Replica
@@ -115,10 +116,12 @@ class _Run:
         self.time_scale = fleet.time_scale
         overheads = fleet.cost_model.serving_overheads
         self.frontend_s = overheads.frontend_s
-        # a frontend whose time grows with the prompt (tokenising, hashing) lets a short
-        # request overtake a long one sent just before it
-        self.frontend_delay_s = (overheads.frontend_delay_s
-                                 if overheads.frontend_s_per_prompt_token > 0 else None)
+        # a frontend whose time grows with the prompt (tokenising, hashing) queues requests
+        # for its tokenizers: one per replica's API server (frontend.py)
+        servers = (len(fleet.caches) if fleet.disaggregation is None
+                   else fleet.disaggregation.prefill_replicas)
+        self.frontend = (FrontendQueue(overheads, servers)
+                         if overheads.frontend_s_per_prompt_token > 0 else None)
         self.all_done = env.event()
         caches = fleet.caches
         self.log = StateLog() if sampling.record_state else None
@@ -173,7 +176,7 @@ class _Run:
         """The open loop: every request at its own time (x the fleet's time_scale)."""
         env, time_scale, frontend_s = self.env, self.time_scale, self.frontend_s
         send = self.send
-        if self.frontend_delay_s is not None:
+        if self.frontend is not None:
             for request in _in_blocks(requests):
                 arrival_s = request.arrival_s * time_scale
                 if arrival_s > env.now:
@@ -214,9 +217,9 @@ class _Run:
         frontend's time later; always through the event queue, so a request released as
         another finishes never enters a replica in the middle of its step's bookkeeping."""
         self.arrived += 1
-        delay = (self.frontend_s if self.frontend_delay_s is None
-                 else self.frontend_delay_s(request.input_tokens))
-        timeout = self.env.timeout(max(0.0, at_s + delay - self.env.now))
+        ready_s = (at_s + self.frontend_s if self.frontend is None
+                   else self.frontend.reaches_scheduler_s(at_s, request.input_tokens))
+        timeout = self.env.timeout(max(0.0, ready_s - self.env.now))
         timeout.callbacks.append(lambda _event: self.send(request, at_s))
 
     def call_at(self, at_s: float, action) -> None:

@@ -38,21 +38,35 @@ def test_overheads_add_to_ttft_and_e2e_not_tpot():
     assert c.ttft_ms == pytest.approx(250 + 1125 + 500)
 
 
-def test_frontend_time_grows_with_the_prompt_and_a_short_request_overtakes():
-    """Frontend 0.25 s + 0.01 s per prompt token. A (100 tokens) is sent at 1.0 and reaches
-    the scheduler at 1.0 + 0.25 + 1.0 = 2.25; B (4 tokens) is sent at 1.5 and reaches it at
-    1.5 + 0.25 + 0.04 = 1.79, first: the idle replica's first step (B's prefill, 1 s + 0.125
-    s wake-up) ends at 2.915, seen at 3.415 (B's TTFT 1.915 s). A waits for that step, then
-    prefills 2.915 -> 3.915, seen 4.415: TTFT 3.415 s, its queue 1.915 s (the frontend
-    included). The arrival times stay the sends."""
+def run_with_tokenizer(requests, replicas):
     overheads = ServingOverheads(frontend_s=0.25, emission_s=0.5, idle_wakeup_s=0.125,
                                  frontend_s_per_prompt_token=0.01)
     assert overheads.frontend_delay_s(100) == pytest.approx(1.25)
-    a, b = replay_timed([Request(0, 1.0, 100, 1, (1,), 100), Request(1, 1.5, 4, 1, (2,), 4)],
-                        Fleet([lru(1000)], Ticks(overheads), ContinuousBatching(8192, 256),
-                              ROUTERS.build("round_robin")),
+    return replay_timed(requests, Fleet([lru(1000) for _ in range(replicas)],
+                                        Ticks(overheads), ContinuousBatching(8192, 256),
+                                        ROUTERS.build("round_robin")),
                         Sampling(check_invariants=True)).records
+
+
+def test_prompts_queue_for_the_one_tokenizer_of_a_replica():
+    """Frontend 0.25 s after tokenising at 0.01 s per prompt token on one tokenizer. A (100
+    tokens) sent at 1.0 is tokenised 1.0 -> 2.0 and reaches the scheduler at 2.25; B (4
+    tokens) sent at 1.5 waits for the tokenizer: 2.0 -> 2.04, scheduler at 2.29. The idle
+    replica prefills A 2.25 -> 3.375 (1 s + 0.125 s wake-up), seen at 3.875: TTFT 2.875 s;
+    B prefills next, 3.375 -> 4.375, seen 4.875: TTFT 3.375 s, queue 1.875 s (tokenizer
+    and frontend included). Arrival times stay the sends."""
+    a, b = run_with_tokenizer([Request(0, 1.0, 100, 1, (1,), 100),
+                               Request(1, 1.5, 4, 1, (2,), 4)], replicas=1)
     assert (a.arrival_s, b.arrival_s) == (1.0, 1.5)
-    assert b.ttft_ms == pytest.approx(1915)
-    assert a.ttft_ms == pytest.approx(3415)
-    assert a.queue_ms == pytest.approx(1915)
+    assert a.ttft_ms == pytest.approx(2875)
+    assert b.ttft_ms == pytest.approx(3375) and b.queue_ms == pytest.approx(1875)
+
+
+def test_with_a_tokenizer_each_a_short_prompt_overtakes_a_long_one():
+    """Two replicas, two tokenizers: B is tokenised at once, 1.5 -> 1.54, and reaches the
+    scheduler at 1.79, before A (2.25); round robin sends B to replica 0 and A to replica 1,
+    both idle: B's prefill 1.79 -> 2.915, seen 3.415 (TTFT 1.915 s); A's 2.25 -> 3.375, seen
+    3.875 (TTFT 2.875 s)."""
+    a, b = run_with_tokenizer([Request(0, 1.0, 100, 1, (1,), 100),
+                               Request(1, 1.5, 4, 1, (2,), 4)], replicas=2)
+    assert b.ttft_ms == pytest.approx(1915) and a.ttft_ms == pytest.approx(2875)
