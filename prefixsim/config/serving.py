@@ -67,6 +67,10 @@ class HardwareConfig(Section):
                                        "Share of HBM for weights + KV", gt=0, le=1)
     activation_reserve_gib: float = Field(2.0, ge=0, allow_inf_nan=False,
                                           description="HBM per GPU kept for activations, GiB")
+    expert_parallel: bool = option(
+        False, "--expert-parallel", "MoE models: split the experts over the tp GPUs (whole "
+        "experts per GPU, as vLLM's --enable-expert-parallel) instead of each expert's "
+        "intermediate; roofline cost model only")
 
     @model_validator(mode="after")
     def _known(self) -> HardwareConfig:

@@ -95,9 +95,14 @@ class Roofline(RooflineBase):
     name = "roofline"
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int = 1,
-                 engine: str = DEFAULT_ENGINE, **params: float) -> None:
+                 engine: str = DEFAULT_ENGINE, expert_parallel: bool = False,
+                 **params: float) -> None:
         super().__init__(model, gpu, tp)
         self.engine = get_engine(engine)
+        self.expert_parallel = tp if expert_parallel else 1  # GPUs the experts are split over
+        if expert_parallel and (model.num_experts is None or model.num_experts % tp):
+            raise ValueError(f"expert_parallel splits the experts over the tp {tp} GPUs: "
+                             f"{model.name} has {model.num_experts or 'no'} experts")
         self.operator_params, self.params = split_params({**self.engine.params(), **params})
         s = self.params
         self.serving_overheads = s.overheads()
@@ -122,9 +127,11 @@ class Roofline(RooflineBase):
         h, inter = d.hidden_size, d.intermediate_size
         if d.num_experts is None or d.experts_per_token is None:
             return ops.gemm_s(tokens, h, 2 * inter) + ops.gemm_s(tokens, inter, h)
-        experts, k = d.num_experts, d.experts_per_token
-        touched = experts * (1.0 - (1.0 - k / experts) ** tokens)
-        routed = tokens * k
+        experts, k, ep = d.num_experts, d.experts_per_token, self.expert_parallel
+        if ep > 1:  # each GPU holds experts / ep whole experts, and their share of the rows
+            inter = self.model.intermediate_size
+        touched = experts / ep * (1.0 - (1.0 - k / experts) ** tokens)
+        routed = tokens * k / ep
         return (ops.grouped_gemm_s(touched, routed, h, 2 * inter)
                 + ops.grouped_gemm_s(touched, routed, inter, h))
 

@@ -163,6 +163,11 @@ def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostM
         params.setdefault("profile", config.cost_model.profile)
     if config.cost_model.name in ("roofline", "fitted"):
         params.setdefault("engine", config.serving.engine)
+    if config.hardware.expert_parallel:
+        if config.cost_model.name != "roofline":
+            raise InputError("expert parallelism is priced by the roofline cost model only",
+                             field="hardware.expert_parallel")
+        params.setdefault("expert_parallel", True)
     if config.cost_model.name in ("roofline", "step_roofline"):
         params.setdefault("weight_dtype_bytes", DTYPE_BYTES[config.model.weight_dtype])
         params.setdefault("kv_dtype_bytes", DTYPE_BYTES[config.model.kv_dtype])

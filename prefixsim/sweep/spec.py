@@ -110,7 +110,7 @@ _DEFAULT_DUMP = RunConfig().model_dump(mode="json")
 # config keys added after run ids were first derived: left out of the id while at their
 # defaults, so a run offered as before the key existed keeps its id (and `--resume` finds
 # it). A new config key goes here too (tests/sweep/test_run_ids.py pins the demo's ids).
-LATER_KEYS = ("load", "model.config_path", "serving")
+LATER_KEYS = ("load", "model.config_path", "serving", "hardware.expert_parallel")
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:

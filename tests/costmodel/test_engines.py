@@ -80,3 +80,16 @@ def test_serving_engine_reaches_the_cost_model_from_the_config():
     model = build_cost_model(config, MODEL, GPU)
     assert model.engine.name == "vllm-v0" and model.cpu_s(1, 1) == pytest.approx(0.000843)
     assert build_cost_model(load_config(), MODEL, GPU).engine.name == "vllm-v1"
+
+
+def test_expert_parallel_reaches_the_roofline_and_only_it():
+    from prefixsim.errors import InputError
+    config = load_config(overrides={"model.name": "qwen3-coder-30b-a3b", "hardware.tp": 4,
+                                    "hardware.expert_parallel": True})
+    model = get_model("qwen3-coder-30b-a3b")
+    assert build_cost_model(config, model, GPU).expert_parallel == 4
+    fitted = load_config(overrides={"model.name": "qwen3-coder-30b-a3b",
+                                    "hardware.expert_parallel": True,
+                                    "cost_model.name": "step_roofline"})
+    with pytest.raises(InputError, match="roofline cost model only"):
+        build_cost_model(fitted, model, GPU)

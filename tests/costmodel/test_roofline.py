@@ -232,3 +232,27 @@ def test_moe_decode_reads_only_the_experts_its_tokens_touch():
     assert moe._mlp_s(1) == pytest.approx(
         ((64 + 256) * 2 * 2 + 2 * 64 * 256 * 2) / 1e7
         + ((128 + 64) * 2 * 2 + 2 * 128 * 64 * 2) / 1e7)
+
+
+def test_expert_parallel_splits_whole_experts_over_the_gpus():
+    """8 experts, top 2, intermediate 128, tp 2, 4 tokens. Tensor-parallel experts: every GPU
+    runs the 5.46875 touched experts at intermediate 64 over all 8 routed rows. Expert
+    parallel: every GPU holds 4 whole experts and runs its 2.734 touched ones at
+    intermediate 128 over 4 routed rows: the same FLOPs and expert bytes (the whole
+    intermediate over half the experts), half the activation rows, the same tiles per
+    expert."""
+    tp_rf = Roofline(TINY_MOE, SLOW, 2, **PLAIN)
+    ep_rf = Roofline(TINY_MOE, SLOW, 2, expert_parallel=True, **PLAIN)
+    touched = 8 * (1 - (6 / 8) ** 4)
+    up = max(2 * (touched / 2) * 64 * 64 * 256 / 1e9,
+             ((64 + 256) * 2 * 4 + touched / 2 * 64 * 256 * 2) / 1e7)
+    down = max(2 * (touched / 2) * 64 * 128 * 64 / 1e9,
+               ((128 + 64) * 2 * 4 + touched / 2 * 128 * 64 * 2) / 1e7)
+    assert ep_rf._mlp_s(4) == pytest.approx(up + down)
+    assert tp_rf._mlp_s(4) == pytest.approx(
+        max(2 * touched * 64 * 64 * 128 / 1e9, ((64 + 128) * 2 * 8 + touched * 64 * 128 * 2)
+            / 1e7)
+        + max(2 * touched * 64 * 64 * 64 / 1e9, ((64 + 64) * 2 * 8 + touched * 64 * 64 * 2)
+              / 1e7))
+    with pytest.raises(ValueError, match="experts"):
+        Roofline(TINY, SLOW, 2, expert_parallel=True)
