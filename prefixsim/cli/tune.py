@@ -104,24 +104,26 @@ def _print_summary(summary: dict[str, Any], out_dir: Path) -> None:
     for entry in summary["best"][:3]:
         params = "  ".join(f"{k}={format_value(v)}" for k, v in entry["params"].items())
         click.echo(f"best trial {entry['trial']}: {params or '(the base config)'}")
-        click.echo(f"  {'objective':<28}{'part':<7}{'base':>12}{'best':>12}"
-                   f"{'best-base':>12}")
+        rows: list[tuple[str, ...]] = [("objective", "part", "base", "best", "best - base")]
+        notes: list[str] = []
         for objective in summary["objectives"]:
             key = objective["key"]
             for part in parts:
                 best = (entry.get(part) or {}).get(key)
                 base = (summary["base"].get(part) or {}).get(key)
                 gain = None if best is None or base is None else best - base
-                flag = "" if summary["base_feasible"].get(part) is not False else \
-                    "  (the base breaks a constraint)"
-                click.echo(f"  {key:<28}{part:<7}{format_value(base):>12}"
-                           f"{format_value(best):>12}{_signed(gain):>12}{flag}")
+                rows.append((key, part, _figure(base), _figure(best), _figure(gain, "+")))
+                notes.append("" if summary["base_feasible"].get(part) is not False else
+                             "  (the base breaks a constraint)")
             retained = entry.get("retained") or {}
             if retained.get(key) is not None:
-                click.echo(f"  {'':<28}the test part keeps {retained[key]:.0%} of the train "
-                           "gain")
+                rows.append(("", f"the test part keeps {retained[key]:.0%} of the train gain"))
+                notes.append("")
             elif key in retained:
-                click.echo(f"  {'':<28}no gain over the base on the train part")
+                rows.append(("", "no gain over the base on the train part"))
+                notes.append("")
+        for line in _table(rows, ["", *notes]):
+            click.echo(f"  {line}")
     if len(summary["best"]) > 3:
         click.echo(f"... {len(summary['best']) - 3} more on the Pareto front (pareto.parquet)")
     if summary["best"]:
@@ -129,5 +131,29 @@ def _print_summary(summary: dict[str, Any], out_dir: Path) -> None:
     click.echo(f"results: {out_dir}  (prefixsim report {out_dir})")
 
 
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.4f}"
+def _figure(value: float | None, sign: str = "") -> str:
+    """A figure for the summary table: `0.7887`, `154.3`, `1,000,000` (`sign="+"`: `+0.0876`,
+    `-4,597,061`); `-` for none."""
+    if value is None:
+        return "-"
+    if abs(value) >= 1000 or (float(value).is_integer() and abs(value) >= 100):
+        return f"{value:{sign},.0f}"
+    if abs(value) >= 100:
+        return f"{value:{sign},.1f}"
+    return f"{value:{sign}.4f}"
+
+
+def _table(rows: list[tuple[str, ...]], notes: list[str]) -> list[str]:
+    """Rows as lines: the first two columns left-aligned, the figures right-aligned, two
+    spaces between columns at least; a row of two cells (a remark) runs on unaligned."""
+    full = [row for row in rows if len(row) > 2]
+    widths = [max(len(row[i]) for row in full) for i in range(len(full[0]))]
+    lines = []
+    for row, note in zip(rows, notes, strict=True):
+        if len(row) <= 2:
+            lines.append(f"{row[0]:<{widths[0]}}  {row[1]}".rstrip())
+            continue
+        cells = [f"{c:<{w}}" if i < 2 else f"{c:>{w}}"
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells) + note)
+    return lines

@@ -145,8 +145,16 @@ def _optimise(study: Any, spec: TuneSpec, parts: Parts, out_dir: Path, runner: A
         room = budget - len(_finished(study)) - running
         if room <= 0:
             return
-        batch = [asked for asked in (_ask(study, spec, parts, worker, result, on_trial)
-                                     for _ in range(min(jobs, room))) if asked is not None]
+        batch: list[tuple[Any, SweepPoint]] = []
+        copies: list[tuple[Any, int]] = []  # a trial asking for a point of this batch again
+        for asked in (_ask(study, spec, parts, worker, result, on_trial)
+                      for _ in range(min(jobs, room))):
+            if asked is not None:
+                twin = next((t.number for t, _ in batch if t.params == asked[0].params), None)
+                if twin is None:
+                    batch.append(asked)
+                else:
+                    copies.append((asked[0], twin))
         for index, outcome in runner.map_unordered(fn, [point for _, point in batch]):
             trial, point = batch[index]
             if isinstance(outcome, BaseException):
@@ -154,6 +162,8 @@ def _optimise(study: Any, spec: TuneSpec, parts: Parts, out_dir: Path, runner: A
                                      error=f"worker lost: {type(outcome).__name__}: {outcome}")
             write_run(out_dir, outcome)
             _finish_trial(study, spec, trial, point, outcome, result, on_trial)
+        for trial, twin in copies:
+            _tell_copy(study, spec, trial, study.trials[twin], result, on_trial)
         if time.monotonic() - refreshed >= TABLE_REFRESH_S:
             finish(study, spec, parts, out_dir, runner=None, keep_requests=keep_requests)
             refreshed = time.monotonic()
@@ -216,8 +226,30 @@ def _ask(study: Any, spec: TuneSpec, parts: Parts, worker: str, result: TuneResu
         tell(study, trial, None, before, "pruned", f"infeasible before the run: {broken}")
         _report(study, spec, trial.number, "pruned", None, None, result, on_trial)
         return None
+    complete = optuna_module().trial.TrialState.COMPLETE
+    twin = next((t for t in study.get_trials(deepcopy=False, states=(complete,))
+                 if t.params == trial.params and t.number != trial.number), None)
+    if twin is not None:
+        _tell_copy(study, spec, trial, twin, result, on_trial)
+        return None
     trial.set_user_attr("run_id", point.run_id)
     return trial, point
+
+
+def _tell_copy(study: Any, spec: TuneSpec, trial: Any, twin: Any, result: TuneResult,
+               on_trial: Callable[[TrialReport], None] | None) -> None:
+    """`trial` asks for the point that trial `twin` ran (NSGA-II's offspring and TPE on a
+    small grid repeat points): it is told `twin`'s end instead of being run again, and
+    marked `duplicate_of` so that the front lists the point once (store.py)."""
+    trial.set_user_attr("duplicate_of", twin.number)
+    if twin.state == optuna_module().trial.TrialState.COMPLETE:
+        tell(study, trial, list(twin.values), dict(twin.constraints))
+        _report(study, spec, trial.number, "complete", list(twin.values), None, result,
+                on_trial)
+    else:
+        error = f"the point of trial {twin.number}, which did not complete"
+        tell(study, trial, None, {}, "failed", error)
+        _report(study, spec, trial.number, "failed", None, error, result, on_trial)
 
 
 def _finish_trial(study: Any, spec: TuneSpec, trial: Any, point: SweepPoint,

@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from prefixsim.config import read_config_file
+from prefixsim.cache import POLICIES
+from prefixsim.config import RunConfig, read_config_file
 from prefixsim.errors import InputError
 from prefixsim.metrics.schema import schema_key
 from prefixsim.sweep.spec import make_point
@@ -193,10 +194,11 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
         base = make_point(spec.base, {}, where.source, spec.root)
     except InputError as exc:
         raise where.error(exc.message, f"base.{exc.field}" if exc.field else "base") from None
+    _refuse_offline(base.config, "base", where)
     for knob in spec.knobs:
         for params in probe_points(knob, spec.knobs):
             try:
-                make_point(spec.base, params, where.source, spec.root)
+                point = make_point(spec.base, params, where.source, spec.root)
             except InputError as exc:
                 inner = exc.message.split(" (in the point ")[0]
                 if exc.field and exc.field != knob.key:
@@ -204,12 +206,24 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
                 value = params[knob.key]
                 raise where.error(f"{inner} (at {knob.key}={value!r})",
                                   f"space.{knob.key}") from None
+            _refuse_offline(point.config, f"space.{knob.key}", where)
     effective = base.config.model_dump(mode="json")
     knob_keys = {k.key for k in spec.knobs}
     for i, constraint in enumerate(spec.constraints):
         for term in constraint.config_terms:
             if term not in knob_keys and not _has_dotted(effective, term):
                 raise where.error(f"{term}: not a config key", f"constraints.{i}")
+
+
+def _refuse_offline(config: RunConfig, field: str, where: _Where) -> None:
+    """An offline policy (belady: it reads the trace's future) is a bound, not a candidate:
+    its figures, held-out ones too, know what is to come (docs/results.md "A tune spec")."""
+    pool = config.cache.pool
+    for key, name in (("cache.policy", config.cache.policy),
+                      ("cache.pool.policy", pool.policy if pool is not None else None)):
+        if name is not None and getattr(POLICIES.factory(name), "offline", False):
+            raise where.error(f"{key}={name} is an offline policy (it knows the future): a "
+                              "bound to compare against, not a tuning candidate", field)
 
 
 def _has_dotted(tree: dict[str, Any], dotted: str) -> bool:

@@ -4,7 +4,9 @@
 DIR/spec.yaml           the spec as given
 DIR/study.db            the Optuna study (SQLite), unless --storage named another
 DIR/trials.parquet      one row per trial: number, state, feasible, objectives, constraint
-                        violations, parameters, run_id, worker, error, duration_s
+                        violations, parameters, run_id, duplicate_of (a trial that asked
+                        for an earlier trial's point: told its values, not run), worker,
+                        error, duration_s
 DIR/pareto.parquet      the feasible Pareto front (rows of trials.parquet; several objectives)
 DIR/best.yaml           the best trial's effective config: `prefixsim run --config` repeats it
 DIR/tune.json           objectives, constraints, split, trial counts, the best trial(s) with
@@ -54,6 +56,7 @@ def trials_frame(trials: Sequence[Any], spec: TuneSpec) -> pd.DataFrame:
             row[column_name(knob.key)] = trial.params.get(knob.key)
         duration = trial.duration.total_seconds() if trial.duration is not None else None
         row.update({"run_id": trial.user_attrs.get("run_id"),
+                    "duplicate_of": trial.user_attrs.get("duplicate_of"),
                     "worker": trial.user_attrs.get("worker"),
                     "error": trial.user_attrs.get("error"), "duration_s": duration})
         rows.append(row)
@@ -84,6 +87,8 @@ def best_trials(frame: pd.DataFrame, objectives: Sequence[Objective]) -> list[in
     if frame.empty:
         return []
     ok = frame[(frame["state"] == "complete") & (frame["feasible"] == True)]  # noqa: E712
+    if "duplicate_of" in frame:  # a repeated point is listed once, as the trial that ran it
+        ok = ok[ok["duplicate_of"].isna()]
     keys = [o.key for o in objectives]
     rows = [(int(r["trial"]), [float(r[k]) for k in keys]) for _, r in ok.iterrows()]
     if len(objectives) == 1:
