@@ -137,6 +137,7 @@ def _run(out: Path, env: dict[str, str], *args: str) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.heavy  # Cython: .ci/run's second step
 @pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
 def test_compiled_runs_equal_the_sources(tmp_path):
     """Build for real, then a timed run (two replicas, prefix_aware) and a cache-only run

@@ -27,6 +27,7 @@ from prefixsim.profiles.calibrate import (
 )
 from prefixsim.profiles.shapes import ShapeRanges, plan_shapes
 
+pytestmark = pytest.mark.heavy  # torch: .ci/run's second step
 torch = pytest.importorskip("torch")
 
 TINY_SPEC = {"name": "tiny", "num_layers": 2, "hidden_size": 32, "num_heads": 4,

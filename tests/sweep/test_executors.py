@@ -47,6 +47,7 @@ def local_table(tmp_path_factory) -> pd.DataFrame:
 
 
 # ------------------------------------------- docs/input-rules.md I16
+@pytest.mark.heavy  # Dask or Ray: .ci/run's second step
 @pytest.mark.parametrize("executor, address", [
     ("dask", "tcp://127.0.0.1:{port}"), ("ray", "127.0.0.1:{port}"),
     ("ray", "ray://127.0.0.1:{port}"), ("dask", "tcp://[::bad"),
@@ -65,6 +66,7 @@ def test_an_unreachable_address_is_one_error_and_no_folder(tmp_path, executor,
     assert not out.exists()
 
 
+@pytest.mark.heavy  # Dask or Ray: .ci/run's second step
 def test_a_dask_scheduler_without_workers_is_an_error(tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     monkeypatch.setattr(executors, "WORKERS_TIMEOUT_S", 1.0)
@@ -77,6 +79,7 @@ def test_a_dask_scheduler_without_workers_is_an_error(tmp_path, monkeypatch):
 
 
 # ------------------------------------------- docs/input-rules.md I16
+@pytest.mark.heavy  # Dask or Ray: .ci/run's second step
 def test_a_local_dask_cluster_admits_only_its_driver(tmp_path, local_table):
     """The local cluster speaks TLS with temporary credentials: a client without them cannot
     join; the sweep through it gives the local table."""
@@ -122,6 +125,7 @@ def ray_head():
         patch.undo()
 
 
+@pytest.mark.heavy  # Dask or Ray: .ci/run's second step
 def test_ray_joins_a_running_cluster_and_starts_its_own_beside_one(
         tmp_path, ray_head, local_table):
     """With a cluster already running: `--address HOST:PORT` joins it, and no address starts

@@ -213,6 +213,7 @@ def test_results_do_not_depend_on_executor_or_workers(tmp_path):
                                   _comparable(pd.read_parquet(tmp_path / "parallel/sweep.parquet")))
 
 
+@pytest.mark.heavy  # Dask or Ray: .ci/run's second step
 @pytest.mark.parametrize(("executor", "module", "reason"), [
     ("dask", "distributed", "dask distributed not installed (prefixsim[dask])"),
     ("ray", "ray", "ray not installed (pip install 'prefixsim[ray]')"),
@@ -228,6 +229,7 @@ def test_local_cluster_gives_the_same_table(tmp_path, executor, module, reason):
         _comparable(pd.read_parquet(tmp_path / executor / "sweep.parquet")))
 
 
+@pytest.mark.heavy  # Dask or Ray: .ci/run's second step
 def test_dask_executor_joins_a_running_cluster_by_address(tmp_path):
     distributed = pytest.importorskip("distributed", reason="dask distributed not installed")
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
