@@ -100,7 +100,10 @@ class CompiledFinder(importlib.abc.MetaPathFinder):
             compiled = compiled_path(fullname, self.folder)
         except OSError:
             return None
-        if not compiled.is_file():
+        try:
+            if not compiled.is_file():
+                return None
+        except OSError:
             return None
         loader = importlib.machinery.ExtensionFileLoader(fullname, str(compiled))
         return importlib.util.spec_from_file_location(fullname, compiled, loader=loader)
@@ -108,11 +111,19 @@ class CompiledFinder(importlib.abc.MetaPathFinder):
 
 def install() -> CompiledFinder | None:
     """Put a CompiledFinder first on `sys.meta_path` when compiled modules exist (one
-    `stat` otherwise) and `PREFIXSIM_PURE` is not set."""
+    `stat` otherwise) and `PREFIXSIM_PURE` is not set. The cache is optional: a folder
+    that cannot be read (a home folder that cannot be entered) is skipped with one line on
+    stderr and the sources run (docs/input-rules.md I18)."""
     if os.environ.get("PREFIXSIM_PURE", "") not in ("", "0"):
         return None
-    folder = cache_dir()
-    if not folder.is_dir():
+    try:
+        folder = cache_dir()
+        if not folder.is_dir():
+            return None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: no home folder to be found
+        reason = getattr(exc, "strerror", None) or str(exc)
+        print(f"prefixsim: warning: compiled modules not used: cannot read their folder "
+              f"({reason})", file=sys.stderr)
         return None
     for finder in sys.meta_path:
         if isinstance(finder, CompiledFinder):

@@ -13,10 +13,10 @@ off (`enabled=False`, vLLM's --no-enable-prefix-caching) every request does.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from prefixsim.cache.session_regex import SessionPattern
 from prefixsim.trace import Request
 
 
@@ -47,7 +47,8 @@ BYPASS_RULE = RequestRule(False, None, 0, "uncacheable")
 
 
 # A class's session_regex sees at most this many leading characters of a session id, so the
-# cost of one match is bounded whatever the trace holds (config also refuses nested repeats).
+# cost of one match is bounded whatever the trace holds (and each match is timed:
+# session_regex.py).
 MAX_SESSION_ID_CHARS = 256
 
 
@@ -69,7 +70,7 @@ class CacheRules:
         self.min_cacheable_tokens = min_cacheable_tokens
         self.seed = seed
         self._patterns = [
-            None if c.session_regex is None else re.compile(c.session_regex)
+            None if c.session_regex is None else SessionPattern(c.session_regex)
             for c in self.classes
         ]
 
@@ -84,7 +85,7 @@ class CacheRules:
         for cls, pattern in zip(self.classes, self._patterns, strict=True):
             if pattern is not None and (
                 request.session_id is None
-                or pattern.search(request.session_id[:MAX_SESSION_ID_CHARS]) is None
+                or not pattern.search(request.session_id[:MAX_SESSION_ID_CHARS])
             ):
                 continue
             if cls.min_input_tokens is not None and request.input_tokens < cls.min_input_tokens:

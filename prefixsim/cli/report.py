@@ -33,6 +33,9 @@ def report(results_dir: str, quiet: bool) -> None:
     for name, png in built.pngs.items():
         write_bytes(folder / "plots" / f"{name}.png", png)
     write_bytes(folder / "report.html", built.html.encode("utf-8"))
+    gaps = data.gaps()
+    if gaps:  # said even with --quiet: the report is not the whole sweep
+        click.echo(f"prefixsim: warning: {gaps}", err=True)
     if quiet:
         return
     click.echo(f"{len(built.pngs)} plots: {', '.join(built.pngs) or '-'}")

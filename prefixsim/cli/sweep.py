@@ -22,13 +22,15 @@ from prefixsim.sweep import OK, ExecutorOptions, RunOutcome, load_spec, plan, ru
 @executor_options(jobs_help="Worker processes (default: the CPUs available).")
 @click.option("--resume", is_flag=True,
               help="Continue a sweep in -o: run only the points not finished there.")
+@click.option("--force", is_flag=True,
+              help="With --resume: continue even though -o holds a sweep of another spec.")
 @click.option("--no-requests", is_flag=True,
               help="Do not keep requests.parquet per run (smaller folders; no ECDF plots).")
 @click.option("--dry-run", is_flag=True, help="List the runs (id and parameters) and exit.")
 @click.option("--quiet", is_flag=True, help="No progress bar or closing summary.")
 @fail_cleanly
 def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: bool,
-          no_requests: bool, dry_run: bool, quiet: bool) -> None:
+          force: bool, no_requests: bool, dry_run: bool, quiet: bool) -> None:
     """Run a sweep: SPEC.yaml has base: (a run config), grid: (dotted key -> list of values,
     all combinations) and optional runs: (explicit points).
 
@@ -64,7 +66,8 @@ def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: 
         bar.update()
 
     try:
-        result = run_sweep(spec, out_dir, workers, resume=resume, keep_requests=not no_requests,
+        result = run_sweep(spec, out_dir, workers, resume=resume, force=force,
+                           keep_requests=not no_requests,
                            source=spec_path, on_start=started, on_outcome=finished,
                            command=shlex.join(["prefixsim", *sys.argv[1:]]))
     finally:

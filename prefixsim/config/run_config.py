@@ -9,8 +9,6 @@ This module does not build plug-ins or read traces.
 from __future__ import annotations
 
 import re
-import re._constants as _sre  # the parsed form of a pattern, to refuse nested repeats
-import re._parser as _sre_parse
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from pydantic import (
 )
 
 from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
+from prefixsim.cache.session_regex import probe
 from prefixsim.config.flags import option
 from prefixsim.config.load import LoadConfig
 from prefixsim.config.section import Section, registered
@@ -66,6 +65,10 @@ class TraceConfig(Section):
     )
     skip_bad_lines: bool = option(False, "--skip-bad-lines",
                                   "Skip malformed trace records and report how many")
+    max_pages: int | None = option(
+        None, "--max-trace-pages", "Page budget of the trace, checked before it is loaded: "
+        "hash ids a Parquet file holds (2^25 by default) and page ids made up for "
+        "lengths-only and RAGPulse traces (2^22); docs/input-rules.md I7", ge=1)
     prefix_model: str = option("none", "--prefix-model",
                                "Lengths-only traces: none or synthetic shared:TOKENS")
     session_rate_per_s: float = option(
@@ -115,38 +118,10 @@ class RequestClassConfig(Section):
             if len(value) > 1000:
                 raise ValueError("longer than 1000 characters")
             try:
-                re.compile(value)
+                probe(value)  # compiled, then timed on hostile ids (docs/input-rules.md I7)
             except (re.error, RecursionError, OverflowError) as exc:
                 raise ValueError(f"not a regular expression ({exc})") from None
-            if nested_repeat(value):
-                raise ValueError("a repeat inside a repeat (such as (a+)+) can take exponential "
-                                 "time; write it without nesting")
         return value
-
-
-def nested_repeat(pattern: str) -> bool:
-    """Whether `pattern` repeats (`*`, `+`, `{n,}`) something that itself holds an unbounded
-    repeat: the shape that makes a backtracking regex take exponential time."""
-    def walk(items: Any, inside: bool) -> bool:
-        for op, arg in items:
-            if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
-                low, high, sub = arg
-                unbounded = high == _sre.MAXREPEAT or high > 100
-                if unbounded and inside:
-                    return True
-                if walk(sub, inside or unbounded):
-                    return True
-            elif op is _sre.SUBPATTERN and walk(arg[-1], inside):
-                return True
-            elif op is _sre.BRANCH and any(walk(branch, inside) for branch in arg[1]):
-                return True
-            elif op in (_sre.ASSERT, _sre.ASSERT_NOT) and walk(arg[1], inside):
-                return True
-            elif op is _sre.ATOMIC_GROUP and walk(arg, inside):
-                return True
-        return False
-
-    return walk(_sre_parse.parse(pattern), False)
 
 
 class PoolConfig(Section):

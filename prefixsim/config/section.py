@@ -19,6 +19,10 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from prefixsim.config.units import quantity, unit_of
 from prefixsim.registry import Registry
 
+# An integer setting must fit in 64 bits: results are stored as int64 columns
+# (docs/input-rules.md I4; 10**30 tokens once failed only after every run had finished).
+INT64_LIMIT = 1 << 63
+
 
 def value_kinds(annotation: Any) -> set[type]:
     """The plain types an annotation admits (`int | None` -> {int, NoneType})."""
@@ -53,6 +57,8 @@ class Section(BaseModel):
         elif isinstance(value, int | float):
             if bool in kinds and not kinds & {int, float, str}:
                 raise ValueError(f"expected true or false, got {value!r}")
+            if int in kinds and float not in kinds and not -INT64_LIMIT <= value < INT64_LIMIT:
+                raise ValueError(f"must fit in 64 bits (below 2^63), got {value:.4g}")
         return value
 
 

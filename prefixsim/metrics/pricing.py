@@ -16,6 +16,7 @@ the cache saves, from a cost model. Not here: batch discounts, long-context tier
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -73,6 +74,16 @@ PRESET_SOURCES: dict[str, PriceSource] = {
 }
 
 
+def _check_price_field(value: object, key: str, integral: bool, path: Path) -> None:
+    """A price is a finite number >= 0 and a token count an integer >= 0, never a boolean
+    or a string (docs/input-rules.md I4: `.nan` would price every run at NaN, `true` at 1)."""
+    kind = (int,) if integral else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) \
+            or value < 0:
+        expected = "an integer >= 0" if integral else "a finite number >= 0"
+        raise InputError(f"must be {expected}, got {value!r}", file=str(path), field=key)
+
+
 def load_pricing(spec: str) -> Pricing:
     """A preset name, or a YAML file with the Pricing fields (name optional)."""
     if spec in PRESETS:
@@ -96,10 +107,8 @@ def load_pricing(spec: str) -> Pricing:
     except TypeError as exc:
         raise InputError(str(exc), file=str(path)) from None
     for f in fields(Pricing):
-        value = getattr(pricing, f.name)
-        if f.name != "name" and (not isinstance(value, int | float) or value < 0):
-            raise InputError(f"must be a number >= 0, got {value!r}", file=str(path),
-                             field=f.name)
+        if f.name != "name":
+            _check_price_field(getattr(pricing, f.name), f.name, f.type == "int", path)
     if pricing.cache_step_tokens < 1:
         raise InputError("must be >= 1", file=str(path), field="cache_step_tokens")
     return pricing

@@ -29,7 +29,7 @@ def load_trace_data(config: TraceConfig,
         block_size=config.block_size, max_requests=config.max_requests,
         skip_bad_lines=config.skip_bad_lines, prefix_model=config.prefix_model,
         session_rate_per_s=config.session_rate_per_s, seed=config.seed,
-        on_progress=on_progress,
+        max_pages=config.max_pages, on_progress=on_progress,
     )
     data = read_trace_file(config.path, config.format, options)
     if config.time_window is None:

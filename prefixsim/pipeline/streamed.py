@@ -60,6 +60,7 @@ from prefixsim.pipeline.sinks import RowSink
 from prefixsim.trace import Request, TraceData
 from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.pages import DistinctTokens
+from prefixsim.trace.readers import check_prefix_model_format
 from prefixsim.trace.stream import NotStreamable, TraceStream, open_stream
 
 OFFLINE_POLICIES = ("belady",)  # policies that read the future: the trace is read whole
@@ -92,7 +93,9 @@ def open_trace_stream(config: RunConfig) -> TraceStream | None:
     trace = config.trace
     if not streamable(config):
         return None
-    return open_stream(Path(trace.path), trace.format, trace.block_size, trace.max_requests)
+    check_prefix_model_format(trace.format, trace.prefix_model)  # the stream has no model
+    return open_stream(Path(trace.path), trace.format, trace.block_size, trace.max_requests,
+                       trace.max_pages)
 
 
 def replay_streamed(config: RunConfig, stream: TraceStream, sink: RowSink,

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import yaml
 
 from prefixsim.errors import InputError
 
+DAMAGED = "damaged"  # the status of a run whose files cannot be read (as sweep/store.py)
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
@@ -52,6 +54,24 @@ class ReportData:
     _frames: dict[tuple[str, str], pd.DataFrame | None] = field(default_factory=dict)
     _configs: dict[str, dict | None] = field(default_factory=dict)
     _summaries: dict[str, dict] = field(default_factory=dict)
+    damaged: set[str] = field(default_factory=set)  # runs with a file that cannot be read
+
+    def gaps(self) -> str | None:
+        """One line saying how many planned runs are missing (no finished folder) and how
+        many are damaged (a file that cannot be read), or None when none are
+        (docs/input-rules.md I14: the report draws the rest)."""
+        planned = self.meta.get("run_ids")
+        present = set(self.table["run_id"]) if "run_id" in self.table else set()
+        missing = [r for r in planned if r not in present] if isinstance(planned, list) else []
+        damaged = set(self.damaged)
+        if "status" in self.table:
+            damaged |= set(self.table.loc[self.table["status"] == DAMAGED, "run_id"])
+        if not missing and not damaged:
+            return None
+        total = len(planned) if isinstance(planned, list) else len(present)
+        return (f"{len(missing)} of {total} runs missing, {len(damaged)} damaged; "
+                "the report draws the rest")
+
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -64,9 +84,19 @@ class ReportData:
         """`requests` or `timeseries` of one run, or None when it was not written."""
         key = (run_id, name)
         if key not in self._frames:
-            path = self.run_dirs[run_id] / f"{name}.parquet"
-            self._frames[key] = pd.read_parquet(path) if path.is_file() else None
+            self._frames[key] = self._read_frame(run_id, self.run_dirs[run_id] / f"{name}.parquet")
         return self._frames[key]
+
+    def _read_frame(self, run_id: str, path: Path) -> pd.DataFrame | None:
+        """A run's Parquet file, or None when absent or damaged (the run is then counted
+        as damaged)."""
+        if not path.is_file():
+            return None
+        try:
+            return pd.read_parquet(path)
+        except (pa.ArrowException, OSError, ValueError):
+            self.damaged.add(run_id)
+            return None
 
     def config(self, run_id: str) -> dict | None:
         """The effective config.yaml of one run as a mapping, or None when absent."""
@@ -139,10 +169,9 @@ def load_report_data(path: str | Path) -> ReportData:
     meta_path = folder / "sweep.json"
     if (folder / "sweep.parquet").is_file() or meta_path.is_file():
         meta = _read_json(meta_path) if meta_path.is_file() else {}
-        if (folder / "sweep.parquet").is_file():
-            table = pd.read_parquet(folder / "sweep.parquet")
-        else:  # killed before the first table refresh: read the finished run folders
-            table = _table_from_runs(folder, meta)
+        table = _read_table(folder / "sweep.parquet")
+        if table is None:  # killed before the first table refresh (or the table is damaged):
+            table = _table_from_runs(folder, meta)  # read the finished run folders
         swept = [c for c in meta.get("swept_columns", []) if c in table]
         run_dirs = {rid: _run_dir(folder, rid) for rid in table.get("run_id", [])}
         name = meta.get("name") or folder.name
@@ -161,6 +190,16 @@ def load_report_data(path: str | Path) -> ReportData:
                           config_text=_read_text(folder / "config.yaml"))
     raise InputError("not a results folder (no sweep.parquet or summary.json)",
                      file=str(folder))
+
+
+def _read_table(path: Path) -> pd.DataFrame | None:
+    """sweep.parquet, or None when it is absent or cannot be read (truncated, not Parquet)."""
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
 
 
 def _read_capacity(folder: Path) -> Capacity | None:
@@ -200,18 +239,32 @@ def _table_from_runs(folder: Path, meta: dict) -> pd.DataFrame:
         path = _run_dir(folder, run_id)
         if not (path / "run.json").is_file():
             continue
-        run = _read_json(path / "run.json")
+        run = _json_or_none(path / "run.json")
+        if run is None:
+            rows.append({"run_id": run_id, "status": DAMAGED, "error": "run.json unreadable"})
+            continue
         row: dict[str, object] = {"run_id": run_id, "status": run.get("status"),
                                   "error": run.get("error")}
-        for key, value in (run.get("params") or {}).items():
+        params = run.get("params")
+        for key, value in (params if isinstance(params, dict) else {}).items():
             row[str(key).replace(".", "_")] = value if _scalar(value) else json.dumps(value)
-        if run.get("status") == "ok" and (path / "summary.json").is_file():
-            row.update({k: v for k, v in _read_json(path / "summary.json").items()
-                        if k not in row and _scalar(v)})
+        if run.get("status") == "ok":
+            summary = _json_or_none(path / "summary.json")
+            if summary is None:
+                row["status"], row["error"] = DAMAGED, "summary.json missing or unreadable"
+            else:
+                row.update({k: v for k, v in summary.items() if k not in row and _scalar(v)})
         rows.append(row)
     if not rows:
         raise InputError("a sweep folder with no finished run yet", file=str(folder))
     return pd.DataFrame(rows)
+
+
+def _json_or_none(path: Path) -> dict | None:
+    try:
+        return _read_json(path)
+    except InputError:
+        return None
 
 
 def _scalar(value: object) -> bool:

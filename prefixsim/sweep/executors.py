@@ -23,6 +23,7 @@ import importlib
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,6 +38,12 @@ from prefixsim.sweep.worker import watch_driver
 Indexed = tuple[int, Any]
 CONNECT_TIMEOUT_S = 10.0  # reaching a cluster's scheduler
 WORKERS_TIMEOUT_S = 60.0  # a joined Dask cluster must show one worker within this
+# A local Dask cluster serves no HTTP pages: with dashboard_address=None its scheduler would
+# still answer on 8787, unauthenticated, with logs, call stacks and worker folders
+# (docs/input-rules.md I16), and each worker on a port of its own.
+NO_HTTP_ROUTES = {"distributed.scheduler.http.routes": [],
+                  "distributed.worker.http.routes": []}
+RAY_CONNECT_TIMEOUT_S = 30.0  # ray.init joining a cluster (it starts a local raylet first)
 
 
 class Executor(Protocol):
@@ -125,6 +132,31 @@ def check_reachable(address: str, default_port: int) -> None:
         raise InputError(f"cannot reach {host}:{port} ({reason})", field="--address") from None
 
 
+def bounded_call(fn: Callable[[], Any], address: str, what: str,
+                 timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
+    """`fn()` (a cluster client's connect), given up after `timeout_s` with one InputError
+    naming --address: a port that accepts connections but is no scheduler would otherwise
+    keep a client waiting for minutes (docs/input-rules.md I16). The abandoned call goes on
+    in a daemon thread, which ends with the process."""
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=call, name=f"connect-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise InputError(f"no {what} answered at {address} within {timeout_s:g} s (is it the "
+                         f"{what}'s port?)", field="--address")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 def _call_watched(fn: Callable[[Any], Any], driver_pid: int, item: Any) -> Any:
     watch_driver(driver_pid)
     return fn(item)
@@ -171,6 +203,7 @@ class DaskExecutor(ExecutorBase):
         if self.client is not None:
             return
         distributed = self.distributed
+        dask_config = importlib.import_module("dask.config")
         if self.address is None:
             try:
                 security = distributed.security.Security.temporary()
@@ -178,16 +211,19 @@ class DaskExecutor(ExecutorBase):
                 raise InputError("a local Dask cluster runs with TLS, which needs the "
                                  "'cryptography' package: pip install 'prefixsim[dask]'",
                                  field="--executor") from None
-            self.cluster = distributed.LocalCluster(
-                n_workers=self.n_jobs, threads_per_worker=1, processes=True,
-                dashboard_address=None, silence_logs=logging.ERROR, security=security,
-                protocol="tls://", host="127.0.0.1",
-            )
+            with dask_config.set(NO_HTTP_ROUTES):  # the workers get this config too
+                self.cluster = distributed.LocalCluster(
+                    n_workers=self.n_jobs, threads_per_worker=1, processes=True,
+                    dashboard_address=None, silence_logs=logging.ERROR, security=security,
+                    protocol="tls://", host="127.0.0.1",
+                )
             self.client = distributed.Client(self.cluster, security=security)
             return
         check_reachable(self.address, 8786)
         try:
-            self.client = distributed.Client(self.address, timeout=CONNECT_TIMEOUT_S)
+            self.client = bounded_call(
+                lambda: distributed.Client(self.address, timeout=CONNECT_TIMEOUT_S),
+                self.address, "Dask scheduler", CONNECT_TIMEOUT_S + 2)
         except (OSError, TimeoutError) as exc:
             raise InputError(f"cannot join the Dask scheduler at {self.address} ({exc})",
                              field="--address") from None
@@ -246,7 +282,9 @@ class RayExecutor(ExecutorBase):
                 check_reachable(self.address, 10001 if self.address.startswith("ray://")
                                 else 6379)
             try:
-                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+                bounded_call(lambda: ray.init(address=self.address, log_to_driver=False,
+                                              configure_logging=False),
+                             self.address, "Ray cluster", RAY_CONNECT_TIMEOUT_S)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 message = " ".join(str(exc).split())[:300]
                 raise InputError(f"cannot join the Ray cluster at {self.address} ({message})",

@@ -58,6 +58,7 @@ def run_sweep(
     workers: ExecutorOptions = LOCAL_WORKERS,
     *,
     resume: bool = False,
+    force: bool = False,
     keep_requests: bool = True,
     source: str | None = None,
     on_start: Callable[[int], None] | None = None,
@@ -67,7 +68,9 @@ def run_sweep(
     """Run the points of `spec` not yet finished in `out_dir`; write sweep.parquet.
 
     `workers` says where the runs execute. Without `resume`, `out_dir` must not hold a sweep
-    already. `on_start(n)` is told how many runs will execute; `on_outcome` sees each outcome
+    already; with it, the sweep there must have the same runs unless `force`
+    (docs/input-rules.md I14: its finished runs would vanish from sweep.parquet).
+    `on_start(n)` is told how many runs will execute; `on_outcome` sees each outcome
     after it is stored. `command`, the command line, is recorded in sweep.json.
     """
     points = plan(spec, source)
@@ -75,9 +78,12 @@ def run_sweep(
     if workers.address is None:  # remote workers read traces where they run; local ones read ours
         check_traces(points, source)
     check_sweep_folder(out_dir)
-    if not resume and read_sweep_meta(out_dir) is not None:
+    held = read_sweep_meta(out_dir)
+    if not resume and held is not None:
         raise InputError("already holds a sweep; pass --resume to finish it or choose another "
                          "-o folder", file=str(out_dir))
+    if held is not None and not force:
+        check_same_plan(out_dir, held, points)
     runner.open()  # a wrong address or an empty cluster fails here, before any folder
     try:
         with lock_sweep_folder(out_dir):
@@ -85,6 +91,26 @@ def run_sweep(
                         on_outcome, command)
     finally:
         runner.close()
+
+
+def check_same_plan(out_dir: Path, held: dict, points: list[SweepPoint]) -> None:
+    """The sweep in `out_dir` (its sweep.json, `held`) plans the same runs as `points`,
+    compared by the config hash that ends each run id (the readable part before it may
+    differ between releases)."""
+    old = held.get("run_ids")
+    if not isinstance(old, list):
+        return
+    held_hashes = {_config_hash(run_id) for run_id in old}
+    new_hashes = {_config_hash(p.run_id) for p in points}
+    if held_hashes != new_hashes:
+        gone = len(held_hashes - new_hashes)
+        raise InputError(f"holds a sweep of another spec ({gone} of its {len(held_hashes)} "
+                         "runs are not in this one); resume it with its own spec, or pass "
+                         "--force", file=str(out_dir))
+
+
+def _config_hash(run_id: object) -> str:
+    return str(run_id).rsplit("-", 1)[-1]
 
 
 def check_traces(points: list[SweepPoint], source: str | None) -> None:

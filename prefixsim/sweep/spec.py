@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from prefixsim.errors import InputError
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
 SLUG_MAX_CHARS = 60
+# The most runs one spec may ask for (each is validated, and later run, one by one).
+MAX_POINTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,8 @@ _DEFAULT_DUMP = RunConfig().model_dump(mode="json")
 # config keys added after run ids were first derived: left out of the id while at their
 # defaults, so a run offered as before the key existed keeps its id (and `--resume` finds
 # it). A new config key goes here too (tests/sweep/test_run_ids.py pins the demo's ids).
-LATER_KEYS = ("load", "model.config_path", "serving", "hardware.expert_parallel")
+LATER_KEYS = ("load", "model.config_path", "serving", "hardware.expert_parallel",
+              "trace.max_pages")
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:
@@ -168,11 +172,31 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
     return SweepPoint(run_id=run_id, params=dict(params), config=config)
 
 
+def plan_size(spec: SweepSpec) -> int:
+    """How many points `spec` asks for (the grid's product plus the explicit runs), from
+    the list lengths alone: nothing is expanded."""
+    return (math.prod(len(values) for values in spec.grid.values()) if spec.grid else 0) \
+        + len(spec.runs)
+
+
+def check_plan_size(spec: SweepSpec, source: str | None = None) -> int:
+    """`plan_size(spec)`, refused in one line past MAX_POINTS (docs/input-rules.md I7)."""
+    size = plan_size(spec)
+    if size > MAX_POINTS:
+        counts = " x ".join(str(len(v)) for v in spec.grid.values()) or "0"
+        raise InputError(f"asks for {size:,} runs (grid {counts}, plus {len(spec.runs)} "
+                         f"runs:), more than {MAX_POINTS:,}; split it into smaller sweeps",
+                         file=source, field="grid")
+    return size
+
+
 def expand(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
-    """The grid's Cartesian product (last key varies fastest), then the explicit runs.
+    """The grid's Cartesian product (last key varies fastest), then the explicit runs;
+    a spec of more than MAX_POINTS is refused before any point is made.
 
     Points with equal configs (hence equal run ids) appear once.
     """
+    check_plan_size(spec, source)
     keys = list(spec.grid)
     combos = [dict(zip(keys, values, strict=True))
               for values in itertools.product(*(spec.grid[k] for k in keys))] if keys else []

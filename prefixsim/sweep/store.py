@@ -37,6 +37,8 @@ from prefixsim.errors import InputError
 from prefixsim.sweep.spec import SweepPoint, column_name
 from prefixsim.sweep.worker import OK, RunOutcome
 
+DAMAGED = "damaged"  # a finished run whose summary.json is gone or unreadable
+
 RUNS = "runs"
 STAGING_PREFIX = ".tmp-"
 LOCK = ".lock"
@@ -184,12 +186,23 @@ def read_run_meta(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """A run folder's summary.json as a mapping, or None when it is absent or damaged."""
+    try:
+        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
 def finished_ids(out_dir: Path, points: Sequence[SweepPoint]) -> set[str]:
-    """Run ids of `points` whose folder holds a successful run."""
+    """Run ids of `points` whose folder holds a successful run with a readable summary (a
+    folder that lost its summary.json is run again, docs/input-rules.md I14)."""
     done = set()
     for point in points:
-        meta = read_run_meta(run_dir(out_dir, point.run_id))
-        if meta is not None and meta.get("status") == OK:
+        path = run_dir(out_dir, point.run_id)
+        meta = read_run_meta(path)
+        if meta is not None and meta.get("status") == OK and read_summary(path) is not None:
             done.add(point.run_id)
     return done
 
@@ -233,8 +246,10 @@ def sweep_table(out_dir: Path, points: Sequence[SweepPoint], keys: Sequence[str]
         for key in keys:
             value = point.params[key] if key in point.params else _dotted(effective, key)
             row[column_name(key)] = value if _is_scalar(value) else json.dumps(value)
-        if meta.get("status") == OK:
-            summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+        summary = read_summary(path) if meta.get("status") == OK else None
+        if meta.get("status") == OK and summary is None:
+            row["status"], row["error"] = DAMAGED, "summary.json missing or unreadable"
+        if summary is not None:
             for key, value in summary.items():
                 if key not in row and _is_scalar(value):
                     row[key] = value

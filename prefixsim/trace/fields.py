@@ -12,9 +12,16 @@ from prefixsim.errors import InputError
 # models offer are ~10M tokens).
 MAX_TOKENS = 1 << 24
 # Page ids a reader may make up for one request (lengths-only and RAGPulse traces make one
-# per page: 2^30 tokens at 16 tokens a page once took 6.7 GB) and for a whole trace.
+# per page: 2^30 tokens at 16 tokens a page once took 6.7 GB), or a Parquet row group may
+# average a row.
 MAX_PAGES_PER_REQUEST = 1 << 20
-MAX_TRACE_PAGES = 1 << 28
+# Budgets of a whole trace, checked before the memory is taken (docs/input-rules.md I7) and
+# raised by `--max-trace-pages` (trace.max_pages): hash ids a Parquet file holds (8 bytes
+# each in one array: 256 MiB) and page ids a reader makes up (a Python int in a tuple each,
+# ~40 bytes: 160 MiB). A 9 kB Parquet file can declare 2^28 ids; 25 lengths-only rows of
+# 2^24 tokens once took 1.3 GB.
+MAX_TRACE_PAGES = 1 << 25
+MAX_MADE_UP_PAGES = 1 << 22
 # Larger time values are corrupt in any unit a reader takes (epoch microseconds are ~1.7e15).
 MAX_TIME = 1e16
 
@@ -38,9 +45,11 @@ def require(obj: dict, key: str, where: dict) -> object:
 
 
 def as_int(value: object, key: str, where: dict, minimum: int = 0,
-           maximum: int = MAX_TOKENS) -> int:
-    """An integer (or an integral float / numeric string) within [minimum, maximum]."""
-    if isinstance(value, str):
+           maximum: int = MAX_TOKENS, allow_string: bool = False) -> int:
+    """An integer (or an integral float) within [minimum, maximum]; a numeric string only
+    with `allow_string` (CSV cells are text; in JSON "10" is a wrong type, docs/input-rules.md
+    I6)."""
+    if isinstance(value, str) and allow_string:
         try:
             value = float(value.strip()) if "." in value or "e" in value.lower() \
                 else int(value.strip())
@@ -155,6 +164,21 @@ _UNSEEN = object()
 def _raw(page_id: object) -> object:
     """The id as the file wrote it (a namespaced id is checked as (namespace, id))."""
     return page_id[1] if isinstance(page_id, tuple) else page_id
+
+
+def session_field(obj: dict, where: dict,
+                  keys: tuple[str, ...] = ("session_id", "chat_id")) -> str | None:
+    """The optional session id (the first of `keys` present) as text: a string or an
+    integer, never a list, mapping, boolean or float (which would become their repr,
+    docs/input-rules.md I6)."""
+    key = next((k for k in keys if k in obj), keys[0])
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(f"expected a string or an integer, got {value!r:.60}", field=key,
+                         **where)
+    return str(value)
 
 
 def namespace_field(obj: dict, where: dict, key: str = "namespace") -> str | None:

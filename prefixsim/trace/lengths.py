@@ -20,6 +20,7 @@ from prefixsim.errors import InputError
 from prefixsim.trace.fields import MAX_TOKENS, as_int, as_time
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
+    PREFIX_MODEL_FORMATS,
     READERS,
     ReadContext,
     open_trace,
@@ -112,8 +113,10 @@ def read_lengths_csv(
                         raise InputError(f"has {len(row)} columns, expected {len(header)}",
                                          **where)
                     arrival_s = parse_time(row[t_i], where, header[t_i])
-                    input_tokens = as_int(row[in_i], header[in_i], where, minimum=1)
-                    output_tokens = as_int(row[out_i], header[out_i], where, minimum=0)
+                    input_tokens = as_int(row[in_i], header[in_i], where, minimum=1,
+                                          allow_string=True)
+                    output_tokens = as_int(row[out_i], header[out_i], where, minimum=0,
+                                           allow_string=True)
                     ctx.charge_pages(-(-input_tokens // block_size), where, header[in_i])
                 except InputError as error:
                     ctx.bad(error)
@@ -160,6 +163,7 @@ class _WallClock:
 
 for _name in ("azure", "burstgpt", "vidur"):
     DEFAULT_BLOCK_SIZES[_name] = LENGTHS_BLOCK_SIZE
+    PREFIX_MODEL_FORMATS.add(_name)
 
 
 @READERS.register("azure")

@@ -22,6 +22,7 @@ from prefixsim.trace.fields import (
     lengths_and_ids,
     namespace_field,
     require,
+    session_field,
 )
 from prefixsim.trace.mooncake_fast import read_fast, restart_progress
 from prefixsim.trace.readers import (
@@ -45,7 +46,7 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
     namespace = namespace_field(obj, where)
     if chains is not None:
         chains.check(hash_ids, where, namespace=namespace)
-    session = obj.get("session_id", obj.get("chat_id"))
+    session = session_field(obj, where)
     return Request(
         request_id=request_id,
         arrival_s=timestamp_ms / 1000.0,
@@ -53,7 +54,7 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
         output_tokens=output_tokens,
         page_ids=tuple(hash_ids),
         page_size_tokens=block_size,
-        session_id=None if session is None else str(session),
+        session_id=session,
         namespace=namespace,
     )
 

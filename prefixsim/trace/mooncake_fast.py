@@ -85,14 +85,19 @@ def _shallow(path: Path) -> bool:
 
 def record_lines(path: Path) -> int | None:
     """The lines that open a bracket (a plain file's records), or None when a line opens
-    more than two (see `_shallow`)."""
+    more than two (see `_shallow`) or is longer than readers.MAX_LINE_CHARS bytes (the exact
+    path then refuses it, naming the line: /dev/zero is never read to its end)."""
     carry = 0
     records = 0
+    line_bytes = 0  # bytes of the line the last block ended in
     with path.open("rb") as handle:
         while block := handle.read(SCAN_BYTES):
             data = np.frombuffer(block, dtype=np.uint8)
             opens = np.flatnonzero((data == 91) | (data == 123))
             ends = np.flatnonzero(data == 10)
+            line_bytes = len(data) - 1 - ends[-1] if len(ends) else line_bytes + len(data)
+            if line_bytes > readers.MAX_LINE_CHARS:
+                return None
             per_line = np.bincount(np.searchsorted(ends, opens), minlength=len(ends) + 1)
             per_line[0] += carry
             if per_line.max() > 2:
@@ -162,6 +167,10 @@ def _sessions(field: dict) -> pa.Array | None | bool:
     if column is None or column.null_count == len(column):
         return None
     if pa.types.is_string(column.type):
+        try:
+            column.validate(full=True)  # Arrow's JSON parser lets bytes that are not UTF-8 by
+        except pa.ArrowInvalid:
+            return False  # the exact path names the line
         return column
     if pa.types.is_int64(column.type):
         return pc.cast(column, pa.string())

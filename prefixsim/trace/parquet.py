@@ -3,7 +3,8 @@ timestamp in ms, input_length, output_length, hash_ids, session_id, block_size, 
 optional `namespace`: docs/cache-semantics.md R2, pages of different namespaces never match).
 
 Before any row is decoded, the file's metadata bounds what loading it costs: the number of
-hash ids (list elements) in all row groups must stay within MAX_TRACE_PAGES, and no row group
+hash ids (list elements) in all row groups must stay within the trace's page budget
+(MAX_TRACE_PAGES unless --max-trace-pages), and no row group
 may average more than MAX_PAGES_PER_REQUEST ids a row (a 2 kB file can hold 10^8 zero ids).
 A plain file is decoded a row group at a time straight into numpy columns (the next group
 decoding while the last one's chains are checked); anything unusual sends it down the
@@ -55,7 +56,7 @@ def read_parquet(path: Path, ctx: ReadContext) -> Sequence[Request]:
     for name in REQUIRED:
         if name not in names:
             raise InputError("missing column", file=str(path), field=name)
-    _check_sizes(path, handle)
+    _check_sizes(path, handle, ctx.options.max_pages)
     fast = _read_columns(handle, ctx)
     if fast is not None:
         return fast
@@ -204,8 +205,9 @@ def _read_batch(rows: list[dict], row_no: int, path: Path, ctx: ReadContext,
     return True
 
 
-def _check_sizes(path: Path, handle: pq.ParquetFile) -> None:
-    """Refuse a file whose hash-id lists would not fit the caps, from metadata alone."""
+def _check_sizes(path: Path, handle: pq.ParquetFile, budget: int | None = None) -> None:
+    """Refuse a file whose hash-id lists would not fit the caps (`budget`, else
+    MAX_TRACE_PAGES, in all), from metadata alone."""
     meta = handle.metadata
     leaf = _hash_ids_leaf(meta)
     if leaf is None:
@@ -219,6 +221,8 @@ def _check_sizes(path: Path, handle: pq.ParquetFile) -> None:
             raise InputError(f"row group {group} holds {values:,} hash ids for {chunk.num_rows} "
                              f"rows, more than {MAX_PAGES_PER_REQUEST:,} a request",
                              file=str(path), field="hash_ids")
-    if total > MAX_TRACE_PAGES:
-        raise InputError(f"holds {total:,} hash ids, more than {MAX_TRACE_PAGES:,}; convert "
-                         "fewer requests or coarser pages", file=str(path), field="hash_ids")
+    budget = budget or MAX_TRACE_PAGES
+    if total > budget:
+        raise InputError(f"holds {total:,} hash ids, more than {budget:,}; convert fewer "
+                         "requests or coarser pages, or raise --max-trace-pages",
+                         file=str(path), field="hash_ids")

@@ -17,7 +17,13 @@ import json
 from pathlib import Path
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import as_time, decode_json_line, int_field, require
+from prefixsim.trace.fields import (
+    as_time,
+    decode_json_line,
+    int_field,
+    require,
+    session_field,
+)
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     FOLDER_SNIFFERS,
@@ -136,12 +142,12 @@ def read_ragpulse(path: Path, ctx: ReadContext) -> list[Request]:
             raise InputError(f"{input_tokens} is less than its chunks' {total} tokens",
                              field="input_length", **where)
         ctx.charge_pages(-(-input_tokens // pager.block_size), where)
-        session = obj.get("session_id")
+        session = session_field(obj, where, ("session_id",))
         return Request(  # the pager names pages only once the line has passed every check
             request_id=request_id, arrival_s=arrival_s, input_tokens=input_tokens,
             output_tokens=output_tokens, page_ids=pager.page_ids(chunks, input_tokens),
             page_size_tokens=pager.block_size,
-            session_id=None if session is None else str(session),
+            session_id=session,
         )
 
     return read_json_lines(trace, ctx, parse)

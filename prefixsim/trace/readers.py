@@ -21,7 +21,7 @@ import numpy as np
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
 from prefixsim.trace.columns import RequestColumns
-from prefixsim.trace.fields import MAX_PAGES_PER_REQUEST, MAX_TRACE_PAGES, decode_json_line
+from prefixsim.trace.fields import MAX_MADE_UP_PAGES, MAX_PAGES_PER_REQUEST, decode_json_line
 from prefixsim.trace.namespaces import separate_namespaces
 from prefixsim.trace.record import Request
 
@@ -38,6 +38,10 @@ SNIFFERS: list[tuple[str, Sniffer]] = []
 
 PARQUET_MAGIC = b"PAR1"
 PROGRESS_EVERY = 10000  # requests between progress callbacks
+
+# The longest line a JSON-lines reader holds (32 Mi characters: 2^20 hash ids of up to 20
+# digits and a little more; docs/input-rules.md I7).
+MAX_LINE_CHARS = 1 << 25
 
 # How many bytes of a file detection looks at.
 SNIFF_BYTES = 65536
@@ -56,6 +60,9 @@ class ReadOptions:
     session_rate_per_s  kv-cache-tester: conversations start as a Poisson process of this
                         rate (seeded by `seed`); the files carry no absolute time
     seed                seed of any modelling choice a reader makes
+    max_pages           the trace's page budget (trace.max_pages): hash ids a Parquet file
+                        holds and page ids a reader makes up; None: MAX_TRACE_PAGES and
+                        MAX_MADE_UP_PAGES (trace/fields.py)
     on_progress         called with the number of requests read since the last call
     """
 
@@ -65,6 +72,7 @@ class ReadOptions:
     prefix_model: str = "none"
     session_rate_per_s: float = 1.0 / 60.0
     seed: int = 0
+    max_pages: int | None = None
     on_progress: Callable[[int], None] | None = field(default=None, compare=False)
 
 
@@ -97,16 +105,17 @@ class ReadContext:
 
     def charge_pages(self, num_pages: int, where: dict, key: str = "input_length") -> None:
         """Count page ids a reader is about to make up for one request; InputError past
-        MAX_PAGES_PER_REQUEST for it or MAX_TRACE_PAGES for the trace (memory stays bounded
-        whatever a short line claims)."""
+        MAX_PAGES_PER_REQUEST for it or the made-up page budget for the trace (memory stays
+        bounded whatever a short line claims)."""
         if num_pages > MAX_PAGES_PER_REQUEST:
             raise InputError(f"needs {num_pages:,} pages, more than {MAX_PAGES_PER_REQUEST:,} "
                              "per request (is --block-size right?)", field=key, **where)
         self.pages += num_pages
-        if self.pages > MAX_TRACE_PAGES:
-            raise InputError(f"the trace needs more than {MAX_TRACE_PAGES:,} pages; read fewer "
-                             "requests (--max-requests) or coarser pages (--block-size)",
-                             field=key, **where)
+        budget = self.options.max_pages or MAX_MADE_UP_PAGES
+        if self.pages > budget:
+            raise InputError(f"the trace needs more than {budget:,} pages; read fewer requests "
+                             "(--max-requests), coarser pages (--block-size) or raise "
+                             "--max-trace-pages", field=key, **where)
 
     def block_size(self, format_name: str) -> int:
         return self.options.block_size or DEFAULT_BLOCK_SIZES[format_name]
@@ -155,14 +164,36 @@ def open_trace(path: Path):
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, line) for each non-blank line; binary content is an InputError."""
+    """(line number, line) for each non-blank line, read a line at a time with at most
+    MAX_LINE_CHARS held (a 1 GB line, or /dev/zero, is refused, not loaded); binary content
+    is an InputError naming the line (docs/input-rules.md I7)."""
+    line_no = 0
     with open_trace(path) as handle:
         try:
-            for line_no, raw in enumerate(handle, start=1):
+            while raw := handle.readline(MAX_LINE_CHARS + 1):
+                line_no += 1
+                if len(raw) > MAX_LINE_CHARS and not raw.endswith("\n"):
+                    raise InputError(f"line longer than {MAX_LINE_CHARS:,} characters; not a "
+                                     "trace line", file=str(path), line=line_no)
                 if raw.strip():
                     yield line_no, raw
         except UnicodeDecodeError:
-            raise InputError("not a UTF-8 text file", file=str(path)) from None
+            raise InputError("not a UTF-8 text file", file=str(path),
+                             line=_first_undecodable_line(path)) from None
+
+
+def _first_undecodable_line(path: Path) -> int | None:
+    """The number of the first line that is not UTF-8 (text reading decodes ahead by
+    blocks, so its error does not say which line)."""
+    with path.open("rb") as handle:
+        line_no = 0
+        while raw := handle.readline(MAX_LINE_CHARS + 1):
+            line_no += 1
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return line_no
+    return None
 
 
 def read_json_lines(
@@ -241,6 +272,19 @@ def detect_folder(folder: Path) -> str:
     )
 
 
+# Formats whose page ids come from a declared prefix model (filled by trace/lengths.py).
+PREFIX_MODEL_FORMATS: set[str] = set()
+
+
+def check_prefix_model_format(format_name: str, prefix_model: str) -> None:
+    """A synthetic prefix model on a format that has its own page ids would be ignored yet
+    written to the run's config: refused (docs/input-rules.md I8)."""
+    if prefix_model != "none" and format_name not in PREFIX_MODEL_FORMATS:
+        raise InputError(f"{prefix_model!r} applies to lengths-only traces "
+                         f"({', '.join(sorted(PREFIX_MODEL_FORMATS))}); a {format_name} trace "
+                         "has its own page ids", field="trace.prefix_model")
+
+
 def read_trace(
     path: str | Path,
     format: str | None = None,
@@ -264,6 +308,7 @@ def read_trace(
             f"unknown trace format {name!r} (valid: {', '.join(READERS.names())})",
             field="trace.format",
         )
+    check_prefix_model_format(name, options.prefix_model)
     ctx = ReadContext(options)
     requests = READERS.build(name, path=path, ctx=ctx)
     if not requests:

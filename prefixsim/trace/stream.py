@@ -142,7 +142,7 @@ class TraceStream:
 
 
 def open_stream(path: Path, format: str, block_size: int | None,
-                max_requests: int | None) -> TraceStream | None:
+                max_requests: int | None, max_pages: int | None = None) -> TraceStream | None:
     """A stream over `path` (format already resolved), or None when its format is not
     read in chunks or a quick look says the fast reader would not take it."""
     if format not in STREAMED_FORMATS or not path.is_file():
@@ -158,7 +158,7 @@ def open_stream(path: Path, format: str, block_size: int | None,
         if session is not None and not (pa.types.is_string(session)
                                         or pa.types.is_null(session)):
             return None  # (a namespace column with a value gives up later, chunk by chunk)
-        _check_sizes(path, handle)  # the whole-trace reader's errors, from metadata
+        _check_sizes(path, handle, max_pages)  # the whole-trace reader's errors, from metadata
         rows = handle.metadata.num_rows
         total = rows if max_requests is None else min(rows, max_requests)
         return TraceStream(path, format, block, max_requests, total)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import as_int, as_time, id_list
+from prefixsim.trace.fields import as_int, as_time, id_list, session_field
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     READERS,
@@ -69,11 +69,11 @@ def read_token_ids(path: Path, ctx: ReadContext) -> list[Request]:
             arrival_s = as_time(obj["timestamp"], "timestamp", where) / 1000.0
         else:
             arrival_s = 0.0
-        session = obj.get("session_id")
+        session = session_field(obj, where, ("session_id",))
         return Request(
             request_id=request_id, arrival_s=arrival_s, input_tokens=len(tokens),
             output_tokens=output_tokens, page_ids=chainer.chain(tokens),
-            page_size_tokens=block_size, session_id=None if session is None else str(session),
+            page_size_tokens=block_size, session_id=session,
         )
 
     return read_json_lines(path, ctx, parse)

@@ -16,7 +16,7 @@ from prefixsim.metrics.schema import PRINTED_KEYS, SUMMARY_KEYS
 RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned, and since
     "--config", "--trace", "--trace-format", "--block-size", "--max-requests",
     "--skip-bad-lines", "--prefix-model", "--cache-only", "--no-stream", "--policy",
-    "--cache-tokens",
+    "--cache-tokens", "--max-trace-pages",
     "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
     "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
     "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # no --seed: I8

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from prefixsim.errors import InputError
 from prefixsim.trace.generate.arrivals import session_starts
 from prefixsim.trace.generate.model import Corpus, Pager, Row, session_rows
 from prefixsim.trace.generate.preset import PRESETS, Preset, SharedPrefixPreset, load_preset
@@ -21,11 +22,20 @@ from prefixsim.trace.record import Request
 __all__ = ["PRESETS", "Preset", "SharedPrefixPreset", "generate", "load_preset"]
 
 
+# The most requests one generated trace holds: it is built in memory (about 1 kB a request
+# with its page ids); a larger workload is several files or a preset at a higher rate.
+MAX_GENERATED_REQUESTS = 10_000_000
+
+
 def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
              rate_per_s: float | None = None,
              on_progress: Callable[[int], None] | None = None) -> list[Request]:
     """`num_requests` requests (the earliest ones) in arrival order, session ids kept;
-    `on_progress(n)` is told of the rows each session added (until num_requests)."""
+    `on_progress(n)` is told of the rows each session added (until num_requests); more than
+    MAX_GENERATED_REQUESTS is refused before anything is made (docs/input-rules.md I7)."""
+    if num_requests > MAX_GENERATED_REQUESTS:
+        raise InputError(f"must be <= {MAX_GENERATED_REQUESTS:,} (the trace is built in "
+                         f"memory), got {num_requests:,}", field="--requests")
     if isinstance(preset, SharedPrefixPreset):
         return _shared_prefix(preset, num_requests, seed, rate_per_s)
     rng = np.random.default_rng(seed)
