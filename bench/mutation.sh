@@ -11,23 +11,41 @@
 # tree is left alone and a rerun continues where the last one stopped (delete the folder
 # to start afresh; MUTATION_RERUN=1 reruns only the survivors, after tests were added).
 # Prints mutmut's survivors and the score: killed / (killed + survived)
+#   bench/mutation.sh costmodel prefixsim/costmodel/tp.py   # one module, with tests/costmodel
+#
 # (timeouts count as killed; mutants no test reaches count as survived). Needs
-# `pip install -e '.[dev,mutation]'`. The README's "Testing" section lists the survivors of
-# the last cache run and why each is equivalent or accepted.
+# `pip install -e '.[dev]'` (mutmut is in the dev extra). The Python that runs mutmut is
+# $PYTHON, else the active virtualenv's, else `python3` on the PATH. The README's "Testing"
+# section lists the survivors of the last cache run and why each is equivalent or accepted.
 set -euo pipefail
+py="${PYTHON:-${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}}"
+py="$(command -v "${py:-python3}")" || { echo "bench/mutation.sh: no python" >&2; exit 2; }
+case "$py" in /*) ;; *) py="$PWD/$py" ;; esac  # absolute: the script changes folder
 cd "$(dirname "$0")/.."
 part="${1:-cache}"
 scope="${2:-scored}"
-root="$PWD"
+if ! "$py" -c "import mutmut" 2>/dev/null; then
+  echo "bench/mutation.sh: $py cannot import mutmut; pip install -e '.[dev]' (or set PYTHON)" >&2
+  exit 2
+fi
 case "$part" in
-  cache)
-    if [ "$scope" = all ]; then mutate='"prefixsim/cache/*"'
-    else mutate='"prefixsim/cache/tree.py", "prefixsim/cache/segment_tree.py"'; fi ;;
-  engine) mutate='"prefixsim/engine/*"' ;;
-  costmodel) mutate='"prefixsim/costmodel/*"' ;;
-  *) echo "usage: bench/mutation.sh cache|engine|costmodel [all]" >&2; exit 2 ;;
+  cache|engine|costmodel) ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel [all|MODULE.py]" >&2; exit 2 ;;
 esac
-work="${MUTATION_DIR:-/tmp/prefixsim-mutation-$part}"
+case "$scope" in
+  all) mutate="\"prefixsim/$part/*\"" ;;
+  *.py)
+    [ -f "$scope" ] || { echo "bench/mutation.sh: no such module: $scope" >&2; exit 2; }
+    mutate="\"$scope\"" ;;
+  *)
+    case "$part" in
+      cache) mutate='"prefixsim/cache/tree.py", "prefixsim/cache/segment_tree.py"' ;;
+      *) mutate="\"prefixsim/$part/*\"" ;;
+    esac ;;
+esac
+# one folder per part and scope, so two scopes never mix their mutants
+tag="$part${scope:+-$(basename "$scope" .py)}"
+work="${MUTATION_DIR:-/tmp/prefixsim-mutation-$tag}"
 mkdir -p "$work"
 git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work"
 cd "$work"
@@ -51,7 +69,7 @@ PY
 if [ "${MUTATION_RERUN:-0}" = 1 ] && [ -d mutants ]; then
   # after adding tests: run again only the mutants that survived or that no test reached
   # (mutmut maps the new tests to functions first; the other verdicts stand)
-  mapfile -t again < <("$root/.venv/bin/python" - <<'PY'
+  mapfile -t again < <("$py" - <<'PY'
 import json, pathlib
 for meta in pathlib.Path("mutants").rglob("*.py.meta"):
     for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
@@ -60,11 +78,11 @@ for meta in pathlib.Path("mutants").rglob("*.py.meta"):
 PY
 )
   echo "rerunning ${#again[@]} surviving mutants" >&2
-  [ "${#again[@]}" -eq 0 ] || "$root/.venv/bin/mutmut" run "${again[@]}" > mutmut-rerun.log 2>&1 || true
+  [ "${#again[@]}" -eq 0 ] || "$py" -m mutmut run "${again[@]}" > mutmut-rerun.log 2>&1 || true
 else
-  "$root/.venv/bin/mutmut" run > mutmut-run.log 2>&1 || true
+  "$py" -m mutmut run > mutmut-run.log 2>&1 || true
 fi
-"$root/.venv/bin/python" - <<'PY'
+"$py" - <<'PY'
 import json, pathlib
 counts = {"killed": 0, "survived": 0, "timeout": 0, "no tests": 0, "other": 0}
 survivors = []

@@ -390,7 +390,7 @@ def test_evict_within_free_space_evicts_nothing():
 def test_unlock_of_an_unlocked_page_is_an_error():
     cache = lru_cache()
     (page,) = cache.insert(None, [1], [4], now=0, recency=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unlock of an unlocked page"):
         cache.unlock(page, now=0)
 
 

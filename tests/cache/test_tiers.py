@@ -81,9 +81,9 @@ def test_load_time_is_bytes_over_bandwidth():
 
 
 def test_bad_tier_spec():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="host capacity must be >= 0, got -1"):
         TierSpec("host", -1, 1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="host bandwidth must be > 0, got 0.0"):
         TierSpec("host", 1, 0.0)
 
 

@@ -235,7 +235,7 @@ def test_a_new_page_starts_at_priority_0_and_unhit():
 
 
 def test_insert_refuses_ids_and_token_counts_of_different_lengths():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="argument 2 is shorter than argument 1"):
         cache().insert(None, [1, 2], [P], now=0, recency=0)
 
 
