@@ -13,8 +13,15 @@ link. Pool pages are never locked (copies in flight are not modelled, like the t
 Each replica reaches the pool over a `PoolLink` (per GPU, as each GPU moves its share of a
 token's KV over its own NIC): a read takes latency + bytes / read bandwidth after the link's
 earlier reads finish; writes are asynchronous but keep the write direction busy. The links
-count bytes and busy seconds. Not here: network topology beyond one link per replica, RDMA
-contention between replicas at the pool side.
+count bytes and busy seconds. The pool's memory is the replicas' hosts' (as Mooncake Store
+pools each node's DRAM): a page is held by the replica that wrote it first and, with
+`replicas` > 1, by as many holders in all (the next replicas in index order), each copy
+written over the writer's link. A read of a request's pool run takes each page from the copy
+whose holder can serve soonest, and each holder's part crosses both the reader's link and
+the holder's outbound (`serves`) direction: it starts when both are free, so concurrent
+readers of one holder queue behind each other. Every pool query (hit or miss) costs
+`lookup_s` (the store's metadata lookup) before any read. Not here: network topology beyond
+one link per replica, copies in flight.
 """
 
 from __future__ import annotations
@@ -34,12 +41,18 @@ class PoolSpec:
     write_bytes_s: float
     latency_s: float = 0.0
     write_through: bool = False
+    replicas: int = 1  # holders of each page
+    lookup_s: float = 0.0  # per pool query, hit or miss
 
     def __post_init__(self) -> None:
         if not self.read_bytes_s > 0 or not self.write_bytes_s > 0:
             raise ValueError("pool bandwidths must be > 0")
         if not 0 <= self.latency_s < float("inf"):
             raise ValueError(f"pool latency must be a finite number >= 0, got {self.latency_s}")
+        if not 0 <= self.lookup_s < float("inf"):
+            raise ValueError(f"pool lookup must be a finite number >= 0, got {self.lookup_s}")
+        if self.replicas < 1:
+            raise ValueError(f"pool replicas must be >= 1, got {self.replicas}")
 
 
 class LinkDirection:
@@ -56,13 +69,21 @@ class LinkDirection:
         self.bytes = 0
 
     def book(self, num_bytes: int, now: float,
-             transfer_time_s: Callable[[int, float], float] | None = None) -> float:
+             transfer_time_s: Callable[[int, float], float] | None = None,
+             other: LinkDirection | None = None) -> float:
         """Book a transfer of `num_bytes` starting no earlier than `now`; seconds from
         `now` until it is done (waiting for earlier transfers + latency + the move itself,
-        `transfer_time_s(bytes, bandwidth)` when given, else bytes / bandwidth)."""
+        `transfer_time_s(bytes, bandwidth)` when given, else bytes / bandwidth). `other`:
+        the far end's direction the transfer also crosses (it starts when both are free
+        and keeps both busy; its bytes are counted there too)."""
         move = (num_bytes / self.bytes_s if transfer_time_s is None
                 else transfer_time_s(num_bytes, self.bytes_s))
         start = max(now, self.free_s)
+        if other is not None and other is not self:
+            start = max(start, other.free_s)
+            other.free_s = start + self.latency_s + move
+            other.busy_s += self.latency_s + move
+            other.bytes += num_bytes
         self.free_s = start + self.latency_s + move
         self.busy_s += self.latency_s + move
         self.bytes += num_bytes
@@ -70,13 +91,16 @@ class LinkDirection:
 
 
 class PoolLink:
-    """One replica's link to the pool: reads queue behind reads, writes behind writes."""
+    """One replica's link to the pool: reads queue behind reads, writes behind writes, and
+    the reads of the pool pages this replica holds behind each other (`serves`)."""
 
-    __slots__ = ("reads", "writes")
+    __slots__ = ("reads", "writes", "serves", "index")
 
-    def __init__(self, spec: PoolSpec) -> None:
+    def __init__(self, spec: PoolSpec, index: int = 0) -> None:
         self.reads = LinkDirection(spec.read_bytes_s, spec.latency_s)
         self.writes = LinkDirection(spec.write_bytes_s, spec.latency_s)
+        self.serves = LinkDirection(spec.read_bytes_s, spec.latency_s)
+        self.index = index  # the replica's, as a holder of pool pages
 
     def read(self, num_bytes: int, now: float,
              transfer_time_s: Callable[[int, float], float] | None = None) -> float:
@@ -89,12 +113,16 @@ class PoolLink:
 
 
 class SharedPool:
-    """The pool's tree and its writes; `clock()` is the current simulated time."""
+    """The pool's tree and its writes; `clock()` is the current simulated time. `links`:
+    the replicas' links, by replica index (set by the timed engine; their `serves`
+    directions are the holders')."""
 
     def __init__(self, cache: RadixCache, spec: PoolSpec, clock: Callable[[], float]) -> None:
         self.cache = cache
         self.spec = spec
         self.clock = clock
+        self.links: Sequence[PoolLink] = ()
+        self.holder: dict[int, int] = {}  # page id -> its first holder (the writer)
         self._recency = 0
         self.read_tokens = 0  # hit tokens read from the pool, all replicas
         self.write_tokens = 0  # tokens written into it
@@ -112,9 +140,38 @@ class SharedPool:
         self.cache.touch(pages, now, self._recency)
         self.read_tokens += num_tokens
 
-    def write(self, page_ids: Sequence[int], page_tokens: Sequence[int]) -> int:
-        """Write the chain `page_ids` (from the root) into the pool, now; returns the tokens
-        it did not hold already (what crosses the link). Evicts by the pool's policy."""
+    def fetch(self, pages: Sequence[Page], reader: PoolLink, kv_bytes_per_token: int,
+              now: float, transfer_time_s: Callable[[int, float], float] | None = None
+              ) -> float:
+        """Book the read of `pages` (a request's pool run) over `reader`'s link and their
+        holders' `serves` directions; seconds from `now` until the last part is in,
+        after the lookup. Each page comes from the copy whose holder is free soonest
+        (ties: the first copy), a holder's pages in one transfer."""
+        links, holder, copies = self.links, self.holder, self.spec.replicas
+        num = len(links)
+        parts: dict[int, int] = {}
+        for page in pages:
+            first = holder.get(page.page_id, reader.index)
+            best = first
+            for k in range(1, min(copies, num)):
+                other = (first + k) % num
+                if links[other].serves.free_s < links[best].serves.free_s:
+                    best = other
+            parts[best] = parts.get(best, 0) + page.num_tokens
+        lookup = self.spec.lookup_s
+        done = lookup
+        for index, tokens in parts.items():
+            serves = links[index].serves if num else None
+            done = max(done, lookup + reader.reads.book(
+                tokens * kv_bytes_per_token, now + lookup, transfer_time_s, serves))
+        return done
+
+    def write(self, page_ids: Sequence[int], page_tokens: Sequence[int],
+              holder: int = 0) -> int:
+        """Write the chain `page_ids` (from the root) into the pool, now, held by replica
+        `holder` (and the next ones, `spec.replicas` copies); returns the tokens it did not
+        hold already (one copy's: what crosses the link is that times the copies). Evicts
+        by the pool's policy."""
         cache, now = self.cache, self.clock()
         have = cache.match(page_ids, now).pages
         if len(have) == len(page_ids):
@@ -124,14 +181,18 @@ class SharedPool:
         cache.evict(sum(rest_tokens), protect=tip)  # the chain written onto stays
         self._recency += 1
         placed = cache.insert(tip, rest_ids, rest_tokens, now, self._recency)
+        if self.links:  # timed: who holds each page (a cache-only run times no read)
+            owners = self.holder
+            for page_id in rest_ids:
+                owners[page_id] = holder
         written = sum(page.num_tokens for page in placed)
         self.write_tokens += written
         return written
 
-    def write_evicted(self, page: Page) -> int:
+    def write_evicted(self, page: Page, holder: int = 0) -> int:
         """Write an evicted HBM page with the ancestors its pointers still name."""
         chain = page.path()
-        return self.write([p.page_id for p in chain], [p.num_tokens for p in chain])
+        return self.write([p.page_id for p in chain], [p.num_tokens for p in chain], holder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +211,8 @@ class PoolFigures:
     @classmethod
     def of(cls, pool: SharedPool, links: Sequence[PoolLink] = (),
            duration_s: float = 0.0) -> PoolFigures:
-        busiest = max((max(link.reads.busy_s, link.writes.busy_s) for link in links),
-                      default=0.0)
+        busiest = max((max(link.reads.busy_s, link.writes.busy_s, link.serves.busy_s)
+                       for link in links), default=0.0)
         return cls(pool.cache.capacity_tokens, pool.cache.counters, pool.read_tokens,
                    pool.write_tokens, sum(link.reads.bytes for link in links),
                    sum(link.writes.bytes for link in links),

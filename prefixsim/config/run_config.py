@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -141,10 +141,18 @@ class PoolConfig(Section):
         also=["cache.pool.write_gb_s"])
     write_gb_s: float = Field(
         25.0, gt=0, allow_inf_nan=False, description="HBM -> pool bandwidth per GPU, GB/s")
-    latency_s: float = option(0.0001, "--pool-latency", "Seconds of latency (lookup + setup) "
-                              "per pool transfer", ge=0, allow_inf_nan=False)
-    write_through: bool = option(False, "--pool-write-through", "Write every prefilled page "
-                                 "to the pool, not only HBM's evictions")
+    latency_s: float = option(0.0001, "--pool-latency", "Seconds of latency (setup) per pool "
+                              "transfer", ge=0, allow_inf_nan=False)
+    lookup_s: float = option(
+        0.0001, "--pool-lookup", "Seconds of every pool query, hit or miss (one metadata "
+        "round trip, as Mooncake Store's query to its master before a get)", ge=0,
+        allow_inf_nan=False)
+    write: Literal["through", "back"] = option(
+        "through", "--pool-write", "through: store every prefilled page (LMCache and "
+        "Mooncake store after prefill); back: only pages HBM evicts")
+    replicas: int = option(1, "--pool-replicas", "Holders of each pool page (Mooncake "
+                           "Store's replica count: hot pages read from several hosts)", ge=1,
+                           le=64)
 
     _known_policy = registered(POLICIES, "policy")
 

@@ -144,6 +144,17 @@ class ServingConfig(Section):
         "times)")
 
 
+class DisaggregationConfig(Section):
+    """Choices of disaggregated serving beyond its replica counts (engine/disaggregation.py,
+    docs/architecture.md "Disaggregated serving")."""
+
+    local_prefill_max_tokens: int | None = option(
+        None, "--local-prefill-max-tokens", "Selective disaggregation: a prompt whose "
+        "uncached part on its decode replica is at most this many tokens prefills there, as "
+        "Dynamo's conditional disaggregation does; none by default (every prompt prefills "
+        "on a prefill replica)", ge=0)
+
+
 class EngineConfig(Section):
     """The timed run: replicas, arrival time scale, sampling, SLOs for goodput."""
 
@@ -174,6 +185,9 @@ class EngineConfig(Section):
         "GB/s", gt=0, allow_inf_nan=False)
     kv_transfer_latency_s: float = Field(
         0.0002, ge=0, allow_inf_nan=False, description="setup time of one KV transfer")
+    disaggregation: DisaggregationConfig = Field(
+        default_factory=DisaggregationConfig,
+        description="disaggregated serving's choices: selective prefill on decode replicas")
 
     @model_validator(mode="after")
     def _disaggregated(self) -> EngineConfig:
@@ -183,6 +197,9 @@ class EngineConfig(Section):
                 1, self.prefill_replicas + self.decode_replicas):
             raise ValueError("with prefill_replicas and decode_replicas, replicas is their "
                              "sum (leave it out)")
+        if self.prefill_replicas is None and self.disaggregation != DisaggregationConfig():
+            raise ValueError("engine.disaggregation needs prefill_replicas and "
+                             "decode_replicas")
         return self
 
     @property

@@ -11,14 +11,18 @@ the decode replica pulls only the prompt's KV its cache lacks (the cached run of
 pages, R3's cap, is locked and refreshed when the pull starts), when it can hold the
 request's whole future (the pulled KV and every token still to generate, beside what its
 running requests will still grow by, beyond the decode tokens their step in progress holds
-already: so a decode replica never preempts). The pull goes over the prefill replica's
-outbound link (per GPU, as each GPU sends its share of a token's KV; transfers queue one
-behind another: latency + bytes / bandwidth). When it lands, the prefill replica frees the
-request's KV and unlocks its cached prefix; the decode replica inserts the pulled whole
-pages into its cache (a later turn of the session finds them) and decodes the request; a
-decode replica that stood idle charges its idle wake-up before its first step.
-Not here: layer-wise streaming of KV during the prefill, decode replicas that preempt,
-reading the lacking KV from the shared pool instead of the prefill replica.
+already: so pulls never make a decode replica preempt). The pull goes over the prefill
+replica's outbound link (per GPU, as each GPU sends its share of a token's KV; transfers
+queue one behind another: latency + bytes / bandwidth). When it lands, the prefill replica
+frees the request's KV and unlocks its cached prefix; the decode replica inserts the pulled
+whole pages into its cache (a later turn of the session finds them) and decodes the
+request; a decode replica that stood idle charges its idle wake-up before its first step.
+With `local_prefill_max_tokens` (selective disaggregation, as Dynamo's conditional
+disaggregation and llm-d's threshold do) a request whose prompt the decode replica it would
+go to lacks at most that many tokens of is served there whole, prefill included, as on a
+colocated replica (such a replica may then preempt). Not here: layer-wise streaming of KV
+during the prefill, reading the lacking KV from the shared pool instead of the prefill
+replica.
 """
 
 from __future__ import annotations
@@ -35,16 +39,21 @@ from prefixsim.engine.request_state import RUNNING, RequestState
 
 @dataclass(frozen=True, slots=True)
 class Disaggregation:
-    """How many replicas prefill and decode, and their KV link (bytes/s per GPU)."""
+    """How many replicas prefill and decode, and their KV link (bytes/s per GPU).
+    `local_prefill_max_tokens`: a prompt whose uncached part on its decode replica is at
+    most this many tokens prefills there (selective disaggregation); None: never."""
 
     prefill_replicas: int
     decode_replicas: int
     link_bytes_s: float = 50e9
     link_latency_s: float = 0.0002
+    local_prefill_max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.prefill_replicas < 1 or self.decode_replicas < 1:
             raise ValueError("disaggregation needs >= 1 prefill and >= 1 decode replica")
+        if self.local_prefill_max_tokens is not None and self.local_prefill_max_tokens < 0:
+            raise ValueError("local_prefill_max_tokens must be >= 0")
 
     @property
     def num_replicas(self) -> int:
@@ -63,13 +72,26 @@ class KVTransfer:
         self.links = [LinkDirection(spec.link_bytes_s, spec.link_latency_s)
                       for _ in range(spec.prefill_replicas)]
 
+    def decoder_for(self, state: RequestState) -> DecodeReplica:
+        """The decode replica that takes `state`: the least loaded (ties: the lower index)."""
+        return min(self.decoders, key=lambda r: (r.outstanding_tokens, r.index))
+
+    def local_decoder(self, state: RequestState, now: float) -> DecodeReplica | None:
+        """Selective disaggregation: the decode replica `state` would go to, when the part
+        of its prompt that replica's cache lacks is short enough to prefill there."""
+        target = self.decoder_for(state)
+        request = state.request
+        held = target.cached_prefix_tokens(request, now) if state.rule.cacheable else 0
+        return target if request.input_tokens - held <= self.spec.local_prefill_max_tokens \
+            else None
+
     def hand_off(self, state: RequestState, source: Replica) -> None:
-        """`state` finished its prefill on `source`: the least-loaded decode replica (ties:
-        the lower index) takes it and generates every output token (the prefill's token is
-        not the client's, as behind vLLM's P/D proxy)."""
+        """`state` finished its prefill on `source`: its decode replica takes it and
+        generates every output token (the prefill's token is not the client's, as behind
+        vLLM's P/D proxy)."""
         state.generated_tokens = 0
         state.first_token_s = None
-        target = min(self.decoders, key=lambda r: (r.outstanding_tokens, r.index))
+        target = self.decoder_for(state)
         state.decode_replica = target.index
         target.receive(state, source)
 
@@ -210,8 +232,30 @@ class DecodeReplica(Replica):
             yield self.env.timeout(wake_s)
         yield from super()._decode_run(decodes)
 
+    def _end_prefill_step(self, plan, step_s: float) -> None:
+        """A prefill step (of a prompt prefilled here, selective disaggregation) whose
+        decodes may hold landed requests' first tokens: those end no ITL gap."""
+        firsts = [state for state in plan.decodes if state.gap_pending]
+        super()._end_prefill_step(plan, step_s)
+        if firsts:
+            for state in firsts:
+                state.gap_pending = False
+                state.first_token_s = self.env.now
+            segments = self.itl_segments  # the step's (gap, tokens) pair, less the firsts
+            segments.tokens[-1] -= len(firsts)
+            if segments.tokens[-1] == 0:
+                segments.tokens.pop()
+                segments.gaps.pop()
+
+    def _preempt(self, state: RequestState) -> None:
+        state.gap_pending = False  # re-prefilled here: its first token ends that prefill
+        super()._preempt(state)
+
     def _after_step(self) -> None:
         self._pull()
+
+    def _memory_in_transit(self) -> bool:
+        return bool(self.pulling)
 
     def _held_private_tokens(self) -> int:
         return sum(pull.lacking for pull in self.pulling.values())

@@ -198,6 +198,11 @@ class Replica(ReplicaMemory):
         if wake is not None and not wake.triggered and self.waiting:
             wake.succeed()
 
+    def _memory_in_transit(self) -> bool:
+        """Whether KV of requests not running here holds memory (handed off, awaiting their
+        pull; decode replicas: pulls in flight), so the queue head may fit once it moves."""
+        return bool(self.handing_off)
+
     def _after_step(self) -> None:
         """Called after every step's completions (decode replicas pull queued KV here)."""
 
@@ -223,7 +228,7 @@ class Replica(ReplicaMemory):
                 yield from self._prefill_step(plan)
             elif plan.decodes:
                 yield from self._decode_run(plan.decodes)
-            elif self.handing_off:  # its memory is held by requests a decode replica pulls
+            elif self._memory_in_transit():  # held by KV moving out (or in): wait for it
                 yield from self._sleep()
                 continue
             else:

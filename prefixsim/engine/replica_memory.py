@@ -123,11 +123,13 @@ class ReplicaMemory:
             state.load_s = self.tiers.load_time_s(lower, self.kv_bytes_per_token,
                                                   self.cost_model.transfer_time_s)
             host, disk = lower_tier_tokens(request, num, lower)
-        elif pooled:  # read over this replica's link, charged to the first chunk's step
+        elif pooled:  # read over the links, charged to the first chunk's step (R18)
             from_pool = hit - min(matched, state.prompt_tokens - 1)
             self.pool.read(pooled, from_pool, now)
-            state.load_s = self.link.read(from_pool * self.kv_bytes_per_token, now,
-                                          self.cost_model.transfer_time_s)
+            state.load_s = self.pool.fetch(pooled, self.link, self.kv_bytes_per_token, now,
+                                           self.cost_model.transfer_time_s)
+        elif self.pool is not None and num < limit:  # a miss of the pool costs its lookup
+            state.load_s = self.pool.spec.lookup_s
         if state.admitted_s is None:
             state.admitted_s = now
             state.cached_tokens = hit
@@ -151,9 +153,10 @@ class ReplicaMemory:
 
     def _write_evicted(self, page) -> None:
         """HBM evicted `page`: write it (and the ancestors the pool lacks) to the pool."""
-        written = self.pool.write_evicted(page)
+        written = self.pool.write_evicted(page, self.link.index)
         if written:
-            self.link.write(written * self.kv_bytes_per_token, self.env.now)
+            self.link.write(written * self.kv_bytes_per_token * self.pool.spec.replicas,
+                            self.env.now)
 
     def _release(self, state: RequestState) -> None:
         self.cache.release(state.private_tokens)
@@ -233,10 +236,12 @@ class ReplicaMemory:
             if len(placed) != covered - first:
                 raise AssertionError("released pages did not fit back into the cache")
             if write_through:
-                written = self.pool.write(request.page_ids[:covered],
-                                          request.page_tokens()[:covered])
+                pool = self.pool
+                written = pool.write(request.page_ids[:covered],
+                                     request.page_tokens()[:covered], self.link.index)
                 if written:
-                    self.link.write(written * self.kv_bytes_per_token, self.env.now)
+                    self.link.write(written * self.kv_bytes_per_token * pool.spec.replicas,
+                                    self.env.now)
             self.cache.relock(state.tip, placed[-1], self.env.now)  # lock, unlock the old
             state.tip = placed[-1]
             state.num_tree_pages = covered

@@ -125,9 +125,11 @@ class _Run:
         self.all_done = env.event()
         caches = fleet.caches
         self.log = StateLog() if sampling.record_state else None
-        self.links = [] if fleet.pool is None else [PoolLink(fleet.pool.spec) for _ in caches]
+        self.links = [] if fleet.pool is None else [PoolLink(fleet.pool.spec, i)
+                                                    for i in range(len(caches))]
         if fleet.pool is not None:
             fleet.pool.clock = lambda: env.now
+            fleet.pool.links = self.links
         split = fleet.disaggregation
         self.transfer = None
         if split is not None:
@@ -140,9 +142,12 @@ class _Run:
         for r in self.replicas:
             r.catch_ups = self.catch_ups
         self.routed = self.replicas  # the replicas the router chooses among
+        self.local = None  # selective disaggregation: the transfer that picks local prefills
         if self.transfer is not None:  # disaggregated: the prefill ones
             self.routed = self.replicas[:split.prefill_replicas]
             self.transfer.decoders = self.replicas[split.prefill_replicas:]
+            if split.local_prefill_max_tokens is not None:
+                self.local = self.transfer
         router = fleet.router
         indexed = isinstance(router, IndexedRouter) and not any(c.block for c in caches)
         if indexed:
@@ -201,7 +206,11 @@ class _Run:
             state.rule = rules.for_request(request)
         now = self.env.now
         self.catch_ups.run_until(now)  # deferred evictions due by now, before the router looks
-        chosen = routed[self.fleet.router.route(request, routed, now)]
+        chosen = None if self.local is None else self.local.local_decoder(state, now)
+        if chosen is None:
+            chosen = routed[self.fleet.router.route(request, routed, now)]
+        else:  # prefilled and decoded on a decode replica (engine/disaggregation.py)
+            state.decode_replica = chosen.index
         chosen.submit(state)
         if log is not None:
             for other in routed if self.record_all else (chosen,):

@@ -153,7 +153,8 @@ def build_disaggregation(engine: EngineConfig) -> Disaggregation | None:
     if engine.prefill_replicas is None:
         return None
     return Disaggregation(engine.prefill_replicas, engine.decode_replicas,
-                          engine.kv_transfer_gb_s * 1e9, engine.kv_transfer_latency_s)
+                          engine.kv_transfer_gb_s * 1e9, engine.kv_transfer_latency_s,
+                          engine.disaggregation.local_prefill_max_tokens)
 
 
 def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostModel:
@@ -242,7 +243,7 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
     ttl = None if section.ttl_s is None else TTLRule(section.ttl_s, config.ttl_mode)
     policy = build_policy(section.policy, requests, prefill_time_s, time_scale)
     spec = PoolSpec(section.read_gb_s * 1e9, section.write_gb_s * 1e9, section.latency_s,
-                    section.write_through)
+                    section.write == "through", section.replicas, section.lookup_s)
     cache = RadixCache(section.capacity_tokens, policy, ttl)
     return SharedPool(cache, spec, lambda: 0.0)
 

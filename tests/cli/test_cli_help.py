@@ -27,8 +27,9 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     "--goodput", "--check-invariants", "--help",
     # the shared pool and disaggregated serving
     "--pool-tokens", "--pool-policy", "--pool-ttl", "--pool-bandwidth", "--pool-latency",
-    "--pool-write-through", "--prefill-replicas", "--decode-replicas",
-    "--kv-transfer-bandwidth",
+    "--pool-lookup", "--pool-write", "--pool-replicas", "--prefill-replicas",
+    "--decode-replicas",
+    "--kv-transfer-bandwidth", "--local-prefill-max-tokens",
     # the load section (docs/load.md)
     "--load", "--rate", "--rate-scale", "--users", "--think-time", "--load-seed"}
 HEADINGS = ["Run", "Trace", "Load (how requests arrive; docs/load.md)",

@@ -137,11 +137,13 @@ def test_bounded_replay_of_the_trace_head_matches_a_scan_reference(requests, cap
     assert expected[1] > 0 and (ttl_s is None or expected[2] > 0)
 
 
-def test_unbounded_pool_under_a_small_hbm_gives_the_unbounded_figure(requests):
-    """Acceptance: HBM of 300,000 tokens over an unbounded shared pool, no TTL:
-    HBM + pool hit tokens are the unbounded single cache's 54,098,293 (37.36 %), most of
-    them from the pool."""
-    pool = SharedPool(RadixCache(None, POLICIES.build("lru")), PoolSpec(1e9, 1e9), lambda: 0)
+@pytest.mark.parametrize("write_through", [True, False])
+def test_unbounded_pool_under_a_small_hbm_gives_the_unbounded_figure(requests, write_through):
+    """Acceptance: HBM of 300,000 tokens over an unbounded shared pool, no TTL, written
+    through or back: HBM + pool hit tokens are the unbounded single cache's 54,098,293
+    (37.36 %), most of them from the pool."""
+    pool = SharedPool(RadixCache(None, POLICIES.build("lru")),
+                      PoolSpec(1e9, 1e9, write_through=write_through), lambda: 0)
     result = replay_cache_only(requests, RadixCache(300_000, POLICIES.build("lru")),
                                pool=pool)
     assert sum(r.cached_tokens for r in result.records) == 54_098_293

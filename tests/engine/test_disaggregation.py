@@ -25,11 +25,13 @@ from prefixsim.trace import Request
 LINK = {"link_bytes_s": 1000.0, "link_latency_s": 0.5}
 
 
-def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1, pool=None):
+def serve(requests, prefill=1, decode=1, capacity=100, max_run_steps=1, pool=None,
+          local=None):
     caches = [lru(capacity) for _ in range(prefill + decode)]
+    split = Disaggregation(prefill, decode, **LINK, local_prefill_max_tokens=local)
     return replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(64, 8),
                         ROUTERS.build("round_robin"), kv_bytes_per_token=1000,
-                        disaggregation=Disaggregation(prefill, decode, **LINK), pool=pool),
+                        disaggregation=split, pool=pool),
                         Sampling(check_invariants=True, max_run_steps=max_run_steps))
 
 
@@ -85,6 +87,29 @@ def test_a_later_turn_pulls_only_what_the_decode_replica_lacks():
     assert b.decode_replica == a.decode_replica == 1
     assert b.ttft_ms == 6500.0 and b.cached_tokens == 8
     assert result.transfer_links[0].bytes == (8 + 4) * 1000
+
+
+@pytest.mark.parametrize(("threshold", "local"), [(4, True), (3, False)])
+def test_selective_disaggregation_below_and_at_the_threshold(threshold, local):
+    """1P1D with local_prefill_max_tokens. A (L=8, pages 1, 2; 2 out): the decode replica
+    lacks all 8 tokens, above either threshold: prefilled remotely, pulled (8 tokens),
+    landing at 9.5. B, the next turn (L=12, pages 1, 2, 3; 2 out, at 20): the decode
+    replica holds pages 1 and 2, so 4 tokens are uncached there. Threshold 4: B prefills on
+    the decode replica (1 s, first token at 21, TTFT 1 s; second at 22), nothing moves for
+    it. Threshold 3: B prefills on replica 0 (20 -> 21) and pulls 4 tokens (0.5 + 4 s),
+    landing at 25.5, first token at 26.5 (TTFT 6.5 s)."""
+    result = serve([Request(0, 0.0, 8, 2, (1, 2), 4), Request(1, 20.0, 12, 2, (1, 2, 3), 4)],
+                   local=threshold)
+    a, b = result.records
+    assert (a.replica, a.decode_replica) == (0, 1)
+    if local:
+        assert (b.replica, b.decode_replica, b.cached_tokens) == (1, 1, 8)
+        assert (b.ttft_ms, b.finish_s) == (1000.0, 22.0)
+        assert result.transfer_links[0].bytes == 8 * 1000
+    else:
+        assert (b.replica, b.decode_replica) == (0, 1)
+        assert b.ttft_ms == 6500.0
+        assert result.transfer_links[0].bytes == (8 + 4) * 1000
 
 
 def test_one_token_requests_finish_on_the_prefill_replica():
@@ -166,9 +191,10 @@ def workload(seed, n=40):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 3), st.integers(1, 3),
        st.sampled_from([60, 200, 1000]), st.sampled_from([None, 1]),
-       st.sampled_from([None, 40, "unbounded"]), st.booleans())
+       st.sampled_from([None, 40, "unbounded"]), st.booleans(), st.sampled_from([None, 6]))
 def test_every_request_finishes_and_memory_accounts_hold(seed, prefill, decode, capacity,
-                                                         max_run_steps, pool_tokens, through):
+                                                         max_run_steps, pool_tokens, through,
+                                                         local):
     """Random workloads, tight memory, with or without a shared pool: no request is lost
     (each completes or is rejected for good), memory accounting holds on every replica and
     the pool after every step (check_invariants), every decode is on a decode replica."""
@@ -176,13 +202,16 @@ def test_every_request_finishes_and_memory_accounts_hold(seed, prefill, decode, 
     pool = None if pool_tokens is None else SharedPool(
         lru(None if pool_tokens == "unbounded" else pool_tokens),
         PoolSpec(1000.0, 1000.0, 0.1, through), lambda: 0.0)
-    result = serve(requests, prefill, decode, capacity, max_run_steps, pool)
+    result = serve(requests, prefill, decode, capacity, max_run_steps, pool, local)
     assert len(result.records) == len(requests)
     for record, request in zip(result.records, requests, strict=True):
         assert record.status in ("completed", "rejected")
         if record.status == "completed":
             assert record.output_tokens == max(1, request.output_tokens)
-            assert record.replica < prefill
+            assert record.first_token_s <= record.finish_s
+            if record.replica >= prefill:  # prefilled on its decode replica (selective)
+                assert local is not None and record.decode_replica == record.replica
+                continue
             assert (record.decode_replica is None) == (record.output_tokens == 1)
             if record.decode_replica is not None:
                 assert record.decode_replica >= prefill
@@ -197,6 +226,13 @@ def test_config_runs_disaggregated_and_checks_its_keys():
     assert summary["completed"] == 40 and summary["replicas"] == 3
     assert summary["prefill_replicas"] == 1 and summary["decode_replicas"] == 2
     assert summary["kv_transfer_bytes"] > 0 and 0 < summary["decode_busy_fraction"] < 1
+    local = simulate(load_config(overrides={
+        **base, "trace.max_requests": 40, "engine.prefill_replicas": 1,
+        "engine.decode_replicas": 2,
+        "engine.disaggregation.local_prefill_max_tokens": 10**9})).summary
+    assert local["completed"] == 40 and local["kv_transfer_bytes"] == 0  # all prefill locally
+    with pytest.raises(InputError, match="needs prefill_replicas"):
+        load_config(overrides={**base, "engine.disaggregation.local_prefill_max_tokens": 8})
     with pytest.raises(InputError, match="go together"):
         load_config(overrides={**base, "engine.prefill_replicas": 1})
     with pytest.raises(InputError, match="replicas"):

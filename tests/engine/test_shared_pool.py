@@ -141,3 +141,33 @@ def test_pool_spec_is_checked():
         PoolSpec(0.0, 1.0)
     with pytest.raises(ValueError, match="latency"):
         PoolSpec(1.0, 1.0, latency_s=-1)
+
+
+@pytest.mark.parametrize(("copies", "ttft_c"), [(1, 26_000.0), (2, 13_500.0)])
+def test_two_readers_of_one_holder_contend(copies, ttft_c):
+    """Three replicas (round robin), write-through. A (L=12, pages 1-3) is prefilled on
+    replica 0 by t=1, which writes its 3 pages to the pool: replica 0 holds them. B (on
+    replica 1) and C (on replica 2), both L=16 over pages 1-3 at t=5, each read 12 tokens
+    (12,000 B) from the pool: B crosses its own link and holder 0's outbound one, 0.5 + 12 =
+    12.5 s, first token at 5 + 12.5 + 1 (TTFT 13.5 s). C's own link is free but holder 0's
+    is not: its read starts at 17.5, ends at 30, first token at 31 (TTFT 26 s). With two
+    copies (holders 0 and 1) C reads from holder 1, free: TTFT 13.5 s like B."""
+    spec = PoolSpec(1000.0, 1000.0, 0.5, write_through=True, replicas=copies)
+    result = serve([Request(0, 0.0, 12, 1, (1, 2, 3), 4),
+                    Request(1, 5.0, 16, 1, (1, 2, 3, 4), 4),
+                    Request(2, 5.0, 16, 1, (1, 2, 3, 5), 4)], 100, pool(spec=spec), replicas=3)
+    a, b, c = result.records
+    assert (b.cached_tokens_pool, c.cached_tokens_pool) == (12, 12)
+    assert (b.ttft_ms, c.ttft_ms) == (13_500.0, ttft_c)
+    assert result.pool_links[0].writes.bytes == 12_000 * copies
+
+
+def test_every_pool_query_costs_its_lookup():
+    """Lookup 0.25 s, nothing in the pool: A (L=8) misses HBM and the pool, and still waits
+    for the lookup: first token at 0.25 + 1 (TTFT 1.25 s). A repeat of A at t=10 finds its
+    first page in HBM (R3's cap: the prompt's last page is never a hit) and asks the pool
+    for nothing more: TTFT 1 s."""
+    spec = PoolSpec(1000.0, 1000.0, 0.5, write_through=True, lookup_s=0.25)
+    result = serve([Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 10.0, 8, 1, (1, 2), 4)],
+                   100, pool(spec=spec))
+    assert [r.ttft_ms for r in result.records] == [1250.0, 1000.0]

@@ -27,9 +27,9 @@ PINNED = {
         "prefix-aware-40000-8037f78b", "prefix-aware-160000-e8600684",
     ],
     "cluster_demo": [
-        "4-76c6f4a0", "4-capacity-tokens-None-4e7b2786", "2-2-08b3d0c1",
-        "2-2-capacity-tokens-None-f542d756", "1-1-10af0fc1",
-        "1-1-capacity-tokens-None-752d05c7",
+        "4-76c6f4a0", "4-capacity-tokens-None-ded02933", "2-2-08b3d0c1",
+        "2-2-capacity-tokens-None-464b9049", "1-1-10af0fc1",
+        "1-1-capacity-tokens-None-e6fad662",
     ],
 }
 
