@@ -235,6 +235,9 @@ def run_forked(app: object, args: list[str], folder: Path, timeout_s: float,
             import traceback
             traceback.print_exc()
             code = 99
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
         os._exit(code)
     deadline = time.monotonic() + timeout_s
     while True:

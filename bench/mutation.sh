@@ -11,7 +11,7 @@
 # tree is left alone and a rerun continues where the last one stopped (delete the folder
 # to start afresh; MUTATION_RERUN=1 reruns only the survivors, after tests were added).
 # Prints mutmut's survivors and the score: killed / (killed + survived)
-#   bench/mutation.sh costmodel prefixsim/costmodel/tp.py   # one module, with tests/costmodel
+#   bench/mutation.sh costmodel prefixsim/costmodel/collectives.py   # one module
 #
 # (timeouts count as killed; mutants no test reaches count as survived). Needs
 # `pip install -e '.[dev]'` (mutmut is in the dev extra). The Python that runs mutmut is

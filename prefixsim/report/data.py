@@ -102,7 +102,12 @@ class ReportData:
         """The effective config.yaml of one run as a mapping, or None when absent."""
         if run_id not in self._configs:
             path = self.run_dirs[run_id] / "config.yaml"
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+            try:
+                loaded = yaml.safe_load(path.read_text(encoding="utf-8")) \
+                    if path.is_file() else None
+            except (OSError, ValueError, yaml.YAMLError):
+                self.damaged.add(run_id)
+                loaded = None
             self._configs[run_id] = loaded if isinstance(loaded, dict) else None
         return self._configs[run_id]
 
@@ -110,7 +115,10 @@ class ReportData:
         """The whole summary.json of one run (lists such as `stages` included), or {}."""
         if run_id not in self._summaries:
             path = self.run_dirs[run_id] / "summary.json"
-            self._summaries[run_id] = _read_json(path) if path.is_file() else {}
+            summary = _json_or_none(path) if path.is_file() else {}
+            if summary is None:
+                self.damaged.add(run_id)
+            self._summaries[run_id] = summary or {}
         return self._summaries[run_id]
 
     def frames(self, name: str, limit: int | None = None) -> dict[str, pd.DataFrame]:
@@ -157,7 +165,11 @@ def _show(value: object) -> str:
 
 
 def _read_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
+    """A text file shown in the report (spec.yaml, config.yaml), damaged bytes replaced."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    except OSError:
+        return ""
 
 
 def load_report_data(path: str | Path) -> ReportData:

@@ -110,7 +110,10 @@ def record_lines(path: Path) -> int | None:
 def columns_of(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None:
     """One Arrow batch of Mooncake-shaped columns as RequestColumns (request ids from 0),
     or None unless every row is plain (types, no nulls, ranges, ceil(input / block) ids)."""
-    names = batch.schema.names
+    try:
+        names = batch.schema.names
+    except UnicodeDecodeError:  # a field name that is not UTF-8: the exact path names its line
+        return None
     if any(name not in names for name in REQUIRED):
         return None
     field = {name: batch.column(name) for name in names}

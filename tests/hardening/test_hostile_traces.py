@@ -168,3 +168,14 @@ def test_the_readme_converts_with_two_arguments():
     readme = (REPO / "README.md").read_text()
     lines = re.findall(r"prefixsim trace convert [^\n`]*", readme)
     assert lines and not [line for line in lines if " -o " in line]
+
+
+def test_a_field_name_that_is_not_utf8_is_named_on_the_streamed_road(tmp_path):
+    """Found by bench/fuzz.py: Arrow's JSON reader took the name, then its schema failed
+    to decode it (a traceback on `run`, which streams a Mooncake file)."""
+    path = tmp_path / "name.jsonl"
+    lines = DEMO.read_bytes().splitlines(keepends=True)[:3]
+    path.write_bytes(lines[0] + lines[1].replace(b'"session_id"', b'"s\xf8ssion_id"', 1)
+                     + lines[2])
+    one_line_error(invoke("run", "--trace", path, "--cache-only", "-o", tmp_path / "r"),
+                   "name.jsonl:2", "not a UTF-8 text file")

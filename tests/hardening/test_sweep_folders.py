@@ -112,3 +112,16 @@ def test_report_on_a_sweep_killed_before_its_table_says_how_many_runs_are_missin
     assert result.exit_code == 0, result.output
     assert result.stderr.strip() == ("prefixsim: warning: 1 of 3 runs missing, 0 damaged; "
                                      "the report draws the rest")
+
+
+def test_report_shows_a_damaged_spec_and_counts_a_damaged_run_config(tmp_path):
+    """Found by bench/fuzz.py: a byte of spec.yaml that is not UTF-8 was a traceback."""
+    out = _finished_sweep(tmp_path, [4000, 8000])
+    spec = out / "spec.yaml"
+    spec.write_bytes(spec.read_bytes().replace(b"name", b"n\x85me", 1))
+    config = sorted((out / "runs").glob("*/config.yaml"))[0]
+    config.write_text("cache: [unclosed\n")
+    result = invoke("report", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert (out / "report.html").is_file()
