@@ -156,13 +156,19 @@ class OperatorTimes:
                 + self.elementwise_s("kv_write",
                                      tokens * self.kv_values * (ACT_BYTES + self.kv_bytes)))
 
-    def prefill_attention_s(self, new_tokens: int, cached_tokens: int) -> float:
-        """The work of one chunk inside the step's attention call (no floor)."""
+    def prefill_attention_s(self, new_tokens: int, cached_tokens: int,
+                            window: int | None = None) -> float:
+        """The work of one chunk inside the step's attention call (no floor). With a
+        sliding `window`, each query reads at most the window's keys: the keys term is
+        capped at causal factor x window and only the window's cached KV is read."""
         d = self.dims
         p = self.params
         rows = _tiles(new_tokens, p.attention_tile_tokens)
-        flop = 4.0 * d.num_heads * d.head_dim * rows * (
-            cached_tokens + p.attention_causal_factor * new_tokens)
+        keys = cached_tokens + p.attention_causal_factor * new_tokens
+        if window is not None:
+            keys = min(keys, p.attention_causal_factor * window)
+            cached_tokens = min(cached_tokens, window)
+        flop = 4.0 * d.num_heads * d.head_dim * rows * keys
         byte = (2 * d.num_heads * d.head_dim * new_tokens * ACT_BYTES
                 + (new_tokens + cached_tokens) * self.kv_values * self.kv_bytes)
         return self.blend(flop * self._attn_flop_s, byte * self._attn_byte_s)

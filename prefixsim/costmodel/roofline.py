@@ -22,14 +22,19 @@ Leaves out: pipeline parallelism, speculative decoding, CUDA-graph padding of ba
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+
+import numpy as np
 
 from prefixsim.costmodel.collectives import ACTIVATION_BYTES, AllReduceCost
 from prefixsim.costmodel.engines import DEFAULT_ENGINE, get_engine, overlapped_run_s
+from prefixsim.costmodel.layer_kinds import LayerKinds
 from prefixsim.costmodel.operator_times import OperatorParams, OperatorTimes
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.protocol import (
     COST_MODELS,
+    DecodeRunTime,
     ServingOverheads,
     StepBatch,
     check_finite_nonnegative,
@@ -108,7 +113,8 @@ class Roofline(RooflineBase):
         self.serving_overheads = s.overheads()
         dims = LayerDims.from_spec(model, tp)
         self.dims = replace(dims, num_kv_heads=model.kv_heads_per_gpu(tp))
-        kv_values = model.kv_bytes_per_token_per_gpu(tp, 1) // model.num_layers
+        kv_values = model.kv_bytes_per_token_per_gpu(tp, 1) // model.num_kv_layers
+        self.kinds = LayerKinds.from_spec(model)
         self.ops = OperatorTimes(self.dims, gpu, self.operator_params, s.weight_dtype_bytes,
                                  s.kv_dtype_bytes, kv_values)
         self.allreduce = AllReduceCost.for_gpu(
@@ -118,8 +124,10 @@ class Roofline(RooflineBase):
         self._vocab_per_gpu = -(-model.vocab_size // tp)  # the LM head is split tp ways
         self._layer_cache: dict[int, float] = {}
         self._decode_fixed_cache: dict[int, float] = {}
-        self._s_per_context = (self.dims.num_layers
+        self._s_per_context = (self.kinds.full
                                * self.ops.decode_attention_s_per_context_token())
+        self._s_per_window_token = (self.kinds.window
+                                    * self.ops.decode_attention_s_per_context_token())
 
     # ------------------------------------------------------------------ pieces
     def _mlp_s(self, tokens: int) -> float:
@@ -170,9 +178,13 @@ class Roofline(RooflineBase):
         if cached is not None:
             return cached
         ops = self.ops
-        per_layer = (self.layer_s(num_seqs) + ops.attention_floor_s(False)
-                     + ops.decode_attention_fixed_s(num_seqs))
-        total = self.dims.num_layers * per_layer + self._head_s(num_seqs, num_seqs)
+        attention = ops.attention_floor_s(False) + ops.decode_attention_fixed_s(num_seqs)
+        if self.kinds.plain:
+            total = (self.dims.num_layers * (self.layer_s(num_seqs) + attention)
+                     + self._head_s(num_seqs, num_seqs))
+        else:  # state layers make no attention call
+            total = (self.dims.num_layers * self.layer_s(num_seqs)
+                     + self.kinds.attention * attention + self._head_s(num_seqs, num_seqs))
         if len(self._decode_fixed_cache) < 65536:
             self._decode_fixed_cache[num_seqs] = total
         return total
@@ -191,10 +203,15 @@ class Roofline(RooflineBase):
             tokens += chunk.new_tokens
         if tokens == 0:
             return 0.0
+        window_reads = (self._s_per_window_token * self.kinds.window_context(contexts)
+                        if self.kinds.window else 0.0)
         if not prefills:
             num_seqs = len(contexts)
             return self._with_cpu(self._decode_fixed_s(num_seqs)
-                                  + self._s_per_context * sum(contexts), num_seqs, num_seqs)
+                                  + self._s_per_context * sum(contexts) + window_reads,
+                                  num_seqs, num_seqs)
+        if not self.kinds.plain:
+            return self._hybrid_step_s(batch, tokens, window_reads)
         ops = self.ops
         attention = ops.attention_floor_s(True)
         sampled = len(contexts)
@@ -208,6 +225,57 @@ class Roofline(RooflineBase):
         return self._with_cpu(self.dims.num_layers * (self.layer_s(tokens) + attention)
                               + self._s_per_context * sum(contexts)
                               + self._head_s(tokens, sampled), num_seqs, tokens)
+
+    def _hybrid_step_s(self, batch: StepBatch, tokens: int, window_reads: float) -> float:
+        """A step with prefill chunks of a model with window or state layers: every layer's
+        GEMMs, each kind's attention (docs/cost-models.md "Layer kinds")."""
+        ops, kinds, contexts = self.ops, self.kinds, batch.decode_contexts
+        per_layer = ops.attention_floor_s(True)
+        if contexts:
+            per_layer += ops.decode_attention_fixed_s(len(contexts))
+        attention = kinds.attention * per_layer
+        sampled = len(contexts)
+        for chunk in batch.prefills:
+            if chunk.new_tokens > 0:
+                attention += kinds.prefill_attention_s(ops, chunk.new_tokens,
+                                                       chunk.cached_tokens)
+            sampled += chunk.emits_token
+        num_seqs = len(contexts) + len(batch.prefills)
+        return self._with_cpu(self.dims.num_layers * self.layer_s(tokens) + attention
+                              + self._s_per_context * sum(contexts) + window_reads
+                              + self._head_s(tokens, sampled), num_seqs, tokens)
+
+    def decode_steps_time_s(self, decode_contexts: Sequence[int], num_steps: int) -> float:
+        if not self.kinds.window:
+            return super().decode_steps_time_s(decode_contexts, num_steps)
+        return self._window_run_s(*self._sorted(decode_contexts), num_steps)
+
+    def decode_run_timer(self, decode_contexts: tuple[int, ...]) -> DecodeRunTime:
+        if not self.kinds.window:
+            return super().decode_run_timer(decode_contexts)
+        ordered, prefix = self._sorted(decode_contexts)
+        return lambda _contexts, steps: self._window_run_s(ordered, prefix, steps)
+
+    @staticmethod
+    def _sorted(contexts: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        ordered = np.sort(np.asarray(contexts, dtype=np.int64))
+        return ordered, np.concatenate(([0], np.cumsum(ordered)))
+
+    def _window_run_s(self, ordered: np.ndarray, prefix: np.ndarray, num_steps: int) -> float:
+        """A decode run of a model with window layers, step by step in numpy: the window
+        layers' reads grow with each context only until it reaches the window."""
+        num_seqs = len(ordered)
+        if num_seqs == 0 or num_steps <= 0:
+            return 0.0
+        steps = np.arange(num_steps, dtype=np.float64)
+        gpu = (self._decode_fixed_s(num_seqs)
+               + self._s_per_context * (float(prefix[-1]) + num_seqs * steps)
+               + self._s_per_window_token
+               * self.kinds.window_context_by_step(ordered, prefix, num_steps))
+        cpu = self.cpu_s(num_seqs, num_seqs)
+        if self.engine.overlaps_cpu:
+            return float(np.maximum(gpu, cpu).sum())
+        return float(gpu.sum()) + num_steps * cpu
 
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
         if num_seqs <= 0 or num_steps <= 0:
