@@ -74,14 +74,22 @@ PRESET_SOURCES: dict[str, PriceSource] = {
 }
 
 
+# Bounds of a pricing file's values: a price past this many USD per million tokens is a
+# typo (and 1e308 would overflow a run's cost to inf); a token count must fit in 64 bits.
+MAX_USD_PER_MTOK = 1e6
+MAX_PRICED_TOKENS = (1 << 63) - 1
+
+
 def _check_price_field(value: object, key: str, integral: bool, path: Path) -> None:
     """A price is a finite number >= 0 and a token count an integer >= 0, never a boolean
     or a string (docs/input-rules.md I4: `.nan` would price every run at NaN, `true` at 1)."""
     kind = (int,) if integral else (int, float)
+    limit = MAX_PRICED_TOKENS if integral else MAX_USD_PER_MTOK
     if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value) \
-            or value < 0:
-        expected = "an integer >= 0" if integral else "a finite number >= 0"
-        raise InputError(f"must be {expected}, got {value!r}", file=str(path), field=key)
+            or not 0 <= value <= limit:
+        expected = "an integer" if integral else "a finite number"
+        raise InputError(f"must be {expected} in [0, {limit:g}], got {value!r:.40}",
+                         file=str(path), field=key)
 
 
 def load_pricing(spec: str) -> Pricing:
