@@ -132,28 +132,70 @@ class ReportData:
                     break
         return found
 
-    def label(self, run_id: str, omit: tuple[str, ...] = ()) -> str:
-        """A short legend label: the run's swept values (but `omit`), else its id."""
-        columns = [c for c in self.swept if c not in omit]
+    def label(self, run_id: str, omit: tuple[str, ...] = (),
+              among: list[str] | None = None) -> str:
+        """A short legend label: the run's swept values (but `omit`, and but those all of
+        `among`, the runs it is drawn with, share), else its id."""
+        columns = [c for c in self.swept if c not in omit and c in self.table]
+        if among is not None and len(among) > 1:
+            rows = self.table[self.table["run_id"].isin(among)]
+            varying = [c for c in columns if rows[c].astype(str).nunique(dropna=False) > 1]
+            columns = varying or columns
         if not columns:
             return run_id
         row = self.table[self.table["run_id"] == run_id].iloc[0]
-        return ", ".join(f"{short_name(c)}={show_swept(c, row[c])}" for c in columns if c in row)
+        return swept_text(row, columns) or run_id
+
+
+TIMED_ONLY = ("router_name", "engine_replicas", "replicas")  # nothing to a cache-only run
+
+
+def applies(column: str, row: pd.Series) -> bool:
+    """Whether `column` means something for the run of `row`: the router and the replicas
+    do not for a cache-only run."""
+    return not (column in TIMED_ONLY and "cache_only" in row and row["cache_only"] is not None
+                and row["cache_only"] == row["cache_only"] and bool(row["cache_only"]))
+
+
+def swept_text(row: pd.Series, columns: list[str]) -> str:
+    """`mode=timed, router=prefix_aware, capacity=10k`: the row's values of `columns` that
+    apply to it, as every label and answer shows them."""
+    return ", ".join(f"{short_name(c)}={show_swept(c, row[c])}" for c in columns
+                     if applies(c, row))
 
 
 def short_name(column: str) -> str:
     """`cache_capacity_tokens` -> `capacity`, `router_name` -> `router`, `cache_ttl_s` ->
-    `ttl`: a column name short enough for a legend."""
-    name = column.removeprefix("cache_")
+    `ttl`, `engine_prefill_replicas` -> `prefill_replicas`: a column name short enough
+    for a legend."""
+    if column == "cache_only":
+        return "mode"
+    name = column.removeprefix("cache_").removeprefix("engine_")
     for suffix in ("_tokens", "_name", "_s"):
         name = name.removesuffix(suffix)
     return name or column
 
 
 def show_swept(column: str, value: object) -> str:
-    """A swept value as a label shows it: a missing capacity is `unbounded`."""
+    """A swept value as every label and title shows it: a capacity as 5k or `unbounded`,
+    a TTL as 10 s or `none`, a mapping without its quotes, anything else as written."""
     text = _show(value)
-    return "unbounded" if text == "none" and column == "cache_capacity_tokens" else text
+    if column == "cache_capacity_tokens":
+        return "unbounded" if text == "none" else _tokens(value)
+    if column == "cache_ttl_s" and text != "none":
+        return f"{float(value):g} s"  # type: ignore[arg-type]
+    if column == "cache_only" and text != "none":
+        return "cache-only" if text in ("True", "true", "1") else "timed"
+    return text.replace('"', "") if text.startswith("{") else text
+
+
+def _tokens(value: object) -> str:
+    """5000 -> 5k, 2500000 -> 2.5M (a capacity in a label)."""
+    number = float(value)  # type: ignore[arg-type]
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(number) >= size:
+            return f"{number / size:g}{suffix}"
+    return f"{number:g}"
 
 
 def _show(value: object) -> str:

@@ -13,8 +13,11 @@ the Agg backend.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
+import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,15 +29,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedFormatter,
+    FixedLocator,
+    FuncFormatter,
+    LogFormatter,
+    NullFormatter,
+    NullLocator,
+    PercentFormatter,
+)
 
-from prefixsim.report.data import short_name, show_swept  # noqa: E402
+from prefixsim.report.data import short_name, show_swept, swept_text  # noqa: E402
 
 KNOWN_LABELS = {
     "cache_capacity_tokens": "cache capacity (tokens)",
     "cache_ttl_s": "TTL (s)",
-    "cache_token_hit_rate": "token hit rate (share of prompt tokens)",
-    "cache_request_hit_rate": "request hit rate (share of requests)",
+    "cache_token_hit_rate": "token hit rate (% of prompt tokens)",
+    "cache_request_hit_rate": "request hit rate (% of requests)",
     "cache_policy": "eviction policy",
     "cache_usage": "cache usage (share of capacity)",
     "evictions": "evictions (pages, cumulative)",
@@ -55,15 +67,27 @@ def legend_columns(labels: Sequence[str]) -> int:
     return 2 if len(labels) > 3 and max(map(len, labels)) <= SHORT_LABEL else 1
 
 
+LEGEND_WRAP = 46  # characters: a longer legend label is wrapped onto more lines
+
+
+def wrapped(label: str, width: int = LEGEND_WRAP) -> str:
+    """A label broken onto lines of at most `width` characters (after commas and spaces)."""
+    return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False)) or label
+
+
 def legend_rows(labels: Sequence[str]) -> int:
-    """Rows a legend_below of these labels takes."""
-    return math.ceil(len(labels) / legend_columns(labels)) if labels else 0
+    """Text lines a legend_below of these labels takes."""
+    if not labels:
+        return 0
+    lines = max(wrapped(label).count("\n") + 1 for label in labels)
+    return math.ceil(len(labels) / legend_columns(labels)) * lines
 
 
 def legend_below(ax, fontsize: float = 7) -> None:
-    """The legend under the panel (two columns when its labels are short), so it never
-    hides the data; panel_grid(legend_rows=...) leaves the room."""
+    """The legend under the panel (two columns when its labels are short; long labels
+    wrapped), so it never hides the data; panel_grid(legend_rows=...) leaves the room."""
     handles, labels = ax.get_legend_handles_labels()
+    labels = [wrapped(label) for label in labels]
     ax.legend(handles, labels, fontsize=fontsize, loc="upper center",
               bbox_to_anchor=(0.5, -0.2), ncol=legend_columns(labels), frameon=False)
 
@@ -121,12 +145,15 @@ def panel_grid(num_panels: int, ncols: int = 3, width: float = 5.0,
     return fig, flat[:num_panels]
 
 
-def tag(fig: Figure, runs: Sequence[str] | None, note: str = "") -> Figure:
+def tag(fig: Figure, runs: Sequence[str] | None, note: str = "",
+        left_out: Sequence[str] = ()) -> Figure:
     """Record on `fig` the runs it drew one by one (None: it draws the runs' table, not
-    each run) and a note for its caption, such as runs it could not draw and why; the
-    report writes them next to the image."""
+    each run), a note for its caption, such as runs it could not draw and why, and the
+    runs it left out on purpose (nothing to show: named in the note); the report writes
+    them next to the image."""
     fig.prefixsim_runs = None if runs is None else list(runs)  # type: ignore[attr-defined]
     fig.prefixsim_note = note  # type: ignore[attr-defined]
+    fig.prefixsim_left_out = list(left_out)  # type: ignore[attr-defined]
     return fig
 
 
@@ -152,9 +179,52 @@ def show_value(value: object) -> str:
 
 
 def plain_text():
-    """A context in which text is drawn as given: a `$` in a label from a results file (a
-    swept string such as `$\\foo{$`) is not parsed as mathtext, which could fail the report."""
-    return matplotlib.rc_context({"text.parse_math": False})
+    """A context kept for callers that drew under it: math text stays on (so matplotlib's
+    own tick labels render), and a `$` in a user string is escaped instead (`escape_math`,
+    applied to every text of a figure by `finish_figure`)."""
+    return contextlib.nullcontext()
+
+
+UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
+def escape_math(text: str) -> str:
+    """`text` with every unescaped `$` escaped, so it is drawn as written (a swept string
+    such as `$\\foo{$` is never parsed as math text, which could fail the report)."""
+    return UNESCAPED_DOLLAR.sub(r"\\$", text)
+
+
+def _escape_texts(fig: Figure) -> None:
+    """Escape `$` in every text of `fig`, fixed tick labels (run names) included."""
+    for artist in fig.findobj(Text):
+        text = artist.get_text()
+        if "$" in text:
+            artist.set_text(escape_math(text))
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            major, minor = axis.get_major_formatter(), axis.get_minor_formatter()
+            if _given_labels(major):
+                axis.set_major_formatter(_Escaped(major))
+            if _given_labels(minor):
+                axis.set_minor_formatter(_Escaped(minor))
+
+
+def _given_labels(formatter: object) -> bool:
+    """A formatter of labels a plot gave (run names: `set_yticks(positions, labels)`)."""
+    return isinstance(formatter, (FixedFormatter, FuncFormatter)) and \
+        not isinstance(formatter, _Escaped)
+
+
+class _Escaped(FuncFormatter):
+    """Another formatter's labels with `$` escaped."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        super().__init__(lambda value, position=None: escape_math(str(inner(value, position))))
+
+    def set_locs(self, locs) -> None:
+        self.inner.set_locs(locs)
+        super().set_locs(locs)
 
 
 def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
@@ -165,13 +235,14 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
 
 
 def plain_log_ticks(fig: Figure) -> None:
-    """Tick labels of the figure's log axes as plain text (5k, 20k, 1M): matplotlib's own
-    are math text, which `plain_text` (rightly) leaves unparsed, so they would be drawn as
-    raw `$\\mathdefault{10^{4}}$`. Minor ticks are labelled (at 2x and 5x a power of ten) only where
-    fewer than two major ticks fall inside the axis."""
+    """Tick labels of the figure's log axes as plain numbers (5k, 20k, 1M) instead of
+    matplotlib's `10^4` math text, where a plot has not chosen its own (`value_ticks`,
+    `time_ticks`). Minor ticks are labelled (at 2x and 5x a power of ten) only where fewer
+    than two major ticks fall inside the axis."""
     for ax in fig.axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
-            if scale != "log":
+            if scale not in ("log", "symlog") or \
+                    not isinstance(axis.get_major_formatter(), LogFormatter):
                 continue
             axis.set_major_formatter(FuncFormatter(_short_number))
             low, high = sorted(axis.get_view_interval())
@@ -195,11 +266,66 @@ def _short_number(value: float, _position: object = None) -> str:
     return f"{value:g}"
 
 
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG (log axes labelled in plain text); closes it."""
-    buffer = io.BytesIO()
+def finish_figure(fig: Figure) -> Figure:
+    """Make `fig` ready to save as the report saves it: `$` in its texts escaped, log axes
+    labelled in plain text, the layout tightened."""
+    _escape_texts(fig)
     plain_log_ticks(fig)
     fig.tight_layout()
+    return fig
+
+
+def short_number(value: float) -> str:
+    """A tick's number: 5000 -> 5k, 2500000 -> 2.5M, 0.5 -> 0.5."""
+    return _short_number(value)
+
+
+def short_seconds(value: float) -> str:
+    """A time tick: 10 -> 10 s, 120 -> 2 min, 3600 -> 1 h, 0.5 -> 0.5 s."""
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if value >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value:.3g} s" if value > 0 else "0 s"
+
+
+def value_ticks(axis, values, fmt=short_number, max_ticks: int = 8) -> None:
+    """Major ticks at `values` (the swept capacities, TTLs, ...) labelled with `fmt`, when
+    there are at most `max_ticks` of them; minor ticks unlabelled."""
+    values = sorted({float(v) for v in values if v == v})
+    if not values or len(values) > max_ticks:
+        axis.set_major_formatter(FuncFormatter(lambda v, _=None: fmt(v)))
+        return
+    axis.set_major_locator(FixedLocator(values))
+    axis.set_major_formatter(FuncFormatter(lambda v, _=None: fmt(v)))
+    axis.set_minor_locator(NullLocator())
+
+
+def time_ticks(axis) -> None:
+    """A log time axis ticked at round times (1 s, 10 s, 1 min, 10 min, 1 h, 1 d) that fall
+    inside it, labelled as such."""
+    low, high = sorted(axis.get_view_interval())
+    rounds = [t for t in (0.01, 0.1, 1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400)
+              if low <= t <= high]
+    axis.set_major_locator(FixedLocator(rounds))
+    axis.set_major_formatter(FuncFormatter(lambda v, _=None: short_seconds(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def percent_axis(axis) -> None:
+    """A share (0-1) shown in % on `axis`."""
+    axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+
+
+def thousands_axis(axis) -> None:
+    """A linear count axis with thousands separators (250,000), no offset text."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _=None: f"{v:,.0f}" if abs(v) >= 1000
+                                           else f"{v:g}"))
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG (finish_figure first); closes it."""
+    buffer = io.BytesIO()
+    finish_figure(fig)
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
     return buffer.getvalue()
@@ -220,8 +346,10 @@ def _key(row: pd.Series, columns: Sequence[str]) -> tuple[str, ...]:
     return tuple(show_value(row[c]) for c in columns)
 
 
-def curve_label(columns: Sequence[str], key: tuple[str, ...]) -> str:
-    return ", ".join(f"{c}={v}" for c, v in zip(columns, key, strict=True)) or "all runs"
+def curve_label(columns: Sequence[str], row: pd.Series) -> str:
+    """`policy=lru, capacity=5k`: a curve's values as every report label shows them (the
+    router and replicas left out of a cache-only run's)."""
+    return swept_text(row, list(columns)) or "all runs"
 
 
 @dataclass(frozen=True)
@@ -247,8 +375,7 @@ def xy_figure(table: pd.DataFrame, x: str, y: str, **layout: Any) -> Figure:
     (default: `curve_by`). Curves with fewer than `min_points` points are dropped;
     curves whose label contains one of `dashed` are drawn dashed.
     """
-    with plain_text():
-        return _xy_figure(table, x, y, XYLayout(**layout))
+    return _xy_figure(table, x, y, XYLayout(**layout))
 
 
 def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
@@ -264,11 +391,11 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
         points = part[part[x].notna()]
         missing_x = part[part[x].isna()]
         colours = {}
-        for key, curve in _groups(points, curve_by):
+        for _, curve in _groups(points, curve_by):
             if len(curve) < min_points:
                 continue
             curve = curve.sort_values(x)
-            label = curve_label(curve_by, key)
+            label = curve_label(curve_by, curve.iloc[0])
             style = "--" if any(d in label for d in dashed) else "-"
             (line,) = ax.plot(curve[x], curve[y], marker="o", linestyle=style, label=label)
             colours[_key(curve.iloc[0], match_by)] = (line.get_color(), label)
@@ -283,8 +410,12 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
         ax.set_xscale(layout.scale_x)
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))
+        _readable_ticks(ax.xaxis, x, points[x])
+        _readable_ticks(ax.yaxis, y, points[y])
         heading = layout.title or f"{axis_label(y)} vs {axis_label(x)}"
-        ax.set_title(heading if panel is None else f"{heading}\n{col_by}={panel}", fontsize=10)
+        shown = None if panel is None else show_swept(col_by, part[col_by].iloc[0])
+        ax.set_title(heading if panel is None else f"{heading}\n{short_name(col_by)}={shown}",
+                     fontsize=10)
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
@@ -292,6 +423,19 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
         plt.close(fig)
         raise PlotSkipped(f"no curve with {min_points} or more runs at distinct {x}")
     return fig
+
+
+def _readable_ticks(axis, column: str, values: pd.Series) -> None:
+    """Shares in %, capacities at the swept values (5k, 20k), times as 10 s / 1 min / 1 h,
+    other token and count axes with thousands separators."""
+    if column.endswith("_rate") and values.dropna().between(0, 1).all():
+        percent_axis(axis)
+    elif column.endswith("_s") and axis.get_scale() in ("log", "symlog"):
+        value_ticks(axis, values, short_seconds)
+    elif axis.get_scale() in ("log", "symlog"):
+        value_ticks(axis, values)
+    elif column.endswith(("_tokens", "evictions", "expirations")) or column.startswith("num_"):
+        thousands_axis(axis)
 
 
 def _groups(table: pd.DataFrame, columns: Sequence[str]):

@@ -84,6 +84,12 @@ def milliseconds(number: float) -> str:
 
 
 @_number()
+def gib(number: float) -> str:
+    """Bytes in GiB: 0.6104 -> 0.61 GiB, 12.5 -> 12.5 GiB."""
+    return f"{number:,.3g} GiB" if number < 1000 else f"{number:,.0f} GiB"
+
+
+@_number()
 def gpu_seconds(number: float) -> str:
     """GPU time: 7.9069 -> 7.9 s."""
     return f"{number:,.1f} s"

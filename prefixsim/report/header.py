@@ -143,8 +143,8 @@ def hardware_section(runs: _Runs) -> Section:
     rows = [("mode", _one_or_many(modes, lambda m: mode_text.get(str(m), str(m))))]
     rows += [("model", _one_or_many(runs.either("model", "model", "name"))),
              ("GPU", _one_or_many(runs.either("gpu", "hardware", "gpu"))),
-             ("tensor parallel", _one_or_many(runs.either("tp", "hardware", "tp"))),
-             ("replicas", _one_or_many(runs.either("replicas", "engine", "replicas")))]
+             ("tensor parallel", _one_or_many(runs.either("tp", "hardware", "tp"), integer)),
+             ("replicas", _one_or_many(runs.either("replicas", "engine", "replicas"), integer))]
     if timed:
         rows.append(("router", _one_or_many(runs.either("router", "router", "name"))))
     cost = _one_or_many(runs.either("cost_model", "cost_model", "name"))

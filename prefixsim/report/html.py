@@ -1,8 +1,10 @@
 """ReportData -> figures -> one self-contained report.html (PNG images inlined as base64).
 
-The page, top to bottom: the header (header.py: trace, hardware and model, runs), the
-comparison table (table.py; sortable by a click on a header, its first column frozen,
-scrolling inside its own box so no column is ever cut off), failed runs, the plots with
+The page, top to bottom: the title, the answer box of a sweep (answers.py: what to pick;
+the cells it rests on highlighted in the table), the header (header.py: trace, hardware
+and model, runs), the comparison table (table.py; sortable by a click on a header, its
+first column frozen, scrolling inside its own box so no column is ever cut off), failed
+runs, the plots with
 full captions (each figure drawn per run carries `data-runs`, the runs it drew, which the
 browser test checks), the plots skipped and why, every summary column, and the spec or
 config. `build_report` returns the HTML and the PNG bytes and writes nothing (the
@@ -20,8 +22,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from prefixsim.report.answers import Answer, answers
 from prefixsim.report.data import ReportData
-from prefixsim.report.figures import PlotSkipped, plain_text, png_bytes
+from prefixsim.report.figures import PlotSkipped, png_bytes
 from prefixsim.report.format import missing, plain
 from prefixsim.report.header import header_sections
 from prefixsim.report.plots import PLOTS
@@ -33,12 +36,12 @@ STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.2em auto; max-width: 1340px;
        padding: 0 1em; color: #222; }
 h1 { margin: 0.2em 0 0.4em; font-size: 1.5em; } h2 { font-size: 1.15em; margin: 1.2em 0 0.4em; }
-.facts { display: grid; grid-template-columns: 1.1fr 1fr 1.3fr; gap: 0.8em; }
+.facts { display: grid; grid-template-columns: repeat(auto-fit, minmax(21em, 1fr)); gap: 0.8em; }
 .facts section { border: 1px solid #ddd; border-radius: 4px; padding: 0.4em 0.7em; }
 .facts h2 { margin: 0.1em 0 0.3em; font-size: 0.95em; color: #555; }
 .facts dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.1em 0.7em;
             margin: 0; font-size: 0.85em; }
-.facts dt { color: #666; } .facts dd { margin: 0; overflow-wrap: break-word; min-width: 0; }
+.facts dt { color: #666; } .facts dd { margin: 0; min-width: 0; }
 .scroll { overflow-x: auto; max-width: 100%; border: 1px solid #ddd; }
 table { border-collapse: separate; border-spacing: 0; font-size: 0.84em; }
 th, td { border-bottom: 1px solid #e3e3e3; border-right: 1px solid #eee;
@@ -53,6 +56,14 @@ p.note { font-size: 0.85em; color: #555; margin: 0.3em 0; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.9em; color: #444; max-width: 70em; } .failed { color: #a00; }
 details { margin: 1em 0; } summary { cursor: pointer; font-weight: 600; }
+#answers { border: 2px solid #2a7a2a; border-radius: 4px; background: #f3faf3;
+           padding: 0.4em 0.8em; margin: 0 0 0.8em; }
+#answers h2 { margin: 0.1em 0 0.3em; font-size: 1.05em; color: #1d5c1d; }
+#answers dl { display: grid; grid-template-columns: max-content minmax(0, 1fr);
+              gap: 0.2em 0.9em; margin: 0; font-size: 0.9em; }
+#answers dt { font-weight: 600; } #answers dd { margin: 0; }
+td.win { background: #dff1df; font-weight: 600; }
+@media (max-width: 900px) { #answers dl { grid-template-columns: minmax(0, 1fr); } }
 """
 SORT_SCRIPT = """
 document.querySelectorAll("table.sortable").forEach(function (table) {
@@ -87,12 +98,14 @@ class Report:
 
 @dataclass
 class Drawn:
-    """One drawn plot: its PNG, caption, the runs it drew (None: not per run), a note."""
+    """One drawn plot: its PNG, caption, the runs it drew (None: not per run), a note,
+    the runs it left out on purpose (nothing to draw; the note names them)."""
 
     png: bytes
     caption: str
     runs: list[str] | None = None
     note: str = ""
+    left_out: list[str] = field(default_factory=list)
 
 
 def _caption(plot) -> str:
@@ -114,7 +127,8 @@ def draw_plots(data: ReportData, plots: Sequence[tuple[str, Plot]] = PLOTS
             continue
         runs = getattr(figure, "prefixsim_runs", None)
         note = getattr(figure, "prefixsim_note", "")
-        drawn[name] = Drawn(png_bytes(figure), _caption(plot), runs, note)
+        left_out = getattr(figure, "prefixsim_left_out", [])
+        drawn[name] = Drawn(png_bytes(figure), _caption(plot), runs, note, left_out)
     return drawn, skipped
 
 
@@ -128,41 +142,65 @@ def _sort_key(value: object) -> str:
     return str(value)
 
 
-def _table(frame: pd.DataFrame, columns, css: str = "", table_id: str = "") -> str:
+def _table(frame: pd.DataFrame, columns, css: str = "", table_id: str = "",
+           highlight: frozenset[tuple[str, str]] = frozenset()) -> str:
     head = "".join(f'<th title="{html.escape(tip)}">{html.escape(title)}</th>'
                    for _, title, tip, _ in columns)
     rows = []
     sortable = "sortable" in css
     for record in frame.to_dict("records"):
         cells = []
+        run_id = str(record.get("run_id", ""))
         for key, _, _, fmt in columns:
             value = record.get(key)
-            text_class = "" if isinstance(value, (int, float)) else ' class="text"'
+            classes = ("" if isinstance(value, (int, float)) else "text") + \
+                (" win" if (run_id, key) in highlight else "")
+            text_class = f' class="{classes.strip()}"' if classes.strip() else ""
             sort = f' data-sort="{html.escape(_sort_key(value))}"' if sortable else ""
             cells.append(f"<td{text_class}{sort}>{html.escape(fmt(value))}</td>")
-        run = html.escape(str(record.get("run_id", "")))
+        run = html.escape(run_id)
         rows.append(f'<tr data-run="{run}">' + "".join(cells) + "</tr>")
     attrs = (f' class="{css}"' if css else "") + (f' id="{table_id}"' if table_id else "")
     return (f'<table{attrs}><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _header(data: ReportData) -> str:
+def _breakable(text: str) -> str:
+    """`text` escaped; a path (no spaces) gets a line-break opportunity after each `/`, so
+    it wraps between its folders, never mid-word."""
+    escaped = html.escape(text)
+    return escaped if " " in text else escaped.replace("/", "/<wbr>")
+
+
+def _header(data: ReportData, found: list[Answer]) -> str:
     boxes = []
     for title, rows in header_sections(data):
-        items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in rows)
+        items = "".join(f"<dt>{html.escape(k)}</dt><dd>{_breakable(v)}</dd>" for k, v in rows)
         boxes.append(f"<section><h2>{html.escape(title)}</h2><dl>{items}</dl></section>")
     return (f'<header id="report-header"><h1>{html.escape(data.title)}</h1>'
-            f'<div class="facts">{"".join(boxes)}</div></header>')
+            f'{_answer_box(found)}<div class="facts">{"".join(boxes)}</div></header>')
 
 
-def _comparison(data: ReportData) -> str:
+def _answer_box(found: list[Answer]) -> str:
+    """The answers as a definition list, first on the page (empty: no box)."""
+    if not found:
+        return ""
+    items = "".join(f"<dt>{html.escape(a.question)}</dt><dd>"
+                    + "<br>".join(html.escape(part) for part in a.parts) + "</dd>"
+                    for a in found)
+    return (f'<section id="answers"><h2>What to pick</h2><dl>{items}</dl>'
+            '<p class="note">Read off the comparison table below; the cells behind each '
+            "answer are highlighted there.</p></section>")
+
+
+def _comparison(data: ReportData, found: list[Answer]) -> str:
     frame = comparison(data)
     columns = shown_columns(frame, data)
     notes = "".join(f'<p class="note">{html.escape(n)}</p>'
                     for n in comparison_notes(frame, data))
+    cells = frozenset(cell for answer in found for cell in answer.cells)
     return ('<h2>Comparison of the runs</h2><div class="scroll" id="comparison-box">'
-            f'{_table(frame, columns, "sortable", "comparison")}</div>{notes}')
+            f'{_table(frame, columns, "sortable", "comparison", cells)}</div>{notes}')
 
 
 def _all_columns(data: ReportData) -> str:
@@ -182,6 +220,8 @@ def _all_columns(data: ReportData) -> str:
 def _figure(name: str, drawn: Drawn) -> str:
     encoded = base64.b64encode(drawn.png).decode("ascii")
     runs = "" if drawn.runs is None else f" data-runs='{html.escape(json.dumps(drawn.runs))}'"
+    if drawn.left_out:
+        runs += f" data-left-out='{html.escape(json.dumps(drawn.left_out))}'"
     note = f" {drawn.note}" if drawn.note else ""
     return (f'<figure id="{name}"{runs}><img alt="{html.escape(drawn.caption)}" '
             f'src="data:image/png;base64,{encoded}">'
@@ -192,9 +232,9 @@ def _figure(name: str, drawn: Drawn) -> str:
 def build_report(data: ReportData, plots: Sequence[tuple[str, Plot]] = PLOTS) -> Report:
     """Draw every plot of `plots` the data allows and lay out the page (a tune adds its own
     plots, tune/plots.py)."""
-    with plain_text():
-        drawn, skipped = draw_plots(data, plots)
-    parts = [_header(data), _comparison(data)]
+    drawn, skipped = draw_plots(data, plots)
+    found = answers(data)
+    parts = [_header(data, found), _comparison(data, found)]
     if "status" in data.table:
         failed = data.table[data.table["status"] != "ok"]
         if len(failed):

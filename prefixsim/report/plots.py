@@ -16,16 +16,19 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
 
-from prefixsim.report.data import ReportData, short_name
+from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
     PlotSkipped,
     axis_label,
+    curve_label,
+    legend_below,
+    legend_rows,
     new_figure,
+    percent_axis,
     require,
-    show_value,
     tag,
+    value_ticks,
     varying,
     xy_figure,
 )
@@ -44,6 +47,7 @@ from prefixsim.report.plots_time import (
     expirations_over_time,
 )
 from prefixsim.report.table import belady_reference
+from prefixsim.report.units import KVGeometry, shared_geometry
 
 CAPACITY = "cache_capacity_tokens"
 TTL = "cache_ttl_s"
@@ -67,14 +71,15 @@ def _sweep_axis(data: ReportData, x: str, y: str, title: str, bounds: str | None
 
 
 def _curve_name(row: pd.Series, columns: list[str]) -> str:
-    return ", ".join(f"{short_name(c)}={show_value(row[c])}" for c in columns) or "all runs"
+    return curve_label(columns, row)
 
 
 def policy_zoo(data: ReportData) -> Figure:
     """Policy zoo: token hit rate against cache capacity for every policy in the sweep,
     with the offline Belady bound (dashed) and the unbounded cache (dotted); right, each
     policy's gap to Belady in percentage points (the regret curve: how much a better
-    policy could still gain at that capacity)."""
+    policy could still gain at that capacity). The top axis gives the capacity in GiB of
+    KV for the runs' model."""
     table = data.ok
     require(table, [CAPACITY, HIT_RATE])
     bounded = table[table[CAPACITY].notna()].copy()
@@ -86,7 +91,10 @@ def policy_zoo(data: ReportData) -> Figure:
     policies = bounded[POLICY].astype(str) if POLICY in bounded else pd.Series("", bounded.index)
     curves = bounded[policies != "belady"]
     has_gap = bool(curves["_belady"].notna().any())
-    fig, axes = new_figure(ncols=2 if has_gap else 1, width=6.5)
+    curve_count = len(curves.groupby(curve_by or (lambda _: 0), dropna=False)) + 3
+    room = legend_rows(["x" * 40] * curve_count) if curve_count > 4 else 0
+    fig, axes = new_figure(ncols=2 if has_gap else 1, width=6.5,
+                           height=4.5 + (0.45 + 0.16 * room if room else 0))
     left = axes[0]
     for _, part in curves.groupby(curve_by or (lambda _: 0), dropna=False, sort=False):
         if part[CAPACITY].nunique() < 2:
@@ -115,19 +123,35 @@ def policy_zoo(data: ReportData) -> Figure:
         raise PlotSkipped(f"no curve with 2 or more runs at distinct {CAPACITY}")
     left.set_title("Token hit rate vs cache capacity", fontsize=10)
     left.set_ylabel("token hit rate (% of prompt tokens)")
-    left.yaxis.set_major_formatter(PercentFormatter(1.0))
+    percent_axis(left.yaxis)
     if has_gap:
         axes[1].axhline(0, color="black", linewidth=0.8)
         axes[1].set_title("Gap to Belady (regret) vs cache capacity", fontsize=10)
         axes[1].set_ylabel("Belady minus policy (percentage points)")
+    geometry = shared_geometry(data)
     for ax in axes:
         ax.set_xscale("log")
+        value_ticks(ax.xaxis, bounded[CAPACITY])
         ax.set_xlabel(axis_label(CAPACITY))
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        if len(ax.get_legend_handles_labels()[1]) > 4:  # many curves: under the panel
+            legend_below(ax)
+        else:
+            ax.legend(fontsize=8)
+        if geometry is not None:
+            gib_axis(ax, geometry, bounded[CAPACITY])
     note = "" if has_gap else ("No Belady bound in these runs, so no regret panel (cache-only "
                                "runs with cache.bounds: true, or belady runs, add it).")
     return tag(fig, None, note)
+
+
+def gib_axis(ax, geometry: KVGeometry, capacities: pd.Series) -> None:
+    """A second x axis on top: the capacities in GiB of KV for the runs' model."""
+    top = ax.secondary_xaxis("top", functions=(geometry.gib, geometry.tokens))
+    value_ticks(top.xaxis, [geometry.gib(c) for c in capacities.dropna()],
+                lambda v: f"{v:.2g}")
+    top.set_xlabel(f"KV (GiB; {geometry.describe()})", fontsize=9)
+    top.tick_params(labelsize=8)
 
 
 def hit_rate_vs_ttl(data: ReportData) -> Figure:

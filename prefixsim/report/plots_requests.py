@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
 
 from prefixsim.metrics.pricing import FIVE_MINUTES_S, PRESETS
 from prefixsim.report.data import ReportData
@@ -23,14 +22,18 @@ from prefixsim.report.figures import (
     legend_rows,
     new_figure,
     panel_grid,
+    percent_axis,
     require,
     run_panels,
     tag,
+    thousands_axis,
+    time_ticks,
 )
 
 LATENCIES = ("ttft_ms", "tpot_ms", "e2el_ms")
 PERCENTILES = ((50, "o"), (90, "s"), (99, "^"))
 ONE_HOUR_S = 3600.0
+CUT_PERCENTILE = 99.9  # an ECDF's x axis ends here, so one outlier does not squash it
 
 
 def _request_frames(data: ReportData, columns: tuple[str, ...], why: str
@@ -49,13 +52,19 @@ def _request_frames(data: ReportData, columns: tuple[str, ...], why: str
     return {r: usable[r] for r in runs if r in usable}, note
 
 
+def _not_drawn(data: ReportData, frames: dict[str, pd.DataFrame]) -> list[str]:
+    """The successful runs a per-run plot left out (named in its caption note)."""
+    return [r for r in data.ok["run_id"] if r not in frames]
+
+
 def _legend_label(data: ReportData, run_id: str, panel) -> str:
-    return data.label(run_id, () if panel.group_by is None else (panel.group_by,))
+    return data.label(run_id, () if panel.group_by is None else (panel.group_by,), panel.runs)
 
 
 def latency_ecdfs(data: ReportData) -> Figure:
     """ECDFs of TTFT, TPOT and E2EL, every run (one row per latency, one column per group
-    of runs), with p50/p90/p99 marked."""
+    of runs), with p50/p90/p99 marked; each x axis ends at the largest p99.9 of its runs
+    (the title gives the cut and the largest value beyond it)."""
     frames, note = _request_frames(data, LATENCIES, " (cache-only runs have no timing)")
     present = [c for c in LATENCIES if any(c in f for f in frames.values())]
     panels = run_panels(data.table, data.swept, list(frames))
@@ -78,19 +87,30 @@ def latency_ecdfs(data: ReportData) -> Figure:
                             color=line.get_color(), linestyle="none")
             positive = [frames[r][column].dropna() for r in panel.runs]
             low = min((v[v > 0].min() for v in positive if (v > 0).any()), default=0.0)
+            cut = max((np.percentile(v, CUT_PERCENTILE) for v in positive if len(v)),
+                      default=0.0)
             high = max((v.max() for v in positive if len(v)), default=0.0)
-            if low > 0 and high / low > 100:  # heavy tails (queueing) read better on log x
-                ax.set_xscale("log")
             name = column.removesuffix("_ms").upper()
+            if low > 0 and cut / low > 100:  # heavy tails (queueing) read better on log x
+                ax.set_xscale("log")
+            cut_text = ""
+            if cut > 0 and high > cut * 1.05:
+                left = low / 1.2 if ax.get_xscale() == "log" else 0
+                ax.set_xlim(left, cut * 1.05)
+                cut_text = f"\n(axis cut at p99.9, {cut:,.0f} ms; max {high:,.0f} ms)"
             ax.set_title(f"ECDF of {name}" + ("" if panel.title == "all runs"
-                                                else f": {panel.title}"), fontsize=10)
-            ax.set_xlabel(axis_label(column))
-            ax.set_ylabel("share of requests")
+                                                else f": {panel.title}") + cut_text,
+                         fontsize=10 if not cut_text else 9)
+            ax.set_xlabel(f"{name} (ms)")
+            ax.set_ylabel("share of requests (%)")
+            percent_axis(ax.yaxis)
+            if ax.get_xscale() != "log":
+                thousands_axis(ax.xaxis)
             ax.grid(True, alpha=0.3)
             for pct, marker in PERCENTILES:
                 ax.plot([], [], marker=marker, color="black", linestyle="none", label=f"p{pct}")
             legend_below(ax)
-    return tag(fig, list(frames), note)
+    return tag(fig, list(frames), note, _not_drawn(data, frames))
 
 
 def ttft_vs_cached_fraction(data: ReportData) -> Figure:
@@ -108,12 +128,13 @@ def ttft_vs_cached_fraction(data: ReportData) -> Figure:
                        label=_legend_label(data, run_id, panel))
         ax.set_title("TTFT vs cached share of the prompt"
                      + ("" if panel.title == "all runs" else f": {panel.title}"), fontsize=10)
-        ax.set_xlabel("cached share of the prompt (cached_tokens / input_tokens)")
-        ax.set_ylabel(axis_label("ttft_ms"))
+        ax.set_xlabel("cached share of the prompt (%)")
+        ax.set_ylabel("TTFT (ms, log scale)")
+        percent_axis(ax.xaxis)
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
         legend_below(ax)
-    return tag(fig, list(frames), note)
+    return tag(fig, list(frames), note, _not_drawn(data, frames))
 
 
 def session_rates(frame: pd.DataFrame) -> pd.Series:
@@ -145,11 +166,12 @@ def session_hit_rates(data: ReportData) -> Figure:
         ax.set_title("Per-session token hit rate" + ("" if panel.title == "all runs"
                                                       else f": {panel.title}"), fontsize=10)
         ax.set_xlabel("session's token hit rate (% of its prompt tokens)")
-        ax.set_ylabel("share of sessions")
-        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_ylabel("share of sessions (%)")
+        percent_axis(ax.xaxis)
+        percent_axis(ax.yaxis)
         ax.grid(True, alpha=0.3)
         legend_below(ax)
-    return tag(fig, list(frames), note)
+    return tag(fig, list(frames), note, _not_drawn(data, frames))
 
 
 def idle_gaps_s(frame: pd.DataFrame) -> np.ndarray:
@@ -177,8 +199,9 @@ def long_ttl_break_even(pricing_name: str) -> tuple[float, str]:
 
 def session_idle_gaps(data: ReportData) -> Figure:
     """Idle gaps between a session's requests against the TTLs (ECDF, from one run's
-    requests): which gaps a 5-minute TTL covers, which only a 1-hour TTL class covers, and
-    whether a 1-hour write class pays back (the share of its writes that never do)."""
+    requests): which gaps a 5-minute TTL covers, which only a 1-hour TTL class covers, and,
+    for runs priced with a hosted API's prices, whether a 1-hour write class pays back (the
+    share of its writes that never do)."""
     frames, _ = _request_frames(data, ("session_id",), "")
     frames = {r: f for r, f in frames.items() if f["session_id"].notna().any()}
     if not frames:
@@ -189,9 +212,7 @@ def session_idle_gaps(data: ReportData) -> Figure:
         raise PlotSkipped("no session has two requests")
     writes = int(frame["session_id"].notna().sum())  # every request writes its new tail
     in_window = int(((gaps > FIVE_MINUTES_S) & (gaps <= ONE_HOUR_S)).sum())
-    pricing = str(data.ok["cost_pricing"].dropna().iloc[0]) if "cost_pricing" in data.ok \
-        and data.ok["cost_pricing"].notna().any() else "anthropic"
-    break_even, priced_by = long_ttl_break_even(pricing)
+    priced = "cost_pricing" in data.ok and data.ok["cost_pricing"].notna().any()
     fig, (ax,) = new_figure(width=8.0, height=4.5)
     ax.step(np.maximum(gaps, 1e-3), np.arange(1, gaps.size + 1) / gaps.size, where="post",
             label=f"{gaps.size:,} gaps in {frame['session_id'].nunique():,} sessions")
@@ -203,17 +224,22 @@ def session_idle_gaps(data: ReportData) -> Figure:
     ax.axvline(FIVE_MINUTES_S, color="tab:orange", linestyle="--", label="5 min (short class)")
     ax.axvline(ONE_HOUR_S, color="tab:red", linestyle="--", label="1 h (long class)")
     ax.set_xscale("log")
+    ax.autoscale_view()
+    time_ticks(ax.xaxis)
     ax.set_title("Idle gaps between a session's requests", fontsize=10)
-    ax.set_xlabel("gap: next arrival after the previous request (s, log scale)")
-    ax.set_ylabel("share of gaps")
+    ax.set_xlabel("gap: next arrival after the previous request (log scale)")
+    ax.set_ylabel("share of gaps (%)")
+    percent_axis(ax.yaxis)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="center right")
     short = float((gaps <= FIVE_MINUTES_S).mean())
     text = (f"gaps <= 5 min: {short:.0%} (a 5-min TTL keeps the prefix)\n"
             f"5 min - 1 h: {in_window / gaps.size:.0%} (only a 1-h class keeps it)\n"
-            f"> 1 h: {(gaps > ONE_HOUR_S).mean():.0%} (neither)\n"
-            f"1-h writes that never pay back: {1 - in_window / writes:.0%} of {writes:,}\n"
-            f"break-even ({priced_by} prices): {break_even:.0%} must pay back")
+            f"> 1 h: {(gaps > ONE_HOUR_S).mean():.0%} (neither)")
+    if priced:
+        break_even, priced_by = long_ttl_break_even(str(data.ok["cost_pricing"].dropna().iloc[0]))
+        text += (f"\n1-h writes that never pay back: {1 - in_window / writes:.0%} of {writes:,}"
+                 f"\nbreak-even ({priced_by} prices): {break_even:.0%} must pay back")
     ax.text(0.98, 0.04, text, transform=ax.transAxes, va="bottom", ha="right", fontsize=8,
             multialignment="left",
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#ccc"})

@@ -16,14 +16,22 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from prefixsim.report.data import ReportData
-from prefixsim.report.figures import PlotSkipped, new_figure, require, tag
+from prefixsim.report.figures import (
+    PlotSkipped,
+    new_figure,
+    require,
+    tag,
+    thousands_axis,
+    time_ticks,
+    wrapped,
+)
 
 AGE_EVENTS = (("hit", "at a hit", "tab:blue"), ("evicted", "at eviction (capacity)", "tab:red"),
               ("expired", "at expiry (TTL)", "tab:orange"))
 
 
 def _run_labels(data: ReportData, runs: list[str]) -> list[str]:
-    return [data.label(r) for r in runs]
+    return [wrapped(data.label(r), 48) for r in runs]
 
 
 def idle_ages(data: ReportData) -> Figure:
@@ -57,8 +65,10 @@ def idle_ages(data: ReportData) -> Figure:
         ax.vlines(ttl[has], positions[has] - 0.35, positions[has] + 0.35, color="black",
                   linewidth=1.5, label="the run's TTL")
     ax.set_xscale("log")
+    ax.autoscale_view()
+    time_ticks(ax.xaxis)
     ax.set_yticks(positions, _run_labels(data, runs), fontsize=8)
-    ax.set_xlabel("idle age: time since the page's last use (s, log scale)")
+    ax.set_xlabel("idle age: time since the page's last use (log scale)")
     ax.set_ylabel("run")
     ax.set_title("Idle age of pages at hit, eviction and expiry (bar p10-p90, dot median)",
                  fontsize=10)
@@ -84,6 +94,7 @@ def _bar_runs(data: ReportData, series: dict[str, pd.Series], title: str, ylabel
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("run")
     ax.set_ylabel(ylabel)
+    thousands_axis(ax.yaxis)
     ax.legend(fontsize=8)
     return tag(fig, runs)
 

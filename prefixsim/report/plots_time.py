@@ -5,8 +5,11 @@ Every run with a timeseries is drawn: runs are split into small multiples (figur
 `run_panels`, one panel per value of the swept column with the fewest values, at most ten
 runs a panel) and each panel's legend names all of its runs. A plot whose quantity is zero
 in every run (no run evicted: unbounded caches; none expired: no TTL) is skipped with that
-reason rather than drawn flat. Replicas of a timed run are combined (tokens and counts
-summed per sampling time). Runs without a timeseries are named in the caption.
+reason rather than drawn flat, and so is each run whose quantity stays zero (runs without
+a TTL in the expirations plot), named in the caption. Replicas of a timed run are combined
+(tokens and counts summed per sampling time), and the capacity line drawn with them is the
+capacity per replica times the replicas, so that both are the whole fleet's. Runs without a
+timeseries are named in the caption.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from prefixsim.report.figures import (
     panel_grid,
     run_panels,
     tag,
+    thousands_axis,
 )
 
 TIME = "time_s"
@@ -49,20 +53,22 @@ def _over_time(data: ReportData, column: str, title: str, ylabel: str,
     if all(float(f[column].max()) <= 0 for f in frames.values()):
         raise PlotSkipped(empty_reason)
     drawn = [r for r in runs if r in frames]
+    flat = [r for r in drawn if float(frames[r][column].max()) <= 0]
+    drawn = [r for r in drawn if r not in flat]
     panels = run_panels(data.table, data.swept, drawn)
-    labels = {r: data.label(r, () if p.group_by is None else (p.group_by,))
+    labels = {r: data.label(r, () if p.group_by is None else (p.group_by,), p.runs)
               for p in panels for r in p.runs}
     rows = max(legend_rows([labels[r] for r in p.runs]) for p in panels)
     fig, axes = panel_grid(len(panels), legend_rows=rows)
-    capacities = data.table.set_index("run_id").get("cache_capacity_tokens")
+    capacities = fleet_capacities(data)
     for ax, panel in zip(axes, panels, strict=True):
         for run_id in panel.runs:
             series = _series(frames[run_id], column)
             (line,) = ax.plot(series[TIME], series[column], label=labels[run_id])
-            if column == "cached_tokens" and capacities is not None:
-                capacity = capacities.get(run_id)
-                if capacity is not None and pd.notna(capacity):
-                    ax.axhline(capacity, color=line.get_color(), linestyle=":", linewidth=0.8)
+            if column == "cached_tokens" and pd.notna(capacities.get(run_id, float("nan"))):
+                ax.axhline(capacities[run_id], color=line.get_color(), linestyle=":",
+                           linewidth=0.8)
+        thousands_axis(ax.yaxis)
         ax.set_title(f"{title}: {panel.title}" if panel.title != "all runs" else title,
                      fontsize=10)
         ax.set_xlabel(axis_label(TIME))
@@ -71,14 +77,36 @@ def _over_time(data: ReportData, column: str, title: str, ylabel: str,
         legend_below(ax)
     missing = [r for r in runs if r not in frames]
     note = f"No timeseries in {len(missing)} run(s): {', '.join(missing)}." if missing else ""
-    return tag(fig, drawn, note)
+    if flat:
+        note += f" Not drawn, {column} zero throughout: {', '.join(flat)}."
+    return tag(fig, drawn, note.strip(), left_out=flat)
+
+
+def fleet_capacities(data: ReportData) -> dict[str, float]:
+    """Each run's cache capacity summed over its replicas (capacity per replica times
+    `replicas`; NaN where unbounded): what its replicas-summed resident tokens can reach."""
+    table = data.table.set_index("run_id")
+    if "cache_capacity_tokens" not in table:
+        return {}
+    replicas = table["replicas"].fillna(1) if "replicas" in table else 1
+    return (table["cache_capacity_tokens"].astype(float) * replicas).to_dict()
+
+
+def replicas_note(data: ReportData) -> str:
+    """`, 2 replicas summed` when the runs have more than one replica, else ``."""
+    if "replicas" not in data.ok or not data.ok["replicas"].fillna(1).gt(1).any():
+        return ""
+    counts = sorted({int(v) for v in data.ok["replicas"].fillna(1)})
+    return f", {'/'.join(map(str, counts))} replicas summed"
 
 
 def cache_tokens_over_time(data: ReportData) -> Figure:
     """Tokens resident in the cache over simulated time, every run (dotted: the run's
-    capacity; replicas summed)."""
+    capacity; a timed run's replicas summed, its capacity line too: per replica times the
+    replicas)."""
     return _over_time(data, "cached_tokens", "Resident cache tokens",
-                      "resident tokens (tokens)", "no run held any cache tokens")
+                      f"resident tokens (tokens{replicas_note(data)})",
+                      "no run held any cache tokens")
 
 
 def evictions_over_time(data: ReportData) -> Figure:

@@ -3,10 +3,12 @@ cache, what TTL, and how far from the best possible".
 
 Per run: policy, capacity, TTL and the other swept values; the token-weighted and the
 request-weighted hit rate; the difference from the LRU run at the same capacity, TTL, other
-swept values and trace part (`match_columns`; blank when there is none, or several); the
-share of the LRU-to-Belady gap it closes, (hit - LRU) / (Belady - LRU), Belady being the
-run's own `--bounds` figure or a `belady` run at the same values; cost and prefill GPU-seconds
-saved; p50/p99 TTFT and request throughput (timed runs). `comparison` computes the raw
+swept values and trace part (`match_columns`; blank when there is none, or several, and for
+LRU itself, the baseline); the share of the LRU-to-Belady gap it closes, (hit - LRU) /
+(Belady - LRU), Belady being the run's own `--bounds` figure or a `belady` run at the same
+values; cost and prefill GPU-seconds saved against no cache; p50/p99 TTFT and request
+throughput (timed runs); the capacity in GiB of KV and as shares of HBM and of the working
+set (units.py). `comparison` computes the raw
 values (a DataFrame, for tests and sorting); `COLUMNS` says how each is titled and
 formatted (format.py). Columns no run has are left out, and `comparison_notes` says so.
 """
@@ -19,13 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from prefixsim.report.data import ReportData, short_name
+from prefixsim.report.data import TIMED_ONLY, ReportData, short_name, show_swept
 from prefixsim.report.figures import show_value
 from prefixsim.report.format import (
     capacity,
+    gib,
     gpu_seconds,
     integer,
     milliseconds,
+    missing,
     percent,
     plain,
     points,
@@ -33,6 +37,7 @@ from prefixsim.report.format import (
     seconds,
     usd,
 )
+from prefixsim.report.units import HBM_SHARE, KV_GIB, WORKING_SET_SHARE, capacity_units
 
 POLICY = "cache_policy"
 HIT_RATE = "cache_token_hit_rate"
@@ -62,9 +67,11 @@ COLUMNS: tuple[Column, ...] = (
            "(hit - LRU) / (Belady - LRU) at the same capacity; blank where Belady is within "
            "1 pp of LRU", percent),
     Column(BELADY, "Belady (offline bound)", "offline Belady at the same capacity", percent),
-    Column("cost_saved_usd", "cost saved", "price without caching minus with it", usd),
-    Column("prefill_gpu_s_saved", "prefill GPU-s saved",
-           "GPU-seconds of prefill the hits saved (cost model)", gpu_seconds),
+    Column("cost_saved_usd", "cost saved vs no cache",
+           "the price of the same requests without a cache minus with it", usd),
+    Column("prefill_gpu_s_saved", "prefill GPU-s saved vs no cache",
+           "GPU-seconds of prefill the hits saved against recomputing every prompt "
+           "(cost model)", gpu_seconds),
     Column("p50_ttft_ms", "p50 TTFT", "median time to first token", milliseconds),
     Column("p99_ttft_ms", "p99 TTFT", "99th percentile time to first token", milliseconds),
     Column("request_throughput", "throughput", "completed requests per simulated second",
@@ -72,10 +79,20 @@ COLUMNS: tuple[Column, ...] = (
     Column("cache_evictions", "evictions", "pages evicted for space", integer),
     Column("cache_expirations", "expirations", "pages freed by TTL expiry", integer),
 )
+UNIT_COLUMNS: tuple[Column, ...] = (
+    Column(KV_GIB, "KV (GiB)", "the capacity's KV bytes for the run's model, KV element type "
+           "and tensor parallelism (per replica)", gib),
+    Column(HBM_SHARE, "share of HBM", "one GPU's part of that KV over the GPU's memory",
+           percent),
+    Column(WORKING_SET_SHARE, "share of working set",
+           "capacity over the trace's distinct prefix tokens", percent),
+)
 SWEPT_FORMATS: dict[str, Callable[[object], str]] = {
-    "cache_capacity_tokens": capacity, "cache_ttl_s": seconds}
+    "cache_capacity_tokens": capacity, "cache_ttl_s": seconds,
+    "cache_only": lambda value: "-" if missing(value) else show_swept("cache_only", value)}
 SWEPT_TITLES = {"cache_policy": "policy", "cache_capacity_tokens": "capacity (tokens)",
-                "cache_ttl_s": "TTL", "router_name": "router"}
+                "cache_ttl_s": "TTL", "router_name": "router", "cache_only": "mode",
+                "engine_replicas": "replicas"}
 MISSING_WHY = {
     "p50_ttft_ms": "timing", "p99_ttft_ms": "timing", "request_throughput": "timing",
     "cost_saved_usd": "pricing", BELADY: "bounds", "belady_gap_closed": "bounds",
@@ -133,6 +150,14 @@ def comparison(data: ReportData) -> pd.DataFrame:
     """Raw values of the comparison table, one row per successful run, in plan order."""
     table = data.ok.reset_index(drop=True)
     out = table[["run_id", *[c for c in identity_columns(data) if c in table]]].copy()
+    if "cache_only" in out:  # a router or replica count means nothing to a cache-only run
+        cache_only = out["cache_only"].fillna(False).astype(bool)
+        for column in TIMED_ONLY:
+            if column in out:
+                out[column] = out[column].astype(object).where(~cache_only, None)
+    units = capacity_units(data)
+    for column in UNIT_COLUMNS:
+        out[column.key] = units[column.key].reindex(out["run_id"]).to_numpy()
     for column in COLUMNS:
         if column.key in table:
             out[column.key] = table[column.key]
@@ -142,10 +167,11 @@ def comparison(data: ReportData) -> pd.DataFrame:
     if (policies == BASELINE).all():  # nothing but LRU: no comparison to make
         return out
     lru_rate = reference_rates(table, data.swept, BASELINE)
-    out["vs_lru"] = table[HIT_RATE] - lru_rate
+    itself = (policies == BASELINE).to_numpy()  # LRU is the baseline, not compared with itself
+    out["vs_lru"] = (table[HIT_RATE] - lru_rate).where(~itself)
     belady = belady_reference(table, data.swept)
     gap = belady - lru_rate
-    out["belady_gap_closed"] = np.where(gap >= MIN_GAP, (table[HIT_RATE] - lru_rate)
+    out["belady_gap_closed"] = np.where((gap >= MIN_GAP) & ~itself, (table[HIT_RATE] - lru_rate)
                                         / gap.where(gap >= MIN_GAP, 1.0), np.nan)
     if belady.notna().any():
         out[BELADY] = belady
@@ -163,6 +189,9 @@ def shown_columns(frame: pd.DataFrame, data: ReportData) -> list[tuple[str, str,
             if column == "cache_capacity_tokens" and per_replica:
                 title = "capacity per replica (tokens)"
             shown.append((column, title, column, SWEPT_FORMATS.get(column, plain)))
+            if column == "cache_capacity_tokens":
+                shown += [(c.key, c.title, c.tip, c.fmt) for c in UNIT_COLUMNS
+                          if c.key in frame and frame[c.key].notna().any()]
     for column in COLUMNS:
         if column.key in frame and frame[column.key].notna().any():
             shown.append((column.key, column.title, column.tip, column.fmt))
@@ -185,8 +214,10 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
         notes.append(f"Not shown, as no run has them: {'; '.join(parts)}.")
     if "vs_lru" in frame and frame["vs_lru"].notna().any():
         notes.append("vs LRU and the gap closed compare each run with the LRU run at the "
-                     "same capacity, TTL and other swept values (blank where there is none); "
-                     "the gap closed is also blank where Belady is within 1 pp of LRU.")
+                     "same capacity, TTL and other swept values (blank for LRU itself, the "
+                     "baseline, and where there is none); the gap closed is also blank where "
+                     "Belady is within 1 pp of LRU. Cost and GPU-seconds saved are against "
+                     "the same requests with no cache.")
     notes.append("Click a column header to sort; the run column stays in view when the "
                  "table scrolls sideways.")
     return notes

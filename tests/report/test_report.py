@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 from prefixsim.report import PLOTS, PlotSkipped, build_report, load_report_data
-from prefixsim.report.figures import plain_log_ticks, plain_text
+from prefixsim.report.figures import finish_figure, png_bytes
 from prefixsim.sweep import ExecutorOptions, load_spec, parse_spec, run_sweep
 
 BASE = {"trace": {"path": "traces/demo_chat.jsonl"}, "cache_only": True}
@@ -167,7 +167,7 @@ def test_every_plot_draws_when_its_columns_exist(tmp_path):
     np.testing.assert_allclose(fig.axes[1].get_lines()[0].get_ydata(), [30.0, 30.0])
     ecdf = dict(PLOTS)["latency_ecdfs"](data)
     # a row per latency, a column per policy (the swept column with the fewest values)
-    assert [ax.get_title() for ax in ecdf.axes] == [
+    assert [ax.get_title().split("\n")[0] for ax in ecdf.axes] == [
         f"ECDF of {name}: policy={policy}" for name in ("TTFT", "TPOT", "E2EL")
         for policy in ("lru", "belady")]
 
@@ -228,7 +228,7 @@ def test_timed_sweep_draws_the_latency_plots(tmp_path):
     table = pd.read_parquet(out / "sweep.parquet")
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
     rows = table[table["router_name"] == "prefix_aware"].sort_values("cache_capacity_tokens")
-    np.testing.assert_allclose(lines["router_name=prefix_aware"].get_ydata(), rows["p99_ttft_ms"])
+    np.testing.assert_allclose(lines["router=prefix_aware"].get_ydata(), rows["p99_ttft_ms"])
 
 
 def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
@@ -251,17 +251,25 @@ def test_report_lists_failed_runs_and_draws_the_rest(tmp_path):
 
 
 def test_log_axes_are_labelled_in_plain_text(demo_sweep):
-    """The report draws with math text off (plain_text), so matplotlib's own log tick
-    labels would show as raw `$\\mathdefault{10^{4}}$`; png_bytes labels log axes as plain
-    numbers: the policy zoo's 5,000-80,000-token axis reads 10k (its one major tick) and
-    its minor ticks at 2x and 5x a power of ten: 5k, 20k, 50k."""
-    with plain_text():
-        fig = dict(PLOTS)["policy_zoo"](load_report_data(demo_sweep))
-        plain_log_ticks(fig)
-        fig.canvas.draw()
-        axis = fig.axes[0].xaxis
-        low, high = sorted(axis.get_view_interval())
-        shown = [t.label1.get_text() for t in axis.get_major_ticks() + axis.get_minor_ticks()
-                 if low <= t.get_loc() <= high and t.label1.get_text()]
+    """The policy zoo's log capacity axis is ticked at the swept capacities and labelled as
+    people read them (5k ... 80k), never as matplotlib's `10^4` math text."""
+    fig = dict(PLOTS)["policy_zoo"](load_report_data(demo_sweep))
+    finish_figure(fig)
+    fig.canvas.draw()
+    axis = fig.axes[0].xaxis
+    low, high = sorted(axis.get_view_interval())
+    shown = [t.label1.get_text() for t in axis.get_major_ticks() + axis.get_minor_ticks()
+             if low <= t.get_loc() <= high and t.label1.get_text()]
     assert shown and not [s for s in shown if "$" in s or "mathdefault" in s], shown
-    assert sorted(shown, key=lambda s: float(s[:-1])) == ["5k", "10k", "20k", "50k"]
+    assert shown == ["5k", "10k", "20k", "40k", "80k"]
+
+
+def test_a_dollar_in_a_swept_string_is_drawn_as_written(tmp_path):
+    """A `$` in a run's label is escaped, not parsed as math text: the figure saves (an
+    unbalanced `$\\foo{$` would fail the math parser) and its text keeps the `$`."""
+    data = load_report_data(_fake_sweep(tmp_path / "fake"))
+    data.table["cache_policy"] = data.table["cache_policy"].replace("lru", "$\\foo{$")
+    fig = dict(PLOTS)["idle_ages"](data)
+    assert png_bytes(fig).startswith(PNG_SIGNATURE)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert any("\\$\\foo{\\$" in label for label in labels), labels

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.report import PLOTS, PlotSkipped, load_report_data
+from prefixsim.report.data import short_name, show_swept
 from prefixsim.report.figures import MAX_RUNS_PER_PANEL, run_panels
 from prefixsim.report.format import (
     capacity,
@@ -67,9 +68,10 @@ def test_numbers_for_people():
 
 def test_comparison_against_lru_and_belady(demo):
     """s3fifo at 20,000 tokens against lru at 20,000 (same TTL: none): vs LRU = their
-    difference; gap closed = (s3fifo - lru) / (belady - lru). lru rows are 0 against
-    themselves; the unbounded TTL runs have no Belady gap (Belady = the run), so blank;
-    at 80,000 Belady is within 1 pp of LRU, so the share is blank too."""
+    difference; gap closed = (s3fifo - lru) / (belady - lru). lru rows are the baseline,
+    blank (never "0.0 pp" against themselves), and so are the unbounded TTL runs (all lru);
+    at 80,000 Belady is within 1 pp of LRU, so the share is blank too. The capacity is
+    also given in GiB of KV and as shares of HBM and of the working set."""
     frame = comparison(demo).set_index("run_id")
     table = demo.ok.set_index("run_id")
 
@@ -85,13 +87,19 @@ def test_comparison_against_lru_and_belady(demo):
     assert frame.loc[s3, "vs_lru"] == pytest.approx(hit[s3] - hit[lru])
     assert frame.loc[s3, "belady_gap_closed"] == pytest.approx(
         (hit[s3] - hit[lru]) / (belady - hit[lru]))
-    assert frame.loc[lru, "vs_lru"] == 0 and frame.loc[lru, "belady_gap_closed"] == 0
-    unbounded = [r for r in frame.index if r.startswith("none-")]
-    assert frame.loc[unbounded, "vs_lru"].eq(0).all()
+    assert np.isnan(frame.loc[lru, "vs_lru"]) and np.isnan(frame.loc[lru, "belady_gap_closed"])
+    unbounded = list(table.index[table["cache_capacity_tokens"].isna()])
+    assert len(unbounded) == 4 and frame.loc[unbounded, "vs_lru"].isna().all()
     assert frame.loc[unbounded, "belady_gap_closed"].isna().all()
     assert np.isnan(frame.loc[run("s3fifo", 80000), "belady_gap_closed"])
+    # llama-3.1-8b (the default model), bf16: 131,072 bytes a token; demo_chat's working set
+    # is its distinct prefix tokens
+    assert frame.loc[lru, "capacity_kv_gib"] == pytest.approx(20000 * 131072 / 2**30)
+    assert frame.loc[lru, "capacity_working_set_share"] == pytest.approx(
+        20000 / table.loc[lru, "trace_distinct_prefix_tokens"])
     titles = [title for _, title, _, _ in shown_columns(comparison(demo), demo)]
-    assert titles[:4] == ["run", "policy", "capacity (tokens)", "TTL"]
+    assert titles[:7] == ["run", "policy", "capacity (tokens)", "KV (GiB)", "share of HBM",
+                          "share of working set", "TTL"]
     assert "p99 TTFT" not in titles  # cache-only: no timing, said in the notes
     assert any("p99 TTFT" in n and "no timing" in n for n in comparison_notes(frame, demo))
 
@@ -144,21 +152,35 @@ def test_panels_hold_every_run_once(points_):
 
 
 def test_every_over_time_legend_names_every_run(demo):
-    """Each over-time figure draws all 14 demo runs, one panel per policy (2 values, fewer
-    than capacity's 6 or TTL's 4): the panel titled policy=P names in its legend every run
-    of policy P by its other swept values, and nothing else."""
+    """Each over-time figure draws every demo run whose quantity is not zero throughout
+    and names the others as left out: all 14 hold tokens; the 4 unbounded runs never
+    evict; only the 3 with a TTL expire. A panel titled col=V names in its legend every
+    drawn run with that value by its other swept values (those that differ within the
+    panel), and nothing else."""
     table = demo.ok.set_index("run_id")
+    every = list(demo.ok["run_id"])
+    unbounded = list(table.index[table["cache_capacity_tokens"].isna()])
+    with_ttl = list(table.index[table["cache_ttl_s"].notna()])
+    left_out = {"cache_tokens_over_time": [], "evictions_over_time": unbounded,
+                "expirations_over_time": [r for r in every if r not in with_ttl]}
     for name in OVER_TIME:
         fig = dict(PLOTS)[name](demo)
-        assert fig.prefixsim_runs == list(demo.ok["run_id"])
-        legends = {ax.get_title().split(": ")[1]: [t.get_text() for t in
-                                                   ax.get_legend().get_texts()]
-                   for ax in fig.axes}
-        assert set(legends) == {"policy=lru", "policy=s3fifo"}
-        for policy in ("lru", "s3fifo"):
-            runs = table.index[table["cache_policy"] == policy]
-            assert legends[f"policy={policy}"] == [demo.label(r, ("cache_policy",))
-                                                   for r in runs], name
+        assert fig.prefixsim_left_out == left_out[name], name
+        drawn = [r for r in every if r not in left_out[name]]
+        assert fig.prefixsim_runs == drawn, name
+        named = []
+        for ax in fig.axes:
+            title = ax.get_title().split(": ", 1)
+            column = next((c for c in demo.swept if len(title) == 2
+                           and title[1].startswith(short_name(c) + "=")), None)
+            runs = drawn if column is None else [
+                r for r in drawn if title[1] == f"{short_name(column)}="
+                f"{show_swept(column, table.loc[r, column])}"]
+            omit = () if column is None else (column,)
+            legend = [t.get_text() for t in ax.get_legend().get_texts()]
+            assert legend == [demo.label(r, omit, runs) for r in runs], name
+            named += runs
+        assert sorted(named) == sorted(drawn), name
 
 
 def test_plots_without_data_are_skipped_with_a_reason(lru_only):
@@ -211,5 +233,5 @@ def test_the_lru_reference_matches_capacity_ttl_and_trace_part():
                           for r, p, c, w, h in rows])
     data = ReportData(title="t", kind="sweep", table=table, swept=[], run_dirs={})
     vs = comparison(data).set_index("run_id")["vs_lru"]
-    assert vs["g1"] == pytest.approx(0.25) and vs["l1"] == 0
+    assert vs["g1"] == pytest.approx(0.25) and np.isnan(vs["l1"])  # LRU: the baseline
     assert np.isnan(vs["g2"]) and np.isnan(vs["g3"])

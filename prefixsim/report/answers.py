@@ -1,0 +1,244 @@
+"""The answer box at the top of a sweep report: what to pick, read off the comparison table.
+
+Each answer is one question, one line of answer and the table cells it rests on (run id,
+column), which the page highlights:
+
+- best policy per capacity: the online policy with the highest token hit rate among runs
+  at the same capacity and other swept values (the comparison's `match_columns`), and its
+  gain over LRU there in percentage points, with the prefill GPU-seconds (or, priced, the
+  dollars) it saves beyond LRU's; "LRU" when no policy beats it;
+- smallest capacity reaching 95% of the unbounded hit rate, per online policy;
+- shortest TTL within 1 pp of no TTL: against the run without a TTL at the same other
+  values;
+- headroom to Belady: the largest gap between the best online policy and the offline bound
+  at one capacity;
+- lowest p99 TTFT (timed runs): the run with the lowest p99 time to first token.
+
+An answer whose runs are not in the sweep (one policy only, no TTL swept, no bound) is left
+out. `answers_of` works on a frame of raw values (`table.comparison`'s, plus the unbounded
+hit rate), `answers` on a report's runs; html.py lays them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from prefixsim.report.data import ReportData, show_swept, swept_text
+from prefixsim.report.format import gpu_seconds, milliseconds, percent, seconds, usd
+from prefixsim.report.table import comparison
+
+POLICY = "cache_policy"
+CAPACITY = "cache_capacity_tokens"
+TTL = "cache_ttl_s"
+HIT_RATE = "cache_token_hit_rate"
+BELADY = "cache_belady_token_hit_rate"
+UNBOUNDED = "cache_unbounded_token_hit_rate"
+OFFLINE = ("belady",)
+SHARE_OF_UNBOUNDED = 0.95
+TTL_TOLERANCE = 0.01  # 1 pp
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One entry of the box: the question, its answer (one part per group of runs), the
+    (run id, column) cells behind it."""
+
+    question: str
+    parts: tuple[str, ...]  # one per capacity, policy or group of runs
+    cells: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def answer(self) -> str:
+        return "; ".join(self.parts)
+
+
+def _online(frame: pd.DataFrame) -> pd.DataFrame:
+    if POLICY not in frame:
+        return frame
+    return frame[~frame[POLICY].astype(str).isin(OFFLINE)]
+
+
+def _context(frame: pd.DataFrame, swept: list[str], row: pd.Series, leave: tuple[str, ...]
+             ) -> str:
+    """The row's other swept values (but `leave`) that vary in `frame` and apply to the
+    row, as `mode=timed, router=prefix_aware`, or ``."""
+    shown = [c for c in swept if c not in leave and c in frame
+             and frame[c].astype(str).nunique(dropna=False) > 1]
+    return swept_text(row, shown)
+
+
+def _groups(frame: pd.DataFrame, columns: list[str]):
+    columns = [c for c in columns if c in frame]
+    if not columns:
+        yield frame
+        return
+    keys = frame[columns].astype(str).apply(tuple, axis=1)
+    for key in dict.fromkeys(keys):
+        yield frame[keys == key]
+
+
+def best_policy(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
+    """Best online policy at each capacity (and other swept values), its gain over LRU."""
+    online = _online(frame)
+    if POLICY not in online or online[POLICY].nunique() < 2 or HIT_RATE not in online:
+        return None
+    bounded = online[online[CAPACITY].notna()] if CAPACITY in online else online
+    others = [c for c in swept if c not in (POLICY,)]
+    parts, cells = [], []
+    for group in _groups(bounded, others):
+        if group[POLICY].nunique() < 2 or group[HIT_RATE].isna().all():
+            continue
+        best = group.loc[group[HIT_RATE].idxmax()]
+        lru = group[group[POLICY].astype(str) == "lru"]
+        where = ", ".join(x for x in (
+            _context(bounded, swept, best, (POLICY, CAPACITY)),
+            f"{show_swept(CAPACITY, best[CAPACITY])} tokens" if CAPACITY in group else "") if x)
+        if len(lru) == 1 and str(best[POLICY]) != "lru":
+            gain = best[HIT_RATE] - lru.iloc[0][HIT_RATE]
+            if gain < 0.0005:
+                parts.append(f"{where}: LRU (tied)")
+                continue
+            extra = _saving(best, lru.iloc[0])
+            parts.append(f"{where}: {best[POLICY]} +{gain * 100:.1f} pp over LRU{extra}")
+        elif str(best[POLICY]) == "lru":
+            parts.append(f"{where}: LRU (no policy beats it)")
+        else:
+            parts.append(f"{where}: {best[POLICY]} ({percent(best[HIT_RATE])})")
+        cells.append((str(best["run_id"]), HIT_RATE))
+    if not parts:
+        return None
+    return Answer("Best policy per capacity", tuple(parts), tuple(cells))
+
+
+def _saving(best: pd.Series, lru: pd.Series) -> str:
+    """`, saving $0.12 more than LRU` (priced) or `, saving 1.2 s more prefill GPU time
+    than LRU`, else ``."""
+    for key, fmt, what in (("cost_saved_usd", usd, ""),
+                           ("prefill_gpu_s_saved", gpu_seconds, " prefill GPU time")):
+        if key in best and pd.notna(best.get(key)) and pd.notna(lru.get(key)):
+            return f", saving {fmt(best[key] - lru[key])} more{what} than LRU"
+    return ""
+
+
+def smallest_capacity(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
+    """Per online policy, the smallest capacity whose hit rate reaches 95% of the unbounded
+    cache's (same other values; runs without a TTL)."""
+    if CAPACITY not in frame or UNBOUNDED not in frame or HIT_RATE not in frame:
+        return None
+    online = _online(frame)
+    if TTL in online:
+        online = online[online[TTL].isna()]
+    bounded = online[online[CAPACITY].notna()]
+    if bounded[CAPACITY].nunique() < 2:
+        return None
+    others = [c for c in swept if c != CAPACITY]
+    parts, cells = [], []
+    for group in _groups(bounded, others):
+        if group[CAPACITY].nunique() < 2:
+            continue
+        target = SHARE_OF_UNBOUNDED * group[UNBOUNDED].max()
+        name = _context(bounded, swept, group.iloc[0], (CAPACITY,)) or "all runs"
+        reached = group[group[HIT_RATE] >= target].sort_values(CAPACITY)
+        if len(reached):
+            row = reached.iloc[0]
+            parts.append(f"{name}: {show_swept(CAPACITY, row[CAPACITY])} tokens "
+                         f"({percent(row[HIT_RATE])} of {percent(group[UNBOUNDED].max())})")
+            cells.append((str(row["run_id"]), CAPACITY))
+        else:
+            top = group.sort_values(CAPACITY).iloc[-1]
+            parts.append(f"{name}: not within the swept capacities (at "
+                         f"{show_swept(CAPACITY, top[CAPACITY])}: {percent(top[HIT_RATE])})")
+    if not parts:
+        return None
+    return Answer("Smallest capacity reaching 95% of the unbounded hit rate", tuple(parts),
+                  tuple(cells))
+
+
+def shortest_ttl(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
+    """The shortest TTL whose hit rate is within 1 pp of the run without a TTL at the same
+    other values."""
+    if TTL not in frame or frame[TTL].isna().all() or frame[TTL].notna().all():
+        return None
+    others = [c for c in swept if c != TTL]
+    parts, cells = [], []
+    for group in _groups(_online(frame), others):
+        plain = group[group[TTL].isna()]
+        timed = group[group[TTL].notna()].sort_values(TTL)
+        if len(plain) != 1 or timed.empty:
+            continue
+        reference = plain.iloc[0][HIT_RATE]
+        close = timed[timed[HIT_RATE] >= reference - TTL_TOLERANCE]
+        name = _context(frame, swept, plain.iloc[0], (TTL,))
+        prefix = f"{name}: " if name else ""
+        if len(close):
+            row = close.iloc[0]
+            parts.append(f"{prefix}{seconds(row[TTL])} ({percent(row[HIT_RATE])} against "
+                         f"{percent(reference)} without a TTL)")
+            cells.append((str(row["run_id"]), TTL))
+        else:
+            longest = timed.iloc[-1]
+            parts.append(f"{prefix}none of the swept TTLs (longest, {seconds(longest[TTL])}: "
+                         f"{percent(longest[HIT_RATE])} against {percent(reference)})")
+    if not parts:
+        return None
+    return Answer("Shortest TTL within 1 pp of no TTL", tuple(parts), tuple(cells))
+
+
+def belady_headroom(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
+    """The largest gap between the best online policy and Belady at one capacity."""
+    if BELADY not in frame or frame[BELADY].isna().all() or CAPACITY not in frame:
+        return None
+    online = _online(frame)
+    online = online[online[CAPACITY].notna() & online[BELADY].notna()]
+    if online.empty:
+        return None
+    others = [c for c in swept if c != POLICY]
+    gaps = []
+    for group in _groups(online, others):
+        best = group.loc[group[HIT_RATE].idxmax()]
+        gaps.append((float(best[BELADY] - best[HIT_RATE]), best))
+    gap, best = max(gaps, key=lambda g: g[0])
+    policy = f"{best[POLICY]} " if POLICY in best else ""
+    where = ", ".join(x for x in (show_swept(CAPACITY, best[CAPACITY]),
+                                  _context(online, swept, best, (POLICY, CAPACITY))) if x)
+    smallest = min(g for g, _ in gaps)
+    return Answer("Headroom to Belady (offline bound)",
+                  (f"at most {gap * 100:.1f} pp, at {where} ({policy}{percent(best[HIT_RATE])} "
+                   f"against {percent(best[BELADY])})",
+                   f"at least {smallest * 100:.1f} pp elsewhere"),
+                  ((str(best["run_id"]), BELADY),))
+
+
+def lowest_ttft(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
+    """The run with the lowest p99 TTFT (timed runs)."""
+    if "p99_ttft_ms" not in frame or frame["p99_ttft_ms"].isna().all():
+        return None
+    best = frame.loc[frame["p99_ttft_ms"].idxmin()]
+    where = _context(frame, swept, best, ()) or str(best["run_id"])
+    p50 = f", p50 {milliseconds(best['p50_ttft_ms'])}" if "p50_ttft_ms" in best else ""
+    return Answer("Lowest p99 TTFT", (f"{where}: {milliseconds(best['p99_ttft_ms'])}{p50}",),
+                  ((str(best["run_id"]), "p99_ttft_ms"),))
+
+
+ANSWERS = (best_policy, smallest_capacity, shortest_ttl, belady_headroom, lowest_ttft)
+
+
+def answers_of(frame: pd.DataFrame, swept: list[str]) -> list[Answer]:
+    """Every answer the runs of `frame` (one row per run: run_id, the swept values, raw
+    figures) support, in order."""
+    if frame.empty or "run_id" not in frame:
+        return []
+    found = [answer(frame.reset_index(drop=True), swept) for answer in ANSWERS]
+    return [a for a in found if a is not None]
+
+
+def answers(data: ReportData) -> list[Answer]:
+    """The answers for a report's successful runs (none for a single run)."""
+    if data.kind != "sweep" or len(data.ok) < 2:
+        return []
+    frame = comparison(data)
+    if UNBOUNDED in data.ok:
+        frame[UNBOUNDED] = data.ok[UNBOUNDED].to_numpy()
+    return answers_of(frame, list(data.swept))

@@ -1,0 +1,121 @@
+"""The answer box (report/answers.py) and capacity in GiB (report/units.py): known answers
+on small synthetic result frames, worked by hand in each docstring."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from prefixsim.report.answers import (
+    belady_headroom,
+    best_policy,
+    lowest_ttft,
+    shortest_ttl,
+    smallest_capacity,
+)
+from prefixsim.report.units import kv_geometry
+
+SWEPT = ["cache_policy", "cache_capacity_tokens", "cache_ttl_s"]
+NAN = float("nan")
+
+
+def frame(rows: list[tuple]) -> pd.DataFrame:
+    """Rows of (run id, policy, capacity, TTL, hit rate, Belady, unbounded, GPU-s saved)."""
+    return pd.DataFrame(rows, columns=[
+        "run_id", "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
+        "cache_token_hit_rate", "cache_belady_token_hit_rate",
+        "cache_unbounded_token_hit_rate", "prefill_gpu_s_saved"])
+
+
+SWEEP = frame([
+    ("lru-1k", "lru", 1000, NAN, 0.20, 0.40, 0.80, 10.0),
+    ("s3-1k", "s3fifo", 1000, NAN, 0.26, 0.40, 0.80, 13.0),
+    ("lru-4k", "lru", 4000, NAN, 0.70, 0.78, 0.80, 35.0),
+    ("s3-4k", "s3fifo", 4000, NAN, 0.68, 0.78, 0.80, 34.0),
+    ("lru-16k", "lru", 16000, NAN, 0.77, 0.80, 0.80, 38.5),
+    ("s3-16k", "s3fifo", 16000, NAN, 0.78, 0.80, 0.80, 39.0),
+    ("ttl-none", "lru", NAN, NAN, 0.80, NAN, 0.80, 40.0),
+    ("ttl-10", "lru", NAN, 10.0, 0.60, NAN, 0.80, 30.0),
+    ("ttl-60", "lru", NAN, 60.0, 0.795, NAN, 0.80, 39.7),
+    ("ttl-600", "lru", NAN, 600.0, 0.80, NAN, 0.80, 40.0),
+])
+
+
+def test_best_policy_per_capacity_and_its_gain_over_lru():
+    """1k: s3fifo 26% against LRU's 20% = +6.0 pp, 13 - 10 = 3.0 GPU-s more saved; 4k: LRU
+    (70% > 68%); 16k: s3fifo 78% - 77% = +1.0 pp, 39 - 38.5 = 0.5 s. The unbounded TTL
+    runs have no second policy and no answer; the winners' hit-rate cells are marked."""
+    answer = best_policy(SWEEP, SWEPT)
+    assert answer.answer == (
+        "1k tokens: s3fifo +6.0 pp over LRU, saving 3.0 s more prefill GPU time than LRU; "
+        "4k tokens: LRU (no policy beats it); "
+        "16k tokens: s3fifo +1.0 pp over LRU, saving 0.5 s more prefill GPU time than LRU")
+    assert answer.cells == (("s3-1k", "cache_token_hit_rate"), ("lru-4k", "cache_token_hit_rate"),
+                            ("s3-16k", "cache_token_hit_rate"))
+
+
+def test_one_policy_gives_no_best_policy_answer():
+    assert best_policy(SWEEP[SWEEP["cache_policy"] == "lru"], SWEPT) is None
+
+
+def test_smallest_capacity_reaching_95_percent_of_unbounded():
+    """95% of 80% is 76%: LRU first reaches it at 16k (77%; 4k has 70%), and so does
+    s3fifo (78%)."""
+    answer = smallest_capacity(SWEEP, SWEPT)
+    assert answer.answer == ("policy=lru: 16k tokens (77.0% of 80.0%); "
+                             "policy=s3fifo: 16k tokens (78.0% of 80.0%)")
+    assert answer.cells == (("lru-16k", "cache_capacity_tokens"),
+                            ("s3-16k", "cache_capacity_tokens"))
+
+
+def test_no_capacity_reaching_it_is_said():
+    low = SWEEP[SWEEP["cache_capacity_tokens"] < 10000]
+    answer = smallest_capacity(low, SWEPT)
+    assert "policy=lru: not within the swept capacities (at 4k: 70.0%)" in answer.answer
+    assert answer.cells == ()
+
+
+def test_shortest_ttl_within_one_point_of_no_ttl():
+    """No TTL: 80%. 10 s: 60% (20 pp short); 60 s: 79.5% (0.5 pp, within 1 pp): 60 s."""
+    answer = shortest_ttl(SWEEP, SWEPT)
+    assert answer.answer == ("policy=lru, capacity=unbounded: 60 s (79.5% against 80.0% "
+                             "without a TTL)")
+    assert answer.cells == (("ttl-60", "cache_ttl_s"),)
+    assert shortest_ttl(SWEEP[SWEEP["cache_ttl_s"].isna()], SWEPT) is None
+
+
+def test_headroom_to_belady():
+    """Best online policy against Belady: 1k 40 - 26 = 14 pp, 4k 78 - 70 = 8 pp, 16k
+    80 - 78 = 2 pp: at most 14.0 pp at 1k, at least 2.0 pp."""
+    answer = belady_headroom(SWEEP, SWEPT)
+    assert answer.answer == ("at most 14.0 pp, at 1k (s3fifo 26.0% against 40.0%); "
+                             "at least 2.0 pp elsewhere")
+
+
+def test_lowest_p99_ttft():
+    timed = pd.DataFrame({"run_id": ["a", "b"], "router_name": ["round_robin", "prefix_aware"],
+                          "p50_ttft_ms": [50.0, 40.0], "p99_ttft_ms": [300.0, 120.0]})
+    answer = lowest_ttft(timed, ["router_name"])
+    assert answer.answer == "router=prefix_aware: 120 ms, p50 40 ms"
+    assert answer.cells == (("b", "p99_ttft_ms"),)
+
+
+def test_capacity_in_gib_and_shares():
+    """llama-3.1-8b keeps 32 layers x 8 KV heads x 128 x 2 (K and V) x 2 bytes = 131,072
+    bytes a token: 80,000 tokens are 80,000 x 131,072 / 2^30 = 9.766 GiB, and on one 80 GiB
+    H100 (TP 1) 9.766 / 80 = 12.2% of its HBM; at TP 2 each GPU holds half the heads (6.1%),
+    and fp8 halves the bytes."""
+    config = {"model": {"name": "llama-3.1-8b", "kv_dtype": "bf16"},
+              "hardware": {"gpu": "h100-sxm", "tp": 1}}
+    geometry = kv_geometry(config)
+    assert geometry.gib(80000) == pytest.approx(80000 * 131072 / 2**30)
+    assert geometry.hbm_share(80000) == pytest.approx(80000 * 131072 / (80 * 2**30))
+    assert geometry.describe() == "llama-3.1-8b, bf16 KV, TP 1"
+    tp2 = kv_geometry({**config, "hardware": {"gpu": "h100-sxm", "tp": 2}})
+    assert tp2.hbm_share(80000) == pytest.approx(geometry.hbm_share(80000) / 2)
+    fp8 = kv_geometry({**config, "model": {"name": "llama-3.1-8b", "kv_dtype": "fp8"}})
+    assert fp8.gib(80000) == pytest.approx(geometry.gib(80000) / 2)
+    assert math.isclose(geometry.tokens(geometry.gib(1234)), 1234)
+    assert kv_geometry({"model": {"name": "no-such-model"}, "hardware": {}}) is None

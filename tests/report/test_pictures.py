@@ -1,0 +1,102 @@
+"""What the report's pictures show a reader, read from the rendered figures: every Text
+artist of every standard plot of the bundled demo sweeps (cache-only, timed, cluster) is
+drawn as the figure is saved and then checked: no raw math text (an unescaped `$`, or
+matplotlib's `\\mathdefault`) and no text reaching outside its figure (a cut title, label
+or tick). A swept string holding `$` is drawn as written."""
+
+from __future__ import annotations
+
+import re
+from unittest import mock
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.text import Text
+
+from prefixsim.report import PLOTS, PlotSkipped, load_report_data
+from prefixsim.report.figures import finish_figure
+from prefixsim.sweep import ExecutorOptions, load_spec, run_sweep
+
+DEMOS = ("quickstart", "cluster_demo")  # quickstart: cache-only and timed runs
+RAW_MATH = re.compile(r"(?<!\\)\$|\\mathdefault")
+SLACK_PX = 1.0
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    """The bundled demo sweeps, run once for the module, read as reports read them."""
+    root = tmp_path_factory.mktemp("pictures")
+    found = {}
+    for name in DEMOS:
+        out = root / name
+        run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1))
+        found[name] = load_report_data(out)
+    return found
+
+
+def drawn_texts(fig) -> list[tuple[str, object]]:
+    """(text, window extent) of every non-empty Text artist drawn when `fig` is prepared
+    and drawn as the report saves it (tick labels outside the view are not drawn)."""
+    finish_figure(fig)
+    drawn: list[Text] = []
+    draw = Text.draw
+
+    def recording_draw(self, renderer):
+        if self.get_visible() and self.get_text().strip():
+            drawn.append(self)
+        return draw(self, renderer)
+
+    with mock.patch.object(Text, "draw", recording_draw):
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in drawn]
+
+
+def faults(fig) -> list[str]:
+    """What a reader would see as wrong in `fig`: raw math text, text outside the figure."""
+    box = fig.bbox
+    wrong = []
+    for text, extent in drawn_texts(fig):
+        if RAW_MATH.search(text):
+            wrong.append(f"raw math text {text!r}")
+        if (extent.x0 < box.x0 - SLACK_PX or extent.y0 < box.y0 - SLACK_PX
+                or extent.x1 > box.x1 + SLACK_PX or extent.y1 > box.y1 + SLACK_PX):
+            wrong.append(f"outside the figure: {text!r} at x {extent.x0:.0f}-{extent.x1:.0f},"
+                         f" y {extent.y0:.0f}-{extent.y1:.0f} of {box.width:.0f}x"
+                         f"{box.height:.0f}")
+    return wrong
+
+
+@pytest.mark.parametrize("demo", DEMOS)
+def test_no_drawn_text_is_raw_math_or_outside_its_figure(demo_data, demo):
+    data = demo_data[demo]
+    drawn, wrong = 0, {}
+    for name, plot in PLOTS:
+        try:
+            fig = plot(data)
+        except PlotSkipped:
+            continue
+        drawn += 1
+        found = faults(fig)
+        plt.close(fig)
+        if found:
+            wrong[name] = found[:5]
+    assert drawn >= 4
+    assert wrong == {}
+
+
+def test_the_checks_see_raw_math_and_a_cut_title():
+    """Negative control: a log axis with matplotlib's own (math text) tick labels drawn
+    unparsed, and a title far wider than its figure, are both caught."""
+    with plt.rc_context({"text.parse_math": False}):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot([1, 1e4], [1, 2])
+        ax.set_xscale("log")
+        ax.set_title("a title far too long for a figure three inches wide, cut at both ends")
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        texts = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+                 if t.get_visible() and t.get_text().strip()]
+    assert any(RAW_MATH.search(text) for text, _ in texts)
+    assert any(extent.x0 < 0 and extent.x1 > fig.bbox.x1 for _, extent in texts)
+    plt.close(fig)
