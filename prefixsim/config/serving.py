@@ -102,8 +102,14 @@ class RouterConfig(Section):
     params: dict[str, Any] = option(
         {}, "--router-param", "Router parameter, e.g. staleness_s=5; repeatable", kind="text",
         multiple=True, metavar="KEY=VALUE", parse="params")
+    decode_router: str = option(
+        "least_loaded", "--decode-router", "Disaggregated serving: the router that picks "
+        "each request's decode replica (least_loaded: fewest outstanding tokens; "
+        "prefix_aware: the decode caches' prefix against load, as Dynamo's and llm-d's "
+        "decode scheduling)")
 
     _known = registered(ROUTERS, "name")
+    _known_decode = registered(ROUTERS, "decode_router")
 
 
 class CostModelConfig(Section):

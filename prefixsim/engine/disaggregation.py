@@ -3,20 +3,21 @@ Mooncake, Dynamo or vLLM's P/D connectors run it.
 
 Prefill replicas (ordinary replicas with a `KVTransfer`) compute prompts with their prefix
 caches; a request with more than one token to generate is then handed to the decode replica
-with the least outstanding work. As vLLM's P/D proxy does, the prefill's sampled token is
-not the client's: the decode replica generates every output token, and its first step's
-token is the request's first token (docs/architecture.md, "Disaggregated serving"). Decode
-replicas keep prefix caches of their own (same policy and capacity rules as any replica):
-the decode replica pulls only the prompt's KV its cache lacks (the cached run of whole
-pages, R3's cap, is locked and refreshed when the pull starts), when it can hold the
-request's whole future (the pulled KV and every token still to generate, beside what its
-running requests will still grow by, beyond the decode tokens their step in progress holds
-already: so pulls never make a decode replica preempt). The pull goes over the prefill
-replica's outbound link (per GPU, as each GPU sends its share of a token's KV; transfers
-queue one behind another: latency + bytes / bandwidth). When it lands, the prefill replica
-frees the request's KV and unlocks its cached prefix; the decode replica inserts the pulled
-whole pages into its cache (a later turn of the session finds them) and decodes the
-request; a decode replica that stood idle charges its idle wake-up before its first step.
+its decode router picks (by default the one with the least outstanding work). As vLLM's P/D
+proxy does, the prefill's sampled token is not the client's: the decode replica generates
+every output token, and its first step's token is the request's first token
+(docs/architecture.md, "Disaggregated serving"). Decode replicas keep prefix caches of
+their own (same policy and capacity rules as any replica): the decode replica pulls only
+the prompt's KV its cache lacks (the cached run of whole pages, R3's cap, is locked and
+refreshed when the pull starts), when it can hold the request's whole future (the pulled KV
+and every token still to generate, beside what its running requests will still grow by,
+beyond the decode tokens their step in progress holds already: so pulls never make a decode
+replica preempt). The pull goes over the prefill replica's outbound link (per GPU, as each
+GPU sends its share of a token's KV; transfers queue one behind another: latency + bytes /
+bandwidth). When it lands, the prefill replica frees the request's KV and unlocks its
+cached prefix; the decode replica inserts the pulled whole pages into its cache (a later
+turn of the session finds them) and decodes the request; a decode replica that stood idle
+charges its idle wake-up before its first step.
 With `local_prefill_max_tokens` (selective disaggregation, as Dynamo's conditional
 disaggregation and llm-d's threshold do) a request whose prompt the decode replica it would
 go to lacks at most that many tokens of is served there whole, prefill included, as on a
@@ -35,6 +36,8 @@ from prefixsim.cache.page import Page
 from prefixsim.cache.pool import LinkDirection
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RUNNING, RequestState
+from prefixsim.router import Router
+from prefixsim.router.least_loaded import LeastLoaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,22 +67,26 @@ class KVTransfer:
     """Hands prefilled requests to decode replicas and times their KV over the links."""
 
     def __init__(self, spec: Disaggregation, kv_bytes_per_token: int,
-                 transfer_time_s: Callable[[int, float], float]) -> None:
+                 transfer_time_s: Callable[[int, float], float],
+                 router: Router | None = None) -> None:
         self.spec = spec
+        self.router = LeastLoaded() if router is None else router
         self.kv_bytes_per_token = kv_bytes_per_token
         self.transfer_time_s = transfer_time_s
         self.decoders: Sequence[DecodeReplica] = ()
         self.links = [LinkDirection(spec.link_bytes_s, spec.link_latency_s)
                       for _ in range(spec.prefill_replicas)]
 
-    def decoder_for(self, state: RequestState) -> DecodeReplica:
-        """The decode replica that takes `state`: the least loaded (ties: the lower index)."""
-        return min(self.decoders, key=lambda r: (r.outstanding_tokens, r.index))
+    def decoder_for(self, state: RequestState, now: float) -> DecodeReplica:
+        """The decode replica that takes `state`: the decode router's choice (by default
+        the least loaded, ties to the lower index)."""
+        decoders = self.decoders
+        return decoders[self.router.route(state.request, decoders, now)]
 
     def local_decoder(self, state: RequestState, now: float) -> DecodeReplica | None:
         """Selective disaggregation: the decode replica `state` would go to, when the part
         of its prompt that replica's cache lacks is short enough to prefill there."""
-        target = self.decoder_for(state)
+        target = self.decoder_for(state, now)
         request = state.request
         held = target.cached_prefix_tokens(request, now) if state.rule.cacheable else 0
         return target if request.input_tokens - held <= self.spec.local_prefill_max_tokens \
@@ -91,7 +98,7 @@ class KVTransfer:
         vLLM's P/D proxy)."""
         state.generated_tokens = 0
         state.first_token_s = None
-        target = self.decoder_for(state)
+        target = self.decoder_for(state, source.env.now)
         state.decode_replica = target.index
         target.receive(state, source)
 
@@ -246,6 +253,13 @@ class DecodeReplica(Replica):
             if segments.tokens[-1] == 0:
                 segments.tokens.pop()
                 segments.gaps.pop()
+
+    def admit(self, state: RequestState, budget: int) -> int:
+        """A request prefilled here (selective disaggregation) is admitted only while pulls
+        in flight leave it a sequence slot (they join `running` when they land)."""
+        if len(self.running) + len(self.pulling) >= self.scheduler.max_num_seqs:
+            return 0
+        return super().admit(state, budget)
 
     def _preempt(self, state: RequestState) -> None:
         state.gap_pending = False  # re-prefilled here: its first token ends that prefill

@@ -36,6 +36,8 @@ class Fleet:
     `disaggregation`: the first replicas prefill, the rest decode (engine/disaggregation.py).
     `clients`: a closed loop that releases the requests as earlier ones finish
     (engine/clients.py); None: the requests arrive at their own times (open loop).
+    `decode_router`: chooses each handed-off request's decode replica among the decode
+    replicas (None: the fewest outstanding tokens, ties to the lower index).
     """
 
     caches: Sequence[RadixCache]
@@ -49,6 +51,7 @@ class Fleet:
     pool: SharedPool | None = None
     disaggregation: Disaggregation | None = None
     clients: Clients | None = None
+    decode_router: Router | None = None  # disaggregated: picks the decode replica
 
     def tier_stack(self, replica: int) -> TierStack | None:
         """The lower tiers under replica `replica`'s cache, or None."""

@@ -136,7 +136,7 @@ class _Run:
             if split.num_replicas != len(caches):
                 raise ValueError("disaggregation needs one cache per prefill and decode replica")
             self.transfer = KVTransfer(split, fleet.kv_bytes_per_token,
-                                       fleet.cost_model.transfer_time_s)
+                                       fleet.cost_model.transfer_time_s, fleet.decode_router)
         self.replicas = [self._replica(i, cache) for i, cache in enumerate(caches)]
         self.catch_ups = CatchUps()
         for r in self.replicas:
@@ -152,6 +152,11 @@ class _Run:
         indexed = isinstance(router, IndexedRouter) and not any(c.block for c in caches)
         if indexed:
             router.bind_caches([r.cache for r in self.routed], lambda: env.now)
+        decode_router = fleet.decode_router
+        if (self.transfer is not None and isinstance(decode_router, IndexedRouter)
+                and not any(c.block for c in caches)):  # its index follows the decode caches
+            decode_router.bind_caches([r.cache for r in self.transfer.decoders],
+                                      lambda: env.now)
         # a router reading the caches live expires pages of TTL caches (R11) on every replica
         # it looks at (one following them through an index changes nothing)
         self.record_all = not indexed and any(cache.ttl is not None for cache in caches)

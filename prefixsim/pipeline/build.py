@@ -114,13 +114,15 @@ def build(config: RunConfig, requests: Sequence[Request],
         router = ROUTERS.build(config.router.name, **config.router.params)
     except (TypeError, ValueError) as exc:
         raise InputError(str(exc), field="router.params") from None
+    split = build_disaggregation(config.engine)
+    decode_router = None if split is None else ROUTERS.build(config.router.decode_router)
     tiers = [build_tiers(cache, config.cache) for cache in caches]
     scheduler = ContinuousBatching(config.scheduler.max_batched_tokens,
                                    config.scheduler.max_num_seqs,
                                    config.scheduler.chunked_prefill)
     clients, sessions = build_clients(config.load, requests)
     fleet = Fleet(caches, cost_model, scheduler, router, config.engine.time_scale, rules,
-                  tiers, kv_bytes_per_gpu, shared, build_disaggregation(config.engine), clients)
+                  tiers, kv_bytes_per_gpu, shared, split, clients, decode_router)
     return Components(config, model, gpu, cost_model, rules, pricing, caches, tiers,
                       pool_tokens_per_replica=pool, kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
                       shared_pool=shared, fleet=fleet, sessions=sessions)

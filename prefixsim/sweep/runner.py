@@ -16,6 +16,7 @@ from pathlib import Path
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
 from prefixsim.sweep.executors import LOCAL_WORKERS, Executor, ExecutorOptions
+from prefixsim.sweep.renamed import adopt_renamed_runs
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
 from prefixsim.sweep.store import (
     check_sweep_folder,
@@ -128,6 +129,8 @@ def _run(spec: SweepSpec, points: list[SweepPoint], out_dir: Path, runner: Execu
     keys = swept_keys(spec)
     clean_staging(out_dir)
     write_sweep_meta(out_dir, spec.name, keys, points, spec_to_yaml(spec), command)
+    if resume:  # runs named by an older release keep their hash part: adopt them
+        adopt_renamed_runs(out_dir, points)
     done = finished_ids(out_dir, points) if resume else set()
     todo = [p for p in points if p.run_id not in done]
     result = SweepResult(points=points, skipped=[p.run_id for p in points if p.run_id in done])

@@ -29,7 +29,7 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     "--pool-tokens", "--pool-policy", "--pool-ttl", "--pool-bandwidth", "--pool-latency",
     "--pool-lookup", "--pool-write", "--pool-replicas", "--prefill-replicas",
     "--decode-replicas",
-    "--kv-transfer-bandwidth", "--local-prefill-max-tokens",
+    "--kv-transfer-bandwidth", "--local-prefill-max-tokens", "--decode-router",
     # the load section (docs/load.md)
     "--load", "--rate", "--rate-scale", "--users", "--think-time", "--load-seed"}
 HEADINGS = ["Run", "Trace", "Load (how requests arrive; docs/load.md)",

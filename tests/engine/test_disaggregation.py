@@ -231,6 +231,12 @@ def test_config_runs_disaggregated_and_checks_its_keys():
         "engine.decode_replicas": 2,
         "engine.disaggregation.local_prefill_max_tokens": 10**9})).summary
     assert local["completed"] == 40 and local["kv_transfer_bytes"] == 0  # all prefill locally
+    aware = simulate(load_config(overrides={
+        **base, "trace.max_requests": 40, "engine.prefill_replicas": 1,
+        "engine.decode_replicas": 2, "router.decode_router": "prefix_aware"})).summary
+    assert aware["completed"] == 40 and 0 < aware["kv_transfer_bytes"]
+    with pytest.raises(InputError, match="decode_router"):
+        load_config(overrides={**base, "router.decode_router": "nearest"})
     with pytest.raises(InputError, match="needs prefill_replicas"):
         load_config(overrides={**base, "engine.disaggregation.local_prefill_max_tokens": 8})
     with pytest.raises(InputError, match="go together"):
@@ -298,3 +304,25 @@ def test_kv_transfer_counts_exactly_what_the_decode_replica_lacked(seed, prefill
         assert moved == request.input_tokens - request.prefix_tokens(run)
     assert sum(link.bytes for link in result.transfer_links) == 1000 * sum(
         moved for *_, moved in pulls)
+
+
+@pytest.mark.parametrize(("decode_router", "replica", "moved"),
+                         [("least_loaded", 1, 44), ("prefix_aware", 2, 4)])
+def test_the_decode_router_picks_the_decode_replica(decode_router, replica, moved):
+    """1P2D, 1 KV byte per token (transfers take 0.5 s + 1 ms a token). X (L=8, 3 out) and
+    A (L=40, pages 1-10, 30 out) prefill together 0 -> 1; X goes to decode replica 1, A to
+    the less loaded 2 (which then holds A's 10 pages). B, A's next turn (L=44, pages 1-11,
+    2 out, at 10), is handed over at 11: replica 1 is idle (X done by 5), replica 2 still
+    has about 20 of A's tokens to generate. least_loaded (the default) picks 1, which lacks
+    all 44 tokens; prefix_aware scores 2 at 40 cached - ~20 load > 0 and moves 4."""
+    caches = [lru(100) for _ in range(3)]
+    requests = [Request(0, 0.0, 8, 3, (70, 71), 4),
+                Request(1, 0.0, 40, 30, tuple(range(1, 11)), 4),
+                Request(2, 10.0, 44, 2, tuple(range(1, 12)), 4)]
+    result = replay_timed(requests, Fleet(
+        caches, Ticks(), ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
+        kv_bytes_per_token=1, disaggregation=Disaggregation(1, 2, **LINK),
+        decode_router=ROUTERS.build(decode_router)), Sampling(check_invariants=True))
+    x, a, b = result.records
+    assert (x.decode_replica, a.decode_replica, b.decode_replica) == (1, 2, replica)
+    assert result.transfer_links[0].bytes == 8 + 40 + moved
