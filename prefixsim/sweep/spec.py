@@ -9,7 +9,9 @@ A relative `trace.path` is read relative to the spec file's folder (so a spec ru
 from any working directory); a spec given as a mapping resolves it against the current one.
 
 Run ids derive only from the parameters (never from order, time or executor): a readable
-slug of the values and a hash of the whole validated config. A run has no randomness of its
+slug of the swept values (`lru-unbounded-ttl10`: `slug`) and a hash of the whole validated
+config, which alone tells runs apart (an id's readable part may change between releases;
+its hash part does not, see `id_hash`). A run has no randomness of its
 own, so there is no per-run seed; the workload's (`trace.seed`) is the same for every run
 unless the spec sweeps it.
 This module reads the spec file and nothing else; it neither runs nor writes.
@@ -113,8 +115,8 @@ _DEFAULT_DUMP = RunConfig().model_dump(mode="json")
 # config keys added after run ids were first derived: left out of the id while at their
 # defaults, so a run offered as before the key existed keeps its id (and `--resume` finds
 # it). A new config key goes here too (tests/sweep/test_run_ids.py pins the demo's ids).
-LATER_KEYS = ("load", "model.config_path", "serving", "hardware.expert_parallel",
-              "trace.max_pages", "engine.disaggregation", "router.decode_router")
+LATER_KEYS = ("load", "model.config_path", "serving", "trace.max_pages",
+              "engine.disaggregation", "hardware.expert_parallel", "router.decode_router")
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:
@@ -131,10 +133,65 @@ def _identity(config: RunConfig) -> dict[str, Any]:
     return dump
 
 
-def _slug(params: dict[str, Any]) -> str:
-    text = "_".join("none" if v is None else str(v) for v in params.values())
+TIMED_ONLY_KEYS = ("router.name", "engine.replicas")  # nothing to a cache-only run
+
+
+def slug(values: dict[str, Any]) -> str:
+    """The readable part of a run id: each swept key's value as a reader names it
+    (`slug_part`), joined by `-`, the mode first and the router and replicas left out of a
+    cache-only run's: `lru-unbounded-ttl10`, `timed-lru-10k-replicas2-prefix-aware`."""
+    cache_only = values.get("cache_only")
+    ordered = sorted(values.items(), key=lambda item: item[0] != "cache_only")
+    text = "-".join(part for dotted, value in ordered
+                    if not (cache_only and dotted in TIMED_ONLY_KEYS)
+                    and (part := slug_part(dotted, value)))
     text = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-.")
-    return text[:SLUG_MAX_CHARS] or "run"
+    return re.sub(r"-{2,}", "-", text)[:SLUG_MAX_CHARS].strip("-.") or "run"
+
+
+def slug_part(dotted: str, value: Any) -> str:
+    """One value of a run id: a policy or router by its name, a capacity as 5k or
+    `unbounded`, a TTL as ttl10 (none: nothing), `cache_only` as cache-only or timed, another
+    number as its key and value (replicas2), a flag as its key (or no-key), a mapping as its
+    key, an unset value as nothing."""
+    leaf = dotted.rsplit(".", 1)[-1]
+    name = leaf.removesuffix("_tokens").removesuffix("_s").removesuffix("_name")
+    if dotted == "cache.capacity_tokens":
+        return "unbounded" if value is None else _short_number(value)
+    if value is None:
+        return ""
+    if dotted == "cache_only":
+        return "cache-only" if value else "timed"
+    if isinstance(value, bool):
+        return name if value else f"no-{name}"
+    if isinstance(value, (int, float)):
+        number = _short_number(value) if leaf.endswith("_tokens") else f"{value:g}"
+        return f"{name}{number}"
+    if isinstance(value, (dict, list)):
+        return name
+    return str(value)
+
+
+def _short_number(value: Any) -> str:
+    """5000 -> 5k, 2500000 -> 2.5M, 512 -> 512."""
+    number = float(value)
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(number) >= size:
+            return f"{number / size:g}{suffix}"
+    return f"{number:g}"
+
+
+def id_hash(run_id: str) -> str:
+    """The hash part of a run id (its last 8 characters after the last `-`)."""
+    return run_id.rsplit("-", 1)[-1]
+
+
+def _dotted_value(dump: dict[str, Any], dotted: str) -> Any:
+    """The validated config's value at a dotted key (None where absent)."""
+    node: Any = dump
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | None) -> None:
@@ -150,9 +207,13 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | Non
 
 
 def make_point(base: dict[str, Any], params: dict[str, Any],
-               source: str | None = None, root: Path | None = None) -> SweepPoint:
+               source: str | None = None, root: Path | None = None,
+               named: list[str] | None = None) -> SweepPoint:
     """Validate base + params into a point with its run id; a relative
-    trace path is made absolute from `root` (the spec's folder; default: the current one)."""
+    trace path is made absolute from `root` (the spec's folder; default: the current one).
+    The id's readable part names the validated values of the `named` dotted keys (default:
+    the params' own; a sweep names every key any of its points sets, so a point that leaves
+    the policy at its default still says `lru`); its hash part is the whole config's."""
     data = copy.deepcopy(base)
     for dotted, value in params.items():
         _set_dotted(data, dotted, value, source)
@@ -162,7 +223,10 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         where = ", ".join(f"{k}={v}" for k, v in params.items())
         raise InputError(f"{exc.message} (in the point {where})", file=exc.file,
                          line=exc.line, field=exc.field) from None
-    run_id = f"{_slug(params)}-{_digest(_identity(config))[:8]}"
+    identity = _identity(config)
+    dump = config.model_dump(mode="json")
+    shown = {k: _dotted_value(dump, k) for k in (list(params) if named is None else named)}
+    run_id = f"{slug(shown)}-{_digest(identity)[:8]}"
     trace = config.trace
     if trace.path is not None and not trace.path.is_absolute():
         # workers may start elsewhere (a cluster); the id keeps the path as written
@@ -201,8 +265,9 @@ def expand(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
     combos = [dict(zip(keys, values, strict=True))
               for values in itertools.product(*(spec.grid[k] for k in keys))] if keys else []
     points: dict[str, SweepPoint] = {}
+    named = swept_keys(spec)
     for params in [*combos, *spec.runs]:
-        point = make_point(spec.base, params, source, spec.root)
+        point = make_point(spec.base, params, source, spec.root, named)
         points.setdefault(point.run_id, point)
     return list(points.values())
 
