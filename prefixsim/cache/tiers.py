@@ -50,6 +50,8 @@ class FlatTier:
         self.resident_tokens = 0
         self.demoted_tokens = 0
         self._pages: OrderedDict[int, int] = OrderedDict()
+        # told `added(page_id)` / `removed(page_id)` (a router's index, router/index.py)
+        self.observer = None
 
     def __contains__(self, page_id: int) -> bool:
         return page_id in self._pages
@@ -69,6 +71,11 @@ class FlatTier:
         self._pages[page_id] = num_tokens
         self.resident_tokens += num_tokens
         self.demoted_tokens += num_tokens
+        observer = self.observer
+        if observer is not None:
+            for victim, _ in pushed:
+                observer.removed(victim)
+            observer.added(page_id)
         return pushed
 
     def tokens_of(self, page_id: int) -> int | None:
@@ -79,6 +86,8 @@ class FlatTier:
         """Remove a page (it is being loaded back into HBM); returns its tokens."""
         tokens = self._pages.pop(page_id)
         self.resident_tokens -= tokens
+        if self.observer is not None:
+            self.observer.removed(page_id)
         return tokens
 
 

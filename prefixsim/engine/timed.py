@@ -152,6 +152,11 @@ class _Run:
         indexed = isinstance(router, IndexedRouter) and not any(c.block for c in caches)
         if indexed:
             router.bind_caches([r.cache for r in self.routed], lambda: env.now)
+            bind_lower = getattr(router, "bind_lower_tiers", None)
+            if bind_lower is not None:  # the pool and host tiers below the routed replicas
+                bind_lower(None if fleet.pool is None else fleet.pool.cache,
+                           [None if r.tiers is None or not r.tiers.tiers else r.tiers.tiers[0]
+                            for r in self.routed])
         decode_router = fleet.decode_router
         if (self.transfer is not None and isinstance(decode_router, IndexedRouter)
                 and not any(c.block for c in caches)):  # its index follows the decode caches

@@ -20,6 +20,11 @@ Live and without TTLs (the usual case) every indexed page counts, so the index k
 int per page id, a bit per replica holding it, and a lookup is a few integer ANDs per
 page; with TTLs (pages must be checked alive) or a delayed feed it keeps the pages
 themselves, page id -> {replica: page}.
+
+Below HBM (`attach_pool`, `attach_host`; `lower_runs`) the index also follows the shared
+KV pool's tree (docs/cache-semantics.md R18: page id -> page, checked alive) and each
+replica's host DRAM tier (R15: page id -> a bit per replica), live (their events are not
+delayed), so a router can credit the tokens a replica would load from them.
 """
 
 from __future__ import annotations
@@ -89,6 +94,42 @@ class _MaskFeed:
             masks.pop(page_id, None)
 
 
+class _PoolFeed:
+    """The observer of the shared pool's tree: page id -> page."""
+
+    __slots__ = ("pages",)
+
+    def __init__(self, pages: dict[int, Page]) -> None:
+        self.pages = pages
+
+    def added(self, page: Page) -> None:
+        self.pages[page.page_id] = page
+
+    def removed(self, page: Page) -> None:
+        if self.pages.get(page.page_id) is page:
+            del self.pages[page.page_id]
+
+
+class _HostFeed:
+    """The observer of one replica's host tier (cache/tiers.py's FlatTier, page ids)."""
+
+    __slots__ = ("masks", "bit")
+
+    def __init__(self, masks: dict[int, int], replica: int) -> None:
+        self.masks = masks
+        self.bit = 1 << replica
+
+    def added(self, page_id: int) -> None:
+        self.masks[page_id] = self.masks.get(page_id, 0) | self.bit
+
+    def removed(self, page_id: int) -> None:
+        mask = self.masks.get(page_id, 0) & ~self.bit
+        if mask:
+            self.masks[page_id] = mask
+        else:
+            self.masks.pop(page_id, None)
+
+
 class PrefixIndex:
     """page id -> {replica: page} over every replica's HBM cache (module docstring)."""
 
@@ -104,6 +145,50 @@ class PrefixIndex:
         # page id -> replica bits while live and immortal (None: `_holders` instead)
         self._masks: dict[int, int] | None = {} if self._live else None
         self._attached: list[tuple[int, RadixCache]] = []
+        self._pool: dict[int, Page] | None = None  # the shared pool's pages (attach_pool)
+        self._host: dict[int, int] | None = None  # page id -> host-tier replica bits
+
+    def attach_pool(self, cache: RadixCache) -> None:
+        """Follow the shared KV pool's tree (its resident pages are indexed now)."""
+        self._pool = {page.page_id: page for page in cache.pages()}
+        cache.observer = _PoolFeed(self._pool)
+
+    def attach_host(self, replica: int, tier) -> None:
+        """Follow replica `replica`'s host tier (a FlatTier; empty when attached)."""
+        if self._host is None:
+            self._host = {}
+        tier.observer = _HostFeed(self._host, replica)
+
+    def lower_runs(self, request: Request, now: float, found: dict[int, int]
+                   ) -> tuple[int, dict[int, int]]:
+        """Below HBM, for `request` and `found` (`prefix_tokens`' answer): the tokens of the
+        pool's run from the root (alive pages, R3's cap), and per replica the tokens its host
+        tier holds right after its HBM run (page by page, as admission continues, R15)."""
+        page_ids = request.page_ids[:request.matchable_pages(request.input_tokens)]
+        pool_pages = 0
+        if self._pool is not None:
+            pool = self._pool
+            for page_id in page_ids:
+                page = pool.get(page_id)
+                if page is None or not (page.lock_count > 0 or page.deadline_s >= now):
+                    break
+                pool_pages += 1
+        host: dict[int, int] = {}
+        if self._host is not None and page_ids:
+            get, size, num = self._host.get, request.page_size_tokens, len(page_ids)
+            starts = {replica: tokens // size for replica, tokens in found.items()}
+            first = get(page_ids[0], 0)
+            while first:
+                low = first & -first
+                starts.setdefault(low.bit_length() - 1, 0)
+                first ^= low
+            for replica, start in starts.items():
+                bit, depth = 1 << replica, start
+                while depth < num and get(page_ids[depth], 0) & bit:
+                    depth += 1
+                if depth > start:
+                    host[replica] = request.prefix_tokens(depth) - request.prefix_tokens(start)
+        return request.prefix_tokens(pool_pages), host
 
     def attach(self, replica: int, cache: RadixCache) -> None:
         """Follow `cache` as replica `replica`'s (its resident pages are indexed now)."""

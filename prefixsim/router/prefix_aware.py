@@ -8,6 +8,16 @@ periodic cache reports would). With `staleness_s` = 0 the router reads the cache
 engine's PrefixIndex when it binds one (router/index.py: one walk over the prompt's pages,
 whatever the number of replicas; `event_delay_s` > 0 delivers the caches' events that late,
 as a KV-event-fed router sees them), else live from each replica. Load is always read live.
+
+Tiers (`tier_weights`, through the index only): a replica's cached prefix may continue
+below its HBM, in its host DRAM tier (docs/cache-semantics.md R15) or in the shared KV pool
+(R18), from which admission would load rather than compute it. With the engine's lower
+tiers bound (`bind_lower_tiers`) the score is hbm x HBM tokens + host x host-tier tokens
+after the HBM run + pool x pool tokens beyond it - load_weight x outstanding tokens. The
+weights follow llm-d's KV-cache scorer, which credits a GPU block 1.0 and a CPU block 0.8
+(Dynamo likewise weighs host and disk hits below device ones): by default hbm 1.0, pool
+0.8, host 0.0 (a host tier credited by default would change the routing of runs that
+have host tiers and no pool; set it to 0.8 for llm-d's rule).
 """
 
 from __future__ import annotations
@@ -24,17 +34,29 @@ from prefixsim.trace import Request
 class PrefixAware:
     """Cache-hit-seeking routing with a load penalty and an optional stale cache view."""
 
+    TIER_WEIGHTS = {"hbm": 1.0, "host": 0.0, "pool": 0.8}
+
     def __init__(self, load_weight: float = 1.0, staleness_s: float = 0.0,
-                 event_delay_s: float = 0.0) -> None:
+                 event_delay_s: float = 0.0,
+                 tier_weights: dict[str, float] | None = None) -> None:
         if not load_weight >= 0:
             raise ValueError(f"load_weight must be >= 0, got {load_weight}")
         if not staleness_s >= 0:
             raise ValueError(f"staleness_s must be >= 0, got {staleness_s}")
         if not event_delay_s >= 0:
             raise ValueError(f"event_delay_s must be >= 0, got {event_delay_s}")
+        weights = dict(self.TIER_WEIGHTS)
+        for tier, weight in (tier_weights or {}).items():
+            if tier not in weights:
+                raise ValueError(f"tier_weights: unknown tier {tier!r} (hbm, host, pool)")
+            if not (isinstance(weight, int | float) and 0 <= weight < float("inf")):
+                raise ValueError(f"tier_weights.{tier} must be a number >= 0, got {weight!r}")
+            weights[tier] = float(weight)
         self.load_weight = load_weight
         self.staleness_s = staleness_s
         self.event_delay_s = event_delay_s
+        self.tier_weights = weights
+        self._tiered = False  # lower tiers bound (bind_lower_tiers)
         self._index: PrefixIndex | None = None
         self._snapshots: list[set[int]] = []
         self._snapshot_s = -float("inf")
@@ -47,6 +69,38 @@ class PrefixAware:
         for replica, cache in enumerate(caches):
             self._index.attach(replica, cache)
 
+    def bind_lower_tiers(self, pool: RadixCache | None, host_tiers: Sequence) -> None:
+        """Follow the shared pool's tree and each replica's host tier (None: none) through
+        the index, when it reads the caches through one and their weights are not 0."""
+        index, weights = self._index, self.tier_weights
+        if index is None:
+            return
+        if pool is not None and weights["pool"] > 0:
+            index.attach_pool(pool)
+            self._tiered = True
+        if weights["host"] > 0:
+            for replica, tier in enumerate(host_tiers):
+                if tier is not None:
+                    index.attach_host(replica, tier)
+                    self._tiered = True
+
+    def _route_tiered(self, request: Request, replicas: Sequence[ReplicaView],
+                      now: float) -> int:
+        """`route` with lower tiers credited (module docstring), ties as `route`'s."""
+        found = self._index.prefix_tokens(request, now)
+        pool_tokens, host = self._index.lower_runs(request, now, found)
+        weights, weight = self.tier_weights, self.load_weight
+        w_hbm, w_host, w_pool = weights["hbm"], weights["host"], weights["pool"]
+        best, best_score, best_load = 0, -float("inf"), 0
+        for position, replica in enumerate(replicas):
+            load = replica.outstanding_tokens
+            hbm = found.get(position, 0)
+            score = (w_hbm * hbm + w_host * host.get(position, 0)
+                     + w_pool * max(0, pool_tokens - hbm) - weight * load)
+            if score > best_score or (score == best_score and load < best_load):
+                best, best_score, best_load = position, score, load
+        return best
+
     def _cached(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> list[int]:
         if self.staleness_s == 0:
             return [r.cached_prefix_tokens(request, now) for r in replicas]
@@ -56,6 +110,8 @@ class PrefixAware:
         return [prefix_tokens_in(request, snapshot) for snapshot in self._snapshots]
 
     def route(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
+        if self._tiered:
+            return self._route_tiered(request, replicas, now)
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
         if self._index is not None:  # one walk over the prompt; replicas absent hold none

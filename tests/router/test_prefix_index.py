@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fakes import Ticks
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.pool import PoolSpec, SharedPool
+from prefixsim.cache.tiers import FlatTier, TierSpec
 from prefixsim.costmodel import Roofline
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -172,3 +175,43 @@ def test_the_live_index_equals_each_replicas_lookup_at_every_arrival(seed, ttl):
     requests = workload(seed)
     _run(requests, router, ttl=ttl)
     assert router.checked == len(requests)
+
+
+@pytest.mark.parametrize(("pool_weight", "chosen"), [(0.8, 1), (0.0, 0)])
+def test_prefix_aware_credits_the_pool_with_its_weight(pool_weight, chosen):
+    """Two replicas, 1 s steps, a write-through pool. A (L=16, pages 1-4, 15 out) goes to
+    replica 0 (ties: the lower index), which writes pages 1-4 to the pool by t=1. B (L=20,
+    pages 1-5) at 4.5: replica 0 holds 16 of its tokens in HBM but still has 11 of A's to
+    generate (score 16 - 11 = 5); replica 1 holds none, but the pool has 16 (score
+    pool_weight x 16 - 0). Weight 0.8: 12.8 > 5, replica 1; weight 0: replica 0."""
+    pool = SharedPool(lru(None), PoolSpec(1000.0, 1000.0, write_through=True), lambda: 0.0)
+    router = ROUTERS.build("prefix_aware", tier_weights={"pool": pool_weight})
+    result = replay_timed([Request(0, 0.0, 16, 15, (1, 2, 3, 4), 4),
+                           Request(1, 4.5, 20, 1, (1, 2, 3, 4, 5), 4)],
+                          Fleet([lru(100), lru(100)], Ticks(), ContinuousBatching(64, 8),
+                                router, pool=pool, kv_bytes_per_token=1),
+                          Sampling(check_invariants=True, max_run_steps=1))
+    assert [r.replica for r in result.records] == [0, chosen]
+
+
+def test_the_index_follows_host_tiers_after_each_hbm_run():
+    """lower_runs by hand: replica 0's HBM holds page 1, its host tier pages 2 and 3;
+    replica 1's host tier page 1 only. For pages 1-4 (+ a last page, R3's cap), replica 0
+    gets 8 host tokens after its 4 in HBM, replica 1 4 host tokens from the root; a page
+    taken back out of a host tier stops counting."""
+    index = PrefixIndex(lambda: 0.0)
+    hbm = lru(100)
+    hbm.insert(None, [1], [4], 0.0, 0)
+    index.attach(0, hbm)
+    hosts = [FlatTier(TierSpec("host", 100, 1.0)) for _ in range(2)]
+    for replica, tier in enumerate(hosts):
+        index.attach_host(replica, tier)
+    hosts[0].put(2, 4)
+    hosts[0].put(3, 4)
+    hosts[1].put(1, 4)
+    request = Request(0, 0.0, 20, 1, (1, 2, 3, 4, 5), 4)
+    found = index.prefix_tokens(request, 0.0)
+    assert found == {0: 4}
+    assert index.lower_runs(request, 0.0, found) == (0, {0: 8, 1: 4})
+    hosts[0].take(3)
+    assert index.lower_runs(request, 0.0, found) == (0, {0: 4, 1: 4})
