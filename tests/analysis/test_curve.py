@@ -243,7 +243,7 @@ def test_curve_of_several_policies_in_one_call_with_the_figure(tmp_path):
     assert len(lines) == 1 + 2 * 3 and lines[1].endswith(",lru") and lines[4].endswith(",s3fifo")
     assert png.read_bytes().startswith(b"\x89PNG")
     bad = runner.invoke(app, [*base, "--policy", "lru,nope"])
-    assert bad.exit_code == 2 and "--policy: unknown policy nope" in bad.output
+    assert bad.exit_code == 2 and "--policy: unknown policy 'nope'" in bad.output
     bad = runner.invoke(app, [*base, "--policy", "lru,s3fifo", "--sample-rate", "0.5"])
     assert bad.exit_code == 2 and "--sample-rate" in bad.output
 

@@ -68,7 +68,7 @@ def test_runs_started_in_the_same_second_never_share_a_folder(tmp_path,
     """Three runs without -o whose default name is the same (the clock frozen at one
     second): three folders, NAME, NAME-2, NAME-3, each with its own results."""
     monkeypatch.chdir(tmp_path)
-    cli_app = importlib.import_module("prefixsim.cli.app")  # the module, not the click group
+    run_output = importlib.import_module("prefixsim.cli.run_output")  # names the folder
 
     class Frozen:
         @staticmethod
@@ -76,7 +76,7 @@ def test_runs_started_in_the_same_second_never_share_a_folder(tmp_path,
             from datetime import datetime
             return datetime(2025, 1, 2, 3, 4, 5)
 
-    monkeypatch.setattr(cli_app, "datetime", Frozen)
+    monkeypatch.setattr(run_output, "datetime", Frozen)
     for ttl in (10, 20, 30):
         assert invoke("run", "--trace", DEMO, "--cache-only", "--ttl", ttl,
                       "--quiet").exit_code == 0

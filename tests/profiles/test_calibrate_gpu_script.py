@@ -40,6 +40,7 @@ def test_dry_run_prints_the_calibration_commands(tmp_path):
     assert commands[1].endswith(f"calibrate --validate {profile} --quiet")
 
 
+@pytest.mark.heavy  # torch: .ci/run's second step
 @pytest.mark.skipif(_cuda(), reason="a CUDA GPU is present: the refusal is not reached")
 def test_without_cuda_the_script_and_the_command_refuse(tmp_path):
     done = _script("llama-2-7b", str(tmp_path))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -30,6 +31,7 @@ def tune(tmp_path, name="t", **spec):
                     keep_requests=False), out
 
 
+@pytest.mark.slow  # a 288-run sweep and 57 trials (~85 s): .ci/run's second step
 def test_a_constrained_tune_finds_the_known_optimum_in_a_fifth_of_the_grid(tmp_path):
     """Maximise the hit rate under a capacity budget (capacity <= 24,000 tokens) over
     policy x capacity x TTL. The grid is 4 x 20 x 6 = 480 points, 4 x 12 x 6 = 288 within the
