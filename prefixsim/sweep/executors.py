@@ -108,10 +108,11 @@ def _optional(module: str, extra: str) -> Any:
                          f"pip install 'prefixsim[{extra}]'", field="--executor") from None
 
 
-def check_reachable(address: str, default_port: int) -> None:
+def check_reachable(address: str, default_port: int, grpc: bool = False) -> None:
     """A TCP connection to `address` (`tcp://`, `tls://`, `ray://` or bare `host:port`) within
     CONNECT_TIMEOUT_S, else InputError naming --address (a wrong port would otherwise hang a
-    cluster client for minutes)."""
+    cluster client for minutes); with `grpc`, the port must also answer an HTTP/2 greeting
+    as a gRPC server does (Ray's), so a port that is open but silent is refused at once."""
     try:
         parts = urlsplit(address if "://" in address else f"tcp://{address}")
     except ValueError:
@@ -125,11 +126,32 @@ def check_reachable(address: str, default_port: int) -> None:
     if not host:
         raise InputError(f"not a host:port address: {address!r}", field="--address")
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as conn:
+            if grpc and not _answers_http2(conn):
+                raise InputError(f"{host}:{port} is open but does not answer as a gRPC server "
+                                 f"within {CONNECT_TIMEOUT_S:g} s (is it the cluster's port?)",
+                                 field="--address")
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise InputError(f"cannot reach {host}:{port} ({reason})", field="--address") from None
+
+
+HTTP2_GREETING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _answers_http2(conn: socket.socket) -> bool:
+    """Whether the server answers the HTTP/2 client greeting with a SETTINGS frame."""
+    try:
+        conn.sendall(HTTP2_GREETING)
+        head = b""
+        while len(head) < 9:
+            part = conn.recv(9 - len(head))
+            if not part:
+                return False
+            head += part
+    except (TimeoutError, OSError):
+        return False
+    return head[3] == 4  # the frame type of SETTINGS
 
 
 def bounded_call(fn: Callable[[], Any], address: str, what: str,
@@ -280,7 +302,7 @@ class RayExecutor(ExecutorBase):
         else:
             if self.address != "auto":
                 check_reachable(self.address, 10001 if self.address.startswith("ray://")
-                                else 6379)
+                                else 6379, grpc=True)
             try:
                 bounded_call(lambda: ray.init(address=self.address, log_to_driver=False,
                                               configure_logging=False),

@@ -148,3 +148,27 @@ def test_ctrl_c_while_the_command_line_loads_exits_130_in_one_line(monkeypatch, 
         entry.main()
     assert caught.value.code == 130
     assert capsys.readouterr().err == "prefixsim: interrupted while starting\n"
+
+
+def test_a_ray_address_that_is_open_but_silent_is_refused_before_ray_starts(
+        silent_port, monkeypatch):
+    """Ray retried such a port for over 400 s; its GCS and client server speak gRPC, so the
+    port must answer the HTTP/2 greeting within CONNECT_TIMEOUT_S (here 1 s)."""
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(InputError, match="is open but does not answer as a gRPC server"):
+        executors.check_reachable(f"127.0.0.1:{silent_port}", 6379, grpc=True)
+    assert time.monotonic() - started < 5
+
+
+def test_a_grpc_server_passes_the_greeting():
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        executors.check_reachable(f"127.0.0.1:{port}", 6379, grpc=True)
+    finally:
+        server.stop(None)
