@@ -141,15 +141,15 @@ def smallest_capacity(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
         target = SHARE_OF_UNBOUNDED * group[UNBOUNDED].max()
         name = _context(bounded, swept, group.iloc[0], (CAPACITY,)) or "all runs"
         reached = group[group[HIT_RATE] >= target].sort_values(CAPACITY)
-        if len(reached):
-            row = reached.iloc[0]
-            parts.append(f"{name}: {show_swept(CAPACITY, row[CAPACITY])} tokens "
-                         f"({percent(row[HIT_RATE])} of {percent(group[UNBOUNDED].max())})")
-            cells.append((str(row["run_id"]), CAPACITY))
-        else:
+        if reached.empty:
             top = group.sort_values(CAPACITY).iloc[-1]
             parts.append(f"{name}: not within the swept capacities (at "
                          f"{show_swept(CAPACITY, top[CAPACITY])}: {percent(top[HIT_RATE])})")
+            continue
+        row = reached.iloc[0]
+        parts.append(f"{name}: {show_swept(CAPACITY, row[CAPACITY])} tokens "
+                     f"({percent(row[HIT_RATE])} of {percent(group[UNBOUNDED].max())})")
+        cells.append((str(row["run_id"]), CAPACITY))
     if not parts:
         return None
     return Answer("Smallest capacity reaching 95% of the unbounded hit rate", tuple(parts),
@@ -174,13 +174,14 @@ def shortest_ttl(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
         prefix = f"{name}: " if name else ""
         if len(close):
             row = close.iloc[0]
-            parts.append(f"{prefix}{seconds(row[TTL])} ({percent(row[HIT_RATE])} against "
-                         f"{percent(reference)} without a TTL)")
             cells.append((str(row["run_id"]), TTL))
+            text = (f"{seconds(row[TTL])} ({percent(row[HIT_RATE])} against "
+                    f"{percent(reference)} without a TTL)")
         else:
-            longest = timed.iloc[-1]
-            parts.append(f"{prefix}none of the swept TTLs (longest, {seconds(longest[TTL])}: "
-                         f"{percent(longest[HIT_RATE])} against {percent(reference)})")
+            row = timed.iloc[-1]
+            text = (f"none of the swept TTLs (longest, {seconds(row[TTL])}: "
+                    f"{percent(row[HIT_RATE])} against {percent(reference)})")
+        parts.append(prefix + text)
     if not parts:
         return None
     return Answer("Shortest TTL within 1 pp of no TTL", tuple(parts), tuple(cells))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from prefixsim.report.data import ReportData
+from prefixsim.report.data import ReportData, short_name
 from prefixsim.report.format import duration, integer, percent, seconds
 
 Section = tuple[str, list[tuple[str, str]]]
@@ -161,7 +161,7 @@ def runs_section(runs: _Runs) -> Section:
     table = data.table
     failed = int((table["status"] != "ok").sum()) if "status" in table else 0
     rows = [("runs", f"{len(table)}" + (f" ({failed} failed)" if failed else "")),
-            ("swept", " x ".join(data.swept) or "-")]
+            ("swept", " x ".join(short_name(c) for c in data.swept) or "-")]
     prices = runs.column("cost_prices_as_of")
     rows.append(("prices", _one_or_many(prices) if prices else "not priced (no --pricing)"))
     rows.append(("prefixsim", _one_or_many(runs.column("prefixsim_version"))))
