@@ -144,6 +144,18 @@ class Replica(ReplicaMemory):
         done = clock.done if clock.done_s <= elapsed < clock.next_s else clock.steps_done(elapsed)
         return self._outstanding - clock.num_seqs * done
 
+    def load_bounds(self) -> tuple[int, int]:
+        """Bounds on `outstanding_tokens` now from maintained counters alone (no cost-model
+        call): equal when no decode run is in progress; else the load at the run's end and
+        at the last step the run's clock has been asked about."""
+        run = self._run
+        outstanding = self._outstanding
+        if run is None:
+            return outstanding, outstanding
+        clock = run[1]
+        return (outstanding - clock.num_seqs * clock.steps,
+                outstanding - clock.num_seqs * clock.done)
+
     def cached_page_ids(self) -> set[int]:
         return {page.page_id for page in self.cache.pages()}
 

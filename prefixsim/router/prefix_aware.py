@@ -89,14 +89,41 @@ class PrefixAware:
         """`route` with lower tiers credited (module docstring), ties as `route`'s."""
         found = self._index.prefix_tokens(request, now)
         pool_tokens, host = self._index.lower_runs(request, now, found)
-        weights, weight = self.tier_weights, self.load_weight
+        weights = self.tier_weights
         w_hbm, w_host, w_pool = weights["hbm"], weights["host"], weights["pool"]
-        best, best_score, best_load = 0, -float("inf"), 0
-        for position, replica in enumerate(replicas):
-            load = replica.outstanding_tokens
+        bases = {}
+        for position in found.keys() | host.keys():
             hbm = found.get(position, 0)
-            score = (w_hbm * hbm + w_host * host.get(position, 0)
-                     + w_pool * max(0, pool_tokens - hbm) - weight * load)
+            bases[position] = (w_hbm * hbm + w_host * host.get(position, 0)
+                               + w_pool * max(0, pool_tokens - hbm))
+        return self._choose(replicas, bases, w_hbm * 0 + w_pool * pool_tokens)
+
+    def _choose(self, replicas: Sequence[ReplicaView], bases: dict[int, float],
+                other: float) -> int:
+        """The replica of highest base - load_weight x load (`bases` by position, `other`
+        for the rest), ties to the lower load, then the lower position: the choice a scan
+        of every replica's exact load makes. Replicas offering `load_bounds` (maintained
+        counters) are skipped when even their best score falls below the best worst-case
+        score of any replica, so the exact load (a decode run's clock) is read only for
+        replicas that can win or tie; views without bounds are read whole."""
+        weight = self.load_weight
+        best, best_score, best_load = 0, -float("inf"), 0
+        if not replicas or not hasattr(replicas[0], "load_bounds"):
+            for position, replica in enumerate(replicas):
+                load = replica.outstanding_tokens
+                score = bases.get(position, other) - weight * load
+                if score > best_score or (score == best_score and load < best_load):
+                    best, best_score, best_load = position, score, load
+            return best
+        bounds = [replica.load_bounds() for replica in replicas]
+        floor = max([bases.get(position, other) - weight * high
+                     for position, (_, high) in enumerate(bounds)])
+        for position, (low, high) in enumerate(bounds):
+            base = bases.get(position, other)
+            if base - weight * low < floor:
+                continue  # cannot reach the best worst case: cannot win or tie
+            load = high if low == high else replicas[position].outstanding_tokens
+            score = base - weight * load
             if score > best_score or (score == best_score and load < best_load):
                 best, best_score, best_load = position, score, load
         return best
@@ -115,13 +142,7 @@ class PrefixAware:
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
         if self._index is not None:  # one walk over the prompt; replicas absent hold none
-            found = self._index.prefix_tokens(request, now)
-            for position, replica in enumerate(replicas):  # ties: lower load, lower index
-                load = replica.outstanding_tokens
-                score = found.get(position, 0) - weight * load
-                if score > best_score or (score == best_score and load < best_load):
-                    best, best_score, best_load = position, score, load
-            return best
+            return self._choose(replicas, self._index.prefix_tokens(request, now), 0)
         cached = self._cached(request, replicas, now)
         for position, replica in enumerate(replicas):
             load = replica.outstanding_tokens

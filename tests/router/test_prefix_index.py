@@ -8,6 +8,7 @@ its decisions reading every replica (a differential test); delayed events arrive
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from fakes import Ticks
 
@@ -16,8 +17,10 @@ from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import FlatTier, TierSpec
 from prefixsim.costmodel import Roofline
 from prefixsim.engine.fleet import Fleet, Sampling
+from prefixsim.engine.request_state import ServedRecord
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
+from prefixsim.metrics.requests import records_frame
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.router.index import PrefixIndex
@@ -215,3 +218,18 @@ def test_the_index_follows_host_tiers_after_each_hbm_run():
     assert index.lower_runs(request, 0.0, found) == (0, {0: 8, 1: 4})
     hosts[0].take(3)
     assert index.lower_runs(request, 0.0, found) == (0, {0: 4, 1: 4})
+
+
+@pytest.mark.parametrize(("seed", "load_weight"), [(0, 1.0), (1, 0.25), (2, 0.0), (3, 4.0)])
+def test_bounded_load_reads_choose_as_a_scan_of_every_exact_load(seed, load_weight):
+    """12 replicas: prefix_aware through the index reads exact loads only of replicas whose
+    bounds (Replica.load_bounds) let them win or tie; its decisions equal a scan of every
+    replica's exact load, whatever the load weight (0: ties on load decide)."""
+    requests = workload(seed, sessions=24)
+    params = {"load_weight": load_weight}
+    bounded = _run(requests, ROUTERS.build("prefix_aware", **params), replicas=12)
+    scanned = _run(requests, ReadsEveryReplica(ROUTERS.build("prefix_aware", **params)),
+                   replicas=12)
+    pd.testing.assert_frame_equal(records_frame(bounded.records, ServedRecord),
+                                  records_frame(scanned.records, ServedRecord))  # NaN-aware
+    assert load_weight == 0 or len({r.replica for r in bounded.records}) > 3
