@@ -2,13 +2,14 @@
 LMCache or Dynamo pool cluster DRAM/SSD.
 
 The pool is one radix tree of its own (a `RadixCache`: capacity in tokens, eviction policy,
-TTL rule) that every replica reads and writes. It is inclusive: a page read into a replica's
-HBM stays in the pool for the others. Pages enter it when a replica's HBM evicts them
-(write-back, the default: the evicted page and whichever of its ancestors the pool lacks,
-so its chain stays whole) or, with `write_through`, as soon as a prefill inserts them into
-HBM. A request's match continues in the pool after its HBM match: the pool's run from the
-root, beyond the pages HBM holds, is a hit of the pool, copied into HBM over the replica's
-link. Pool pages are never locked (copies in flight are not modelled, like the tiers').
+TTL rule) that every replica reads and writes. It is inclusive: a page read into a
+replica's HBM stays in the pool for the others. Pages enter it as soon as a prefill inserts
+them into HBM (`write_through`, the config's default `write: through`) or when a replica's
+HBM evicts them (write-back, `PoolSpec`'s default: the evicted page and whichever of its
+ancestors the pool lacks, so its chain stays whole). A request's match continues in the
+pool after its HBM match: the pool's run from the root, beyond the pages HBM holds, is a
+hit of the pool, copied into HBM over the replica's link. Pool pages are never locked
+(copies in flight are not modelled, like the tiers').
 
 Each replica reaches the pool over a `PoolLink` (per GPU, as each GPU moves its share of a
 token's KV over its own NIC): a read takes latency + bytes / read bandwidth after the link's
