@@ -113,7 +113,7 @@ def measure(args: list[str]) -> tuple[int, str, float, float]:
              "last = (p.stderr.strip().splitlines() or [''])[-1]\n"
              "print(p.returncode, f'{rss:.0f}', f'{time.monotonic() - t:.2f}', last, sep='\\t')\n")
     out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
-                         timeout=120, cwd=REPO).stdout.strip()
+                         timeout=120, cwd=REPO).stdout.rstrip("\n")
     code, rss, wall, last = out.split("\t", 3)
     return int(code), last, float(rss), float(wall)
 
