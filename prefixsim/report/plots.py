@@ -110,15 +110,17 @@ def policy_zoo(data: ReportData) -> Figure:
         belady = part.dropna(subset=["_belady"]).groupby(CAPACITY)["_belady"].mean()
         top = part[UNBOUNDED].mean() if UNBOUNDED in part else np.nan
         bounds.append((_curve_name(part.iloc[0], context) if context else "", belady, top))
-    same = all(b[1].round(9).equals(bounds[0][1].round(9))
-               and np.isclose(b[2], bounds[0][2], equal_nan=True) for b in bounds)
-    for name, belady, top in bounds[:1] if same else bounds:
+    with_belady = [b for b in bounds if len(b[1])]
+    same = all(b[1].round(9).equals(with_belady[0][1].round(9)) for b in with_belady)
+    for name, belady, _ in with_belady[:1] if same else with_belady:
         suffix = f" ({name})" if name and not same else ""
-        if len(belady):
-            left.plot(belady.index, belady.values, linestyle="--", color="black",
-                      label=f"Belady, offline bound at each capacity{suffix}")
-        if pd.notna(top):
-            left.axhline(top, linestyle=":", color="grey", label=f"unbounded cache{suffix}")
+        left.plot(belady.index, belady.values, linestyle="--", color="black",
+                  label=f"Belady, offline bound at each capacity{suffix}")
+    tops = [b for b in bounds if pd.notna(b[2])]
+    one_top = all(np.isclose(b[2], tops[0][2]) for b in tops)
+    for name, _, top in tops[:1] if one_top else tops:
+        suffix = f" ({name})" if name and not one_top else ""
+        left.axhline(top, linestyle=":", color="grey", label=f"unbounded cache{suffix}")
     if not left.get_lines():
         raise PlotSkipped(f"no curve with 2 or more runs at distinct {CAPACITY}")
     left.set_title("Token hit rate vs cache capacity", fontsize=10)

@@ -76,10 +76,11 @@ def _over_time(data: ReportData, column: str, title: str, ylabel: str,
         ax.grid(True, alpha=0.3)
         legend_below(ax)
     missing = [r for r in runs if r not in frames]
-    note = f"No timeseries in {len(missing)} run(s): {', '.join(missing)}." if missing else ""
+    note = f"No {column} over time in {len(missing)} run(s): {', '.join(missing)}." \
+        if missing else ""
     if flat:
         note += f" Not drawn, {column} zero throughout: {', '.join(flat)}."
-    return tag(fig, drawn, note.strip(), left_out=flat)
+    return tag(fig, drawn, note.strip(), left_out=[r for r in runs if r not in drawn])
 
 
 def fleet_capacities(data: ReportData) -> dict[str, float]:

@@ -2,9 +2,11 @@
 and checks what the reader sees: the header is there with the trace and the hardware, the
 comparison table's last column can be reached (the table scrolls inside its box, the page
 itself never overflows sideways), the table sorts on a click, every run is named in every
-figure drawn per run, and every image decodes (naturalWidth > 0). Run on the bundled demo
-sweep and the timed demo sweep. Skipped with a reason where Chromium is not installed
-(Debian: `apt-get install chromium`; .ci/run installs it)."""
+figure drawn per run (or named as left out), every image decodes (naturalWidth > 0), and
+the answer box comes first, above the header, with the cells behind its answers
+highlighted in the table. Run on the README's quickstart sweep (cache-only and timed runs)
+and the timed demo sweep. Skipped with a reason where Chromium is not installed (Debian:
+`apt-get install chromium`; .ci/run installs it)."""
 
 import html
 import json
@@ -58,6 +60,12 @@ window.addEventListener("load", () => {
       out.sorted = Array.from(table.tBodies[0].rows).map(r => r.cells[col].dataset.sort);
     }
   }
+  const answers = document.getElementById("answers");
+  out.answers = answers ? {top: answers.getBoundingClientRect().top,
+                           questions: Array.from(answers.querySelectorAll("dt"))
+                                           .map(dt => dt.textContent),
+                           facts: document.querySelector(".facts").getBoundingClientRect().top,
+                           highlighted: document.querySelectorAll("td.win").length} : null;
   out.figures = Array.from(document.querySelectorAll("figure")).map(f => ({
       id: f.id, runs: f.dataset.runs ? JSON.parse(f.dataset.runs) : null,
       leftOut: f.dataset.leftOut ? JSON.parse(f.dataset.leftOut) : []}));
@@ -85,6 +93,9 @@ def open_in_chromium(page, tmp_path, width=1400):
 
 def check_what_a_reader_sees(check, num_plots, ok_runs):
     assert check["images"] == check["loaded"] == num_plots and check["errors"] == []
+    answers = check["answers"]  # the answer box first: above the header's cards
+    assert answers is not None and answers["top"] < answers["facts"] and answers["top"] < 150
+    assert answers["questions"] and answers["highlighted"] >= len(answers["questions"]) - 1
     assert check["pageOverflow"] <= 0, "the page scrolls sideways"
     sections = {s["title"]: dict(s["rows"]) for s in check["header"]}
     assert sections["Trace"]["trace"] == "demo_chat.jsonl"
@@ -114,7 +125,7 @@ def demo_reports(tmp_path_factory):
     """The demo sweep and the timed demo sweep with their reports, built once."""
     root = tmp_path_factory.mktemp("browser")
     folders = {}
-    for name in ("demo", "timed_demo"):
+    for name in ("quickstart", "timed_demo"):
         out = root / name
         run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1),
                   command=f"prefixsim sweep traces/sweeps/{name}.yaml -o {out}")
@@ -123,7 +134,7 @@ def demo_reports(tmp_path_factory):
     return folders
 
 
-@pytest.mark.parametrize("name", ["demo", "timed_demo"])
+@pytest.mark.parametrize("name", ["quickstart", "timed_demo"])
 @pytest.mark.parametrize("width", [1400, 800])
 def test_a_reader_sees_the_header_the_whole_table_and_every_run(demo_reports, tmp_path,
                                                                 name, width):
