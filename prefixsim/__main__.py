@@ -5,25 +5,59 @@ built, and for the sweep workers the command starts), then loads the command lin
 a compiled copy is imported wherever one exists for the current source
 (docs/architecture.md "Compiled hot modules"). Ctrl-C while the command line loads (its
 imports take a few seconds) exits with 130 and one line, not a traceback
-(docs/input-rules.md I18).
+(docs/input-rules.md I18). SIGTERM ends the command the way Ctrl-C does, so staging
+folders are removed on the way out (docs/input-rules.md I11): it is raised as `Terminated`
+in the main process, which exits with 143 and one line; a worker process forked from it
+keeps the default action.
 """
 
 import importlib
+import os
+import signal
 import sys
+from types import FrameType
 
 from prefixsim import accel
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+TERMINATED_EXIT = 143  # 128 + SIGTERM
+
+
+class Terminated(SystemExit):
+    """SIGTERM, raised in the main process: a SystemExit, so `finally` blocks and
+    `except BaseException` clean-ups run while Click and `except Exception` let it pass."""
+
+    def __init__(self) -> None:
+        super().__init__(TERMINATED_EXIT)
+
+
+def terminate_cleanly() -> None:
+    """From now on SIGTERM raises `Terminated` in this process (not in its forked children)."""
+    owner = os.getpid()
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:  # a forked worker: die as SIGTERM asks
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def main() -> None:
     try:
-        accel.opt_in()  # before any hot module is imported
-        cli = importlib.import_module("prefixsim.cli")
-    except KeyboardInterrupt:
-        print("prefixsim: interrupted while starting", file=sys.stderr)
-        sys.exit(INTERRUPTED_EXIT)
-    cli.main()
+        terminate_cleanly()
+        try:
+            accel.opt_in()  # before any hot module is imported
+            cli = importlib.import_module("prefixsim.cli")
+        except KeyboardInterrupt:
+            print("prefixsim: interrupted while starting", file=sys.stderr)
+            sys.exit(INTERRUPTED_EXIT)
+        cli.main()
+    except Terminated:
+        print("prefixsim: terminated", file=sys.stderr)
+        sys.exit(TERMINATED_EXIT)
 
 
 if __name__ == "__main__":

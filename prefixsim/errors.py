@@ -3,11 +3,19 @@
 `InputError` carries where the bad input is (file, line, field) so the CLI can print a
 single message that names it. Internal failures are ordinary exceptions and exit with 1.
 `read_yaml` reads every YAML file a user gives (configs, sweep specs, presets, prices) with
-the same checks, so each problem with one becomes such an error.
+the same checks, so each problem with one becomes such an error. A write that the user's
+disk refuses (full, over `ulimit -f`, a name too long, no permission) is the user's to fix
+too: `naming_the_file` makes it name the file, `is_users_os_error` says it exits 2
+(docs/input-rules.md I19).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +133,37 @@ def _count_values(data: Any, budget: int) -> int:
         elif isinstance(item, list | tuple | set):
             stack.extend(item)
     return count
+
+
+# ------------------------------------------------------------------ writes the disk refuses
+# Errors of a write the user can fix (space, quota, `ulimit -f`, a name over the file
+# system's limit, permissions, a read-only mount): one line and exit 2, like bad input.
+USERS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG,
+                          errno.EACCES, errno.EPERM, errno.EROFS})
+_ARROW_ERRNO = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+
+
+def os_error_number(exc: OSError) -> int | None:
+    """`exc`'s errno; Arrow's write errors hold it only in their text (`[errno 28] ...`)."""
+    if exc.errno is not None:
+        return exc.errno
+    found = _ARROW_ERRNO.search(str(exc))
+    return int(found.group(1)) if found else None
+
+
+def is_users_os_error(exc: OSError) -> bool:
+    return os_error_number(exc) in USERS_ERRNOS
+
+
+@contextlib.contextmanager
+def naming_the_file(path: str | Path) -> Iterator[None]:
+    """Within the block an OSError that names no file (a full disk while Arrow or a stream
+    writes) is raised again naming `path`, with its errno and the system's words for it."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        number = os_error_number(exc)
+        words = os.strerror(number) if number is not None else " ".join(str(exc).split())
+        raise OSError(number, words, str(path)) from exc

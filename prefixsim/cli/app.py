@@ -20,18 +20,21 @@ import click
 
 from prefixsim._version import __version__
 from prefixsim.cli.lazy_group import LazyCommand, LazyGroup
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, is_users_os_error
 
 RESULTS_ROOT = Path("results")
 
 
 def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
     """Report `InputError` as one line `prefixsim: error: ...` and exit 2, without a
-    traceback (an OSError such as a full disk: one line, exit 1)."""
+    traceback. An OSError is one line too: exit 2 when the user can fix it (a full disk,
+    `ulimit -f`, a name too long, no permission: docs/input-rules.md I19), else 1. An empty
+    path given to a path option (`-o ''`) is refused before the command starts."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _refuse_empty_paths(kwargs)
             return command(*args, **kwargs)
         except InputError as exc:
             click.echo(f"prefixsim: error: {one_line(str(exc))}", err=True)
@@ -40,9 +43,21 @@ def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
             where = f"{exc.filename}: " if exc.filename else ""
             click.echo(f"prefixsim: error: {one_line(where + (exc.strerror or str(exc)))}",
                        err=True)
-            sys.exit(1)
+            sys.exit(2 if is_users_os_error(exc) else 1)
 
     return wrapper
+
+
+def _refuse_empty_paths(values: dict[str, Any]) -> None:
+    """An empty string given to a path option would silently mean the default (or `.`)."""
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return
+    for param in context.command.params:
+        if isinstance(param.type, click.Path) and values.get(param.name or "") == "":
+            name = max(param.opts, key=len) if param.opts else param.name
+            raise InputError("an empty path; give a name or leave the option out",
+                             field=name)
 
 
 def one_line(text: str) -> str:

@@ -17,9 +17,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, naming_the_file
 
 MAX_FRESH_NAMES = 1000
+NAME_MAX_BYTES = 255  # one path component, on every common file system
+STAGING_NAME_CHARS = 60  # of the target's name kept in its staging sibling's name
 
 
 def _umask() -> int:
@@ -31,10 +33,12 @@ def _umask() -> int:
 def write_file(path: Path, write: Callable[[Path], None]) -> None:
     """`write(temp)` fills a temporary sibling of `path`, renamed onto `path` when done."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name[:STAGING_NAME_CHARS]}.",
+                                    dir=path.parent)
     os.close(handle)
     try:
-        write(Path(temp))
+        with naming_the_file(path):
+            write(Path(temp))
         os.chmod(temp, 0o666 & ~_umask())
         os.replace(temp, path)
     finally:
@@ -58,6 +62,10 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 def _check_writable(path: Path, shown: Path) -> None:
+    for part in Path(os.path.abspath(path)).parts:
+        if len(os.fsencode(part)) > NAME_MAX_BYTES:
+            raise InputError(f"a name longer than {NAME_MAX_BYTES} bytes ({part[:20]}...)",
+                             file=str(shown))
     base = _existing_ancestor(path)
     if not base.is_dir():
         raise InputError(f"cannot write here: {base} is not a folder", file=str(shown))
@@ -90,11 +98,13 @@ def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[s
     made = [folder for folder in (out_dir.parent, *out_dir.parent.parents)
             if not folder.exists()]  # the folders this write creates (removed if it fails)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name[:STAGING_NAME_CHARS]}.",
+                                    dir=out_dir.parent))
     try:
         os.chmod(staging, 0o777 & ~_umask())
         try:
-            fill(staging)
+            with naming_the_file(out_dir):
+                fill(staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             for folder in made:  # innermost first; only while empty

@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from prefixsim._version import __version__
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, naming_the_file
 from prefixsim.sweep.spec import SweepPoint, column_name
 from prefixsim.sweep.worker import OK, RunOutcome
 
@@ -94,7 +94,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        with naming_the_file(path), os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.chmod(temp, FILE_MODE)
         os.replace(temp, path)
@@ -108,7 +108,8 @@ def write_parquet_atomic(path: Path, frame: pd.DataFrame) -> None:
     handle, temp = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=path.parent)
     os.close(handle)
     try:
-        frame.to_parquet(temp, index=False)
+        with naming_the_file(path):
+            frame.to_parquet(temp, index=False)
         os.chmod(temp, FILE_MODE)
         os.replace(temp, path)
     finally:
@@ -159,23 +160,28 @@ def write_run(out_dir: Path, outcome: RunOutcome) -> Path:
                                     dir=target.parent))
     os.chmod(staging, DIR_MODE)
     try:
-        if outcome.status == OK:
-            (staging / "summary.json").write_text(
-                json.dumps(outcome.summary, indent=2, default=str) + "\n", encoding="utf-8")
-            if not outcome.requests.empty:
-                outcome.requests.to_parquet(staging / "requests.parquet", index=False)
-            if not outcome.timeseries.empty:
-                outcome.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
-        (staging / "config.yaml").write_text(outcome.config_yaml, encoding="utf-8")
-        meta = {"run_id": outcome.run_id, "status": outcome.status, "error": outcome.error,
-                "params": outcome.params, "wall_time_s": outcome.wall_time_s}
-        (staging / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n",
-                                          encoding="utf-8")
+        with naming_the_file(target):
+            _fill_run(staging, outcome)
         _move_into_place(staging, target)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _fill_run(staging: Path, outcome: RunOutcome) -> None:
+    if outcome.status == OK:
+        (staging / "summary.json").write_text(
+            json.dumps(outcome.summary, indent=2, default=str) + "\n", encoding="utf-8")
+        if not outcome.requests.empty:
+            outcome.requests.to_parquet(staging / "requests.parquet", index=False)
+        if not outcome.timeseries.empty:
+            outcome.timeseries.to_parquet(staging / "timeseries.parquet", index=False)
+    (staging / "config.yaml").write_text(outcome.config_yaml, encoding="utf-8")
+    meta = {"run_id": outcome.run_id, "status": outcome.status, "error": outcome.error,
+            "params": outcome.params, "wall_time_s": outcome.wall_time_s}
+    (staging / "run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n",
+                                      encoding="utf-8")
 
 
 def read_run_meta(path: Path) -> dict[str, Any] | None:
