@@ -17,6 +17,7 @@ caller's (gc_pause.py). No pandas here: records only.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -192,12 +193,7 @@ class _Run:
         env, time_scale, frontend_s = self.env, self.time_scale, self.frontend_s
         send = self.send
         if self.frontend is not None:
-            for request in _in_blocks(requests):
-                arrival_s = request.arrival_s * time_scale
-                if arrival_s > env.now:
-                    yield env.timeout(arrival_s - env.now)
-                self.release(request, env.now)
-            self.arrivals_over()
+            yield from self._through_tokenizers(requests)
             return
         for request in _in_blocks(requests):
             arrival_s = request.arrival_s * time_scale
@@ -205,6 +201,30 @@ class _Run:
                 yield env.timeout(arrival_s + frontend_s - env.now)
             self.arrived += 1
             send(request, env.now - frontend_s)
+        self.arrivals_over()
+
+    def _through_tokenizers(self, requests: Iterable[Request]):
+        """The open loop through the frontend's tokenizers (frontend.py): requests are
+        queued in arrival order, taken in as far as the earliest pending hand-over, and
+        sent in the order they reach the scheduler; one event per request."""
+        env, time_scale, frontend = self.env, self.time_scale, self.frontend
+        pending: list[tuple[float, int, float, Request]] = []
+        upcoming = iter(_in_blocks(requests))
+        request = next(upcoming, None)
+        while True:
+            while request is not None and (
+                    not pending or request.arrival_s * time_scale <= pending[0][0]):
+                arrival_s = request.arrival_s * time_scale
+                ready_s = frontend.reaches_scheduler_s(arrival_s, request.input_tokens)
+                heapq.heappush(pending, (ready_s, self.arrived, arrival_s, request))
+                self.arrived += 1
+                request = next(upcoming, None)
+            if not pending:
+                break
+            ready_s, _, arrival_s, first = heapq.heappop(pending)
+            if ready_s > env.now:
+                yield env.timeout(ready_s - env.now)
+            self.send(first, arrival_s)
         self.arrivals_over()
 
     def send(self, request: Request, arrival_s: float) -> None:

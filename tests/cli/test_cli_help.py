@@ -21,7 +21,7 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
     "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # no --seed: I8
     "--quiet", "--model", "--model-config", "--gpu", "--presets", "--tp",
-    "--memory-utilization", "--kv-dtype",
+    "--memory-utilization", "--kv-dtype", "--expert-parallel", "--serving-engine",
     "--weight-dtype", "--replicas", "--router", "--router-param", "--cost-model", "--profile",
     "--max-batched-tokens", "--max-num-seqs", "--time-scale", "--sample-interval",
     "--goodput", "--check-invariants", "--help",

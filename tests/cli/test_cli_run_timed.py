@@ -45,7 +45,8 @@ def test_timed_demo_run_writes_everything(tmp_path):
     requests = pd.read_parquet(out / "requests.parquet")
     assert set(REQUEST_COLUMNS) <= set(requests.columns)
     assert (requests["status"] == "completed").all()
-    assert set(requests["replica"]) == {0, 1}
+    # light load: prefix_aware may keep every request where its prefix is cached
+    assert requests["replica"].isin([0, 1]).all()
     timeseries = pd.read_parquet(out / "timeseries.parquet")
     assert {"time_s", "replica", "running", "waiting", "cache_usage", "rolling_hit_rate",
             "evictions"} <= set(timeseries.columns)
