@@ -3,8 +3,9 @@ share.
 
 `grouped(into, cls, *options)` declares options named after the fields of the frozen
 dataclass `cls` and hands the command `into=cls(**their values)` instead of one parameter
-each. `executor_options` is `--executor`, `--address` and `-j` as one `ExecutorOptions`
-(`workers`). This module leaves the options' meaning to the commands and the dataclasses.
+each. `executor_options` is `--executor`, `--address`, `-j` and `--dask-dashboard` as one
+`ExecutorOptions` (`workers`). This module leaves the options' meaning to the commands and
+the dataclasses.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def grouped(into: str, cls: type, *options: Decorator) -> Decorator:
 
 
 def executor_options(jobs_help: str) -> Decorator:
-    """`--executor`, `--address` and `-j` as `workers`, an ExecutorOptions."""
+    """`--executor`, `--address`, `-j` and `--dask-dashboard` as `workers`, an
+    ExecutorOptions."""
     return grouped(
         "workers", ExecutorOptions,
         click.option("--executor", type=click.Choice(EXECUTORS.names()), default="local",
@@ -49,4 +51,7 @@ def executor_options(jobs_help: str) -> Decorator:
                           "(pip install 'prefixsim[dask]' or 'prefixsim[ray]')."),
         click.option("--address", help="Scheduler address of a running Dask or Ray cluster; "
                                        "without it a local cluster of -j workers is started."),
-        click.option("-j", "--jobs", "n_jobs", type=click.IntRange(min=1), help=jobs_help))
+        click.option("-j", "--jobs", "n_jobs", type=click.IntRange(min=1), help=jobs_help),
+        click.option("--dask-dashboard", metavar="HOST:PORT",
+                     help="Serve the local Dask cluster's dashboard here, e.g. 127.0.0.1:8787 "
+                          "(off by default: it has no login; needs bokeh)."))

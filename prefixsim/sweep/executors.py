@@ -14,15 +14,18 @@ does anything by default). Workers of a local pool
 or cluster exit when the driver dies (sweep/worker.py `watch_driver`). A local Dask cluster
 runs with TLS and temporary credentials (only this driver can submit work); a cluster given
 by `--address` is trusted: the driver unpickles what its workers return (README: sweeps).
-This module knows nothing about simulations.
+It serves no HTTP pages unless `--dask-dashboard HOST:PORT` asks for its dashboard (which has
+no login, so it is opt-in). This module knows nothing about simulations.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +46,7 @@ WORKERS_TIMEOUT_S = 60.0  # a joined Dask cluster must show one worker within th
 # (docs/input-rules.md I16), and each worker on a port of its own.
 NO_HTTP_ROUTES = {"distributed.scheduler.http.routes": [],
                   "distributed.worker.http.routes": []}
+NO_WORKER_HTTP_ROUTES = {"distributed.worker.http.routes": []}  # with --dask-dashboard
 RAY_CONNECT_TIMEOUT_S = 30.0  # ray.init joining a cluster (it starts a local raylet first)
 
 
@@ -83,13 +87,20 @@ class ExecutorOptions:
     executor: str = "local"
     n_jobs: int | None = None
     address: str | None = None
+    dask_dashboard: str | None = None  # HOST:PORT of the local Dask cluster's dashboard
 
     def build(self) -> Executor:
-        """The executor these options name (an unknown name is an InputError on --executor)."""
+        """The executor these options name (an unknown name is an InputError on --executor).
+        The Dask dashboard is served only when asked for, by a local Dask cluster."""
         if self.executor not in EXECUTORS:
             raise InputError(f"unknown executor {self.executor!r} "
                              f"(valid: {', '.join(EXECUTORS.names())})", field="--executor")
-        return EXECUTORS.build(self.executor, n_jobs=self.n_jobs, address=self.address)
+        if self.dask_dashboard is None:
+            return EXECUTORS.build(self.executor, n_jobs=self.n_jobs, address=self.address)
+        if self.executor != "dask" or self.address is not None:
+            raise InputError("serves the dashboard of a local Dask cluster: needs "
+                             "--executor dask without --address", field="--dask-dashboard")
+        return EXECUTORS.build("dask", n_jobs=self.n_jobs, dashboard=self.dask_dashboard)
 
 
 LOCAL_WORKERS = ExecutorOptions()  # worker processes here, one per CPU available
@@ -214,10 +225,15 @@ class DaskExecutor(ExecutorBase):
     """Dask distributed: a scheduler at `address`, or a LocalCluster of worker processes
     (TLS with temporary credentials, so no other local process can submit to it)."""
 
-    def __init__(self, n_jobs: int | None = None, address: str | None = None) -> None:
+    def __init__(self, n_jobs: int | None = None, address: str | None = None,
+                 dashboard: str | None = None) -> None:
         self.distributed = _optional("distributed", "dask")
+        if dashboard is not None and importlib.util.find_spec("bokeh") is None:
+            raise InputError("the Dask dashboard needs bokeh: pip install bokeh",
+                             field="--dask-dashboard")
         self.n_jobs = n_jobs or default_jobs()
         self.address = address
+        self.dashboard = dashboard  # None: no HTTP pages at all (docs/input-rules.md I16)
         self.client: Any = None
         self.cluster: Any = None
 
@@ -233,13 +249,17 @@ class DaskExecutor(ExecutorBase):
                 raise InputError("a local Dask cluster runs with TLS, which needs the "
                                  "'cryptography' package: pip install 'prefixsim[dask]'",
                                  field="--executor") from None
-            with dask_config.set(NO_HTTP_ROUTES):  # the workers get this config too
+            routes = NO_HTTP_ROUTES if self.dashboard is None else NO_WORKER_HTTP_ROUTES
+            with dask_config.set(routes):  # the workers get this config too
                 self.cluster = distributed.LocalCluster(
                     n_workers=self.n_jobs, threads_per_worker=1, processes=True,
-                    dashboard_address=None, silence_logs=logging.ERROR, security=security,
-                    protocol="tls://", host="127.0.0.1",
+                    dashboard_address=self.dashboard, silence_logs=logging.ERROR,
+                    security=security, protocol="tls://", host="127.0.0.1",
                 )
             self.client = distributed.Client(self.cluster, security=security)
+            if self.dashboard is not None:
+                print(f"prefixsim: Dask dashboard (no login) at {self.client.dashboard_link}",
+                      file=sys.stderr)
             return
         check_reachable(self.address, 8786)
         try:
