@@ -4,15 +4,19 @@ comparison table's last column can be reached (the table scrolls inside its box,
 itself never overflows sideways), the table sorts on a click, every run is named in every
 figure drawn per run (or named as left out), every image decodes (naturalWidth > 0), and
 the answer box comes first, above the header, with the cells behind its answers
-highlighted in the table. Run on the README's quickstart sweep (cache-only and timed runs)
-and the timed demo sweep. Skipped with a reason where Chromium is not installed (Debian:
+highlighted in the table. Run on the README's quickstart sweep (cache-only and timed runs),
+the timed demo sweep and the cluster demo sweep; each is also screenshot at 1400 and 800
+px, as the README's pictures are (reports/screenshots.sh), and the picture checked: drawn
+at that width, not blank, the answer box's green at its top. Skipped with a reason where Chromium is not installed (Debian:
 `apt-get install chromium`; .ci/run installs it)."""
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -120,12 +124,15 @@ def check_what_a_reader_sees(check, num_plots, ok_runs):
     return table
 
 
+DEMOS = ("quickstart", "timed_demo", "cluster_demo")
+
+
 @pytest.fixture(scope="module")
 def demo_reports(tmp_path_factory):
-    """The demo sweep and the timed demo sweep with their reports, built once."""
+    """The quickstart, timed demo and cluster demo sweeps with their reports, built once."""
     root = tmp_path_factory.mktemp("browser")
     folders = {}
-    for name in ("quickstart", "timed_demo"):
+    for name in DEMOS:
         out = root / name
         run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1),
                   command=f"prefixsim sweep traces/sweeps/{name}.yaml -o {out}")
@@ -134,7 +141,7 @@ def demo_reports(tmp_path_factory):
     return folders
 
 
-@pytest.mark.parametrize("name", ["quickstart", "timed_demo"])
+@pytest.mark.parametrize("name", DEMOS)
 @pytest.mark.parametrize("width", [1400, 800])
 def test_a_reader_sees_the_header_the_whole_table_and_every_run(demo_reports, tmp_path,
                                                                 name, width):
@@ -147,6 +154,57 @@ def test_a_reader_sees_the_header_the_whole_table_and_every_run(demo_reports, tm
         assert table["scrolls"]
         assert table["firstCellLeft"] == pytest.approx(table["boxLeft"], abs=2)
     assert num_plots >= 6
+
+
+def screenshot(page, path, width, height):
+    """The top `height` px of `page` in headless Chromium `width` px wide, as a PNG."""
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+               "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run", f"--user-data-dir={path.parent / 'shot'}",
+               f"--window-size={width},{height}", "--hide-scrollbars",
+               "--virtual-time-budget=10000", f"--screenshot={path}", page.as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and path.exists(), done.stderr[-2000:]
+
+
+def green_rows_near_the_top(pixels) -> int:
+    """Rows of the top 200 px that are more than half green-tinted (g above r and b): the
+    answer box's border and background."""
+    top = pixels[:200]
+    green = (top[:, :, 1] - top[:, :, 0] > 0.03) & (top[:, :, 1] - top[:, :, 2] > 0.03)
+    return int((green.mean(axis=1) > 0.5).sum())
+
+
+def test_the_screenshot_check_sees_a_page_without_the_answer_box(tmp_path):
+    """Negative control: grey header cards at the top are not an answer box."""
+    import matplotlib.image
+
+    page = tmp_path / "plain.html"
+    page.write_text('<html><body><h1>report</h1><div style="background:#f4f4f4;'
+                    'border:1px solid #ccc;height:300px">cards</div></body></html>')
+    shot = tmp_path / "plain.png"
+    screenshot(page, shot, 800, 400)
+    assert green_rows_near_the_top(matplotlib.image.imread(shot)[..., :3]) == 0
+
+
+@pytest.mark.parametrize("name", DEMOS)
+@pytest.mark.parametrize("width", [1400, 800])
+def test_screenshots_show_the_answer_box_first(demo_reports, tmp_path, name, width):
+    """The screenshots the README shows (reports/screenshots.sh takes the same ones): the
+    page's top is drawn at the width asked, and its first block of colour below the title
+    is the answer box's green border and tint, not the header's grey cards. Set
+    PREFIXSIM_SCREENSHOTS to a folder to keep them."""
+    import matplotlib.image
+
+    shot = tmp_path / f"{name}_report_{width}.png"
+    screenshot(demo_reports[name] / "report.html", shot, width, 900)
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (900, width)
+    assert pixels.std() > 0.05, "a blank page"
+    assert green_rows_near_the_top(pixels), "no answer box near the top"
+    keep = os.environ.get("PREFIXSIM_SCREENSHOTS")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
 
 
 def test_the_probe_sees_a_broken_image(tmp_path):
