@@ -236,6 +236,7 @@ def generate_command(preset: str, num_requests: int, rate: float | None, seed: i
     with Progress("generate", "req", total=num_requests) as bar:
         requests = generate(load_preset(preset), num_requests, seed, rate,
                             on_progress=bar.update)
+        bar.update(len(requests) - bar.count)  # the generator's last partial block
     write_trace(requests, out, None)
     click.echo(f"wrote {len(requests):,} requests ({preset}, seed {seed}) to {out}", err=True)
 
