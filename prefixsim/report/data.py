@@ -72,7 +72,6 @@ class ReportData:
         return (f"{len(missing)} of {total} runs missing, {len(damaged)} damaged; "
                 "the report draws the rest")
 
-
     @property
     def ok(self) -> pd.DataFrame:
         """Rows of successful runs."""
@@ -227,6 +226,7 @@ def load_report_data(path: str | Path) -> ReportData:
         if table is None:  # killed before the first table refresh (or the table is damaged):
             table = _table_from_runs(folder, meta)  # read the finished run folders
         swept = [c for c in meta.get("swept_columns", []) if c in table]
+        table = per_replica_capacity(table, swept)
         run_dirs = {rid: _run_dir(folder, rid) for rid in table.get("run_id", [])}
         name = meta.get("name") or folder.name
         kind = meta.get("kind", "sweep")  # a tune folder has the sweep layout
@@ -238,12 +238,26 @@ def load_report_data(path: str | Path) -> ReportData:
         summary = _read_json(folder / "summary.json")
         scalars = {k: v for k, v in summary.items()
                    if v is None or isinstance(v, (bool, int, float, str))}
-        table = pd.DataFrame([{"run_id": folder.name, "status": "ok", **scalars}])
+        table = per_replica_capacity(
+            pd.DataFrame([{"run_id": folder.name, "status": "ok", **scalars}]), [])
         return ReportData(title=f"prefixsim run: {folder.name}", kind="run", table=table,
                           swept=[], run_dirs={folder.name: folder},
                           config_text=_read_text(folder / "config.yaml"))
     raise InputError("not a results folder (no sweep.parquet or summary.json)",
                      file=str(folder))
+
+
+def per_replica_capacity(table: pd.DataFrame, swept: list[str]) -> pd.DataFrame:
+    """`cache_capacity_tokens` per replica in every row, as a swept value (the config's
+    `cache.capacity_tokens`) already is: a summary counts it over all replicas, so where the
+    column comes from the summaries it is divided by their `replicas`."""
+    column = "cache_capacity_tokens"
+    if column in swept or column not in table or "replicas" not in table:
+        return table
+    replicas = pd.to_numeric(table["replicas"], errors="coerce").fillna(1).clip(lower=1)
+    table = table.copy()
+    table[column] = pd.to_numeric(table[column], errors="coerce") / replicas
+    return table
 
 
 def _read_table(path: Path) -> pd.DataFrame | None:

@@ -96,9 +96,11 @@ def policy_zoo(data: ReportData) -> Figure:
     fig, axes = new_figure(ncols=2 if has_gap else 1, width=6.5,
                            height=4.5 + (0.45 + 0.16 * room if room else 0))
     left = axes[0]
+    drawn = 0  # curves, not counting the bounds drawn below
     for _, part in curves.groupby(curve_by or (lambda _: 0), dropna=False, sort=False):
         if part[CAPACITY].nunique() < 2:
             continue
+        drawn += 1
         part = part.sort_values(CAPACITY)
         name = _curve_name(part.iloc[0], curve_by)
         (line,) = left.plot(part[CAPACITY], part[HIT_RATE], marker="o", label=name)
@@ -121,7 +123,7 @@ def policy_zoo(data: ReportData) -> Figure:
     for name, _, top in tops[:1] if one_top else tops:
         suffix = f" ({name})" if name and not one_top else ""
         left.axhline(top, linestyle=":", color="grey", label=f"unbounded cache{suffix}")
-    if not left.get_lines():
+    if not drawn:
         raise PlotSkipped(f"no curve with 2 or more runs at distinct {CAPACITY}")
     left.set_title("Token hit rate vs cache capacity", fontsize=10)
     left.set_ylabel("token hit rate (% of prompt tokens)")

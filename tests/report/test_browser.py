@@ -7,8 +7,8 @@ the answer box comes first, above the header, with the cells behind its answers
 highlighted in the table. Run on the README's quickstart sweep (cache-only and timed runs),
 the timed demo sweep and the cluster demo sweep; each is also screenshot at 1400 and 800
 px, as the README's pictures are (reports/screenshots.sh), and the picture checked: drawn
-at that width, not blank, the answer box's green at its top. Skipped with a reason where Chromium is not installed (Debian:
-`apt-get install chromium`; .ci/run installs it)."""
+at that width, not blank, the answer box's green at its top. Skipped with a reason where
+Chromium is not installed (Debian: `apt-get install chromium`; .ci/run installs it)."""
 
 import html
 import json

@@ -235,3 +235,35 @@ def test_the_lru_reference_matches_capacity_ttl_and_trace_part():
     vs = comparison(data).set_index("run_id")["vs_lru"]
     assert vs["g1"] == pytest.approx(0.25) and np.isnan(vs["l1"])  # LRU: the baseline
     assert np.isnan(vs["g2"]) and np.isnan(vs["g3"])
+
+
+def test_capacity_is_per_replica_wherever_it_comes_from():
+    """A summary counts cache_capacity_tokens over all replicas (4 x 20,000 = 80,000); a
+    swept capacity is the config's, per replica. Not swept: divided by the replicas
+    (80,000 / 4, 40,000 / 2), a cache-only row (no replicas) and an unbounded one as they
+    are. Swept: left alone."""
+    from prefixsim.report.data import per_replica_capacity
+
+    table = pd.DataFrame({"cache_capacity_tokens": [80_000, 40_000, 5_000, None],
+                          "replicas": [4, 2, None, 4]})
+    out = per_replica_capacity(table, [])
+    assert out["cache_capacity_tokens"].tolist()[:3] == [20_000, 20_000, 5_000]
+    assert pd.isna(out["cache_capacity_tokens"].iloc[3])
+    assert per_replica_capacity(table, ["cache_capacity_tokens"]) is table
+
+
+def test_policy_zoo_is_skipped_when_no_curve_has_two_capacities():
+    """Two policies at one capacity each (the cluster demo's shape): only the bounds would
+    be drawn, an empty chart, so the plot is skipped with its reason."""
+    from prefixsim.report.data import ReportData
+    from prefixsim.report.plots import policy_zoo
+
+    table = pd.DataFrame({"run_id": ["a", "b"], "status": ["ok", "ok"],
+                          "cache_policy": ["lru", "s3fifo"],
+                          "cache_capacity_tokens": [10_000, 20_000],
+                          "cache_token_hit_rate": [0.4, 0.5],
+                          "cache_unbounded_token_hit_rate": [0.8, 0.8]})
+    data = ReportData(title="t", kind="sweep", table=table,
+                      swept=["cache_policy", "cache_capacity_tokens"], run_dirs={})
+    with pytest.raises(PlotSkipped, match="no curve"):
+        policy_zoo(data)
