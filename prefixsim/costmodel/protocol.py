@@ -134,6 +134,10 @@ class CostModelBase:
 
     name: str
     serving_overheads: ServingOverheads = NO_OVERHEADS
+    # True when a decode step never takes less time than the one before it in a run (the
+    # contexts only grow): the engine may then bound a run's progress without timing it
+    # (engine/decode_steps.py `RunClock.steps_done_at_most`)
+    decode_steps_never_shorten: bool = False
 
     def step_time_s(self, batch: StepBatch) -> float:
         raise NotImplementedError

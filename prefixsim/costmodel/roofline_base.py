@@ -18,6 +18,8 @@ class RooflineBase(CostModelBase):
     """A roofline model of `model` on `tp` x `gpu`; subclasses write `step_time_s` and
     `decode_run_time_s(num_seqs, context_sum, num_steps)`."""
 
+    decode_steps_never_shorten = True  # a decode step's time grows with its contexts
+
     def __init__(self, model: ModelSpec, gpu: GPUSpec, tp: int) -> None:
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")

@@ -47,7 +47,7 @@ class RunClock:
     Same answers as `steps_done_by`."""
 
     __slots__ = ("cost_model", "contexts", "num_seqs", "steps", "total_s", "done", "done_s",
-                 "next_s", "time_of")
+                 "next_s", "time_of", "steps_grow")
 
     def __init__(self, cost_model: CostModel, contexts: tuple[int, ...], steps: int,
                  total_s: float) -> None:
@@ -57,6 +57,7 @@ class RunClock:
         self.steps = steps
         self.total_s = total_s
         self.time_of = cost_model.decode_run_timer(contexts)
+        self.steps_grow = getattr(cost_model, "decode_steps_never_shorten", False)
         # the cursor: `done` steps end at done_s, the next at next_s (-1: not asked yet); a
         # caller may read done directly when done_s <= elapsed < next_s
         self.done = 0
@@ -78,6 +79,22 @@ class RunClock:
         self._advance(steps_done_by(self.cost_model, self.contexts, self.steps, elapsed_s,
                                     self.time_of))
         return self.done
+
+    def steps_done_at_most(self, elapsed_s: float) -> int:
+        """An upper bound on `steps_done(elapsed_s)` for a time at or after the last query,
+        from the cursor alone (no cost-model call): exact inside the cursor's step; past it,
+        when the cost model's decode steps never get shorter as contexts grow
+        (`decode_steps_never_shorten`), every later step lasts at least as long as the
+        cursor's next one, plus one step for float rounding; else the run's end."""
+        next_s, done_s = self.next_s, self.done_s
+        if next_s < 0 or elapsed_s < done_s or elapsed_s >= self.total_s:
+            return self.steps  # not asked yet (or asked later): the run's end
+        if elapsed_s < next_s:
+            return self.done
+        step_s = next_s - done_s
+        if step_s <= 0 or not self.steps_grow:
+            return self.steps
+        return min(self.steps, self.done + 2 + int((elapsed_s - next_s) / step_s))
 
     def _advance(self, done: int) -> None:
         time_of = self.time_of

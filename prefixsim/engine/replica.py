@@ -146,8 +146,8 @@ class Replica(ReplicaMemory):
 
     def load_bounds(self) -> tuple[int, int]:
         """Bounds on `outstanding_tokens` now from maintained counters alone (no cost-model
-        call): equal when no decode run is in progress; else the load at the run's end and
-        at the last step the run's clock has been asked about."""
+        call, no clock arithmetic): equal when no decode run is in progress; else the load
+        at the run's end and at the last step the run's clock has been asked about."""
         run = self._run
         outstanding = self._outstanding
         if run is None:
@@ -155,6 +155,16 @@ class Replica(ReplicaMemory):
         clock = run[1]
         return (outstanding - clock.num_seqs * clock.steps,
                 outstanding - clock.num_seqs * clock.done)
+
+    def least_load_now(self) -> int:
+        """A lower bound on `outstanding_tokens` now, tighter than `load_bounds`' and still
+        without a cost-model call: the load after the most decode steps that can have ended
+        by now (`RunClock.steps_done_at_most`; exact inside the step last asked about)."""
+        run = self._run
+        if run is None:
+            return self._outstanding
+        start, clock = run
+        return self._outstanding - clock.num_seqs * clock.steps_done_at_most(self.env.now - start)
 
     def cached_page_ids(self) -> set[int]:
         return {page.page_id for page in self.cache.pages()}

@@ -144,6 +144,7 @@ class PrefixIndex:
         self._immortal = True  # no attached cache has a TTL: every indexed page is alive
         # page id -> replica bits while live and immortal (None: `_holders` instead)
         self._masks: dict[int, int] | None = {} if self._live else None
+        self._mask_positions: dict[int, tuple[int, ...]] = {}  # `_positions`' memory
         self._attached: list[tuple[int, RadixCache]] = []
         self._pool: dict[int, Page] | None = None  # the shared pool's pages (attach_pool)
         self._host: dict[int, int] | None = None  # page id -> host-tier replica bits
@@ -282,13 +283,25 @@ class PrefixIndex:
             kept = still & get(page_ids[depth], 0) if depth < num else 0
             dropped = still ^ kept
             if dropped:
-                tokens = request.prefix_tokens(depth)
-                while dropped:
-                    low = dropped & -dropped
-                    found[low.bit_length() - 1] = tokens
-                    dropped ^= low
+                found.update(dict.fromkeys(self._positions(dropped),
+                                           request.prefix_tokens(depth)))
             still = kept
         return found
+
+    def _positions(self, mask: int) -> tuple[int, ...]:
+        """The replicas of a bit mask, remembered: the same masks recur at every arrival
+        (every replica holding a trace's shared first page drops out at one depth)."""
+        positions = self._mask_positions.get(mask)
+        if positions is None:
+            if len(self._mask_positions) >= 4096:
+                self._mask_positions.clear()
+            bits, out = mask, []
+            while bits:
+                low = bits & -bits
+                out.append(low.bit_length() - 1)
+                bits ^= low
+            positions = self._mask_positions[mask] = tuple(out)
+        return positions
 
     def _walk_sets(self, request: Request, page_ids: tuple[int, ...]) -> dict[int, int]:
         """The walk when every indexed page counts (no TTL, or a stale view): set

@@ -7,7 +7,8 @@ snapshot of its page ids refreshed every `staleness_s` simulated seconds (as a r
 periodic cache reports would). With `staleness_s` = 0 the router reads the caches through the
 engine's PrefixIndex when it binds one (router/index.py: one walk over the prompt's pages,
 whatever the number of replicas; `event_delay_s` > 0 delivers the caches' events that late,
-as a KV-event-fed router sees them), else live from each replica. Load is always read live.
+as a KV-event-fed router sees them), else live from each replica. Load is always read live:
+each replica's load at its last step boundary (docs/architecture.md "Routers"), exactly.
 
 Tiers (`tier_weights`, through the index only): a replica's cached prefix may continue
 below its HBM, in its host DRAM tier (docs/cache-semantics.md R15) or in the shared KV pool
@@ -23,6 +24,7 @@ have host tiers and no pool; set it to 0.8 for llm-d's rule).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import repeat
 
 from prefixsim.cache import RadixCache
 from prefixsim.router.index import PrefixIndex
@@ -103,9 +105,11 @@ class PrefixAware:
         """The replica of highest base - load_weight x load (`bases` by position, `other`
         for the rest), ties to the lower load, then the lower position: the choice a scan
         of every replica's exact load makes. Replicas offering `load_bounds` (maintained
-        counters) are skipped when even their best score falls below the best worst-case
-        score of any replica, so the exact load (a decode run's clock) is read only for
-        replicas that can win or tie; views without bounds are read whole."""
+        counters) and `least_load_now` (as Replica does) are skipped when even their best
+        score falls below the best worst-case score of any replica, first by the load at
+        their decode run's end, then by the least load their run's clock allows now, so the
+        exact load (a cost-model walk of the run's clock) is read only for replicas that can
+        win or tie; views without bounds are read whole."""
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
         if not replicas or not hasattr(replicas[0], "load_bounds"):
@@ -115,17 +119,22 @@ class PrefixAware:
                 if score > best_score or (score == best_score and load < best_load):
                     best, best_score, best_load = position, score, load
             return best
-        bounds = [replica.load_bounds() for replica in replicas]
-        floor = max([bases.get(position, other) - weight * high
-                     for position, (_, high) in enumerate(bounds)])
-        for position, (low, high) in enumerate(bounds):
-            base = bases.get(position, other)
-            if base - weight * low < floor:
-                continue  # cannot reach the best worst case: cannot win or tie
-            load = high if low == high else replicas[position].outstanding_tokens
-            score = base - weight * load
-            if score > best_score or (score == best_score and load < best_load):
-                best, best_score, best_load = position, score, load
+        count = len(replicas)
+        pairs = [(base, replica.load_bounds()) for base, replica in
+                 zip(map(bases.get, range(count), repeat(other, count)), replicas, strict=True)]
+        floor = max([base - weight * high for base, (_, high) in pairs])
+        hopeful = [position for position, (base, (low, _)) in enumerate(pairs)
+                   if base - weight * low >= floor]  # the rest cannot win or tie
+        for position in hopeful:
+            base, (low, high) = pairs[position]
+            if low != high:  # a decode run in progress: the clock's bound, then its reading
+                replica = replicas[position]
+                if base - weight * replica.least_load_now() < floor:
+                    continue
+                high = replica.outstanding_tokens
+            score = base - weight * high
+            if score > best_score or (score == best_score and high < best_load):
+                best, best_score, best_load = position, score, high
         return best
 
     def _cached(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> list[int]:
