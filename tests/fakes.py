@@ -75,3 +75,19 @@ def draw_arrival_and_base(draw, now: float, prompts: list[tuple[int, ...]]
         base = draw(st.sampled_from(prompts))
         base = base[: draw(st.integers(0, len(base)))]
     return now, base
+
+
+def run_demo_sweep(name: str, root, report: bool = False):
+    """The bundled sweep traces/sweeps/NAME.yaml run into root/NAME (one process), with its
+    report when `report`; returns the folder."""
+    from click.testing import CliRunner
+
+    from prefixsim.cli import app
+    from prefixsim.sweep import ExecutorOptions, load_spec, run_sweep
+
+    out = root / name
+    run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1),
+              command=f"prefixsim sweep traces/sweeps/{name}.yaml -o {out}")
+    if report:
+        assert CliRunner().invoke(app, ["report", str(out), "--quiet"]).exit_code == 0
+    return out

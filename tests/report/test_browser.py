@@ -19,10 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from prefixsim.cli import app
-from prefixsim.sweep import ExecutorOptions, load_spec, run_sweep
+from fakes import run_demo_sweep
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)
@@ -131,14 +128,7 @@ DEMOS = ("quickstart", "timed_demo", "cluster_demo")
 def demo_reports(tmp_path_factory):
     """The quickstart, timed demo and cluster demo sweeps with their reports, built once."""
     root = tmp_path_factory.mktemp("browser")
-    folders = {}
-    for name in DEMOS:
-        out = root / name
-        run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1),
-                  command=f"prefixsim sweep traces/sweeps/{name}.yaml -o {out}")
-        assert CliRunner().invoke(app, ["report", str(out), "--quiet"]).exit_code == 0
-        folders[name] = out
-    return folders
+    return {name: run_demo_sweep(name, root, report=True) for name in DEMOS}
 
 
 @pytest.mark.parametrize("name", DEMOS)

@@ -11,11 +11,11 @@ from unittest import mock
 
 import matplotlib.pyplot as plt
 import pytest
+from fakes import run_demo_sweep
 from matplotlib.text import Text
 
 from prefixsim.report import PLOTS, PlotSkipped, load_report_data
 from prefixsim.report.figures import finish_figure
-from prefixsim.sweep import ExecutorOptions, load_spec, run_sweep
 
 DEMOS = ("quickstart", "cluster_demo")  # quickstart: cache-only and timed runs
 RAW_MATH = re.compile(r"(?<!\\)\$|\\mathdefault")
@@ -26,12 +26,7 @@ SLACK_PX = 1.0
 def demo_data(tmp_path_factory):
     """The bundled demo sweeps, run once for the module, read as reports read them."""
     root = tmp_path_factory.mktemp("pictures")
-    found = {}
-    for name in DEMOS:
-        out = root / name
-        run_sweep(load_spec(f"traces/sweeps/{name}.yaml"), out, ExecutorOptions(n_jobs=1))
-        found[name] = load_report_data(out)
-    return found
+    return {name: load_report_data(run_demo_sweep(name, root)) for name in DEMOS}
 
 
 def drawn_texts(fig) -> list[tuple[str, object]]:
