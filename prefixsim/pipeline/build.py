@@ -170,6 +170,10 @@ def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostM
         if config.cost_model.name != "roofline":
             raise InputError("expert parallelism is priced by the roofline cost model only",
                              field="hardware.expert_parallel")
+        if model.num_experts is None or model.num_experts % config.hardware.tp:
+            raise InputError(f"splits the experts over the tp {config.hardware.tp} GPUs: "
+                             f"{model.name} has {model.num_experts or 'no'} experts",
+                             field="hardware.expert_parallel")
         params.setdefault("expert_parallel", True)
     if config.cost_model.name in ("roofline", "step_roofline"):
         params.setdefault("weight_dtype_bytes", DTYPE_BYTES[config.model.weight_dtype])

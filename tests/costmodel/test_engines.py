@@ -93,3 +93,10 @@ def test_expert_parallel_reaches_the_roofline_and_only_it():
                                     "cost_model.name": "step_roofline"})
     with pytest.raises(InputError, match="roofline cost model only"):
         build_cost_model(fitted, model, GPU)
+
+
+def test_expert_parallel_on_a_dense_model_names_the_flag():
+    from prefixsim.errors import InputError
+    config = load_config(overrides={"hardware.expert_parallel": True})
+    with pytest.raises(InputError, match="hardware.expert_parallel.*no experts"):
+        build_cost_model(config, MODEL, GPU)
