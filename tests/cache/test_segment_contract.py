@@ -136,6 +136,20 @@ def test_compaction_keeps_an_untouched_victim_and_its_deadline():
             assert cache.expire(120) == 1 and leaf_ids(cache) == [(2,)]
 
 
+def test_compaction_keeps_a_multi_page_victim_queued_once():
+    """Capacity 3 pages, TTL 10^6: [1, 2] (one segment, its victim entry never re-queued)
+    and [3] at t=0. Page 3 is hit 3,000 times (two heap entries each), so the heaps compact;
+    the entry of [1, 2] (version 0, depth key -1) is valid and must survive: freeing a
+    page's tokens then takes page 2, the tail of the least recently used segment."""
+    cache = segment_cache(capacity=3 * P, ttl=10**6)
+    cache.access([1, 2], 0, 0, P, 2 * P)
+    cache.access([3], 0, 1, P, P)
+    for step in range(3000):
+        cache.access([3], step / 100, 2 + step, P, P)
+    assert cache.evict(P) and leaf_ids(cache) == [(1,), (3,)]
+    cache.check_invariants()
+
+
 def _corruptible() -> SegmentCache:
     cache = segment_cache(capacity=100, ttl=100)
     cache.access([1, 2, 3], 0, 0, P, 12)
@@ -214,6 +228,16 @@ def test_insert_takes_a_list_and_says_how_many_pages_it_placed():
     assert cache.insert(None, [1, 2, 3], 0, P, P, 0, 0) == 2
     assert cache.insert(None, [7], 1, P, P, 0, 1) == 0
     assert leaf_ids(cache) == [(1, 2)]
+
+
+def test_insert_into_a_full_cache_places_nothing_and_says_so():
+    """Room for 2 pages, [1, 2] resident: inserting [7] (new, 1 page) places 0 pages, and
+    nothing changes (insert never evicts)."""
+    cache = segment_cache(capacity=2 * P)
+    cache.access([1, 2], 0, 0, P, 2 * P)
+    assert cache.insert(None, [7], 0, P, P, 1, 1) == 0
+    assert leaf_ids(cache) == [(1, 2)] and cache.resident_tokens == 2 * P
+    assert cache.counters.inserted_pages == 2
 
 
 def test_an_insert_raises_every_ancestor_deadline():
