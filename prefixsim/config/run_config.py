@@ -199,6 +199,11 @@ class CacheConfig(Section):
     )
     tier_min_load_tokens: int = option(0, "--tier-min-load-tokens", "Lower-tier runs shorter "
                                        "than this are recomputed, not loaded", ge=0)
+    tier_load: Literal["async", "blocking"] = option(
+        "async", "--tier-load", "Timed: async: a request whose prefix loads from a lower tier "
+        "or the pool waits for its copy while the others keep stepping (vLLM v1's KV "
+        "connectors); blocking: the copy is added to its first chunk's step, stalling the "
+        "batch; docs/cache-semantics.md R15")
     bounds: bool = option(False, "--bounds", "Cache-only: also report belady's (offline "
                           "optimum) hit rate at the same capacity")
     pricing: str | None = option(None, "--pricing", "Price the run: anthropic, anthropic-haiku, "

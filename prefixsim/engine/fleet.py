@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.classes import CacheRules
@@ -26,6 +27,8 @@ from prefixsim.engine.disaggregation import Disaggregation
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.router import Router
 
+TierLoad = Literal["async", "blocking"]
+
 
 @dataclass(frozen=True, slots=True)
 class Fleet:
@@ -37,7 +40,10 @@ class Fleet:
     `clients`: a closed loop that releases the requests as earlier ones finish
     (engine/clients.py); None: the requests arrive at their own times (open loop).
     `decode_router`: chooses each handed-off request's decode replica among the decode
-    replicas (None: the fewest outstanding tokens, ties to the lower index).
+    replicas (None: the fewest outstanding tokens, ties to the lower index). `tier_load`:
+    `async`, a request loading its prefix from a lower tier or the pool waits off the batch
+    until its copy ends; `blocking`, the copy is added to its first chunk's step
+    (docs/cache-semantics.md R15).
     """
 
     caches: Sequence[RadixCache]
@@ -52,6 +58,7 @@ class Fleet:
     disaggregation: Disaggregation | None = None
     clients: Clients | None = None
     decode_router: Router | None = None  # disaggregated: picks the decode replica
+    tier_load: TierLoad = "async"  # lower-tier and pool loads: async or blocking (R15)
 
     def tier_stack(self, replica: int) -> TierStack | None:
         """The lower tiers under replica `replica`'s cache, or None."""

@@ -105,7 +105,8 @@ class Replica(ReplicaMemory):
                  transfer: HandOff | None = None) -> None:
         pool = fleet.pool
         super().__init__(env, cache, fleet.cost_model, fleet.tier_stack(index),
-                         fleet.kv_bytes_per_token, pool=pool, link=link)
+                         fleet.kv_bytes_per_token, pool=pool, link=link,
+                         async_loads=fleet.tier_load == "async")
         self.transfer = transfer  # set on prefill replicas of disaggregated serving
         self.handing_off: list[RequestState] = []  # prefilled, KV still here until pulled
         self.index = index
@@ -191,6 +192,16 @@ class Replica(ReplicaMemory):
         ):
             wake.succeed()
 
+    def _load_done(self, state: RequestState, event: simpy.Event) -> None:
+        """An async load ended (R15): its request rejoins the queue's head, waking the
+        replica idle or cutting its decode run at the step in progress when it has a free
+        sequence slot (the load's end is a step boundary's news in vLLM v1)."""
+        super()._load_done(state, event)
+        wake = self._wake
+        if wake is not None and not wake.triggered and (
+                len(self.running) < self.scheduler.max_num_seqs):
+            wake.succeed()
+
     def _finish(self, state: RequestState) -> None:
         self._release(state)
         self.running.remove(state)
@@ -239,7 +250,7 @@ class Replica(ReplicaMemory):
     # --------------------------------------------------------------------- loop
     def _loop(self):
         while True:
-            if not self.running and not self.waiting:
+            if not self.running and not self.waiting and not self.loading:
                 if self.state_log is not None:
                     self.state_log.record(self)
                 yield from self._sleep()
@@ -250,7 +261,7 @@ class Replica(ReplicaMemory):
                 yield from self._prefill_step(plan)
             elif plan.decodes:
                 yield from self._decode_run(plan.decodes)
-            elif self._memory_in_transit():  # held by KV moving out (or in): wait for it
+            elif self.loading or self._memory_in_transit():  # KV moving in or out: wait
                 yield from self._sleep()
                 continue
             else:
@@ -274,6 +285,12 @@ class Replica(ReplicaMemory):
         while not plan.chunks and not plan.decodes and self.running:
             self._preempt(self.running[-1])
             plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
+        if not plan.chunks and not plan.decodes and not self.running:
+            loaded = next((s for s in self.waiting if s.loaded_chunk_tokens), None)
+            if loaded is not None:  # its KV is in and its chunk reserved: it goes first
+                self.waiting.remove(loaded)  # rather than hold memory the head waits for
+                self.waiting.appendleft(loaded)
+                plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
         return plan
 
     def _prefill_step(self, plan: StepPlan):
@@ -291,8 +308,9 @@ class Replica(ReplicaMemory):
         loads = [state.load_s for state, _ in plan.chunks]
         for state, _ in plan.chunks:
             state.load_s = 0.0
-        # loads before the chunks: lower tiers copy one after another (R15); pool reads are
-        # booked on the link already, so the step waits for the last (R18)
+        # blocking loads before the chunks (async ones ended before admission): lower tiers
+        # copy one after another (R15); pool reads are booked on the link already, so the
+        # step waits for the last (R18)
         step_s += max(loads) if self.link is not None else sum(loads)
         if self.state_log is not None:
             self.state_log.record(self)
@@ -419,7 +437,8 @@ class Replica(ReplicaMemory):
         cache.check_invariants()
         if self.pool is not None:  # the shared pool's own accounting (R13 over its tree)
             self.pool.cache.check_invariants()
-        private = sum(s.private_tokens for s in self.running) + self._held_private_tokens()
+        private = sum(s.private_tokens for group in (self.running, self.loading, self.waiting)
+                      for s in group) + self._held_private_tokens()
         assert private == cache.reserved_tokens, "private tokens != cache reservation"
         # R13 against sums made here, not from the cache's own counters (whose four terms
         # add up to the capacity by construction): resident from the pages, locked from the
@@ -441,8 +460,12 @@ class Replica(ReplicaMemory):
             assert state.status == RUNNING
             assert state.tip is None or state.tip.lock_count > 0, "running path not locked"
             assert state.tree_tokens + state.private_tokens >= state.computed_tokens
-        for state in self.waiting:
-            assert state.private_tokens == 0 and state.tip is None
+        for state in self.waiting:  # only a request whose prefix has loaded holds KV there
+            assert state.loaded_chunk_tokens or (state.private_tokens == 0 and state.tip is None)
+        for state in self.loading:  # its loaded prefix and first chunk reserved (R15)
+            assert state.loaded_chunk_tokens > 0, "a loading request without its first chunk"
+            assert state.tree_tokens + state.private_tokens >= state.computed_tokens
         assert self._outstanding == sum(
-            s.outstanding_tokens for group in (self.running, self.waiting) for s in group
+            s.outstanding_tokens for group in (self.running, self.waiting, self.loading)
+            for s in group
         ) + self._queued_outstanding(), "outstanding tokens out of step"

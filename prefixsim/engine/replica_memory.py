@@ -21,9 +21,12 @@ private.
 
 With lower tiers (cache/tiers.py, R15) the match continues below HBM at admission: those
 pages count as hits of their tier, are taken out of it and held as the request's private KV
-until its first chunk inserts them; their copy time (the cost model's `transfer_time_s`) is
-added to the step that runs the request's next prefill chunk (a blocking load). With a shared
-KV pool (cache/pool.py, R18) the match continues in the pool the same way; its pages are read
+until its first chunk inserts them. Their copy time (the cost model's `transfer_time_s`) is,
+with async loads (the default, as vLLM v1's KV connectors), waited off the batch: the
+request, its loaded KV and first chunk reserved, sits in `loading` until the copy ends on the
+replica's host link (copies one after another), then rejoins the queue's head; with blocking
+loads it is added to the step that runs the request's next prefill chunk. With a shared KV
+pool (cache/pool.py, R18) the match continues in the pool the same way; its pages are read
 over the replica's link (waiting for the link's earlier reads), HBM's evictions (or, with
 write-through, every inserted chunk) are written to it.
 
@@ -34,6 +37,7 @@ queue, the step loop and the router's view on top.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
 import simpy
 
@@ -42,7 +46,7 @@ from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.cache_only import lower_tier_tokens
-from prefixsim.engine.request_state import RUNNING, WAITING, RequestState
+from prefixsim.engine.request_state import HELD, RUNNING, WAITING, RequestState
 from prefixsim.errors import InputError
 
 
@@ -51,7 +55,8 @@ class ReplicaMemory:
 
     def __init__(self, env: simpy.Environment, cache: RadixCache, cost_model: CostModel,
                  tiers: TierStack | None = None, kv_bytes_per_token: int = 0, *,
-                 pool: SharedPool | None = None, link: PoolLink | None = None) -> None:
+                 pool: SharedPool | None = None, link: PoolLink | None = None,
+                 async_loads: bool = False) -> None:
         if cache.capacity_tokens is None:
             raise ValueError("a replica's cache needs a capacity (its KV pool)")
         self.env = env
@@ -65,6 +70,9 @@ class ReplicaMemory:
             cache.on_demote = self._write_evicted
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []
+        self.async_loads = async_loads  # loads off the batch (R15), else blocking copies
+        self.loading: list[RequestState] = []  # admitted, their prefix still loading
+        self._load_link_free_s = 0.0  # when the host link ends its last booked tier load
         self.num_preemptions = 0
         self.query_tokens = 0
         self.hit_tokens = 0
@@ -81,7 +89,10 @@ class ReplicaMemory:
 
     def admit(self, state: RequestState, budget: int) -> int:
         """Match, lock and reserve the first chunk of `state` (at most `budget` tokens) if
-        its KV fits (R10); returns the chunk's tokens, 0 when it does not fit (no trace)."""
+        its KV fits (R10); returns the chunk's tokens, 0 when it does not fit (no trace),
+        HELD when its prefix loads first off the batch (async loads, R15)."""
+        if state.loaded_chunk_tokens:
+            return self._admit_loaded(state, budget)
         cache, now, request = self.cache, self.env.now, state.request
         rule = state.rule
         limit = request.matchable_pages(state.prompt_tokens) if rule.cacheable else 0
@@ -140,6 +151,49 @@ class ReplicaMemory:
             self.hit_tokens += hit
         else:
             state.recomputed_tokens += state.prompt_tokens - hit
+        if self.async_loads and state.load_s > 0 and (lower or pooled):
+            self._hold(state, size)
+            return HELD
+        return size
+
+    def _hold(self, state: RequestState, size: int) -> None:
+        """Async loads (R15): `state`, admitted with its loaded KV and first chunk of `size`
+        tokens reserved, waits off the batch until its copy ends: lower-tier copies one
+        after another on the replica's host link, pool reads when the link has read them
+        (booked already, R18). One event at the copy's end."""
+        now = self.env.now
+        if self.link is None:
+            start = self._load_link_free_s if self._load_link_free_s > now else now
+            self._load_link_free_s = start + state.load_s
+            wait_s = self._load_link_free_s - now
+        else:
+            wait_s = state.load_s
+        state.load_s = 0.0
+        state.status = WAITING
+        state.loaded_chunk_tokens = size
+        self.loading.append(state)
+        self.env.timeout(wait_s).callbacks.append(partial(self._load_done, state))
+
+    def _load_done(self, state: RequestState, _event: simpy.Event) -> None:
+        """`state`'s prefix is in HBM: it rejoins the queue at its head (vLLM v1 keeps a
+        request waiting for remote KV in its waiting queue, ahead of later arrivals)."""
+        self.loading.remove(state)
+        self.waiting.appendleft(state)
+
+    def _admit_loaded(self, state: RequestState, budget: int) -> int:
+        """Admit a request whose prefix has loaded: its first chunk, at most `budget`
+        tokens, from the reservation made when its load began, grown by what memory spares
+        (never below one token: it always runs, so loads cannot deadlock the queue)."""
+        prepaid = state.loaded_chunk_tokens
+        spare = max(0, self._available() - self._decode_room)
+        size = min(state.prompt_tokens - state.computed_tokens, budget, prepaid + spare)
+        if size > prepaid:
+            self._reserve(size - prepaid)
+        elif size < prepaid:
+            self.cache.release(prepaid - size)
+        state.private_tokens += size - prepaid
+        state.loaded_chunk_tokens = 0
+        state.status = RUNNING
         return size
 
     def grow(self, state: RequestState, num_tokens: int) -> bool:

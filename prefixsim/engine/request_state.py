@@ -8,6 +8,10 @@ metrics turn the records into `requests.parquet`. Token fields:
   computed_tokens tokens of the prompt whose KV exists (cached prefix + computed chunks)
   tree_tokens     prompt tokens held by cache pages on the request's locked path
   private_tokens  KV tokens charged to the request alone (cache reservation, R13)
+
+A request whose prefix loads asynchronously from a lower tier or the shared pool
+(docs/cache-semantics.md R15) stays `waiting` while it loads, holding its loaded KV and its
+first chunk's reservation (`loaded_chunk_tokens`), as vLLM v1's WAITING_FOR_REMOTE_KVS.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from prefixsim.engine.records import Status
 from prefixsim.trace import Request
 
 WAITING, RUNNING, COMPLETED, REJECTED = "waiting", "running", "completed", "rejected"
+HELD = -1  # a replica's `admit`: admitted, its prefix loading off the batch (async loads)
 
 
 class RequestState:
@@ -31,7 +36,7 @@ class RequestState:
         "computed_tokens", "tree_tokens", "private_tokens", "num_tree_pages", "tip",
         "generated_tokens", "target_tokens", "rule", "cached_tokens_host",
         "cached_tokens_disk", "cached_tokens_pool", "load_s", "last_token_s",
-        "decode_replica", "decode_source", "gap_pending",
+        "decode_replica", "decode_source", "gap_pending", "loaded_chunk_tokens",
     )
 
     def __init__(self, request: Request, arrival_s: float) -> None:
@@ -58,6 +63,9 @@ class RequestState:
         self.cached_tokens_disk = 0
         self.cached_tokens_pool = 0  # of cached_tokens, read from the shared pool (R18)
         self.load_s = 0.0  # lower-tier load time not yet charged to a step
+        # async loads (R15): the first chunk's KV reserved at admission, held while the
+        # prefix loads off the batch; > 0 marks a request holding its loaded KV in `waiting`
+        self.loaded_chunk_tokens = 0
         self.last_token_s = 0.0  # when a preempted or handed-off request's last token came
         self.decode_replica: int | None = None  # disaggregated: the replica that decodes it
         self.decode_source = None  # disaggregated: the prefill replica still holding its KV

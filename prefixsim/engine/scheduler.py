@@ -55,7 +55,9 @@ class ContinuousBatching:
     ) -> StepPlan:
         """Plan the next step; admitted requests move from `waiting` to `running`.
         `admit(state, budget)` reserves a waiting request's first chunk of at most `budget`
-        tokens and returns its size (0: it does not fit); `grow(state, tokens)` reserves a
+        tokens and returns its size (0: it does not fit; negative: admitted, its cached prefix
+        loading before it joins a step, which takes it off the queue and costs this step
+        nothing, as vLLM v1's WAITING_FOR_REMOTE_KVS); `grow(state, tokens)` reserves a
         running request's next chunk (False: it does not fit)."""
         budget = self.max_batched_tokens
         # `prefilling` and `remaining_prefill_tokens` written out (the hot path)
@@ -83,6 +85,8 @@ class ContinuousBatching:
             if not size:
                 break
             waiting.popleft()
+            if size < 0:  # HELD: it waits off the batch while its prefix loads
+                continue
             running.append(state)
             chunks.append((state, size))
             budget -= size

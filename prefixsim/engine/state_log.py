@@ -53,8 +53,9 @@ class StateLog:
         """A row for `replica` (engine/replica.py) as it stands now."""
         cache = replica.cache
         flat = self._flat
-        flat.extend((replica.env.now, replica.index, len(replica.running),
-                     len(replica.waiting), cache.resident_tokens, cache.reserved_tokens,
+        flat.extend((replica.env.now, replica.index, len(replica.running),  # waiting: with
+                     len(replica.waiting) + len(replica.loading),  # those loading (R15)
+                     cache.resident_tokens, cache.reserved_tokens,
                      replica.query_tokens, replica.hit_tokens, cache.counters.evicted_pages,
                      replica.num_preemptions))
         if len(flat) >= CHUNK_ROWS * WIDTH:

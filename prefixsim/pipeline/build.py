@@ -122,7 +122,8 @@ def build(config: RunConfig, requests: Sequence[Request],
                                    config.scheduler.chunked_prefill)
     clients, sessions = build_clients(config.load, requests)
     fleet = Fleet(caches, cost_model, scheduler, router, config.engine.time_scale, rules,
-                  tiers, kv_bytes_per_gpu, shared, split, clients, decode_router)
+                  tiers, kv_bytes_per_gpu, shared, split, clients, decode_router,
+                  tier_load=config.cache.tier_load)
     return Components(config, model, gpu, cost_model, rules, pricing, caches, tiers,
                       pool_tokens_per_replica=pool, kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
                       shared_pool=shared, fleet=fleet, sessions=sessions)

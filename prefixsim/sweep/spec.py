@@ -116,7 +116,8 @@ _DEFAULT_DUMP = RunConfig().model_dump(mode="json")
 # defaults, so a run offered as before the key existed keeps its id (and `--resume` finds
 # it). A new config key goes here too (tests/sweep/test_run_ids.py pins the demo's ids).
 LATER_KEYS = ("load", "model.config_path", "serving", "trace.max_pages",
-              "engine.disaggregation", "hardware.expert_parallel", "router.decode_router")
+              "engine.disaggregation", "hardware.expert_parallel", "router.decode_router",
+              "cache.tier_load")
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:

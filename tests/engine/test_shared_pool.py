@@ -65,11 +65,14 @@ def test_two_reads_on_one_link_queue():
     assert (link.writes.free_s, link.writes.bytes) == (2.5, 2000)
 
 
-def test_two_requests_wait_for_the_last_read_of_their_step():
+@pytest.mark.parametrize(("tier_load", "firsts"), [("blocking", [20.0, 20.0]),
+                                                  ("async", [15.5, 20.0])])
+def test_two_requests_wait_for_the_last_read_of_their_step(tier_load, firsts):
     """B and D (both L=12 over pool-held prefixes: 4 tokens each from the pool) are
-    admitted into one step at t=10 on one replica: the reads queue on the link (4.5 s, then
-    4.5 s more), the step waits for the last (9 s) and not for their sum plus the queueing:
-    both first tokens at 10 + 9 + 1 = 20."""
+    admitted at t=10 on one replica: the reads queue on the link (4.5 s, then 4.5 s more).
+    Blocking: one step waits for the last read (9 s) and not for their sum plus the
+    queueing: both first tokens at 10 + 9 + 1 = 20. Async (R15): each request steps when its
+    own read is in, B at 14.5 -> 15.5, D at 19 -> 20."""
     shared = pool()
     shared.write([1, 2], [4, 4])
     shared.write([6, 7], [4, 4])
@@ -79,9 +82,9 @@ def test_two_requests_wait_for_the_last_read_of_their_step():
     result = replay_timed([Request(0, 10.0, 12, 1, (1, 2, 5), 4),
                            Request(1, 10.0, 12, 1, (6, 7, 8), 4)],
                           Fleet([hbm], Ticks(), ContinuousBatching(64, 8),
-                          ROUTERS.build("round_robin"), pool=shared, kv_bytes_per_token=1000),
-                          Sampling(check_invariants=True))
-    assert [r.first_token_s for r in result.records] == [20.0, 20.0]
+                          ROUTERS.build("round_robin"), pool=shared, kv_bytes_per_token=1000,
+                          tier_load=tier_load), Sampling(check_invariants=True))
+    assert [r.first_token_s for r in result.records] == firsts
     assert [r.cached_tokens_pool for r in result.records] == [4, 4]
 
 
