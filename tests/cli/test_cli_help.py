@@ -19,6 +19,7 @@ RUN_FLAGS = {  # every option `prefixsim run` had before its help was sectioned,
     "--cache-tokens", "--max-trace-pages",
     "--ttl", "--ttl-mode", "--cache-mode", "--min-cacheable-tokens", "--host-cache-tokens",
     "--host-bandwidth", "--disk-cache-tokens", "--disk-bandwidth", "--tier-min-load-tokens",
+    "--tier-load",
     "--bounds", "--pricing", "--trace-seed", "--session-rate", "--output",  # no --seed: I8
     "--quiet", "--model", "--model-config", "--gpu", "--presets", "--tp",
     "--memory-utilization", "--kv-dtype", "--expert-parallel", "--serving-engine",
