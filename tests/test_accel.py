@@ -45,6 +45,19 @@ def test_the_finder_takes_only_a_copy_built_from_the_current_source(tmp_path):
     assert accel.status(tmp_path)[module] and not accel.status(tmp_path)["prefixsim.engine.timed"]
 
 
+def test_code_path_names_what_ran(monkeypatch):
+    """The summary's code_path: no hot module compiled is "pure", all of the imported ones
+    "compiled", some "mixed" (in_use: the hot modules whose file is a compiled copy)."""
+    importlib.import_module("prefixsim.engine.timed")  # some hot modules imported
+    imported = [name for name in accel.HOT_MODULES if name in sys.modules]
+    monkeypatch.setattr(accel, "in_use", list)
+    assert accel.code_path() == {"code_path": "pure", "compiled_modules": 0}
+    monkeypatch.setattr(accel, "in_use", lambda: imported)
+    assert accel.code_path() == {"code_path": "compiled", "compiled_modules": len(imported)}
+    monkeypatch.setattr(accel, "in_use", lambda: imported[:1])
+    assert accel.code_path()["code_path"] == ("mixed" if len(imported) > 1 else "compiled")
+
+
 def test_the_digest_follows_the_source():
     assert accel.source_digest(b"a = 1\n") != accel.source_digest(b"a = 2\n")
     assert accel.source_digest(b"a = 1\n") == accel.source_digest(b"a = 1\n")
@@ -159,8 +172,11 @@ def test_compiled_runs_equal_the_sources(tmp_path):
         fast = _run(tmp_path / f"{name}-compiled", compiled, *args)
         slow = _run(tmp_path / f"{name}-pure", pure, *args)
         timing = {"command"} | {key for key in fast if "wall" in key}  # the -o path differs
-        assert {k: v for k, v in fast.items() if k not in timing} == \
-            {k: v for k, v in slow.items() if k not in timing}
+        paths = {"code_path", "compiled_modules"}  # the summary says which code ran
+        assert (fast["code_path"], slow["code_path"]) == ("compiled", "pure")
+        assert fast["compiled_modules"] > 0 == slow["compiled_modules"]
+        assert {k: v for k, v in fast.items() if k not in timing | paths} == \
+            {k: v for k, v in slow.items() if k not in timing | paths}
         pd.testing.assert_frame_equal(
             pd.read_parquet(tmp_path / f"{name}-compiled" / "requests.parquet"),
             pd.read_parquet(tmp_path / f"{name}-pure" / "requests.parquet"))

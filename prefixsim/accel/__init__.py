@@ -162,3 +162,13 @@ def in_use() -> list[str]:
     return [name for name in HOT_MODULES
             if (module := sys.modules.get(name)) is not None
             and str(getattr(module, "__file__", "")).endswith(EXT_SUFFIX)]
+
+
+def code_path() -> dict[str, str | int]:
+    """Which code this process ran, for a run's summary: `code_path` "pure" (every hot
+    module imported so far from its source), "compiled" (every one from a compiled copy)
+    or "mixed", and `compiled_modules`, how many hot modules ran compiled."""
+    imported = [name for name in HOT_MODULES if name in sys.modules]
+    compiled = len(in_use())
+    path = "pure" if compiled == 0 else "compiled" if compiled == len(imported) else "mixed"
+    return {"code_path": path, "compiled_modules": compiled}

@@ -30,6 +30,9 @@ _RUN = {
     "num_requests": "requests in the trace replayed",
     "prefixsim_version": "version of prefixsim that wrote the results",
     "wall_time_s": "wall-clock seconds the run took (reading the trace excluded)",
+    "code_path": "which code ran: pure (the Python sources), compiled (every hot module from "
+                 "its `prefixsim accelerate` copy) or mixed",
+    "compiled_modules": "hot modules that ran from compiled copies",
     "command": "the command line (prefixsim run only)",
     "load_type": "how requests arrived (load.type), when not the trace's own times",
     "load_rate_scale": "trace load: arrival times divided by it (load.rate_scale)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefixsim._version import __version__
+from prefixsim.accel import code_path
 from prefixsim.config.load import LoadConfig
 from prefixsim.metrics.facts import CACHE_ONLY, TIMED, Bounds, RunFacts
 from prefixsim.metrics.pricing import prefill_savings, pricing_summary
@@ -58,6 +59,7 @@ def _cache_only_figures(facts: RunFacts) -> dict[str, Any]:
         "num_requests": facts.num_requests,
         "prefixsim_version": __version__,
         "wall_time_s": facts.wall_time_s,
+        **code_path(),
     })
     summary.update(sampling_keys(facts.sampling))
     return summary
@@ -86,6 +88,7 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
         "num_requests": facts.num_requests, "num_events": result.num_events,
         "prefixsim_version": __version__, "wall_time_s": wall,
         "simulated_s_per_wall_s": result.duration_s / wall if wall > 0 else float("nan"),
+        **code_path(),
     })
     summary.update(facts.cost_model.describe())  # a fitted model names its profile
     summary.update(sampling_keys(facts.sampling))
