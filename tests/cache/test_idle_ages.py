@@ -82,3 +82,33 @@ def test_histograms_add_up_like_the_replicas_counters():
     b.add(1e9)
     total = a + b
     assert total.total == 6 and total.counts[-1] == 1 and ages(total)[0.0] == 5
+
+
+def test_quantiles_in_the_lowest_and_highest_bins():
+    """Four pages at 0 s: the lowest bin [0, 2**-10) is interpolated linearly, so 0.25 of
+    them lie below 2**-12 (a quarter of the edge). One page at age 2**-10 sits in the bin
+    [2**-10, 2**-9.75): its 0.5 quantile is the geometric middle 2**-9.875. Ages of 2**20 s
+    and more share the top bin, whose quantiles are its lower edge 2**20; so is a share
+    over 1. One page: share_below is 0 or 1."""
+    low = AgeHistogram()
+    low.add(0.0, 4)
+    assert low.quantile(0.25) == pytest.approx(2 ** -12)
+    edge = AgeHistogram()
+    edge.add(2 ** -10)
+    assert edge.quantile(0.5) == pytest.approx(2 ** -9.875)
+    high = AgeHistogram()
+    high.add(1e9)
+    assert high.quantile(0.5) == 2 ** 20 and high.quantile(1.5) == 2 ** 20
+    assert low.quantile(1.5) == 2 ** 20
+    one = AgeHistogram()
+    one.add(1.0)
+    assert one.share_below(0.5) == 0.0 and one.share_below(2.0) == 1.0
+
+
+def test_histograms_of_different_bins_do_not_add_and_repr_lists_the_nonzero_bins():
+    one = AgeHistogram()
+    one.add(1.0, 2)  # 1 s: bin 41 (the edges run 2**-10 ... 2**20 in quarter steps)
+    assert repr(one) == "AgeHistogram({41: 2})"
+    assert one != AgeHistogram() and one != one.counts and one == AgeHistogram(one.counts)
+    with pytest.raises(ValueError, match="zip"):
+        one + AgeHistogram([1, 2])
