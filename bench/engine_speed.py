@@ -9,15 +9,23 @@ fleet series (`--replica-series 4,16,64`): CPU time per request as replicas grow
 constant load per replica (target: 64 replicas <= 1.5x of 4). Without
 ../shared/traces it uses the bundled demo trace (figures then are not the target's).
 
-    .venv/bin/python bench/engine_speed.py [TRACE] [--baseline-requests N]
+    .venv/bin/python bench/engine_speed.py [TRACE] [--baseline-requests N] [--code CODE]
+
+The whole-trace figure runs on each code path in a child process (bench/code_paths.py: the
+pure sources and the hot modules compiled by `prefixsim accelerate`, built first), with the
+compiled path's gain in simulated seconds per CPU second (target >= 2x); the fleet series
+and the baseline run in this process, on the path it names.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
+
+import code_paths
 
 from prefixsim.config import load_config
 from prefixsim.engine.fleet import Fleet, Sampling
@@ -96,28 +104,54 @@ def fleet_series(trace: Path, requests, counts: list[int], repeats: int = 3) -> 
           f"{'met' if ratio <= 1.5 else 'MISSED'})")
 
 
+def whole_trace(trace: Path, requests, code: str) -> None:
+    """The whole trace's speed on each code path asked for (a child process each), and the
+    compiled path's speed-up in simulated seconds per CPU second (issue target >= 2x)."""
+    speeds = {}
+    for path in ("pure", "compiled") if code == "both" else (code,):
+        env, why = (code_paths.pure_env(), "") if path == "pure" else code_paths.compiled_env()
+        if env is None:
+            print(f"compiled hot modules skipped: {why}")
+            continue
+        full = json.loads(code_paths.run_child(
+            Path(__file__), [str(trace), "--whole-only"], env).splitlines()[-1])
+        speed = full["duration_s"] / full["wall_s"]
+        speeds[path] = full["duration_s"] / full["cpu_s"]
+        print(f"{path}: whole trace: {full['completed']:,} completed, "
+              f"{full['duration_s']:,.1f} simulated s in {full['wall_s']:.2f} wall s "
+              f"= {speed:,.0f}x real time (target >= 1000x: "
+              f"{'met' if speed >= 1000 else 'MISSED'})")
+        print(f"  CPU time {full['cpu_s']:.2f} s = {speeds[path]:,.0f}x "
+              "(wall exceeds CPU when other processes share the cores)")
+        print(f"  events: {full['events']:,} = {full['events'] / len(requests):.2f} per "
+              f"request; hit rate {full['hit_rate']:.4f}")
+    if len(speeds) == 2:
+        gain = speeds["compiled"] / speeds["pure"]
+        print(f"compiled vs pure, simulated s per CPU s: {gain:.2f}x (target >= 2x: "
+              f"{'met' if gain >= 2 else 'MISSED'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", nargs="?", default=None)
     parser.add_argument("--baseline-requests", type=int, default=1500)
     parser.add_argument("--replica-series", default="4,16,64",
                         help="fleet sizes at constant load per replica (first = baseline)")
+    parser.add_argument("--code", choices=("both", "pure", "compiled"), default="both",
+                        help="whole-trace speed on the pure sources, the compiled hot modules "
+                             "(prefixsim accelerate) or both, each in a child process")
+    parser.add_argument("--whole-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     trace = Path(args.trace) if args.trace else (MOONCAKE if MOONCAKE.exists() else DEMO)
     args.replica_series = [int(x) for x in args.replica_series.split(",")]
     config = load_config(None, {"trace.path": str(trace)})
     requests = load_requests(config.trace)
+    if args.whole_only:  # a child: the whole trace on this process's code path
+        print(json.dumps(timed_run(trace, requests)))
+        return
     print(f"trace: {trace} ({len(requests):,} requests)")
-
-    full = timed_run(trace, requests)
-    speed = full["duration_s"] / full["wall_s"]
-    print(f"fast path, whole trace: {full['completed']:,} completed, "
-          f"{full['duration_s']:,.1f} simulated s in {full['wall_s']:.2f} wall s "
-          f"= {speed:,.0f}x real time (target >= 1000x: {'met' if speed >= 1000 else 'MISSED'})")
-    print(f"  CPU time {full['cpu_s']:.2f} s = {full['duration_s'] / full['cpu_s']:,.0f}x "
-          "(wall exceeds CPU when other processes share the cores)")
-    print(f"  events: {full['events']:,} = {full['events'] / len(requests):.2f} per request; "
-          f"hit rate {full['hit_rate']:.4f}")
+    whole_trace(trace, requests, args.code)
+    print(f"fleet series and baseline below: {code_paths.describe()}")
 
     fleet_series(trace, requests, args.replica_series)
 
