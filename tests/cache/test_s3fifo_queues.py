@@ -1,0 +1,154 @@
+"""S3-FIFO's queues driven hook by hook on pages built directly (prefixsim/cache/s3fifo.py):
+the ghost list's token count, S's budget when pages leave it (hit, reconsidered, stale
+entries), frequencies, and the hand's bounded history. A page's key band says its queue:
+below BAND due, then main, then small within the budget. Whole-cache orders are in
+tests/cache/test_policies.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from prefixsim.cache.page import Page
+from prefixsim.cache.s3fifo import BAND, S3FIFO
+
+
+class FakeCache:
+    """What S3FIFO reads of its cache: the capacity, and `requeue` (a no-op here)."""
+
+    def __init__(self, capacity_tokens: int) -> None:
+        self.capacity_tokens = capacity_tokens
+
+    def requeue(self, page: Page) -> None:
+        return None
+
+
+def policy(capacity: int) -> S3FIFO:
+    made = S3FIFO(0.1)
+    made.bind_cache(FakeCache(capacity))
+    return made
+
+
+def page(page_id: int, tokens: int) -> Page:
+    return Page(page_id, None, tokens, 0.0, 0)
+
+
+def band(s3: S3FIFO, made: Page) -> str:
+    return ("due", "main", "small")[int(s3.key(made) // BAND)]
+
+
+def test_an_unknown_page_is_in_no_queue():
+    assert policy(10).queue_of(5) is None
+
+
+def test_the_ghost_list_holds_its_budget_in_tokens_oldest_out_at_least_one_id():
+    """Capacity 10: S's budget 1 token, the ghost's 9. Pages 1 (4 tokens) and 2 (2) leave S
+    due and are evicted: ghost 6 tokens. Page 1 comes back (a ghost hit, into main): ghost
+    2. Page 3 (7) evicted: ghost 9, exactly the budget, so page 2 stays. Page 4 (1): 10,
+    the oldest (2) goes. Page 5 (2): 10, page 3 goes. Page 6 (9): 12, pages 4 and 5 go.
+    Page 7 (10), alone over the budget: page 6 goes, page 7 stays."""
+    s3 = policy(10)
+    for made in (page(1, 4), page(2, 2)):
+        s3.on_insert(made)
+        assert band(s3, made) == "due"
+        s3.on_evict(made)
+    again = page(1, 4)
+    s3.on_insert(again)
+    assert s3.queue_of(1) == "main" and not s3.in_ghost(1)
+    ghosts = {3: [2, 3], 4: [3, 4], 5: [4, 5], 6: [6], 7: [7]}
+    for page_id, tokens in zip(ghosts, (7, 1, 2, 9, 10), strict=True):
+        made = page(page_id, tokens)
+        s3.on_insert(made)
+        s3.on_evict(made)
+        assert [i for i in range(1, 8) if s3.in_ghost(i)] == ghosts[page_id], page_id
+
+
+def test_small_fraction_must_be_a_number_strictly_between_0_and_1():
+    for bad in ("0.1", 0.0, 1.0, True):
+        with pytest.raises(ValueError, match="small_fraction: expected a number in"):
+            S3FIFO(bad)
+
+
+def test_an_unbound_policy_has_no_budgets():
+    """Without a cache (no capacity) S never overflows and the ghost keeps every id; a page
+    that was never queued leaves quietly, and a page that leaves takes its state along."""
+    s3 = S3FIFO()
+    pages = [page(i, 100) for i in range(5)]
+    for made in pages:
+        s3.on_insert(made)
+    assert {band(s3, p) for p in pages} == {"small"}
+    for made in pages:
+        s3.on_evict(made)
+    assert all(s3.in_ghost(i) for i in range(5))
+    s3.on_expire(page(42, 1))
+    s3.on_evict(page(43, 1))
+    assert s3._position == {} and s3._frequency == {} and s3._queue == {}
+
+
+def test_a_page_hit_once_in_s_moves_to_main_with_its_bits_cleared():
+    """Capacity 10 (S's budget 1): page 1 (1 token) fits S; one hit; page 2 pushes S over,
+    so page 1 leaves S for main with frequency 0: popped from main, no second chance."""
+    s3 = policy(10)
+    first = page(1, 1)
+    s3.on_insert(first)
+    s3.on_access(first)
+    s3.on_insert(page(2, 1))
+    assert band(s3, first) == "main"
+    assert s3.reconsider(first) is False
+
+
+def test_one_hit_in_main_is_one_second_chance():
+    s3 = policy(10)
+    s3.on_insert(gone := page(1, 4))
+    s3.on_evict(gone)
+    s3.on_insert(main := page(1, 4))  # ghost hit: main
+    s3.on_access(main)
+    assert s3.reconsider(main) is True and s3.reconsider(main) is False
+
+
+def test_a_small_page_reconsidered_leaves_s_and_frees_its_budget():
+    """Capacity 100 (S's budget 10): pages 1 (2 tokens) and 2 (4) in S; page 1 hit, then
+    taken as a last resort: to main, S holds 4. Page 3 (7): 11 > 10, page 2 becomes due,
+    page 3 stays within the budget; page 4 (2): 9, nothing more leaves S."""
+    s3 = policy(100)
+    one, two, three, four = page(1, 2), page(2, 4), page(3, 7), page(4, 2)
+    s3.on_insert(one)
+    s3.on_insert(two)
+    s3.on_access(one)
+    assert s3.reconsider(one) is True and band(s3, one) == "main"
+    s3.on_insert(three)
+    assert (band(s3, two), band(s3, three)) == ("due", "small")
+    s3.on_insert(four)
+    assert (band(s3, three), band(s3, four)) == ("small", "small")
+    assert s3.reconsider(one) is False  # it entered main with its bits cleared
+
+
+def test_a_stale_s_entry_of_a_page_that_came_back_is_skipped():
+    """Capacity 100 (S's budget 10): page 1 (4 tokens) enters S, expires, enters again
+    (S's FIFO holds its old entry too). Pages 2 and 3 (4 each) bring S to 12: the old
+    entry is skipped and page 1's current one becomes due (S 8). Page 4 (4) brings S to
+    12 again: page 1's entry is gone, so page 2 becomes due."""
+    s3 = policy(100)
+    first = page(1, 4)
+    s3.on_insert(first)
+    s3.on_expire(first)
+    s3.on_insert(first)
+    others = [page(i, 4) for i in (2, 3, 4)]
+    s3.on_insert(others[0])
+    s3.on_insert(others[1])
+    assert [band(s3, p) for p in (first, *others[:2])] == ["due", "small", "small"]
+    s3.on_insert(others[2])
+    assert [band(s3, p) for p in others] == ["due", "small", "small"]
+
+
+def test_the_hands_history_is_halved_past_its_bound():
+    """One main page hit and reconsidered 5,000 times: each pass is recorded, and past 4 x
+    (1 page + 1,024) = 4,100 entries the older half is dropped: the 4,101st pass leaves
+    2,051, and 899 more make 2,950."""
+    s3 = policy(10)
+    s3.on_insert(gone := page(1, 4))
+    s3.on_evict(gone)
+    s3.on_insert(main := page(1, 4))
+    for _ in range(5000):
+        s3.on_access(main)
+        assert s3.reconsider(main) is True
+    assert len(s3._hand) == len(s3._hand_clock) == 2950
