@@ -48,6 +48,17 @@ def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class PathParam(click.Path):
+    """click.Path that leaves an empty string as it is (a `path_type=Path` would turn it into
+    `.`), so that `_refuse_empty_paths` names the option."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if value == "":
+            return ""
+        return super().convert(value, param, ctx)
+
+
 def _refuse_empty_paths(values: dict[str, Any]) -> None:
     """An empty string given to a path option would silently mean the default (or `.`)."""
     context = click.get_current_context(silent=True)
@@ -55,7 +66,8 @@ def _refuse_empty_paths(values: dict[str, Any]) -> None:
         return
     for param in context.command.params:
         if isinstance(param.type, click.Path) and values.get(param.name or "") == "":
-            name = max(param.opts, key=len) if param.opts else param.name
+            name = (param.human_readable_name if isinstance(param, click.Argument)
+                    else max(param.opts, key=len) if param.opts else param.name)
             raise InputError("an empty path; give a name or leave the option out",
                              field=name)
 

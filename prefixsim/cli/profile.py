@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.app import PathParam, app, fail_cleanly
 from prefixsim.cli.files import write_text
 from prefixsim.costmodel.profile import Heldout, Profile, load_profile, shipped_profiles
 from prefixsim.errors import InputError
@@ -62,7 +62,7 @@ def describe_profile(profile: Profile) -> None:
 
 
 @profile_group.command("import-vidur")
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folder", type=PathParam(file_okay=False, path_type=Path))
 @click.option("--model", "model_name", help=f"Model preset: {', '.join(VIDUR_MODELS)}.")
 @click.option("--gpu", help=f"GPU preset: {', '.join(VIDUR_GPUS)}.")
 @click.option("--tp", type=int, help="Tensor-parallel degree (1, 2, 4 or 8).")
@@ -73,7 +73,7 @@ def describe_profile(profile: Profile) -> None:
                    "per-step CPU time instead).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the 20% hold-out.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=PathParam(dir_okay=False, path_type=Path),
               help="Profile to write; default <gpu>-<model>-tp<N>.json.")
 @click.option("--validate", "validate_path",
               help="Instead: print PROFILE's errors on the points its import held out, read "

@@ -12,7 +12,7 @@ import click
 import pyarrow.parquet as pq
 
 from prefixsim.analysis.characterize import characterize
-from prefixsim.cli.app import app, fail_cleanly, format_value
+from prefixsim.cli.app import PathParam, app, fail_cleanly, format_value
 from prefixsim.cli.files import check_output_dir, check_output_file, write_file
 from prefixsim.cli.progress import Progress
 from prefixsim.engine.gc_pause import paused_gc
@@ -116,10 +116,10 @@ def _print_stats(stats: dict[str, object]) -> None:
 
 
 @trace.command("inspect")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=PathParam(path_type=Path))
 @read_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--plot", "plot_dir", type=PathParam(file_okay=False, path_type=Path),
               help="Also draw the characterisation plots (PNG) into this folder.")
 @fail_cleanly
 def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> None:
@@ -186,8 +186,8 @@ def write_trace(requests: Sequence, out: Path, fmt: str | None) -> str:
 
 
 @trace.command("convert")
-@click.argument("source", type=click.Path(path_type=Path))
-@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("source", type=PathParam(path_type=Path))
+@click.argument("out", type=PathParam(dir_okay=False, path_type=Path))
 @read_options
 @click.option("--to", "out_format", type=click.Choice(["jsonl", "parquet"]),
               help="Output format; by OUT's suffix (.parquet) by default, else Mooncake JSONL.")
@@ -218,7 +218,7 @@ def convert(source: Path, out: Path, out_format: str | None, **kwargs: Any) -> N
                    "rate / mean turns, so a short trace, still ramping up, comes out slower.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Random seed.")
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", "out", type=PathParam(dir_okay=False, path_type=Path),
               required=True, help="Output file: Mooncake JSONL (or .parquet).")
 @fail_cleanly
 def generate_command(preset: str, num_requests: int, rate: float | None, seed: int,

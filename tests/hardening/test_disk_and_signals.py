@@ -94,6 +94,12 @@ def test_an_empty_output_path_is_refused_not_taken_as_the_default(tmp_path, monk
                     "grid: {cache.capacity_tokens: [5000]}\n")
     one_line_error(invoke("sweep", spec, "-o", ""), "--output", "an empty path")
     assert not (tmp_path / "results").exists()
+    # path options and arguments typed as pathlib paths (where "" would become ".") too
+    one_line_error(invoke("trace", "generate", "--preset", "chat", "--requests", "5", "-o", ""),
+                   "--output", "an empty path")
+    one_line_error(invoke("trace", "inspect", ""), "PATH", "an empty path")
+    one_line_error(invoke("trace", "convert", DEMO, ""), "OUT", "an empty path")
+    assert list(tmp_path.iterdir()) == [spec]
 
 
 def _long_trace(path: Path, requests: int) -> Path:
