@@ -197,3 +197,32 @@ def test_run_after_drops_expired_pages_first():
     assert [p.page_id for p in pool.run_after([1, 2], 1, 5.0)] == [2]
     now[0] = 20.0
     assert pool.run_after([1, 2], 1, 20.0) == []
+
+
+def test_a_pool_spec_takes_any_bandwidths_above_0():
+    assert PoolSpec(0.5, 0.5).read_bytes_s == 0.5
+    with pytest.raises(ValueError, match="^pool bandwidths must be > 0$"):
+        PoolSpec(0, 100)
+
+
+def test_a_pool_links_directions_share_the_spec_latency_and_a_write_is_booked():
+    """Latency 2 s at 100 B/s: a write of 100 bytes keeps the write direction busy 3 s;
+    a transfer rule is given the bytes and the bandwidth."""
+    link = PoolLink(PoolSpec(100, 100, latency_s=2.0))
+    assert link.reads.latency_s == link.writes.latency_s == 2.0
+    link.write(100, 1.0)
+    assert (link.writes.bytes, link.writes.free_s, link.writes.busy_s) == (100, 4.0, 3.0)
+    asked: list[tuple[int, float]] = []
+    link.read(50, 0.0, lambda num_bytes, bandwidth: asked.append((num_bytes, bandwidth)) or 1.0)
+    assert asked == [(50, 100)]
+
+
+def test_a_fetch_of_pages_no_one_holds_reads_the_readers_copy_in_one_part():
+    """Pages 7 (4 tokens) and 8 (6) without a holder count as the reader's (replica 1);
+    with 2 copies the next replica (2) could serve, but it is busier: replica 1 serves both
+    pages in one part of 10 tokens x 25 bytes."""
+    pool = pool_of(3)
+    pool.links[2].serves.free_s = 9.0
+    pages = [Page(7, None, 4, 0.0, 0), Page(8, None, 6, 0.0, 0)]
+    pool.fetch(pages, pool.links[1], 25, 0.0)
+    assert served_by(pool) == [1] and pool.links[1].serves.bytes == 250
