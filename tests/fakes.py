@@ -40,6 +40,18 @@ class Ticks(CostModelBase):
         return num_bytes / bandwidth_bytes_s
 
 
+def without_segment_cache(monkeypatch) -> None:
+    """Cache-only replays build RadixCache where they would pick SegmentCache (whose class
+    cannot be patched itself once compiled: an extension type)."""
+    from prefixsim.cache import factory
+    from prefixsim.cache.segment_tree import SegmentCache
+
+    class NeverSupported(SegmentCache):
+        supports = staticmethod(lambda *args, **kwargs: False)
+
+    monkeypatch.setattr(factory, "SegmentCache", NeverSupported)
+
+
 def lru(capacity: int | None, ttl=None) -> RadixCache:
     """A radix cache of `capacity` tokens under LRU, with an optional TTL rule."""
     return RadixCache(capacity, POLICIES.build("lru"), ttl)

@@ -58,6 +58,17 @@ def test_code_path_names_what_ran(monkeypatch):
     assert accel.code_path()["code_path"] == ("mixed" if len(imported) > 1 else "compiled")
 
 
+def test_a_compiled_copy_is_named_by_its_source_and_its_types():
+    """A module with a .pxd of types is built from both (so a changed .pxd rebuilds it);
+    one without, from its source alone."""
+    typed, plain = "prefixsim.cache.segment_tree", "prefixsim.engine.timed"
+    assert accel.types_path(typed).is_file() and not accel.types_path(plain).exists()
+    source = accel.source_path(typed).read_bytes()
+    assert accel.build_input(typed) == source + b"\0" + accel.types_path(typed).read_bytes()
+    assert accel.build_input(plain) == accel.source_path(plain).read_bytes()
+    assert accel.source_digest(accel.build_input(typed)) != accel.source_digest(source)
+
+
 def test_the_digest_follows_the_source():
     assert accel.source_digest(b"a = 1\n") != accel.source_digest(b"a = 2\n")
     assert accel.source_digest(b"a = 1\n") == accel.source_digest(b"a = 1\n")
@@ -150,25 +161,37 @@ def _run(out: Path, env: dict[str, str], *args: str) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-@pytest.mark.heavy  # Cython: .ci/run's second step
-@pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
-def test_compiled_runs_equal_the_sources(tmp_path):
-    """Build for real, then a timed run (two replicas, prefix_aware) and a cache-only run
-    with the compiled modules give the records and figures of the sources."""
-    cache = tmp_path / "accel"
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict[str, str]:
+    """A real build of every hot module (typed where a .pxd says so); the environment of a
+    process that imports them."""
+    cache = tmp_path_factory.mktemp("accel")
     built = accel_build.build(cache)
-    assert len(built) == len(accel.HOT_MODULES)
-    compiled = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(cache), "PREFIXSIM_PURE": "0",
-                accel.ASK: "1"}
-    pure = {**os.environ, "PREFIXSIM_PURE": "1"}
+    assert len(built) == len(accel.HOT_MODULES) and all(path.is_file() for path in built)
+    env = {**os.environ, "PREFIXSIM_ACCEL_DIR": str(cache), "PREFIXSIM_PURE": "0",
+           accel.ASK: "1"}
     used = subprocess.run(
         [sys.executable, "-c", "import prefixsim.pipeline, prefixsim.engine.timed; "
          "from prefixsim import accel; print(len(accel.in_use()))"],
-        env=compiled, check=True, capture_output=True, text=True, cwd=ROOT)
+        env=env, check=True, capture_output=True, text=True, cwd=ROOT)
     assert int(used.stdout) == len(accel.HOT_MODULES)
-    for name, args in (("timed", ("--replicas", "2", "--router", "prefix_aware")),
-                       ("cache-only", ("--cache-only", "--policy", "lru",
-                                       "--cache-tokens", "20000"))):
+    return env
+
+
+@pytest.mark.heavy  # Cython: .ci/run's second step
+@pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
+def test_compiled_runs_equal_the_sources(tmp_path, compiled):
+    """A timed run (two replicas, prefix_aware) and cache-only runs on the compressed cache
+    (typed when compiled: bounded LRU, sliding and fixed TTLs, priority) with the compiled
+    modules give the records and figures of the sources."""
+    pure = {**os.environ, "PREFIXSIM_PURE": "1"}
+    cases = (("timed", ("--replicas", "2", "--router", "prefix_aware")),
+             ("lru", ("--cache-only", "--policy", "lru", "--cache-tokens", "20000")),
+             ("sliding", ("--cache-only", "--ttl", "30")),
+             ("fixed", ("--cache-only", "--policy", "ttl", "--cache-tokens", "30000",
+                        "--ttl", "20", "--ttl-mode", "fixed")),
+             ("priority", ("--cache-only", "--policy", "priority", "--cache-tokens", "8000")))
+    for name, args in cases:
         fast = _run(tmp_path / f"{name}-compiled", compiled, *args)
         slow = _run(tmp_path / f"{name}-pure", pure, *args)
         timing = {"command"} | {key for key in fast if "wall" in key}  # the -o path differs
@@ -180,3 +203,21 @@ def test_compiled_runs_equal_the_sources(tmp_path):
         pd.testing.assert_frame_equal(
             pd.read_parquet(tmp_path / f"{name}-compiled" / "requests.parquet"),
             pd.read_parquet(tmp_path / f"{name}-pure" / "requests.parquet"))
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
+def test_the_typed_cache_passes_its_differential_tests_compiled(compiled):
+    """The compressed cache's own tests run on the compiled, typed copy (segment_tree.pxd):
+    hypothesis against RadixCache on random traces (hits, counters, pages, timeseries),
+    unchained ids, known answers, the cache-only summaries with and without it."""
+    check = subprocess.run(
+        [sys.executable, "-c", "import prefixsim.cache.segment_tree as s; "
+         "print(s.__file__.endswith('.py'), type(s.Segment.__dict__['depth']).__name__)"],
+        env=compiled, check=True, capture_output=True, text=True, cwd=ROOT)
+    assert check.stdout.split() == ["False", "getset_descriptor"]  # compiled, typed fields
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+         "tests/cache/test_segment_tree.py", "tests/metrics/test_cache_only_timeseries.py"],
+        env=compiled, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:]

@@ -1,11 +1,13 @@
 """Opt-in compiled copies of the simulator's hot modules (docs/architecture.md "Compiled
 hot modules"): which modules, where the copies are kept, and the finder that imports them.
 
-`prefixsim accelerate` compiles the modules in `HOT_MODULES` with Cython, unchanged (no type
-declarations: the same Python semantics, so the same results), into a cache folder
+`prefixsim accelerate` compiles the modules in `HOT_MODULES` with Cython, as they are or
+with the C types of a `.pxd` beside the source (Cython's pure-Python mode: the declarations
+augment the source and keep its semantics, so the results are the same), into a cache folder
 (`PREFIXSIM_ACCEL_DIR`, else `$XDG_CACHE_HOME/prefixsim/accel`, else
-`~/.cache/prefixsim/accel`). Each compiled file is named by its module and a digest of the
-source it was built from. Using them is an explicit opt-in at the entry point: `opt_in()`
+`~/.cache/prefixsim/accel`). Each compiled file is named by its module and a digest of what
+it was built from (the source and its `.pxd`). Using them is an explicit opt-in at the entry
+point: `opt_in()`
 (the CLI's `main` calls it first; a script may) installs a finder ahead of the normal ones
 and sets PREFIXSIM_ACCEL=1, so that the processes it starts (sweep workers) install it when
 they import the package (`install_if_asked`). The finder hands out a compiled module only
@@ -73,6 +75,19 @@ def source_path(module: str) -> Path:
     return PACKAGE_DIR.joinpath(*module.split(".")[1:]).with_suffix(".py")
 
 
+def types_path(module: str) -> Path:
+    """The module's augmenting declarations (Cython's pure-Python mode: a `.pxd` beside the
+    source giving its classes and locals C types), which may not exist."""
+    return source_path(module).with_suffix(".pxd")
+
+
+def build_input(module: str) -> bytes:
+    """What a compiled copy is built from: the source, and its `.pxd` when there is one."""
+    source = source_path(module).read_bytes()
+    types = types_path(module)
+    return source + (b"\0" + types.read_bytes() if types.is_file() else b"")
+
+
 def source_digest(source: bytes) -> str:
     """The digest a compiled file is named by: the source's bytes and this interpreter."""
     digest = hashlib.sha256(source)
@@ -83,7 +98,7 @@ def source_digest(source: bytes) -> str:
 def compiled_path(module: str, folder: Path | None = None) -> Path:
     """Where the compiled copy of `module`'s current source is (or would be) kept."""
     folder = cache_dir() if folder is None else folder
-    return folder / f"{module}-{source_digest(source_path(module).read_bytes())}{EXT_SUFFIX}"
+    return folder / f"{module}-{source_digest(build_input(module))}{EXT_SUFFIX}"
 
 
 class CompiledFinder(importlib.abc.MetaPathFinder):

@@ -1,6 +1,7 @@
-"""`prefixsim accelerate`'s build: the hot modules' current sources compiled with Cython
-(no type declarations, so the same Python semantics) in a child process, then moved into the
-cache folder under the names the finder (accel/__init__.py) looks for."""
+"""`prefixsim accelerate`'s build: the hot modules' current sources compiled with Cython in a
+child process, with the C types of their `.pxd` files where they have one (pure-Python mode:
+the declarations augment the source, whose semantics they keep), then moved into the cache
+folder under the names the finder (accel/__init__.py) looks for."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prefixsim.accel import EXT_SUFFIX, HOT_MODULES, cache_dir, source_digest, source_path
+from prefixsim.accel import (
+    EXT_SUFFIX,
+    HOT_MODULES,
+    build_input,
+    cache_dir,
+    compiled_path,
+    source_digest,
+    source_path,
+    types_path,
+)
 
 
 class AccelError(Exception):
@@ -42,21 +52,26 @@ def require_cython() -> None:
 
 
 def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
-    """Compile every hot module's current source into `folder` (the cache by default) and
-    remove the copies built from older sources; returns the compiled files."""
+    """Compile every hot module whose current source (and types) has no compiled copy in
+    `folder` (the cache by default) yet, remove the copies built from older sources, and
+    return every hot module's compiled file."""
     require_cython()
     folder = cache_dir() if folder is None else folder
-    jobs = jobs or min(len(HOT_MODULES), os.cpu_count() or 1)
+    todo = [module for module in HOT_MODULES if not compiled_path(module, folder).is_file()]
+    if not todo:  # every copy is built from the current source already
+        return [compiled_path(module, folder) for module in HOT_MODULES]
+    jobs = jobs or min(len(todo), os.cpu_count() or 1)
     with tempfile.TemporaryDirectory(prefix="prefixsim-accel-") as temp:
         work = Path(temp)
         pairs: list[str] = []
         sources: dict[str, bytes] = {}
-        for module in HOT_MODULES:
-            source = source_path(module).read_bytes()  # what is built is what is digested
-            sources[module] = source
+        for module in todo:
+            sources[module] = build_input(module)  # what is built is what is digested
             copy = work / "src" / f"{module}.py"
             copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.write_bytes(source)
+            copy.write_bytes(source_path(module).read_bytes())
+            if types_path(module).is_file():  # Cython reads it beside the copy
+                copy.with_suffix(".pxd").write_bytes(types_path(module).read_bytes())
             pairs += [module, str(copy)]
         done = subprocess.run([sys.executable, "-c", _BUILD_SCRIPT, str(work / "build"),
                                str(jobs), *pairs], capture_output=True, text=True,
@@ -66,7 +81,6 @@ def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
             raise AccelError("the build failed (is a C compiler installed?): "
                              + (lines[-1] if lines else f"exit status {done.returncode}"))
         folder.mkdir(parents=True, exist_ok=True)
-        built = []
         for module, source in sources.items():
             made = (work / "build" / "lib").joinpath(*module.split(".")).with_suffix(EXT_SUFFIX)
             if not made.is_file():
@@ -78,8 +92,7 @@ def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
             for old in folder.glob(f"{module}-*{EXT_SUFFIX}"):
                 if old != target:
                     old.unlink(missing_ok=True)
-            built.append(target)
-    return built
+    return [compiled_path(module, folder) for module in HOT_MODULES]
 
 
 def clear(folder: Path | None = None) -> int:

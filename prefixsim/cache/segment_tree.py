@@ -96,8 +96,14 @@ class Segment:
                 f"depth={self.depth}, tokens={self.num_tokens}, recency={self.recency})")
 
 
-class SegmentCache(TokenAccounting):
-    """A capacity-bounded (in tokens) prefix cache of page segments, for Part A replays."""
+class SegmentCache:
+    """A capacity-bounded (in tokens) prefix cache of page segments, for Part A replays.
+
+    Compiled by `prefixsim accelerate` with the types of segment_tree.pxd (an extension
+    type, so it takes TokenAccounting's figures as attributes rather than as a base)."""
+
+    free_tokens = TokenAccounting.free_tokens  # docs/cache-semantics.md R10
+    evictable_tokens = TokenAccounting.evictable_tokens
 
     def __init__(
         self,

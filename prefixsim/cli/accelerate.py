@@ -23,11 +23,14 @@ from prefixsim.errors import InputError
 def accelerate(show_status: bool, clear: bool, jobs: int | None) -> None:
     """Compile the simulator's hot modules with Cython, for faster runs (opt-in).
 
-    The timed engine, the caches, the cost models and the routers are compiled unchanged
-    (the same code, so the same results; 1.2-1.4x faster on a timed 1M-request run) into
-    a cache folder: $PREFIXSIM_ACCEL_DIR, else ~/.cache/prefixsim/accel. Every later run
-    uses a compiled module only while its source is the one it was built from: after an
-    upgrade or an edit, run this again. PREFIXSIM_PURE=1 runs the sources regardless.
+    The timed engine, the caches, the cost models and the routers are compiled from their
+    sources, with C types where a module has a .pxd of them (the compressed cache of
+    cache-only runs; same code, so the same results) into a cache folder:
+    $PREFIXSIM_ACCEL_DIR, else ~/.cache/prefixsim/accel. Modules already compiled from
+    their current source are skipped. Every later run uses a compiled module only while its
+    source is the one it was built from: after an upgrade or an edit, run this again.
+    PREFIXSIM_PURE=1 runs the sources regardless; a run's summary says which code ran
+    (code_path).
     Needs Cython (pip install 'prefixsim[accel]') and a C compiler.
 
     \b
@@ -50,10 +53,13 @@ def accelerate(show_status: bool, clear: bool, jobs: int | None) -> None:
     started = time.perf_counter()
     try:
         accel_build.require_cython()
-        click.echo(f"compiling {len(HOT_MODULES)} hot modules with Cython (about a minute) ...",
-                   err=True)
+        todo = sum(not compiled for compiled in status(folder).values())
+        if todo:
+            click.echo(f"compiling {todo} of {len(HOT_MODULES)} hot modules with Cython "
+                       "(a minute or more) ...", err=True)
         built = accel_build.build(folder, jobs)
     except accel_build.AccelError as exc:
         raise InputError(str(exc)) from None
-    click.echo(f"compiled {len(built)} modules in {time.perf_counter() - started:.0f} s into "
-               f"{folder}; runs use them from now on (PREFIXSIM_PURE=1: the sources)")
+    click.echo(f"{len(built)} hot modules compiled in {folder} ({todo} built now, in "
+               f"{time.perf_counter() - started:.0f} s); runs use them from now on "
+               "(PREFIXSIM_PURE=1: the sources)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import draw_arrival_and_base
+from fakes import draw_arrival_and_base, without_segment_cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,7 +207,7 @@ def test_cache_only_run_summary_is_the_same(cache, monkeypatch):
                 for i in range(30)]
     config = RunConfig.model_validate({"cache_only": True, "cache": cache})
     fast = simulate(config, requests)
-    monkeypatch.setattr(SegmentCache, "supports", staticmethod(lambda *a, **k: False))
+    without_segment_cache(monkeypatch)
     slow = simulate(config, requests)
     assert fast.requests.equals(slow.requests)
     assert len(fast.timeseries) == 10  # t = 0 .. 9 s, every second (the default)

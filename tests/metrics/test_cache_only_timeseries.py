@@ -13,6 +13,7 @@ import math
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from fakes import without_segment_cache
 
 from prefixsim.cache import POLICIES, RadixCache, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
@@ -37,7 +38,7 @@ def as_rows(frame: pd.DataFrame) -> list[tuple]:
 def cache_class(request, monkeypatch):
     """Run simulate() on the given cache class (SegmentCache is picked where it applies)."""
     if request.param is RadixCache:
-        monkeypatch.setattr(SegmentCache, "supports", staticmethod(lambda *a, **k: False))
+        without_segment_cache(monkeypatch)
     return request.param
 
 

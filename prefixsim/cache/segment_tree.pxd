@@ -1,0 +1,78 @@
+# Types of segment_tree.py for `prefixsim accelerate` (Cython's pure-Python mode: this file
+# augments the Python source, which stays the only implementation; docs/architecture.md
+# "Compiled hot modules"). Segment and SegmentCache become extension types with typed
+# fields; the methods of one request's replay get C-typed locals. Integers that hold token
+# counts, depths and replay positions are 64-bit; times are doubles.
+cimport cython
+
+
+cdef class Segment:
+    cdef public tuple ids
+    cdef public object parent
+    cdef public dict children
+    cdef public long long depth
+    cdef public long long page_tokens
+    cdef public long long last_tokens
+    cdef public long long num_tokens
+    cdef public double created_s
+    cdef public double last_access_s
+    cdef public long long recency
+    cdef public double deadline_s
+    cdef public long long num_hits
+    cdef public object priority
+    cdef public long long version
+    cdef public bint resident
+
+
+cdef class SegmentCache:
+    cdef public object capacity_tokens
+    cdef public object policy
+    cdef public object ttl
+    cdef public object mode
+    cdef public object counters
+    cdef public double _clock
+    cdef public list _hit_ages
+    cdef public long long resident_tokens
+    cdef public long long locked_tokens
+    cdef public long long reserved_tokens
+    cdef public long long num_segments
+    cdef public dict _roots
+    cdef public set _ids
+    cdef public list _victims
+    cdef public list _deadlines
+    cdef public object _seq
+    cdef public long long _until_compact
+    cdef public object _key
+    cdef public bint _sliding
+    cdef public double _ttl_s
+
+    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
+                   mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
+                   seg=tuple, whole=bint, children=dict, last=cython.longlong,
+                   new_tokens=cython.longlong)
+    cpdef long long access(self, object page_ids, double now, long long recency,
+                           long long page_tokens, long long input_tokens) except? -1
+
+    @cython.locals(prefix=Segment, parent=Segment)
+    cpdef Segment _split(self, Segment node, Py_ssize_t k)
+
+    @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
+                   anc=Segment, depth=cython.longlong, tokens=cython.longlong,
+                   resident=cython.longlong, free=cython.longlong)
+    cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
+                           long long page_tokens, long long last_tokens, double now,
+                           long long recency) except? -1
+
+    @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
+                   page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
+                   clock=cython.double)
+    cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
+
+    @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double)
+    cpdef long long expire(self, double now) except? -1
+
+    @cython.locals(parent=Segment, children=dict)
+    cpdef _remove(self, Segment node)
+
+    @cython.locals(version=cython.longlong)
+    cpdef _queue(self, Segment node, bint with_deadline=*)
