@@ -22,6 +22,8 @@ def next_sample(now: float, interval_s: float) -> float:
     """The first grid point k * interval_s (k >= 0) at or after `now`, computed as the
     sampler computes its grid (float k times the interval)."""
     k = max(math.ceil(now / interval_s), 0)
+    while k > 0 and (k - 1) * interval_s >= now:  # the quotient rounded up past a point
+        k -= 1
     while k * interval_s < now:
         k += 1
     return k * interval_s

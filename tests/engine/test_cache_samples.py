@@ -1,0 +1,54 @@
+"""The cache-only replay's sampling helpers (engine/cache_samples.py): `next_sample` against
+a naive walk up the grid, known answers, and the rows `end_of_replay` appends."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
+
+
+def naive_next_sample(now: float, interval_s: float) -> float:
+    k = 0
+    while k * interval_s < now:
+        k += 1
+    return k * interval_s
+
+
+@pytest.mark.parametrize(("now", "interval", "expected"), [
+    (0.0, 0.5, 0.0), (-3.0, 0.5, 0.0), (0.5, 0.5, 0.5), (0.6, 0.5, 1.0), (2.0, 1.0, 2.0),
+    (0.3, 0.1, 3 * 0.1),  # 0.3 / 0.1 rounds below 3: 3 * 0.1 is 0.30000000000000004
+    (3 * 0.1, 0.1, 3 * 0.1),  # a grid point itself, whose quotient rounds above 3
+])
+def test_next_sample_by_hand(now, interval, expected):
+    assert next_sample(now, interval) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-5, 300), st.sampled_from([0.1, 0.3, 0.7, 1 / 3, 0.05, 1.0, 2.5]),
+       st.sampled_from([0.0, 1.0, -1.0, 0.5]))
+def test_next_sample_equals_the_naive_walk(k, interval, ulps):
+    """Times on, next to and between grid points (the grid as the sampler computes it)."""
+    point = k * interval
+    now = point + ulps * math.ulp(point) if ulps in (1.0, -1.0) else point + ulps * interval
+    assert next_sample(now, interval) == naive_next_sample(now, interval)
+
+
+class Counters:
+    evicted_pages = 7
+    expired_pages = 3
+
+
+class Cache:
+    resident_tokens = 40
+    counters = Counters()
+
+
+def test_state_row_and_the_last_row():
+    assert state_row(2.5, Cache()) == (2.5, 40, 7, 3)
+    heard, states = [], [("earlier",)]
+    end_of_replay(Cache(), states, 4.0, heard.append, 9)
+    assert heard == [9] and states == [("earlier",), (4.0, 40, 7, 3)]
+    end_of_replay(Cache(), None, 5.0, None, 2)  # no sampling, no progress: nothing to do
