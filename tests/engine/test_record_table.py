@@ -1,0 +1,111 @@
+"""`RecordTable` (engine/records.py) reads as the list of records appended to it, through
+every way out (index, slice, iteration, columns, drain, reorder); `hit_token_array` equals
+`hit_tokens` request by request."""
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
+from prefixsim.engine.request_state import ServedRecord
+from prefixsim.trace import Request
+
+TEXT = st.none() | st.text(max_size=6)
+NUMBER = st.floats(-1e6, 1e6, allow_nan=False)
+COUNT = st.integers(-(2**62), 2**62)
+CACHE_ONLY = st.builds(CacheOnlyRecord, COUNT, TEXT, st.sampled_from(["ok", "hit", "é"]),
+                       NUMBER, COUNT, COUNT, COUNT, COUNT, COUNT, COUNT)
+SERVED = st.builds(ServedRecord, COUNT, TEXT, st.sampled_from(["completed", "rejected"]),
+                   COUNT, NUMBER, NUMBER, NUMBER, COUNT, COUNT, COUNT, NUMBER, NUMBER,
+                   NUMBER, NUMBER, COUNT, COUNT, COUNT, COUNT, COUNT,
+                   st.none() | st.integers(0, 9))
+
+
+def check_reads_as(table: RecordTable, reference: list) -> None:
+    assert len(table) == len(reference)
+    assert list(table) == reference and table == reference and table == tuple(reference)
+    assert all(table[i] == reference[i] for i in range(-len(reference), len(reference)))
+    assert table[1:-1] == reference[1:-1] and table[::-2] == reference[::-2]
+    columns = table.columns()
+    assert list(columns) == list(reference[0]._fields if reference else table.names)
+    for position, name in enumerate(table.names):
+        column = columns[name]
+        values = column.to_pylist() if isinstance(column, pa.Array) else list(column)
+        assert values == [record[position] for record in reference]
+        if isinstance(column, np.ndarray):
+            assert column.dtype in (np.int64, np.float64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([(CacheOnlyRecord, CACHE_ONLY), (ServedRecord, SERVED)]).flatmap(
+    lambda kind: st.tuples(st.just(kind[0]), st.lists(kind[1], max_size=12),
+                           st.lists(kind[1], max_size=6))), st.randoms())
+def test_reads_as_the_records(drawn, rng):
+    record_type, first, second = drawn
+    table = RecordTable(record_type)
+    for record in first:
+        table.append(record)
+    check_reads_as(table, first)
+    drained = table.drain()
+    check_reads_as(drained, first)
+    check_reads_as(table, [])
+    for record in second:
+        table.append(record)
+    check_reads_as(table, second)
+    check_reads_as(drained, first)  # the drained records stay as they were
+    order = list(range(len(first)))
+    rng.shuffle(order)
+    drained.reorder(order)
+    check_reads_as(drained, [first[i] for i in order])
+    if first:
+        drained.append(first[0])  # appending still works after a reorder
+        check_reads_as(drained, [*(first[i] for i in order), first[0]])
+
+
+def test_equality_and_hash():
+    table = RecordTable(CacheOnlyRecord)
+    record = CacheOnlyRecord(1, None, "ok", 0.5, 10, 2, 3)
+    table.append(record)
+    assert table == [record] and table != [] and table != [record, record]
+    assert table != [record._replace(cached_tokens=4)]
+    assert table.__eq__("x") is NotImplemented and table.__eq__(1) is NotImplemented
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(table)
+
+
+def test_empty_columns_are_typed():
+    columns = RecordTable(CacheOnlyRecord).columns()
+    assert columns["request_id"].dtype == np.int64 and len(columns["request_id"]) == 0
+    assert columns["arrival_s"].dtype == np.float64
+    assert columns["session_id"].type == pa.string() and len(columns["session_id"]) == 0
+    assert columns["status"].type == pa.string() and len(columns["status"]) == 0
+    table = RecordTable(CacheOnlyRecord)
+    table.append(CacheOnlyRecord(1, "", "ok", 0.5, 10, 2, 3))
+    table.reorder([0])
+    assert table.columns()["session_id"].to_pylist() == [""]
+    assert table.columns()["session_id"].null_count == 0
+
+
+def test_hit_tokens_by_hand():
+    """40 tokens in pages of 16, 16, 8: the cap L - 1 = 39 applies only to all three."""
+    request = Request(0, 0.0, 40, 1, (1, 2, 3), 16)
+    assert [hit_tokens(request, n) for n in range(-1, 5)] == [0, 0, 16, 32, 39, 39]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 200), st.integers(1, 32), st.integers(-2, 12)),
+                min_size=1, max_size=20))
+def test_hit_token_array_equals_hit_tokens(rows):
+    requests, matched = [], []
+    for inputs, size, match in rows:
+        pages = math.ceil(inputs / size)
+        requests.append(Request(0, 0.0, inputs, 1, tuple(range(pages)), size))
+        matched.append(match)
+    got = hit_token_array(np.array([r.input_tokens for r in requests]),
+                          np.array([r.page_size_tokens for r in requests]),
+                          np.array(matched), np.array([r.num_pages for r in requests]))
+    assert got.tolist() == [hit_tokens(r, m) for r, m in zip(requests, matched, strict=True)]
