@@ -5,6 +5,7 @@ another width read at the same number of elements, an all-reduce of 0 and of 1 b
 CPU table extended below its smallest batch."""
 
 import pytest
+from test_operator_times_edges import DIMS
 
 from prefixsim.costmodel.measured import (
     AllReduceTimes,
@@ -12,7 +13,6 @@ from prefixsim.costmodel.measured import (
     ElementwiseTimes,
     elementwise_widths,
 )
-from prefixsim.costmodel.operators import LayerDims
 from prefixsim.costmodel.profile_parts import (
     ELEMENTWISE_OPS,
     Collectives,
@@ -20,9 +20,6 @@ from prefixsim.costmodel.profile_parts import (
     CpuOverhead,
     ElementwiseTable,
 )
-
-DIMS = LayerDims(name="t", num_layers=1, hidden_size=64, num_heads=4, num_kv_heads=2,
-                 head_dim=16, intermediate_size=128, vocab_size=1000)
 
 
 def test_each_kernel_touches_its_own_row_width():
