@@ -21,13 +21,18 @@ def naive_next_sample(now: float, interval_s: float) -> float:
     (0.0, 0.5, 0.0), (-3.0, 0.5, 0.0), (0.5, 0.5, 0.5), (0.6, 0.5, 1.0), (2.0, 1.0, 2.0),
     (0.3, 0.1, 3 * 0.1),  # 0.3 / 0.1 rounds below 3: 3 * 0.1 is 0.30000000000000004
     (3 * 0.1, 0.1, 3 * 0.1),  # a grid point itself, whose quotient rounds above 3
+    (63 * 1.1, 1.1, 63 * 1.1),  # the same with a step above 1 s
 ])
 def test_next_sample_by_hand(now, interval, expected):
     assert next_sample(now, interval) == expected
 
 
+# steps below and above 1 s, whose products k * interval round either way
+INTERVALS = [0.1, 0.3, 0.7, 1 / 3, 0.05, 1.0, 2.5, 1.1, 3.3, 7.7]
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.integers(-5, 300), st.sampled_from([0.1, 0.3, 0.7, 1 / 3, 0.05, 1.0, 2.5]),
+@given(st.integers(-5, 300), st.sampled_from(INTERVALS),
        st.sampled_from([0.0, 1.0, -1.0, 0.5]))
 def test_next_sample_equals_the_naive_walk(k, interval, ulps):
     """Times on, next to and between grid points (the grid as the sampler computes it)."""
