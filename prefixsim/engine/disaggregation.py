@@ -175,7 +175,9 @@ class DecodeReplica(Replica):
             wait = self.transfer_in.book(state.decode_source, state, lacking, env.now)
             env.process(self._land(state, wait))
         if self.incoming and cache.capacity_tokens is not None and not self.running \
-                and not self.pulling:
+                and not self.pulling and not self.loading and not cache.reserved_tokens:
+            # nothing here holds KV that will be freed (a local prefill's async load, R15,
+            # holds its reservation while it waits): the queue head can never fit
             state = self.incoming[0]
             raise RuntimeError(f"decode replica {self.index} can never hold request "
                                f"{state.request.request_id}")
