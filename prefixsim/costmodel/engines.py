@@ -28,6 +28,11 @@ class ServingEngine:
     idle_wakeup_s: float
     overlaps_cpu: bool
     source: str
+    # Steps of at most this many tokens run as CUDA graphs (their all-reduces at the graph
+    # latency, collectives.py): every such step (`graphs_mixed_steps`) or decode-only ones.
+    cuda_graph_max_tokens: int = 512
+    graphs_mixed_steps: bool = True
+    graph_source: str = ""
 
     def params(self) -> dict[str, float]:
         """The figures as serving parameters (names of roofline.ServingParams)."""
@@ -37,6 +42,11 @@ class ServingEngine:
                 "frontend_s_per_prompt_token": self.frontend_s_per_prompt_token,
                 "emission_s": self.emission_s, "idle_wakeup_s": self.idle_wakeup_s}
 
+    def graphed(self, num_tokens: int, decode_only: bool) -> bool:
+        """Whether a step of `num_tokens` tokens (only decodes or not) runs as CUDA graphs."""
+        return num_tokens <= self.cuda_graph_max_tokens and (decode_only
+                                                              or self.graphs_mixed_steps)
+
 
 _V1 = dict(step_overhead_s=0.0005, step_overhead_s_per_seq=0.000005, frontend_s=0.0064,
            frontend_s_per_prompt_token=3.2e-6, emission_s=0.007, idle_wakeup_s=0.006)
@@ -44,9 +54,15 @@ _V1_SOURCE = ("vLLM v0.11 (V1 engine) serving Llama-3.1-8B on one H100, the bund
               "inference-perf runs; tokenising and hashing per prompt token from Hugging Face "
               "tokenizers' and vLLM's own measurements")
 
+_V1_GRAPHS = dict(cuda_graph_max_tokens=512, graphs_mixed_steps=True, graph_source=(
+    "vLLM V1's piecewise CUDA graphs: every step of up to 512 tokens (the largest default "
+    "capture size) runs its layers, all-reduces included, as graphs; attention runs between "
+    "the pieces"))
+_DECODE_GRAPHS = dict(graphs_mixed_steps=False)
+
 ENGINES = MappingProxyType({e.name: e for e in (
-    ServingEngine("vllm-v1", **_V1, overlaps_cpu=False, source=_V1_SOURCE),
-    ServingEngine("vllm-v1-async", **_V1, overlaps_cpu=True, source=(
+    ServingEngine("vllm-v1", **_V1, overlaps_cpu=False, source=_V1_SOURCE, **_V1_GRAPHS),
+    ServingEngine("vllm-v1-async", **_V1, **_V1_GRAPHS, overlaps_cpu=True, source=(
         _V1_SOURCE + "; --async-scheduling schedules the next step while the GPU runs this "
         "one (vLLM docs), so a step takes the longer of its CPU and GPU times")),
     ServingEngine("vllm-v0", **{**_V1, "step_overhead_s": 0.0008,
@@ -54,11 +70,18 @@ ENGINES = MappingProxyType({e.name: e for e in (
                   overlaps_cpu=False, source=(
                       "Vidur's measurements of vLLM of 2024-05 (about v0.4): schedule, input "
                       "preparation, sampling and output processing, 0.8 ms + 43 us per "
-                      "sequence; frontend and emission as vllm-v1 (no separate measurement)")),
+                      "sequence; frontend and emission as vllm-v1 (no separate measurement)"),
+                  cuda_graph_max_tokens=256, **_DECODE_GRAPHS, graph_source=(
+                      "vLLM v0 captured CUDA graphs of decode-only batches of up to 256 "
+                      "sequences; prefill and mixed steps ran eagerly")),
     ServingEngine("sglang", **_V1, overlaps_cpu=True, source=(
         "SGLang's overlap scheduler (default since v0.4, LMSYS blog 2024-12-04: the CPU "
         "schedules the next batch while the GPU runs this one); CPU, frontend and emission "
-        "figures as vllm-v1 (no public SGLang measurement of them)")),
+        "figures as vllm-v1 (no public SGLang measurement of them)"),
+        cuda_graph_max_tokens=160, **_DECODE_GRAPHS, graph_source=(
+            "SGLang captures CUDA graphs of decode batches of up to cuda_graph_max_bs "
+            "sequences (160 by default on large GPUs in v0.4); prefill and extend steps run "
+            "eagerly")),
 )})
 DEFAULT_ENGINE = "vllm-v1"
 

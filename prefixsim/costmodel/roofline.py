@@ -59,6 +59,7 @@ class ServingParams:
     allreduce_ring_bus_bytes_s: float | None = None
     allreduce_small_latency_s: float | None = None
     allreduce_small_bytes_s: float | None = None
+    allreduce_graph_latency_s: float | None = None
     weight_dtype_bytes: float = 2
     kv_dtype_bytes: float = 2
 
@@ -120,9 +121,10 @@ class Roofline(RooflineBase):
         self.allreduce = AllReduceCost.for_gpu(
             gpu, tp, ring_latency_s=s.allreduce_ring_latency_s,
             ring_bus_bytes_s=s.allreduce_ring_bus_bytes_s,
-            small_latency_s=s.allreduce_small_latency_s, small_bytes_s=s.allreduce_small_bytes_s)
+            small_latency_s=s.allreduce_small_latency_s, small_bytes_s=s.allreduce_small_bytes_s,
+            graph_latency_s=s.allreduce_graph_latency_s)
         self._vocab_per_gpu = -(-model.vocab_size // tp)  # the LM head is split tp ways
-        self._layer_cache: dict[int, float] = {}
+        self._layer_caches: tuple[dict[int, float], dict[int, float]] = ({}, {})  # eager, graph
         self._decode_fixed_cache: dict[int, float] = {}
         self._s_per_context = (self.kinds.full
                                * self.ops.decode_attention_s_per_context_token())
@@ -143,10 +145,13 @@ class Roofline(RooflineBase):
         return (ops.grouped_gemm_s(touched, routed, h, 2 * inter)
                 + ops.grouped_gemm_s(touched, routed, inter, h))
 
-    def layer_s(self, tokens: int) -> float:
+    def layer_s(self, tokens: int, decode_only: bool = True) -> float:
         """One layer's GEMMs, element-wise kernels and all-reduces over `tokens` (attention
-        apart), memoised by token count."""
-        cached = self._layer_cache.get(tokens)
+        apart) in a step of only decodes or not (the engine's CUDA graphs may cover only
+        the former: their all-reduces are faster), memoised by token count."""
+        graphed = self.engine.graphed(tokens, decode_only)
+        memo = self._layer_caches[graphed]
+        cached = memo.get(tokens)
         if cached is not None:
             return cached
         d, ops = self.dims, self.ops
@@ -156,9 +161,9 @@ class Roofline(RooflineBase):
         total = (ops.gemm_s(tokens, h, q_out + kv_out) + ops.gemm_s(tokens, q_out, h)
                  + self._mlp_s(tokens) + ops.layer_elementwise_s(tokens, routed,
                                                                   d.intermediate_size)
-                 + 2 * self.allreduce.time_s(tokens * h * ACTIVATION_BYTES))
-        if len(self._layer_cache) < 65536:
-            self._layer_cache[tokens] = total
+                 + 2 * self.allreduce.time_s(tokens * h * ACTIVATION_BYTES, graphed))
+        if len(memo) < 65536:
+            memo[tokens] = total
         return total
 
     def _head_s(self, tokens: int, sampled: int) -> float:
@@ -222,7 +227,7 @@ class Roofline(RooflineBase):
         if contexts:
             attention += ops.decode_attention_fixed_s(len(contexts))
         num_seqs = len(contexts) + len(prefills)
-        return self._with_cpu(self.dims.num_layers * (self.layer_s(tokens) + attention)
+        return self._with_cpu(self.dims.num_layers * (self.layer_s(tokens, False) + attention)
                               + self._s_per_context * sum(contexts)
                               + self._head_s(tokens, sampled), num_seqs, tokens)
 
@@ -241,7 +246,7 @@ class Roofline(RooflineBase):
                                                        chunk.cached_tokens)
             sampled += chunk.emits_token
         num_seqs = len(contexts) + len(batch.prefills)
-        return self._with_cpu(self.dims.num_layers * self.layer_s(tokens) + attention
+        return self._with_cpu(self.dims.num_layers * self.layer_s(tokens, False) + attention
                               + self._s_per_context * sum(contexts) + window_reads
                               + self._head_s(tokens, sampled), num_seqs, tokens)
 
