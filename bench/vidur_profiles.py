@@ -2,7 +2,8 @@
 "Imported GPU profiles").
 
 For every shipped `<gpu>-<model>-tp<N>` profile: the one command that imports it, whether a
-fresh import gives the shipped bytes (the date apart) and the same bytes twice, the import
+fresh import gives the shipped bytes (the date apart; `~same`: every float within 1e-9, as
+another numpy rounds the fit's last digits) and the same bytes twice, the import
 time, and the held-out medians per class against the targets, then those with whole blocks
 held out (a top range, whole attention rows, a whole model); then the leave-one-model-out
 check of the H100-from-A100 borrow rule per donor model. `--write` regenerates the shipped
@@ -65,6 +66,25 @@ def _print_blocks(blocks: dict[str, dict]) -> None:
             print(f"{name:<30}{kind:<12}{cells}")
 
 
+def _agreement(a: str, b: str) -> str:
+    """'same' (the bytes, the date apart), '~same' (every float within 1e-9 relative:
+    another numpy or BLAS rounds the fit's last digits differently) or '' (they differ)."""
+    if _without_date(a) == _without_date(b):
+        return "same"
+
+    def close(x, y) -> bool:
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(close(x[k], y[k]) for k in x
+                                                if k != "date")
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) == len(y) and all(map(close, x, y))
+        if isinstance(x, float) and isinstance(y, float):
+            return abs(x - y) <= 1e-9 * max(abs(x), abs(y))
+        return x == y
+
+    return "~same" if close(json.loads(a), json.loads(b)) else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR)
@@ -85,8 +105,8 @@ def main() -> int:
         text = import_vidur(args.folder, options(gpu, model, tp), date).to_json()
         seconds.append(time.perf_counter() - started)
         twice = import_vidur(args.folder, options(gpu, model, tp), "another date").to_json()
-        same = path.is_file() and _without_date(path.read_text()) == _without_date(text)
-        if args.write and not same:
+        same = path.is_file() and _agreement(path.read_text(), text)
+        if args.write and same != "same":
             path.write_text(text)
         heldout = json.loads(text)["heldout"]
         blocks[name] = json.loads(text).get("heldout_blocks", {})
@@ -97,8 +117,7 @@ def main() -> int:
             cells += f"{'-' if value is None else format(value, '.1%') + mark:>12}"
             if mark:
                 misses.append(f"{name} {cls}")
-        print(f"{name:<30}{'same' if same else 'DIFFERS':>9}"
-              f"{'same' if _without_date(twice) == _without_date(text) else 'DIFFERS':>7}"
+        print(f"{name:<30}{same or 'DIFFERS':>9}{_agreement(twice, text) or 'DIFFERS':>7}"
               f"{seconds[-1]:>6.1f}{cells}")
     print("targets (held-out medians): " + ", ".join(f"{c} <= {t:.0%}"
                                                      for c, t in TARGETS.items()))
