@@ -74,3 +74,12 @@ def test_served_record_without_tpot_or_times(generated):
     state.admitted_s, state.first_token_s, state.finish_s = 2.0, 3.0, 3.0
     assert math.isnan(served_record(state).tpot_ms)
     assert served_record(state).queue_ms == 0.0
+
+
+def test_served_record_tpot_of_two_tokens():
+    """Two tokens: the one gap between the first (at 3) and the last (at 3.5) is the TPOT."""
+    state = RequestState(request(output_tokens=2), 2.0)
+    state.admitted_s, state.first_token_s, state.finish_s = 2.0, 3.0, 3.5
+    state.generated_tokens, state.status = 2, "completed"
+    record = served_record(state)
+    assert (record.tpot_ms, record.e2el_ms, record.output_tokens) == (500.0, 1500.0, 2)
