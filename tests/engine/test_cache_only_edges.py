@@ -72,6 +72,9 @@ def test_progress_every_two_then_the_rest():
     progress.clear()
     replay_cache_only(TRACE[:4], lru(None), progress.append, progress_every=2)
     assert progress == [2, 2, 0]
+    progress.clear()
+    replay_cache_only(TRACE, lru(None), progress.append, progress_every=3)
+    assert progress == [3, 2]  # after the third, then the last two
 
 
 def test_nothing_to_replay():

@@ -69,6 +69,9 @@ def test_progress_every_two_then_the_rest():
     replay_segments(TRACE[:4], segments(), progress.append, progress_every=2)
     assert progress == [2, 2, 0]
     progress.clear()
+    replay_segments(TRACE, segments(), progress.append, progress_every=3)
+    assert progress == [3, 2]  # after the third, then the last two
+    progress.clear()
     replay_segments(TRACE, segments(), progress.append, progress_every=5)
     assert progress == [5, 0]
 
