@@ -1,0 +1,210 @@
+"""engine/replica.py at its edges, worked by hand: the capacity check at submission, when an
+arrival wakes a decode run (and when it must not), the router's load view mid-run
+(`outstanding_tokens`, `load_bounds`, `least_load_now`), deferred evictions caught up at
+exactly their due time, and decode runs cut at a step boundary.
+
+Every run uses `Ticks` (each step, prefill or decode, takes 1 s; a run of n decode steps
+n s), P = 4, LRU caches and the engine's invariant checks after every step. "t=a->b" is one
+step. A probe request (L=4, one page of its own, 1 output) goes to a second replica, so it
+only looks at replica 0 through the router.
+"""
+
+import pytest
+from fakes import Ticks, lru
+
+from prefixsim.engine.fleet import Fleet, Sampling
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.timed import replay_timed
+from prefixsim.router import ROUTERS
+from prefixsim.trace import Request
+
+P = 4
+
+
+def req(rid, arrival, input_tokens, output_tokens, ids):
+    assert len(ids) == -(-input_tokens // P)
+    return Request(rid, arrival, input_tokens, output_tokens, tuple(ids), P)
+
+
+def probes(first_id, times):
+    return [req(first_id + i, t, 4, 1, [1000 + i]) for i, t in enumerate(times)]
+
+
+class Growing(Ticks):
+    """`Ticks` promising decode steps that never get shorter (each is 1 s), so the router's
+    least load reads the clock's bound past its cursor."""
+
+    decode_steps_never_shorten = True
+
+
+class Watch:
+    """Sends the first `served` requests to replica 0 and the rest to replica 1, and calls
+    `look(replica 0, now)` at each arrival, writing down what it returns."""
+
+    def __init__(self, served, look) -> None:
+        self.served, self.look = served, look
+        self.seen = []
+
+    def route(self, request, replicas, now) -> int:
+        self.seen.append((now, self.look(replicas[0])))
+        return 0 if request.request_id < self.served else 1
+
+
+def serve(requests, capacity=100, seqs=256, budget=8192, router=None, replicas=1,
+          max_run_steps=None, cost=None):
+    caches = [lru(capacity) for _ in range(replicas)]
+    result = replay_timed(requests, Fleet(caches, cost or Ticks(),
+                                          ContinuousBatching(budget, seqs),
+                                          router or ROUTERS.build("round_robin")),
+                          Sampling(check_invariants=True, max_run_steps=max_run_steps))
+    return result, caches
+
+
+# ------------------------------------------------------------------ submission
+def test_a_request_filling_the_capacity_exactly_is_served_one_more_rejected():
+    """Capacity 12, two replicas (round robin). A (t=0, L=8, 4 outputs: 8 + 4 = 12) fits on
+    replica 0: prefill t=0->1, decodes t=1->4. B (t=0, L=8, 5 outputs: 13 > 12) is rejected
+    by replica 1 at once, though its prompt alone (8) and its prompt less its outputs fit;
+    the record names the replica that refused it."""
+    result, caches = serve([req(0, 0.0, 8, 4, [1, 2]), req(1, 0.0, 8, 5, [3, 4])],
+                           capacity=12, replicas=2)
+    a, b = result.records
+    assert (a.status, a.replica, a.finish_s, a.output_tokens) == ("completed", 0, 4.0, 4)
+    assert (b.status, b.replica) == ("rejected", 1)
+    assert [f.num_steps for f in result.replicas] == [2, 0]
+    assert caches[1].counters.inserted_pages == 0
+
+
+# --------------------------------------------------------------------- wake-ups
+def test_an_arrival_without_a_free_sequence_slot_does_not_cut_the_run():
+    """max_num_seqs 1. A (t=0, L=4, 10 outputs): prefill t=0->1, one decode run t=1->10.
+    B (t=3.5) could not join (no free slot), so the run is not woken: B prefills t=10->11.
+    3 steps; stepping one by one takes 1 + 9 + 1."""
+    requests = [req(0, 0.0, 4, 10, [1]), req(1, 3.5, 4, 1, [2])]
+    for steps, num_steps in ((None, 3), (1, 11)):
+        result, _ = serve(requests, seqs=1, max_run_steps=steps)
+        assert [r.finish_s for r in result.records] == [10.0, 11.0]
+        assert result.replicas[0].num_steps == num_steps
+        assert result.replicas[0].busy_s == 11.0
+
+
+def test_an_arrival_behind_a_waiting_head_does_not_cut_the_run():
+    """Capacity 20, max_num_seqs 2. A (t=0, L=4, 10 outputs): prefill t=0->1; its decode run
+    from t=1 reserves its 9 steps (free 20 - 4 - 9 = 7). B (t=2.5, L=16) wakes it (a free
+    slot, an empty queue): the run ends at t=3 after 2 steps (7 unused tokens freed: free
+    14), B does not fit (16 + 1 > 14, page 1 locked) and waits; A's next run t=3->10 (7
+    steps, waiting: no further than free memory, 14 >= 7). C (t=5.5, L=4) queues behind B:
+    no wake-up. A ends at t=10; B and C prefill together t=10->11 (16 + 4 = 20)."""
+    requests = [req(0, 0.0, 4, 10, [1]), req(1, 2.5, 16, 1, [2, 3, 4, 5]),
+                req(2, 5.5, 4, 1, [6])]
+    result, cache = serve(requests, capacity=20, seqs=2)
+    assert [r.finish_s for r in result.records] == [10.0, 11.0, 11.0]
+    assert [r.queue_ms for r in result.records] == [0.0, 7500.0, 4500.0]
+    assert result.replicas[0].num_steps == 4
+    assert result.replicas[0].busy_s == 11.0
+    assert cache[0].counters.evicted_pages == 1  # page 1, for B and C's 20 tokens
+
+
+def test_two_arrivals_at_one_instant_wake_the_run_once():
+    """A (t=0, L=4, 10 outputs) decodes from t=1. B and C arrive together at t=3.5: B wakes
+    the run, C finds it woken already. The run ends at t=4 (3 steps); B and C prefill with
+    A's decode t=4->5; A decodes on alone t=5->10."""
+    requests = [req(0, 0.0, 4, 10, [1]), req(1, 3.5, 4, 1, [2]), req(2, 3.5, 4, 1, [3])]
+    result, _ = serve(requests)
+    assert [r.finish_s for r in result.records] == [10.0, 5.0, 5.0]
+    assert [r.first_token_s for r in result.records] == [1.0, 5.0, 5.0]
+    assert result.replicas[0].num_steps == 4
+
+
+# ------------------------------------------------------------------- load view
+def load_view(replica):
+    """The bounds first (they read the clock's cursor as the last exact reading left it),
+    then the exact load."""
+    return replica.load_bounds(), replica.least_load_now(), replica.outstanding_tokens
+
+
+@pytest.mark.parametrize(("cost", "least_at_5_5"), [(Ticks(), 0), (Growing(), 8)])
+def test_the_load_view_mid_run_by_hand(cost, least_at_5_5):
+    """A and B (t=0, L=4, 10 outputs each) prefill together t=0->1 and decode t=1->10 in one
+    run of 9 steps of 2 sequences: 18 tokens outstanding at its start, 2 fewer per step.
+    Probes at t=0.5 (no run: all three equal, 20 with the prefills' tokens), then mid-run:
+      t=2.5: the clock never read: bounds (18 - 18, 18), least = the run's end (0);
+             exact 1 step done (16).
+      t=2.7: inside the step the clock was read at: bounds (0, 16), least 16, exact 16.
+      t=5.5: past the cursor (1 done, the next ending at 2 s into the run): least is the
+             run's end (0) unless steps never shorten: min(9, 1 + 2 + (4.5 - 2) // 1) = 5
+             steps, 18 - 10 = 8; exact 4 steps (10).
+      t=5.7: inside the step read at t=5.5: bounds (0, 10), least 10, exact 10.
+      t=10.5: A and B done, nothing outstanding."""
+    router = Watch(2, load_view)
+    serve([req(0, 0.0, 4, 10, [1]), req(1, 0.0, 4, 10, [2]),
+           *probes(2, [0.5, 2.5, 2.7, 5.5, 5.7, 10.5])], router=router, replicas=2, cost=cost)
+    assert router.seen[2:] == [
+        (0.5, ((28, 28), 28, 28)),
+        (2.5, ((0, 18), 0, 16)),
+        (2.7, ((0, 16), 16, 16)),
+        (5.5, ((0, 16), least_at_5_5, 10)),
+        (5.7, ((0, 10), 10, 10)),
+        (10.5, ((0, 0), 0, 0)),
+    ]
+
+
+# ------------------------------------------------------------- deferred evictions
+def cache_view(replica):
+    cache = replica.cache
+    return (sorted(replica.cached_page_ids()), cache.counters.evicted_pages,
+            cache.reserved_tokens)
+
+
+def test_deferred_evictions_caught_up_at_exactly_their_due_time():
+    """Capacity 20. A (t=0, L=8, pages 1, 2, 1 output): done at t=1, unlocked. B (t=1, L=4,
+    page 3, 12 outputs): prefill t=1->2, then one run of 11 decode steps t=2->13 whose free
+    8 tokens cover steps 1-8 (reserved at its start); step 9 starts at t=10 and evicts page
+    2 (4 tokens: steps 9-11). A router reading replica 0 sees (pages, evictions, reserved):
+      t=9.5: [1, 2, 3], 0, 8;  t=10.0: due, caught up first: [1, 3], 1, 9;
+      t=10.5: 9;  t=11.0: due: 10;  t=11.5: 10;  t=12.5: the last step's: 11;
+      t=13.5: B done, its 11 decode tokens freed: 0.
+    Each catch-up that reserves records replica 0's state (the probes' own rows are replica
+    1's): (time, resident tokens, private tokens, evictions) at the run's start, each
+    catch-up and the run's end."""
+    router = Watch(2, cache_view)
+    result, caches = serve([req(0, 0.0, 8, 1, [1, 2]), req(1, 1.0, 4, 12, [3]),
+                            *probes(2, [9.5, 10.0, 10.5, 11.0, 11.5, 12.5, 13.5])],
+                           capacity=20, router=router, replicas=2)
+    assert router.seen[2:] == [
+        (9.5, ([1, 2, 3], 0, 8)), (10.0, ([1, 3], 1, 9)), (10.5, ([1, 3], 1, 9)),
+        (11.0, ([1, 3], 1, 10)), (11.5, ([1, 3], 1, 10)), (12.5, ([1, 3], 1, 11)),
+        (13.5, ([1, 3], 1, 0)),
+    ]
+    assert [r.finish_s for r in result.records][:2] == [1.0, 13.0]
+    assert result.replicas[0].num_steps == 3
+    states = result.states
+    rows = [(t, cached, private, evictions) for t, replica, cached, private, evictions in zip(
+        *(states[k].tolist() for k in ("time_s", "replica", "cached_tokens", "private_tokens",
+                                       "evictions")), strict=True) if replica == 0 and t >= 2]
+    assert rows == [(2.0, 12, 8, 0), (10.0, 8, 9, 1), (11.0, 8, 10, 1), (12.5, 8, 11, 1),
+                    (13.0, 8, 0, 1)]
+
+
+def test_a_load_ending_with_every_sequence_slot_taken_does_not_cut_the_run():
+    """Async host loads (one 4-token page: 4,000 B at 1,600 B/s = 2.5 s), max_num_seqs 2.
+    B (t=0, L=4, 10 outputs): prefill t=0->1, decode run from t=1. A (t=2.5, L=8, page 1 in
+    host) wakes it: cut at t=3, A admitted and loading t=3->5.5 off the batch, B's run goes
+    on. C (t=3.5, L=4, 10 outputs) wakes it (a free slot): cut at t=4, C's prefill with B's
+    decode t=4->5, then B and C decode t=5->10 (B's last). A's load ends at t=5.5 with both
+    slots taken: no wake-up. At t=10 A's chunk with C's decode t=10->11, C on t=11->14.
+    7 steps: B's prefill, 2 cut runs, C's step, the run to t=10, A's step, C's last run."""
+    from prefixsim.cache.tiers import TierSpec, TierStack
+
+    cache = lru(64)
+    tiers = TierStack(cache, [TierSpec("host", 1000, 1600.0)])
+    tiers.tiers[0].put(1, P)
+    requests = [req(0, 0.0, 4, 10, [9]), req(1, 2.5, 8, 1, [1, 2]), req(2, 3.5, 4, 10, [5])]
+    result = replay_timed(requests, Fleet([cache], Ticks(), ContinuousBatching(64, 2),
+                                          ROUTERS.build("round_robin"), tiers=[tiers],
+                                          kv_bytes_per_token=1000, tier_load="async"),
+                          Sampling(check_invariants=True))
+    b, a, c = result.records
+    assert (b.finish_s, a.finish_s, c.finish_s) == (10.0, 11.0, 14.0)
+    assert a.cached_tokens_host == 4
+    assert result.replicas[0].num_steps == 7
