@@ -374,3 +374,22 @@ def test_a_pool_run_is_capped_and_counted_after_hbm():
                                 pool=shared).records
     assert fields(records) == [(0, None, "completed", 1.0, 12, 1, 11, 0, 0, 7)]
     assert shared.read_tokens == 8
+
+
+def test_the_pool_matches_at_the_arrival_time():
+    """A pool whose pages live 1 s (fixed TTL) holds 1, 2 written at t = 0: a request at
+    t = 0.5 (L=9: 1, 2, 3) reads both from it; one at t = 5 finds them expired."""
+    for arrival, hit in [(0.5, 8), (5.0, 0)]:
+        shared = SharedPool(lru(None, TTLRule(1.0, TTLMode.FIXED)), PoolSpec(1.0, 1.0),
+                            lambda: 0.0)
+        shared.write([1, 2], [4, 4])
+        records = replay_cache_only([Request(0, arrival, 9, 1, (1, 2, 3), 4)], lru(100),
+                                    pool=shared).records
+        assert (records[0].cached_tokens, records[0].cached_tokens_pool) == (hit, hit)
+
+
+def test_the_pool_clock_starts_at_zero():
+    """The replay sets the pool's clock to the latest arrival, 0.0 before the first."""
+    shared = SharedPool(lru(None), PoolSpec(1.0, 1.0), lambda: -1.0)
+    replay_cache_only([], lru(8), pool=shared)
+    assert shared.clock() == 0.0
