@@ -11,7 +11,7 @@ import pytest
 import simpy
 from fakes import Ticks, lru
 
-from prefixsim.cache.classes import BYPASS_RULE
+from prefixsim.cache.classes import BYPASS_RULE, RequestRule
 from prefixsim.cache.pool import PoolLink, PoolSpec, SharedPool
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.cache.ttl import TTLRule
@@ -39,6 +39,9 @@ def test_defaults_are_no_kv_bytes_and_blocking_loads():
     assert mem.async_loads is False
     assert (mem.num_preemptions, mem.query_tokens, mem.hit_tokens) == (0, 0, 0)
     assert mem.capacity_tokens == 32
+    assert (mem._decode_room, mem._outstanding, mem._recency, mem._load_link_free_s) == (
+        0, 0, 0, 0.0)
+    assert (mem.loading, mem.running, list(mem.waiting)) == ([], [], [])
 
 
 def test_a_cache_without_capacity_is_refused():
@@ -196,8 +199,8 @@ def test_admission_needs_room_for_its_chunk_beside_the_decode_room(decode_room, 
     """HBM 12 tokens holds page 1; A (L=12: pages 1, 2, 3) matches it (the cap stops at 2
     pages, page 2 is not cached): its chunk, 8 tokens, needs all 8 free tokens. With one
     token of decode room held back it does not fit: nothing reserved, page 1 unlocked, A
-    untouched."""
-    mem = memory(12)
+    untouched. (The cache's TTL, 100 s, expires nothing here.)"""
+    mem = ReplicaMemory(simpy.Environment(), lru(12, TTLRule(100.0)), Ticks())
     (page,) = mem.cache.insert(None, [1], [4], 0.0, 0)
     mem._decode_room = decode_room
     a = state(0, 12, (1, 2, 3))
@@ -230,6 +233,29 @@ def test_tier_hits_below_a_partial_hbm_match_count_per_tier():
     assert a.load_s == 12.5 and a.status == RUNNING
     assert 2 not in tiers.tiers[0] and 3 not in tiers.tiers[1]
     assert mem.cache.reserved_tokens == 12
+
+
+class DoubledTransfers(Ticks):
+    """Every transfer takes twice bytes / bandwidth."""
+
+    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
+        return 2 * num_bytes / bandwidth_bytes_s
+
+
+def test_a_tier_hit_up_to_the_last_prompt_token_is_timed_by_the_cost_model():
+    """HBM holds page 1, host page 2 (1,600 B/s, 1,000 B per token). A (L=9: pages 1, 2 and
+    a 1-token page 3; cap 2 pages) hits 8 tokens, the most the L - 1 cap allows; its chunk
+    is the last token. The cost model doubles transfer times: 2 * 4,000 / 1,600 = 5 s."""
+    mem = ReplicaMemory(simpy.Environment(), lru(32), DoubledTransfers(), kv_bytes_per_token=1000)
+    tiers = TierStack(mem.cache, [TierSpec("host", 100, 1600.0)])
+    mem.tiers = tiers
+    tiers.tiers[0].put(2, P)
+    a = state(0, 9, (1, 2, 3))
+    mem.cache.insert(None, [1], [4], 0.0, 0)
+    assert mem.admit(a, 64) == 1
+    assert (a.cached_tokens, a.cached_tokens_host, a.computed_tokens, a.private_tokens) == (
+        8, 4, 8, 5)
+    assert a.load_s == 5.0
 
 
 POOL = PoolSpec(read_bytes_s=1000.0, write_bytes_s=1000.0, latency_s=0.5, lookup_s=0.25)
@@ -298,7 +324,9 @@ def test_readmission_after_preemption_counts_recomputed_tokens_not_queries():
     mem._advance_prefill(a, 8)
     assert (a.generated_tokens, a.tree_tokens, a.private_tokens) == (1, 8, 0)
     mem.env.run(until=3.0)
+    assert a.tip is mem.cache.get(2) and a.tip.lock_count == 1
     mem._preempt(a)
+    assert a.tip is None and mem.cache.get(2).lock_count == 0
     assert (a.prompt_tokens, a.computed_tokens, a.tree_tokens, a.num_tree_pages) == (9, 0, 0, 0)
     assert (a.last_token_s, a.load_s) == (3.0, 0.0)
     assert mem.admit(a, 64) == 1
@@ -309,20 +337,27 @@ def test_readmission_after_preemption_counts_recomputed_tokens_not_queries():
 
 # ------------------------------------------------------------------ prefill and decode
 def test_a_partial_last_page_stays_private_and_the_last_chunk_yields_a_token():
-    """A (L=10: pages 1, 2 and a 2-token page 3) in chunks of 6 and 4: the first chunk
-    completes page 1 (4 tokens into the tree), the second page 2; page 3 stays private."""
+    """At t=2 A (L=10: pages 1, 2 and a 2-token page 3) runs in chunks of 2, 4 and 4: the
+    first completes no page, the second page 1 (4 tokens into the tree), the third page 2;
+    page 3 stays private. Admission took recency 1, each insert the next."""
     mem = memory()
     mem.env.run(until=2.0)
     a = state(0, 10, (1, 2, 3))
-    assert mem.admit(a, 6) == 6
-    mem._advance_prefill(a, 6)
+    assert mem.admit(a, 2) == 2
+    mem._advance_prefill(a, 2)
+    assert (a.num_tree_pages, a.tree_tokens, a.private_tokens, a.tip) == (0, 0, 2, None)
+    assert (mem.cache.resident_tokens, mem._recency) == (0, 1)
+    assert mem.grow(a, 4)
+    mem._advance_prefill(a, 4)
     assert (a.num_tree_pages, a.tree_tokens, a.private_tokens) == (1, 4, 2)
     assert (a.generated_tokens, a.first_token_s, a.tip.page_id) == (0, None, 1)
     assert mem.grow(a, 4)
     mem._advance_prefill(a, 4)
     assert (a.num_tree_pages, a.tree_tokens, a.private_tokens) == (2, 8, 2)
     assert (a.generated_tokens, a.first_token_s, a.tip.page_id) == (1, 2.0, 2)
-    assert (mem.cache.get(1).lock_count, mem.cache.get(2).lock_count) == (1, 1)  # one path
+    one, two = mem.cache.get(1), mem.cache.get(2)
+    assert (one.lock_count, two.lock_count) == (1, 1)  # one path, locked once
+    assert (one.recency, two.recency, one.created_s, two.created_s) == (2, 3, 2.0, 2.0)
     assert mem.cache.get(3) is None
     assert (mem.cache.reserved_tokens, mem.cache.resident_tokens) == (2, 8)
     assert mem._outstanding == -11
@@ -359,18 +394,45 @@ def test_decode_room_preempts_the_newest_until_each_decoder_can_grow():
     assert mem._decode_room == 0
 
 
-def test_write_through_writes_each_inserted_chunk_to_the_pool():
-    """Write-through, 1,000 B per token, 2 copies per page: A (L=12: pages 1-3) empty pool:
-    its prefill inserts 12 tokens, written twice over its link: 24,000 bytes."""
-    spec = PoolSpec(1000.0, 1000.0, write_through=True, replicas=2)
+def test_decode_room_that_just_fits_preempts_nobody():
+    """HBM 18: A and B prefilled (16 tokens locked), 2 free for their 2 decode tokens."""
+    mem = memory(18)
+    for rid in (0, 1):
+        s = state(rid, 8, (2 * rid + 1, 2 * rid + 2))
+        assert mem.admit(s, 64) == 8
+        mem.running.append(s)
+        mem._advance_prefill(s, 8)
+    mem._make_decode_room()
+    assert (mem._decode_room, mem.num_preemptions, len(mem.running)) == (2, 0, 2)
+
+
+def test_write_back_inserts_write_nothing_to_the_pool():
+    spec = PoolSpec(1000.0, 1000.0)
     shared = SharedPool(lru(None), spec, lambda: 0.0)
     link = PoolLink(spec)
     mem = memory(kv_bytes_per_token=1000, pool=shared, link=link)
     a = state(0, 12, (1, 2, 3))
     assert mem.admit(a, 64) == 12
     mem._advance_prefill(a, 12)
-    assert (shared.write_tokens, link.writes.bytes) == (12, 24000)
+    assert (shared.write_tokens, link.writes.bytes, mem.cache.resident_tokens) == (0, 0, 12)
+
+
+def test_write_through_writes_each_inserted_chunk_to_the_pool():
+    """Write-through, 1,000 B per token, 2 copies per page: A (L=12: pages 1-3) empty pool:
+    its prefill inserts 12 tokens, written twice over its link: 24,000 bytes."""
+    spec = PoolSpec(1000.0, 1000.0, write_through=True, replicas=2)
+    shared = SharedPool(lru(None), spec, lambda: 0.0)
+    links = [PoolLink(spec, 0), PoolLink(spec, 1)]
+    shared.links = links
+    mem = memory(kv_bytes_per_token=1000, pool=shared, link=links[1])
+    a = state(0, 12, (1, 2, 3))
+    assert mem.admit(a, 64) == 12
+    mem._advance_prefill(a, 12)
+    assert (shared.write_tokens, links[1].writes.bytes, links[0].writes.bytes) == (12, 24000, 0)
     assert [p.page_id for p in shared.cache.pages()] == [1, 2, 3]
+    assert shared.holder == {1: 1, 2: 1, 3: 1}
+    assert a.tip is mem.cache.get(3)
+    assert [mem.cache.get(i).lock_count for i in (1, 2, 3)] == [1, 1, 1]
 
 
 def test_unchained_hash_ids_are_an_input_error():
@@ -401,3 +463,59 @@ def test_a_pool_page_past_its_ttl_is_no_hit():
     b = state(1, 12, (1, 2, 4))
     assert mem.admit(b, 64) == 12
     assert (b.cached_tokens, b.cached_tokens_pool, b.load_s) == (0, 0, 0.25)
+
+
+def test_a_class_rule_sets_ttl_and_priority_of_matched_and_inserted_pages():
+    """Cache TTL 100 s; pages 1-3 cached at 0 to live 1 s. At 0.5 A (L=20: pages 1-5, class
+    TTL 5 s, priority 3) matches all three (the cap stops at 4): they live to 5.5 and take
+    priority 3, page 3 is its tip; its prefill inserts pages 4, 5 the same way."""
+    mem = ReplicaMemory(simpy.Environment(), lru(32, TTLRule(100.0)), Ticks())
+    cached = mem.cache.insert(None, [1, 2, 3], [4, 4, 4], 0.0, 0, 1.0)
+    mem.env.run(until=0.5)
+    a = state(0, 20, (1, 2, 3, 4, 5))
+    a.rule = RequestRule(True, 5.0, 3, "gold")
+    assert mem.admit(a, 64) == 8
+    assert a.tip is cached[2] and a.num_tree_pages == 3
+    assert [(p.deadline_s, p.priority, p.lock_count) for p in cached] == [(5.5, 3, 1)] * 3
+    mem._advance_prefill(a, 8)
+    pages = [mem.cache.get(i) for i in (1, 2, 3, 4, 5)]
+    assert [(p.deadline_s, p.priority) for p in pages] == [(5.5, 3)] * 5
+    assert a.tip is pages[4] and (a.num_tree_pages, a.tree_tokens) == (5, 20)
+    mem.env.run(until=10.0)
+    mem.running.append(a)
+    mem._preempt(a)  # its unlock at 10 frees the pages dead since 5.5
+    assert mem.cache.resident_tokens == 0 and mem.cache.get(1) is None
+
+
+def test_two_admissions_add_up_queries_and_hits():
+    """Page 1 cached: A (L=8: pages 1, 2) and B (L=12: pages 1, 3, 4) hit 4 tokens each."""
+    mem = memory()
+    mem.cache.insert(None, [1], [4], 0.0, 0)
+    a, b = state(0, 8, (1, 2)), state(1, 12, (1, 3, 4))
+    assert (mem.admit(a, 64), mem.admit(b, 64)) == (4, 8)
+    assert (mem.query_tokens, mem.hit_tokens, mem._recency) == (20, 8, 2)
+    for s in (a, b):
+        assert (s.cached_tokens, s.cached_tokens_host, s.cached_tokens_disk,
+                s.cached_tokens_pool, s.recomputed_tokens, s.load_s) == (4, 0, 0, 0, 0, 0.0)
+    assert mem.cache.get(1).lock_count == 2
+
+
+def test_async_loads_hold_only_a_request_with_something_to_load():
+    """Async tier loads: A (L=8: pages 5, 6) finds nothing in host: admitted at once."""
+    mem = memory(kv_bytes_per_token=1000, async_loads=True)
+    mem.tiers = TierStack(mem.cache, [TierSpec("host", 1000, 1600.0)])
+    a = state(0, 8, (5, 6))
+    assert mem.admit(a, 64) == 8
+    assert (a.status, a.loaded_chunk_tokens, mem.loading) == (RUNNING, 0, [])
+
+
+def test_an_async_read_under_a_second_is_still_held():
+    """Pool read at 8,000 B/s, no latency: HBM holds page 1, A (L=12: pages 1-3) reads
+    page 2 in 4,000 / 8,000 = 0.5 s, off the batch."""
+    mem, shared, link = pooled_memory((1,), async_loads=True, spec=PoolSpec(8000.0, 8000.0))
+    a = state(0, 12, (1, 2, 3))
+    assert mem.admit(a, 64) == HELD
+    mem.env.run(until=0.49)
+    assert mem.loading == [a]
+    mem.env.run(until=0.51)
+    assert list(mem.waiting) == [a]
