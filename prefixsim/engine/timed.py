@@ -254,12 +254,20 @@ class _Run:
     def release(self, request: Request, at_s: float) -> None:
         """A closed loop's `request`, sent at `at_s` (>= now), reaches the scheduler the
         frontend's time later; always through the event queue, so a request released as
-        another finishes never enters a replica in the middle of its step's bookkeeping."""
+        another finishes never enters a replica in the middle of its step's bookkeeping.
+        With tokenizers, it joins their queue at `at_s`, not now: a later release may be
+        sent earlier (a shorter think time), and the queue takes requests in send order."""
         self.arrived += 1
-        ready_s = (at_s + self.frontend_s if self.frontend is None
-                   else self.frontend.reaches_scheduler_s(at_s, request.input_tokens))
+        if self.frontend is None:
+            self._send_at(at_s + self.frontend_s, request, at_s)
+        else:
+            self.call_at(at_s, lambda: self._send_at(
+                self.frontend.reaches_scheduler_s(at_s, request.input_tokens), request, at_s))
+
+    def _send_at(self, ready_s: float, request: Request, arrival_s: float) -> None:
+        """`send` the request at `ready_s` (>= now), through the event queue."""
         timeout = self.env.timeout(max(0.0, ready_s - self.env.now))
-        timeout.callbacks.append(lambda _event: self.send(request, at_s))
+        timeout.callbacks.append(lambda _event: self.send(request, arrival_s))
 
     def call_at(self, at_s: float, action) -> None:
         """Run `action()` at `at_s` (>= now), through the event queue."""

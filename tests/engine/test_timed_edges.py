@@ -364,3 +364,22 @@ def test_prefix_aware_follows_the_pool(pool_weight, chosen):
     assert [r.replica for r in result.records] == [0, chosen]
     assert len(result.pool_links) == 2 and result.pool_links[0].writes.bytes >= 16
     assert result.pool_links[1].reads.bytes == (16 if chosen else 0)
+
+
+def test_a_later_release_sent_earlier_is_tokenised_first():
+    """Sessions a (turns at 0 and 2 in the trace: think 2 s) and b (one turn at 50); one
+    tokenizer at 0.01 s a prompt token, 100-token prompts. At the start b's turn is
+    released for 50 (tokenised 50 -> 51, first token 52). a's first turn, tokenised
+    0 -> 1, has its token at 2; its second turn is released then for 2 + 2 = 4, before
+    b's send: tokenised 4 -> 5, first token at 6 (the queue takes requests in the order
+    they are sent, not released: it does not wait behind b's tokenising)."""
+    from prefixsim.engine.clients import SessionClients
+    from prefixsim.trace.sessions import infer_sessions
+
+    requests = [Request(0, 0.0, 100, 1, (1,), 100, "a"), Request(1, 50.0, 100, 1, (2,), 100, "b"),
+                Request(2, 2.0, 100, 1, (3,), 100, "a")]
+    overheads = ServingOverheads(frontend_s_per_prompt_token=0.01)
+    result = serve(requests, overheads, clients=SessionClients(requests, infer_sessions(requests)))
+    assert [r.arrival_s for r in result.records] == [0.0, 50.0, 4.0]
+    assert [r.first_token_s for r in result.records] == pytest.approx([2.0, 52.0, 6.0])
+    assert [r.queue_ms for r in result.records] == pytest.approx([1000.0] * 3)
