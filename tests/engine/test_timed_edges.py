@@ -383,3 +383,11 @@ def test_a_later_release_sent_earlier_is_tokenised_first():
     assert [r.arrival_s for r in result.records] == [0.0, 50.0, 4.0]
     assert [r.first_token_s for r in result.records] == pytest.approx([2.0, 52.0, 6.0])
     assert [r.queue_ms for r in result.records] == pytest.approx([1000.0] * 3)
+
+
+@pytest.mark.parametrize("per_token_s", [0.0, 0.01])
+def test_an_empty_trace_ends_at_once(per_token_s):
+    """No request, with or without tokenizers: the run ends at 0 with nothing in it."""
+    overheads = ServingOverheads(frontend_s=0.25, frontend_s_per_prompt_token=per_token_s)
+    result = serve([], overheads)
+    assert (len(result.records), result.duration_s, result.num_events) == (0, 0.0, 0)
