@@ -208,3 +208,133 @@ def test_a_load_ending_with_every_sequence_slot_taken_does_not_cut_the_run():
     assert (b.finish_s, a.finish_s, c.finish_s) == (10.0, 11.0, 14.0)
     assert a.cached_tokens_host == 4
     assert result.replicas[0].num_steps == 7
+
+
+# ------------------------------------------------------------------ prefill steps
+def test_chunks_emit_a_token_only_at_the_prompts_end_and_decodes_carry_their_context():
+    """Token budget 8. A (t=0, L=20, 3 outputs) prefills in chunks of 8, 8 and 4 (only the
+    last ends the prompt and samples a token), then decodes at context 21 (t=3->4: every
+    decode run timed is that one). B (t=3.5, L=4) wakes the run: its prefill joins A's next
+    decode, at context 22 (t=4->5)."""
+    seen = []
+    requests = [req(0, 0.0, 20, 3, [1, 2, 3, 4, 5]), req(1, 3.5, 4, 1, [6])]
+    caches = [lru(100)]
+    replay_timed(requests, Fleet(caches, Ticks(probe=lambda kind, what: seen.append(
+        (kind, what))), ContinuousBatching(8, 4), ROUTERS.build("round_robin")),
+        Sampling(check_invariants=True))
+    steps = [([(c.new_tokens, c.cached_tokens, c.emits_token) for c in what.prefills],
+              list(what.decode_contexts)) for kind, what in seen if kind == "step"]
+    assert steps == [([(8, 0, False)], []), ([(8, 8, False)], []), ([(4, 16, True)], []),
+                     ([(4, 0, True)], [22])]
+    assert {tuple(what) for kind, what in seen if kind == "decode"} == {(21,)}
+
+
+def test_a_request_preempted_after_its_first_token_counts_its_stall_as_one_gap():
+    """Capacity 16. A (pages 1, 2) and B (pages 3, 4), t=0, L=8, 3 outputs each, prefill
+    together t=0->1 (free 0, both locked, 1 token each). At t=1 only one can grow: the
+    newest, B, is preempted (1 token generated; pages 3, 4 unlocked). A's decode t=1->2
+    evicts page 4 for its token; at t=2 B (now 9 tokens: hit page 3, 5 to compute, plus A's
+    token > 3 free) still waits; A's last token t=2->3 frees A. B re-prefills its 5 tokens
+    t=3->4 (its 2nd token: one gap of 4 - 1 = 3 s) and decodes its 3rd t=4->5. The ITL
+    gaps: A's two decode steps, B's stall, B's decode step."""
+    result, _ = serve([req(0, 0.0, 8, 3, [1, 2]), req(1, 0.0, 8, 3, [3, 4])], capacity=16)
+    a, b = result.records
+    assert (a.finish_s, b.finish_s) == (3.0, 5.0)
+    assert (b.preemptions, b.recomputed_tokens, b.first_token_s) == (1, 5, 1.0)
+    assert sorted(result.itl_segments) == [(1.0, 1), (1.0, 1), (1.0, 1), (3.0, 1)]
+
+
+# ------------------------------------------------------------------ invariants
+def mid_run():
+    """A replica driven by hand (capacity 20, max_num_seqs 1): A (L=8, pages 1, 2, 1 output)
+    done at t=1 (pages unlocked); B (L=4, page 3, 10 outputs) and C (L=16) submitted at
+    t=1.5: B prefills t=1.5->2.5 and decodes (its run reserving 8 steps), C waits for a
+    sequence slot. Stopped at t=3, mid-run, where the checks hold."""
+    import simpy
+
+    from prefixsim.engine.replica import Replica
+    from prefixsim.engine.request_state import RequestState
+
+    env = simpy.Environment()
+    fleet = Fleet([lru(20)], Ticks(), ContinuousBatching(8192, 1), ROUTERS.build("round_robin"))
+    finished = []
+    replica = Replica(0, env, fleet.caches[0], fleet, Sampling(check_invariants=True),
+                      finished.append)
+    replica.submit(RequestState(req(0, 0.0, 8, 1, [1, 2]), 0.0))
+    env.run(until=1.5)
+    b = RequestState(req(1, 1.5, 4, 10, [3]), 1.5)
+    c = RequestState(req(2, 1.5, 16, 1, [4, 5, 6, 7]), 1.5)
+    replica.submit(b)
+    replica.submit(c)
+    env.run(until=3.0)
+    assert [s.request.request_id for s in finished] == [0]
+    assert list(replica.running) == [b] and list(replica.waiting) == [c]
+    assert (b.private_tokens, replica.cache.reserved_tokens, replica.cache.free_tokens) == (
+        8, 8, 0)
+    replica.check_invariants()
+    return replica, b, c
+
+
+def failing_line(corrupt):
+    """Corrupt a replica mid-run (`corrupt(replica, b, c)`) and return the source of the check
+    that fails."""
+    replica, b, c = mid_run()
+    corrupt(replica, b, c)
+    with pytest.raises(AssertionError) as info:
+        replica.check_invariants()
+    return str(info.value), str(info.traceback[-1].statement).strip()
+
+
+def test_checks_name_what_went_out_of_step():
+    """Each corruption fails its own check, with its own message."""
+    def private(replica, b, c):
+        b.private_tokens += 1
+
+    def capacity(replica, b, c):
+        replica.capacity_tokens = 8  # below the 12 resident + 8 reserved
+
+    def slots(replica, b, c):
+        replica.waiting.remove(c)
+        replica.running.append(c)  # two running, one slot
+
+    def unlocked_tip(replica, b, c):
+        b.tip = replica.cache.get(2)  # A's last page: resident, unlocked
+
+    def outstanding(replica, b, c):
+        replica._outstanding += 1
+
+    assert failing_line(private)[0] == "private tokens != cache reservation"
+    assert failing_line(capacity)[0] == "negative free memory"
+    assert failing_line(slots)[0] == "too many sequences"
+    assert failing_line(unlocked_tip)[0] == "running path not locked"
+    assert failing_line(outstanding)[0] == "outstanding tokens out of step"
+
+
+def test_a_waiting_request_holds_no_kv_unless_its_prefix_has_loaded():
+    """A waiting request with a tip (or private KV) fails the check; with its first chunk
+    loaded (loaded_chunk_tokens > 0) it may hold both."""
+    def tip(replica, b, c):
+        c.tip = replica.cache.get(1)
+
+    message, line = failing_line(tip)
+    assert "loaded_chunk_tokens or" in line
+    replica, b, c = mid_run()
+    c.tip = replica.cache.get(1)
+    c.loaded_chunk_tokens = 1
+    replica.check_invariants()
+
+
+def test_a_loading_request_holds_at_least_one_token_of_its_first_chunk():
+    """The waiting request moved to `loading` by hand: with loaded_chunk_tokens 1 the checks
+    hold, with 0 they fail."""
+    def loading(chunk):
+        def corrupt(replica, b, c):
+            replica.waiting.remove(c)
+            replica.loading.append(c)
+            c.loaded_chunk_tokens = chunk
+        return corrupt
+
+    replica, b, c = mid_run()
+    loading(1)(replica, b, c)
+    replica.check_invariants()
+    assert failing_line(loading(0))[0] == "a loading request without its first chunk"
