@@ -338,3 +338,31 @@ def test_a_loading_request_holds_at_least_one_token_of_its_first_chunk():
     loading(1)(replica, b, c)
     replica.check_invariants()
     assert failing_line(loading(0))[0] == "a loading request without its first chunk"
+
+
+class Tenths(Ticks):
+    """`Ticks` whose decode steps take 0.1 s (a run of n steps n x 0.1 s)."""
+
+    def decode_steps_time_s(self, contexts, num_steps) -> float:
+        return num_steps * 0.1
+
+
+def test_a_due_time_reached_only_by_rounding_waits_for_the_next_arrival():
+    """The scenario above with 0.1 s decode steps: B's run starts at t=2 and its 9th step
+    (the first uncovered) at 2 + 8 x 0.1 = 2.8, its due time. At an arrival at exactly 2.8,
+    2.8 - 2 = 0.7999999999999998 < 0.8: the clock says 7 steps done, so no new step has
+    started: nothing is reserved, evicted or recorded, and the due time (2.8 again) waits
+    for the next arrival. At 2.85 the 9th step has started: page 2 is evicted, one token
+    reserved and the state recorded."""
+    start_of_ninth = 2.0 + Tenths().decode_steps_time_s((5,), 8)
+    assert start_of_ninth == 2.8 and start_of_ninth - 2.0 < 0.8
+    router = Watch(2, cache_view)
+    result, _ = serve([req(0, 0.0, 8, 1, [1, 2]), req(1, 1.0, 4, 12, [3]),
+                       *probes(2, [start_of_ninth, 2.85])], capacity=20, router=router,
+                      replicas=2, cost=Tenths())
+    assert router.seen[2:] == [(2.8, ([1, 2, 3], 0, 8)), (2.85, ([1, 3], 1, 9))]
+    states = result.states
+    times = [t for t, replica in zip(states["time_s"].tolist(), states["replica"].tolist(),
+                                     strict=True) if replica == 0 and t >= 2]
+    assert times == [2.0, 2.85, 3.1]
+    assert result.records[1].finish_s == pytest.approx(3.1)
