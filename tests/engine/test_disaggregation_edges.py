@@ -1,0 +1,187 @@
+"""Prefill/decode disaggregation (engine/disaggregation.py) at its edges, worked by hand:
+1 s steps (`Ticks`), 4-token pages, 1,000 KV bytes per token, a KV link of 1,000 B/s with
+0.5 s latency (n tokens cross in 0.5 + n s), caches of 100 tokens, one prefill replica
+(replica 0) and one decode replica (replica 1) unless said."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import Ticks, lru
+
+from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.ttl import TTLRule
+from prefixsim.costmodel import ServingOverheads
+from prefixsim.engine.disaggregation import Disaggregation
+from prefixsim.engine.fleet import Fleet, Sampling
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.timed import replay_timed
+from prefixsim.router import ROUTERS
+from prefixsim.trace import Request
+
+LINK = {"link_bytes_s": 1000.0, "link_latency_s": 0.5}
+
+
+def serve(requests, *, local=None, max_num_seqs=8, decode_router=None, ttl=None, rules=None,
+          prefill=1, decode=1, capacity=100, decode_capacity=None, cost_model=None, budget=64,
+          caches=None, max_run_steps=1):
+    if caches is None:
+        caches = [lru(capacity if i < prefill or decode_capacity is None else decode_capacity,
+                      ttl) for i in range(prefill + decode)]
+    split = Disaggregation(prefill, decode, **LINK, local_prefill_max_tokens=local)
+    router = None if decode_router is None else ROUTERS.build(decode_router[0],
+                                                               **decode_router[1])
+    fleet = Fleet(caches, cost_model or Ticks(), ContinuousBatching(budget, max_num_seqs),
+                  ROUTERS.build("round_robin"), kv_bytes_per_token=1000, disaggregation=split,
+                  rules=rules,
+                  decode_router=router)
+    return replay_timed(requests, fleet, Sampling(check_invariants=True,
+                                                  max_run_steps=max_run_steps))
+
+
+@pytest.mark.parametrize("c_out", [1, 2])
+def test_a_landed_requests_first_token_in_a_local_prefill_step_ends_no_itl_gap(c_out):
+    """Threshold 8. A (L=12, 3 out) lacks 12 > 8 on the decode replica: prefilled 0 -> 1
+    on replica 0, its 12 tokens land at 1 + 12.5 = 13.5 on replica 1, which is then busy
+    with C's local prefill (L=8, arriving 13.25: 13.25 -> 14.25). E (L=8, 2 out, local)
+    arrives at 13.75 and waits. At 14.25 one step runs E's prefill with A's first decode
+    (and C's second token when C wants 2): A's first token at 15.25 (TTFT 15.25 s) ends
+    no ITL gap, C's token does (1 s). Then A and E decode 15.25 -> 16.25 (E done), A alone
+    to 17.25."""
+    result = serve([Request(0, 0.0, 12, 3, (1, 2, 3), 4),
+                    Request(1, 13.25, 8, c_out, (7, 8), 4),
+                    Request(2, 13.75, 8, 2, (9, 10), 4)], local=8)
+    a, c, e = result.records
+    assert (a.replica, a.decode_replica, c.replica, e.replica) == (0, 1, 1, 1)
+    assert (a.first_token_s, a.finish_s, a.ttft_ms) == (15.25, 17.25, 15250.0)
+    assert (c.first_token_s, c.finish_s) == (14.25, 14.25 + c_out - 1)
+    assert (e.first_token_s, e.finish_s) == (15.25, 16.25)
+    gaps = [(1.0, 1)] if c_out == 2 else []
+    assert list(result.itl_segments) == gaps + [(1.0, 2), (1.0, 1)]
+
+
+def test_a_local_prefill_waits_for_a_sequence_slot_that_pulls_hold():
+    """max_num_seqs 2, threshold 8. A (L=12, 20 out) and B (L=12, 2 out, at 1) lack 12 on
+    the decode replica: prefilled on replica 0 (0 -> 1, 1 -> 2), both pulled at once, their
+    transfers queued on replica 0's link: A lands at 13.5, B at 26. C (L=8, 2 out, local)
+    arrives at 5: the two pulls hold both slots, then A and B running do. A decodes 13.5 ->
+    33.5; B, landing mid-step, joins at 26.5 and ends at 28.5. C prefills 28.5 -> 29.5
+    beside A's decode: TTFT 24.5 s."""
+    result = serve([Request(0, 0.0, 12, 20, (1, 2, 3), 4),
+                    Request(1, 1.0, 12, 2, (4, 5, 6), 4),
+                    Request(2, 5.0, 8, 2, (7, 8), 4)], local=8, max_num_seqs=2)
+    a, b, c = result.records
+    assert (a.decode_replica, b.decode_replica, c.replica) == (1, 1, 1)
+    assert (a.first_token_s, a.finish_s) == (14.5, 33.5)
+    assert (b.first_token_s, b.finish_s) == (27.5, 28.5)
+    assert (c.first_token_s, c.finish_s, c.ttft_ms) == (29.5, 30.5, 24500.0)
+
+
+@pytest.mark.parametrize("decode_router", [("least_loaded", {}), ("prefix_aware", {}),
+                                           ("prefix_aware", {"staleness_s": 5.0})])
+def test_an_uncacheable_prompt_never_counts_the_decode_replicas_cache(decode_router):
+    """Threshold 10, prompts under 12 tokens uncacheable, caches with a 1,000 s TTL. A (L=12,
+    pages 1-3, 3 out) lacks 12 > 10: prefilled remotely, it lands at 13.5 and its 3 whole
+    pages join the decode replica's cache. At 20 B (L=11, pages 1-3, 2 out) is uncacheable:
+    12 cached tokens do not count, it lacks all 11 > 10 and prefills on replica 0 (20 ->
+    21), then pulls all 11 (0.5 + 11 s), landing at 32.5. C (L=16, pages 1-4, 2 out, at 20)
+    finds 12 cached there and lacks 4 <= 10: it prefills on the decode replica, 20 -> 21."""
+    result = serve([Request(0, 0.0, 12, 3, (1, 2, 3), 4),
+                    Request(1, 20.0, 11, 2, (1, 2, 3), 4),
+                    Request(2, 20.0, 16, 2, (1, 2, 3, 4), 4)],
+                   local=10, decode_router=decode_router, ttl=TTLRule(1000.0),
+                   rules=CacheRules(min_cacheable_tokens=12))
+    a, b, c = result.records
+    assert (a.replica, a.decode_replica, a.finish_s) == (0, 1, 16.5)
+    assert (b.replica, b.decode_replica, b.first_token_s) == (0, 1, 33.5)
+    assert (c.replica, c.decode_replica, c.cached_tokens, c.ttft_ms) == (1, 1, 12, 1000.0)
+    assert result.transfer_links[0].bytes == (12 + 11) * 1000
+
+
+class DoubledTransfers(Ticks):
+    """Every transfer takes twice bytes / bandwidth."""
+
+    def transfer_time_s(self, num_bytes, bandwidth_bytes_s) -> float:
+        return 2 * num_bytes / bandwidth_bytes_s
+
+
+def test_the_kv_transfer_is_timed_by_the_cost_model():
+    """A (L=8, 2 out): its 8 tokens cross in 0.5 + 2 * 8 = 16.5 s when the cost model
+    doubles transfers: landing at 17.5, tokens at 18.5 and 19.5."""
+    result = serve([Request(0, 0.0, 8, 2, (1, 2), 4)], cost_model=DoubledTransfers())
+    (a,) = result.records
+    assert (a.first_token_s, a.finish_s) == (18.5, 19.5)
+    assert result.transfer_links[0].busy_s == 16.5
+
+
+def test_pulls_wait_for_a_sequence_slot():
+    """max_num_seqs 2. A (L=4, 10 out) and B (L=4, 2 out) prefill 0 -> 1, X (L=4, 2 out)
+    1 -> 2 (2 sequences a step on replica 0 too). A and B are pulled at 1, their 4 tokens
+    crossing one after another (4.5 s each): A lands at 5.5 and decodes 6.5 -> 15.5, B
+    lands at 10, joins at A's step boundary 10.5 and ends at 12.5. Only then is there a
+    slot for X: its pull starts at 12.5 and lands at 17, after A ended: tokens at 18, 19."""
+    result = serve([Request(0, 0.0, 4, 10, (1,), 4), Request(1, 0.0, 4, 2, (2,), 4),
+                    Request(2, 0.0, 4, 2, (3,), 4)], max_num_seqs=2)
+    a, b, x = result.records
+    assert (a.first_token_s, a.finish_s) == (6.5, 15.5)
+    assert (b.first_token_s, b.finish_s) == (11.5, 12.5)
+    assert (x.first_token_s, x.finish_s) == (18.0, 19.0)
+
+
+def test_a_decode_replica_too_small_for_a_request_says_so():
+    """The decode replica holds 10 tokens; A (L=8, 4 out) needs 8 + 4 there."""
+    with pytest.raises(RuntimeError, match=r"^decode replica 1 can never hold request 0$"):
+        serve([Request(0, 0.0, 8, 4, (1, 2), 4)], decode_capacity=10)
+
+
+def test_a_pull_that_does_not_fit_unlocks_the_run_it_found_and_waits():
+    """Decode replica of 24 tokens, caches with a 1,000 s TTL. A (L=8, pages 1, 2; 9 out)
+    lands at 9.5 and decodes 9.5 -> 18.5; its pages stay in the decode cache. B (L=12,
+    pages 1-3; 9 out, at 10) prefills 10 -> 11; the decode replica holds its 8 first
+    tokens, but 4 lacking + 9 to generate do not fit beside A: B waits, the run it found
+    unlocked. When A ends B is pulled (4 tokens, 4.5 s), landing at 23: tokens 24 -> 32."""
+    caches = [lru(100, TTLRule(1000.0)), lru(24, TTLRule(1000.0))]
+    result = serve([Request(0, 0.0, 8, 9, (1, 2), 4), Request(1, 10.0, 12, 9, (1, 2, 3), 4)],
+                   caches=caches)
+    a, b = result.records
+    assert a.finish_s == 18.5
+    assert (b.first_token_s, b.finish_s) == (24.0, 32.0)
+    assert result.transfer_links[0].bytes == (8 + 4) * 1000
+
+
+def test_a_pull_refreshes_the_run_it_finds_with_the_requests_class():
+    """Caches with a 1,000 s TTL; prompts of 11 tokens or more are class gold (TTL 50 s,
+    priority 2), the others silver (TTL 20 s). A (L=8, pages 1, 2; 2 out; silver) lands at
+    9.5: the decode replica inserts its 2 pages (its recency 1: deadline 29.5). B (L=11,
+    pages 1-3, the last partial; 2 out, gold) arrives at 20, prefills 20 -> 21 and is
+    pulled at 21: the decode cache's pages 1, 2 are refreshed (recency 2, deadline 71,
+    priority 2); B's 3 lacking tokens land at 24.5 (first token 25.5), and its partial
+    page 3 is never inserted."""
+    caches = [lru(100, TTLRule(1000.0)), lru(100, TTLRule(1000.0))]
+    rules = CacheRules([RequestClass("gold", ttl_s=50.0, priority=2, min_input_tokens=11),
+                        RequestClass("silver", ttl_s=20.0)])
+    result = serve([Request(0, 0.0, 8, 2, (1, 2), 4), Request(1, 20.0, 11, 2, (1, 2, 3), 4)],
+                   caches=caches, rules=rules)
+    assert result.records[1].first_token_s == 25.5
+    decode = caches[1]
+    assert [(decode.get(i).recency, decode.get(i).deadline_s, decode.get(i).priority)
+            for i in (1, 2)] == [(2, 71.0, 2), (2, 71.0, 2)]
+    assert decode.get(3) is None
+
+
+
+def test_each_idle_wake_up_of_the_decode_replica_is_charged_once():
+    """Idle wake-up 0.25 s, threshold 8. A (L=12, 2 out) prefills 0 -> 1.25 (the prefill
+    replica woke too), lands at 13.75 on the idle decode replica: wake-up to 14, tokens at
+    15 and 16. B (L=12, 2 out, at 30) the same, 30 -> 31.25, landing 43.75: tokens at 45
+    and 46. C (L=8, 2 out, local) arrives at 45.5, mid-step: the replica, busy, wakes for
+    nothing; C prefills 46 -> 47 and decodes 47 -> 48. The decode replica was busy 2 *
+    (0.25 + 2) + 2 = 6.5 s."""
+    wakeup = Ticks(ServingOverheads(idle_wakeup_s=0.25))
+    result = serve([Request(0, 0.0, 12, 2, (1, 2, 3), 4),
+                    Request(1, 30.0, 12, 2, (11, 12, 13), 4),
+                    Request(2, 45.5, 8, 2, (7, 8), 4)], local=8, cost_model=wakeup)
+    a, b, c = result.records
+    assert (a.first_token_s, a.finish_s, b.first_token_s, b.finish_s) == (15.0, 16.0, 45.0,
+                                                                          46.0)
+    assert (c.replica, c.first_token_s, c.finish_s) == (1, 47.0, 48.0)
+    assert result.replicas[1].busy_s == 6.5
