@@ -36,8 +36,24 @@ def check_reads_as(table: RecordTable, reference: list) -> None:
         column = columns[name]
         values = column.to_pylist() if isinstance(column, pa.Array) else list(column)
         assert values == [record[position] for record in reference]
-        if isinstance(column, np.ndarray):
-            assert column.dtype in (np.int64, np.float64)
+        assert kind(column) == KINDS[name]  # after a drain or a reorder as well
+
+
+# what `columns()` gives per field: numpy for numbers, Arrow for strings, a list else
+KINDS = {"request_id": np.int64, "session_id": pa.string(), "status": pa.string(),
+         "replica": np.int64, "arrival_s": np.float64, "first_token_s": np.float64,
+         "finish_s": np.float64, "input_tokens": np.int64, "cached_tokens": np.int64,
+         "output_tokens": np.int64, "queue_ms": np.float64, "ttft_ms": np.float64,
+         "tpot_ms": np.float64, "e2el_ms": np.float64, "preemptions": np.int64,
+         "recomputed_tokens": np.int64, "cached_tokens_host": np.int64,
+         "cached_tokens_disk": np.int64, "cached_tokens_pool": np.int64,
+         "decode_replica": list}
+
+
+def kind(column):
+    if isinstance(column, np.ndarray):
+        return column.dtype.type
+    return column.type if isinstance(column, pa.Array) else type(column)
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,3 +125,35 @@ def test_hit_token_array_equals_hit_tokens(rows):
                           np.array([r.page_size_tokens for r in requests]),
                           np.array(matched), np.array([r.num_pages for r in requests]))
     assert got.tolist() == [hit_tokens(r, m) for r, m in zip(requests, matched, strict=True)]
+
+
+def test_long_text_stays_a_string_column():
+    """Text columns are Arrow `string` (32-bit offsets) below 2 GiB of text: 100 bytes of
+    a session id are, before and after a reorder."""
+    table = RecordTable(CacheOnlyRecord)
+    table.append(CacheOnlyRecord(1, "é" * 50, "ok", 0.5, 10, 2, 3))
+    table.append(CacheOnlyRecord(2, None, "ok", 0.5, 10, 2, 3))
+    for order in (None, [1, 0]):
+        if order:
+            table.reorder(order)
+        column = table.columns()["session_id"]
+        assert column.type == pa.string() and column.null_count == 1
+        assert sorted(column.to_pylist(), key=str) == [None, "é" * 50]
+
+
+def test_strings_by_hand():
+    """Session ids "ab", None, "", "cd" and "é": each read back from its own bytes (the
+    column holds "abcdé" and the ends 2, 2, 2, 4, 6), by index, from the end and after a
+    reorder."""
+    table = RecordTable(CacheOnlyRecord)
+    ids = ["ab", None, "", "cd", "é"]
+    for i, session in enumerate(ids):
+        table.append(CacheOnlyRecord(i, session, "ok", 0.5, 10, 2, 3))
+    strings = table._columns[1]
+    assert bytes(strings.data) == "abcdé".encode() and list(strings.ends) == [2, 2, 2, 4, 6]
+    assert [table[i].session_id for i in range(5)] == ids
+    assert [table[i].session_id for i in range(-5, 0)] == ids
+    table.reorder([4, 3, 2, 1, 0])
+    assert [record.session_id for record in table] == ids[::-1]
+    assert list(table._columns[1].ends) == [2, 4, 4, 4, 6]
+    assert table.columns()["session_id"].to_pylist() == ids[::-1]
