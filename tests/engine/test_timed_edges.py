@@ -391,3 +391,54 @@ def test_an_empty_trace_ends_at_once(per_token_s):
     overheads = ServingOverheads(frontend_s=0.25, frontend_s_per_prompt_token=per_token_s)
     result = serve([], overheads)
     assert (len(result.records), result.duration_s, result.num_events) == (0, 0.0, 0)
+
+
+def test_tokenizers_take_in_by_the_stretched_arrival():
+    """Two replicas, so two tokenizers, at 0.1 s a prompt token; time_scale 0.5. A (100
+    tokens) sent at 0 is tokenised 0 -> 10. B (5 tokens) at 6 x 0.5 = 3, before A's
+    hand-over, takes the other tokenizer, 3 -> 3.5, and is sent first (to replica 0 by
+    round robin): prefill 3.5 -> 4.5. A goes to replica 1 at 10, done at 11."""
+    overheads = ServingOverheads(frontend_s_per_prompt_token=0.1)
+    result = serve([Request(0, 0.0, 100, 1, (1,), 100), Request(1, 6.0, 5, 1, (2,), 5)],
+                   overheads, replicas=2, time_scale=0.5)
+    assert [(r.replica, r.arrival_s, r.finish_s) for r in result.records] == [
+        (1, 0.0, 11.0), (0, 3.0, 4.5)]
+
+
+@pytest.mark.parametrize(("rules", "cached"), [
+    (None, [0, 8, 12]), ({"min_cacheable_tokens": 10}, [0, 0, 12]), ({"enabled": False}, [0] * 3)])
+def test_each_request_gets_its_cache_rule(rules, cached):
+    """Pages 1-2, 1-3, 1-4 (8, 12, 16 tokens) at 0, 5 and 10 on one replica: each hits
+    the one before. A minimum of 10 cacheable tokens leaves the first out of the cache
+    (the second misses, the third hits the second); caching off, none hits."""
+    from prefixsim.cache.classes import CacheRules
+
+    requests = [Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 5.0, 12, 1, (1, 2, 3), 4),
+                Request(2, 10.0, 16, 1, (1, 2, 3, 4), 4)]
+    fleet = Fleet([lru(100)], Ticks(), ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
+                  rules=None if rules is None else CacheRules(**rules))
+    result = replay_timed(requests, fleet, Sampling(check_invariants=True))
+    assert [r.cached_tokens for r in result.records] == cached
+
+
+@pytest.mark.parametrize(("ttl", "local"), [(100.0, True), (10.0, False)])
+def test_selective_disaggregation_reads_the_decode_cache_at_the_send(ttl, local):
+    """1P1D, prompts whose uncached part is at most 4 tokens prefill on the decode replica;
+    TTL caches. A (pages 1, 2; 8 tokens) at 0 prefills on replica 0 and its KV lands on the
+    decode replica 1 (last used at 11.5). B (pages 1, 2, 3) at 50: with a TTL of 100 s,
+    replica 1 still holds 8 of its 12 tokens, so B prefills there (8 cached); with 10 s
+    those pages expired at 21.5: B goes to the prefill replica, nothing cached."""
+    from prefixsim.cache import TTLRule
+    from prefixsim.engine.disaggregation import Disaggregation
+
+    split = Disaggregation(1, 1, link_bytes_s=1000.0, link_latency_s=0.5,
+                           local_prefill_max_tokens=4)
+    fleet = Fleet([lru(100, TTLRule(ttl)) for _ in range(2)], Ticks(),
+                  ContinuousBatching(64, 8), ROUTERS.build("round_robin"),
+                  kv_bytes_per_token=1000, disaggregation=split)
+    result = replay_timed([Request(0, 0.0, 8, 2, (1, 2), 4),
+                           Request(1, 50.0, 12, 1, (1, 2, 3), 4)], fleet,
+                          Sampling(check_invariants=True, max_run_steps=1))
+    a, b = result.records
+    assert (a.replica, a.decode_replica, a.finish_s) == (0, 1, 11.5)
+    assert (b.replica, b.cached_tokens) == ((1, 8) if local else (0, 0))
