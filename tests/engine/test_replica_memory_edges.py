@@ -286,6 +286,21 @@ def test_a_pool_hit_beyond_hbm_is_read_before_the_first_chunk(hbm_pages, from_po
     assert a.load_s == 0.75 + from_pool
     assert (shared.read_tokens, link.reads.bytes) == (from_pool, from_pool * 1000)
     assert mem.hit_tokens == 8
+    read = [shared.cache.get(i).num_hits for i in (1, 2)]
+    assert read == ([0, 1] if hbm_pages else [1, 1])  # the pages read from the pool
+
+
+def test_a_pool_read_is_timed_by_the_cost_model():
+    """The cost model doubles transfers: A's 8-token read takes 0.25 + 0.5 + 2 * 8 s."""
+    shared = SharedPool(lru(None), POOL, lambda: 0.0)
+    link = PoolLink(POOL)
+    shared.links = [link]
+    shared.write([1, 2], [4, 4])
+    mem = ReplicaMemory(simpy.Environment(), lru(32), DoubledTransfers(), kv_bytes_per_token=1000,
+                        pool=shared, link=link)
+    a = state(0, 12, (1, 2, 3))
+    assert mem.admit(a, 64) == 4
+    assert a.load_s == 16.75
 
 
 def test_a_pool_miss_costs_its_lookup_and_a_full_hbm_match_costs_nothing():
@@ -316,7 +331,8 @@ def test_an_async_pool_read_waits_for_its_own_link_booking():
 
 def test_readmission_after_preemption_counts_recomputed_tokens_not_queries():
     """A (L=8, 2 output tokens) prefills (pages 1, 2 cached), is preempted after its first
-    token: its prompt is 9 tokens, all of its 2 pages matchable: 8 hit, 1 recomputed."""
+    token: its prompt is 9 tokens, all of its 2 pages matchable: 8 hit, 1 recomputed; the
+    same once more. Only the first admission counts as a query."""
     mem = memory()
     a = state(0, 8, (1, 2), output=2)
     assert mem.admit(a, 64) == 8
@@ -333,6 +349,11 @@ def test_readmission_after_preemption_counts_recomputed_tokens_not_queries():
     assert (a.cached_tokens, a.recomputed_tokens, a.admitted_s) == (0, 1, 0.0)
     assert (mem.query_tokens, mem.hit_tokens) == (8, 0)
     assert (a.computed_tokens, a.tree_tokens, a.private_tokens) == (8, 8, 1)
+    mem.running.append(a)
+    mem._preempt(a)  # once more, before its chunk ran: 1 token recomputed again
+    assert mem.admit(a, 64) == 1
+    assert (a.recomputed_tokens, a.preemptions, mem.num_preemptions) == (2, 2, 2)
+    assert (mem.query_tokens, mem.hit_tokens, a.cached_tokens) == (8, 0, 0)
 
 
 # ------------------------------------------------------------------ prefill and decode
