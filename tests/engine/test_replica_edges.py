@@ -366,3 +366,50 @@ def test_a_due_time_reached_only_by_rounding_waits_for_the_next_arrival():
                                      strict=True) if replica == 0 and t >= 2]
     assert times == [2.0, 2.85, 3.1]
     assert result.records[1].finish_s == pytest.approx(3.1)
+
+
+class Hundredths(Ticks):
+    """Every step 0.01 s (a decode run of n steps n x 0.01 s)."""
+
+    def step_time_s(self, batch) -> float:
+        return 0.01
+
+    def decode_steps_time_s(self, contexts, num_steps) -> float:
+        return num_steps * 0.01
+
+
+def test_catch_ups_go_by_due_time_within_the_first_second():
+    """The scenario above at 0.01 s a step: A's prefill t=0->0.01; B (t=0.012) prefills
+    t=0.012->0.022, its run's 9th step (the first uncovered) starts at 0.102, the 10th at
+    0.112. Probes at 0.105 and 0.115 each find one more step started: (pages, evictions,
+    reserved) = ([1, 3], 1, 9) then ([1, 3], 1, 10). Every due time here is below 1 s,
+    fewer than the catch-ups queued so far."""
+    router = Watch(2, cache_view)
+    serve([req(0, 0.0, 8, 1, [1, 2]), req(1, 0.012, 4, 12, [3]), *probes(2, [0.105, 0.115])],
+          capacity=20, router=router, replicas=2, cost=Hundredths())
+    assert router.seen[2:] == [(0.105, ([1, 3], 1, 9)), (0.115, ([1, 3], 1, 10))]
+
+
+def test_a_replica_outside_the_engine_applies_its_deferred_evictions_at_the_runs_end():
+    """No arrivals process, so no `CatchUps`: B's run (as above: 11 steps, 8 covered) evicts
+    page 2 for its last 3 steps when it ends at t=13."""
+    import simpy
+
+    from prefixsim.engine.replica import Replica
+    from prefixsim.engine.request_state import RequestState
+
+    env = simpy.Environment()
+    fleet = Fleet([lru(20)], Ticks(), ContinuousBatching(8192, 4), ROUTERS.build("round_robin"))
+    finished = []
+    replica = Replica(0, env, fleet.caches[0], fleet, Sampling(check_invariants=True),
+                      finished.append)
+    replica.submit(RequestState(req(0, 0.0, 8, 1, [1, 2]), 0.0))
+    env.run(until=1.0)
+    replica.submit(RequestState(req(1, 1.0, 4, 12, [3]), 1.0))
+    env.run(until=12.5)
+    assert (replica.cache.counters.evicted_pages, replica.cache.reserved_tokens) == (0, 8)
+    env.run(until=14.0)
+    assert [(s.request.request_id, s.finish_s) for s in finished] == [(0, 1.0), (1, 13.0)]
+    assert replica.cache.counters.evicted_pages == 1
+    assert sorted(replica.cached_page_ids()) == [1, 3]
+    assert replica.num_steps == 3
