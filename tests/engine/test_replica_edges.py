@@ -413,3 +413,20 @@ def test_a_replica_outside_the_engine_applies_its_deferred_evictions_at_the_runs
     assert replica.cache.counters.evicted_pages == 1
     assert sorted(replica.cached_page_ids()) == [1, 3]
     assert replica.num_steps == 3
+
+
+def test_the_r13_message_gives_both_accounts(monkeypatch):
+    """Mid-run (above): 12 tokens resident (pages 1, 2 evictable, 3 locked), 8 reserved,
+    none free. With the cache's locked counter one too high (its own check switched off; its
+    evictable figure follows: 12 - 5), the message shows the cache's figures and the ones
+    counted from pages and requests."""
+    from prefixsim.cache import RadixCache
+
+    monkeypatch.setattr(RadixCache, "check_invariants", lambda self: None)
+
+    def locked(replica, b, c):
+        replica.cache.locked_tokens += 1
+
+    assert failing_line(locked)[0] == (
+        "R13: cache says free/evictable/locked/reserved = (0, 7, 5, 8), "
+        "pages and requests say (0, 8, 4, 8)")
