@@ -442,3 +442,109 @@ def test_selective_disaggregation_reads_the_decode_cache_at_the_send(ttl, local)
     a, b = result.records
     assert (a.replica, a.decode_replica, a.finish_s) == (0, 1, 11.5)
     assert (b.replica, b.cached_tokens) == ((1, 8) if local else (0, 0))
+
+
+# ------------------------------------------------------------------ what the routers are bound to
+
+
+@pytest.mark.parametrize(("delay_s", "chosen"), [(0.0, 1), (1000.0, 0)])
+def test_prefix_aware_index_runs_on_the_engine_clock(delay_s, chosen):
+    """Two replicas. Z (10 out) at 0 goes to replica 0, so A (pages 1, 2) at 0.5 goes to
+    the idle replica 1. B (pages 1, 2, 3) at 20, both idle: replica 1 holds 8 of its
+    tokens and wins; with the caches' events reaching the router 1,000 s late (stamped by
+    the engine's clock), it has seen none of them: a tie, replica 0."""
+    router = ROUTERS.build("prefix_aware", event_delay_s=delay_s)
+    fleet = Fleet([lru(100), lru(100)], Ticks(), ContinuousBatching(64, 8), router)
+    result = replay_timed([Request(0, 0.0, 4, 10, (9,), 4), Request(1, 0.5, 8, 1, (1, 2), 4),
+                           Request(2, 20.0, 12, 1, (1, 2, 3), 4)], fleet,
+                          Sampling(check_invariants=True))
+    assert [r.replica for r in result.records] == [0, 1, chosen]
+
+
+@pytest.mark.parametrize(("delay_s", "chosen"), [(0.0, 2), (1000.0, 1)])
+def test_the_decode_router_index_follows_the_decode_caches(delay_s, chosen):
+    """1P2D, decode router prefix_aware, KV links of 1,000 B/s (1 byte a token). Z (6 out)
+    decodes on replica 1, so A (pages 1, 2) decodes on the idle replica 2, which then
+    holds A's pages. B (pages 1, 2, 3) at 20, both decode replicas idle: replica 2 holds
+    8 of its tokens and wins; with a feed 1,000 s late the router has seen nothing: a
+    tie, replica 1."""
+    from prefixsim.engine.disaggregation import Disaggregation
+
+    split = Disaggregation(1, 2, link_bytes_s=1000.0, link_latency_s=0.0)
+    fleet = Fleet([lru(100) for _ in range(3)], Ticks(), ContinuousBatching(64, 8),
+                  ROUTERS.build("round_robin"), kv_bytes_per_token=1, disaggregation=split,
+                  decode_router=ROUTERS.build("prefix_aware", event_delay_s=delay_s))
+    result = replay_timed([Request(0, 0.0, 8, 6, (21, 22), 4), Request(1, 0.5, 8, 2, (1, 2), 4),
+                           Request(2, 20.0, 12, 2, (1, 2, 3), 4)], fleet,
+                          Sampling(check_invariants=True, max_run_steps=1))
+    assert [r.decode_replica for r in result.records] == [1, 2, chosen]
+
+
+class IndexOnly:
+    """An indexed router with no lower tiers to follow: it counts its bindings and sends
+    every request to the first replica."""
+
+    def __init__(self):
+        self.bound = []
+
+    def bind_caches(self, caches, clock):
+        self.bound.append((len(caches), clock()))
+
+    def route(self, request, replicas, now):
+        return 0
+
+
+def test_an_indexed_router_without_lower_tiers_is_bound_to_the_caches():
+    router = IndexOnly()
+    fleet = Fleet([lru(100), lru(100)], Ticks(), ContinuousBatching(64, 8), router)
+    result = replay_timed([req(0, 0.0), req(1, 1.5)], fleet, Sampling(check_invariants=True))
+    assert router.bound == [(2, 0.0)]
+    assert [r.replica for r in result.records] == [0, 0]
+
+
+class SlowLinks(Ticks):
+    """Ticks whose transfers take twice bytes / bandwidth."""
+
+    def transfer_time_s(self, num_bytes, bandwidth_bytes_s):
+        return 2 * num_bytes / bandwidth_bytes_s
+
+
+def test_kv_transfers_are_timed_by_the_cost_model():
+    """1P1D, link 1,000 B/s and 0.5 s latency, 1,000 B a token: A (8 tokens, 3 out)
+    prefills 0 -> 1; its 8,000 B take 0.5 + 2 x 8 = 16.5 s by the cost model's rule,
+    landing at 17.5; tokens at 18.5, 19.5, 20.5."""
+    from prefixsim.engine.disaggregation import Disaggregation
+
+    split = Disaggregation(1, 1, link_bytes_s=1000.0, link_latency_s=0.5)
+    fleet = Fleet([lru(100), lru(100)], SlowLinks(), ContinuousBatching(64, 8),
+                  ROUTERS.build("round_robin"), kv_bytes_per_token=1000, disaggregation=split)
+    result = replay_timed([Request(0, 0.0, 8, 3, (1, 2), 4)], fleet,
+                          Sampling(check_invariants=True, max_run_steps=1))
+    (a,) = result.records
+    assert (a.ttft_ms, a.e2el_ms) == (18500.0, 20500.0)
+
+
+def test_pool_pages_are_served_by_their_writer():
+    """Two replicas, round robin, a write-through pool. A (pages 1, 2) on replica 0, B
+    (pages 5, 6) on replica 1: each writes its pages, as their holder. C (pages 5, 6, 7)
+    at 10 on replica 0 reads B's 8 tokens from the pool: served by replica 1's link."""
+    from prefixsim.cache.pool import PoolSpec, SharedPool
+
+    pool = SharedPool(lru(None), PoolSpec(1000.0, 1000.0, write_through=True), lambda: 0.0)
+    fleet = Fleet([lru(100), lru(100)], Ticks(), ContinuousBatching(64, 8),
+                  ROUTERS.build("round_robin"), pool=pool, kv_bytes_per_token=1)
+    result = replay_timed([Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 0.0, 8, 1, (5, 6), 4),
+                           Request(2, 10.0, 12, 1, (5, 6, 7), 4)], fleet,
+                          Sampling(check_invariants=True))
+    c = result.records[2]
+    assert (c.replica, c.cached_tokens_pool) == (0, 8)
+    assert [link.serves.bytes for link in result.pool_links] == [0, 8]
+
+
+def test_a_run_ends_with_its_last_request_not_a_later_stage():
+    """Stages (1 user, 10 s) twice, two 1-token requests: released at 0 and 1; at 2 the
+    trace is spent. The run ends at 2, though the second stage's start was due at 10."""
+    result = serve([req(0, 0.0), req(1, 0.0)],
+                   clients=Concurrency(1, stages=[(1, 10.0), (1, 10.0)]))
+    assert times(result) == [(0.0, 1.0), (1.0, 2.0)]
+    assert result.duration_s == 2.0
