@@ -430,3 +430,26 @@ def test_the_r13_message_gives_both_accounts(monkeypatch):
     assert failing_line(locked)[0] == (
         "R13: cache says free/evictable/locked/reserved = (0, 7, 5, 8), "
         "pages and requests say (0, 8, 4, 8)")
+
+
+# ------------------------------------------------------------ disaggregated serving
+def test_a_decode_run_with_a_first_token_counts_only_the_others_as_itl():
+    """One prefill and one decode replica; 1,000 KV bytes per token over a 1,000 B/s link
+    with 0.5 s latency. A (t=0, L=4, 6 outputs) prefills t=0->1; its 4,000 B cross t=1->5.5;
+    its first client token is a step of its own, t=5.5->6.5, then one run of 4 steps
+    t=6.5->10.5 (4 ITL tokens of 1 s). B (t=4, L=4, 2 outputs) prefills t=4->5, crosses
+    after A, t=5.5->10, and lands mid-step: A's run ends at 10.5. The next step carries B's
+    first token (its TTFT, no ITL gap) and A's last (one gap of 1 s, 1 token); B's last
+    t=11.5->12.5."""
+    from prefixsim.engine.disaggregation import Disaggregation
+
+    caches = [lru(100), lru(100)]
+    split = Disaggregation(1, 1, link_bytes_s=1000.0, link_latency_s=0.5)
+    result = replay_timed([req(0, 0.0, 4, 6, [1]), req(1, 4.0, 4, 2, [2])],
+                          Fleet(caches, Ticks(), ContinuousBatching(64, 8),
+                                ROUTERS.build("round_robin"), kv_bytes_per_token=1000,
+                                disaggregation=split), Sampling(check_invariants=True))
+    a, b = result.records
+    assert (a.first_token_s, a.finish_s, b.first_token_s, b.finish_s) == (6.5, 11.5, 11.5, 12.5)
+    assert sorted(result.itl_segments) == [(1.0, 1), (1.0, 1), (1.0, 4)]
+    assert [f.num_steps for f in result.replicas] == [2, 4]
