@@ -453,3 +453,33 @@ def test_a_decode_run_with_a_first_token_counts_only_the_others_as_itl():
     assert (a.first_token_s, a.finish_s, b.first_token_s, b.finish_s) == (6.5, 11.5, 11.5, 12.5)
     assert sorted(result.itl_segments) == [(1.0, 1), (1.0, 1), (1.0, 4)]
     assert [f.num_steps for f in result.replicas] == [2, 4]
+
+
+# ------------------------------------------------------------------ planning
+def test_a_loaded_request_waits_behind_the_head_while_something_runs():
+    """Capacity 25, max_num_seqs 2, async host loads (2.5 s a page). R (t=0, L=4, page 1,
+    12 outputs) prefills t=0->1 and decodes. L (t=1.5, L=8, pages 3, 4; 3 in host) cuts R's
+    run at t=2 and is admitted to load t=2->4.5, 8 tokens reserved. P (t=2.5, L=4, page 2,
+    10 outputs) cuts it at t=3 and prefills with R's decode t=3->4. L's load ends at 4.5
+    with both slots taken: it waits. R and P decode t=4->7 (free 25 - 8 - 8 - 3 = 6: 3
+    steps). At t=7 they cannot both grow: P, the newest, is preempted to the queue's head,
+    ahead of L, and cannot be readmitted (4 tokens to recompute and R's next > 3 free), so
+    L, loaded, waits behind it while R decodes on alone to t=12 (page 2 evicted for R's
+    tokens, to the host tier). With nothing running at t=12, P is admitted to reload page 2
+    (t=12->14.5) and L, loaded, goes first: t=12->13, 13->14; P re-prefills t=14.5->15.5
+    and decodes to t=20.5."""
+    from prefixsim.cache.tiers import TierSpec, TierStack
+
+    cache = lru(25)
+    tiers = TierStack(cache, [TierSpec("host", 1000, 1600.0)])
+    tiers.tiers[0].put(3, P)
+    requests = [req(0, 0.0, 4, 12, [1]), req(1, 1.5, 8, 2, [3, 4]), req(2, 2.5, 4, 10, [2])]
+    result = replay_timed(requests, Fleet([cache], Ticks(), ContinuousBatching(64, 2),
+                                          ROUTERS.build("round_robin"), tiers=[tiers],
+                                          kv_bytes_per_token=1000, tier_load="async"),
+                          Sampling(check_invariants=True))
+    r, loaded, p = result.records
+    assert [x.first_token_s for x in result.records] == [1.0, 13.0, 4.0]
+    assert [x.finish_s for x in result.records] == [12.0, 14.0, 20.5]
+    assert (p.preemptions, loaded.cached_tokens_host, r.preemptions) == (1, 4, 0)
+    assert cache.counters.evicted_pages == 1
