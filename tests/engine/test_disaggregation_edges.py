@@ -5,10 +5,13 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import pytest
 from fakes import Ticks, lru
 
 from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.idle_ages import EDGES_S
 from prefixsim.cache.ttl import TTLRule
 from prefixsim.costmodel import ServingOverheads
 from prefixsim.engine.disaggregation import Disaggregation
@@ -185,3 +188,71 @@ def test_each_idle_wake_up_of_the_decode_replica_is_charged_once():
                                                                           46.0)
     assert (c.replica, c.first_token_s, c.finish_s) == (1, 47.0, 48.0)
     assert result.replicas[1].busy_s == 6.5
+
+
+@pytest.mark.parametrize(("prefill", "decode"), [(0, 1), (1, 0), (0, 0)])
+def test_a_split_needs_a_replica_on_each_side(prefill, decode):
+    with pytest.raises(ValueError, match=r"^disaggregation needs >= 1 prefill and >= 1 decode "
+                                         r"replica$"):
+        Disaggregation(prefill, decode)
+
+
+def test_a_local_prefill_threshold_may_be_0_but_not_negative():
+    assert Disaggregation(1, 1, local_prefill_max_tokens=0).local_prefill_max_tokens == 0
+    assert Disaggregation(2, 3).num_replicas == 5
+    with pytest.raises(ValueError, match=r"^local_prefill_max_tokens must be >= 0$"):
+        Disaggregation(1, 1, local_prefill_max_tokens=-1)
+
+
+@pytest.mark.parametrize(("capacity", "b_first", "b_finish"), [(33, 28.0, 36.0),
+                                                               (34, 19.5, 27.5)])
+def test_a_pull_beside_a_pull_in_flight_needs_both_whole_futures(capacity, b_first,
+                                                                 b_finish):
+    """A (L=8, 9 out) is pulled at 1 (8 tokens reserved, landing at 9.5, tokens 10.5 ->
+    18.5). B (L=8, 9 out, at 1) is handed over at 2, the decode replica idle: B needs 8 + 9
+    beside A's 9 still to generate, 26 of the 34 - 8 left. With 34 tokens it is pulled at
+    once (behind A on the link: lands at 18, joins at 18.5: 19.5 -> 27.5); with 33 it waits
+    until A ends at 18.5 (lands at 27: 28 -> 36)."""
+    result = serve([Request(0, 0.0, 8, 9, (1, 2), 4), Request(1, 1.0, 8, 9, (3, 4), 4)],
+                   decode_capacity=capacity)
+    a, b = result.records
+    assert (a.first_token_s, a.finish_s) == (10.5, 18.5)
+    assert (b.first_token_s, b.finish_s) == (b_first, b_finish)
+
+
+@pytest.mark.parametrize(("capacity", "b_first", "b_finish"), [(50, 28.0, 36.0),
+                                                               (51, 21.5, 29.5)])
+def test_a_pull_mid_step_counts_the_step_in_progress_of_every_decoder(capacity, b_first,
+                                                                      b_finish):
+    """2P1D: A1 and A2 (L=8, 9 out) prefill on replicas 0 and 1 (0 -> 1), land together
+    at 9.5 on replica 2 and decode 10.5 -> 18.5. B (L=8, 9 out, at 11) is handed over at 12,
+    mid-step: A1 and A2 hold 8 + 3 each (2 tokens and the step in progress) and will grow
+    by 14 - 2 = 12 more, so B's 8 + 9 fits exactly in 51 - 22 = 29: pulled at 12, landing at
+    20.5 (21.5 -> 29.5). With 50 it waits until they end at 18.5 (lands at 27: 28 -> 36)."""
+    result = serve([Request(0, 0.0, 8, 9, (1, 2), 4), Request(1, 0.0, 8, 9, (3, 4), 4),
+                    Request(2, 11.0, 8, 9, (5, 6), 4)], prefill=2, decode_capacity=capacity)
+    a1, a2, b = result.records
+    assert (a1.decode_replica, a1.finish_s, a2.finish_s) == (2, 18.5, 18.5)
+    assert (b.replica, b.first_token_s, b.finish_s) == (0, b_first, b_finish)
+
+
+def test_a_pull_mid_run_finds_the_unstarted_steps_reservation_freed():
+    """Decode replica of 46 tokens, whole decode runs in one timeout. X (L=12, pages 1-3,
+    2 out; class gold, priority 5) lands at 13.5, its 3 pages inserted then, and ends at
+    15.5: they stay cached, unlocked. A (L=8, 20 out, at 16) lands at 25.5; after its
+    first step its run (26.5 on) reserves a token for each of its 19 steps. B (L=8, 2 out,
+    at 28) is handed over at 29, 3 steps into A's run: those 3 tokens stay reserved, the
+    16 others are freed, so B's 8 tokens fit in the 46 - 12 - 8 - 4 = 22 free, evicting
+    nothing (the whole run reserved up front would leave 6 free and evict page 3 then, 15.5 s
+    after its last use). The decode cache evicts page 3 only when B's landing and A's growth
+    fill it, at 37.5: one page, 24 s idle."""
+    caches = [lru(100), lru(46)]
+    rules = CacheRules([RequestClass("gold", priority=5, min_input_tokens=12)])
+    result = serve([Request(0, 0.0, 12, 2, (1, 2, 3), 4), Request(1, 16.0, 8, 20, (4, 5), 4),
+                    Request(2, 28.0, 8, 2, (6, 7), 4)], caches=caches, rules=rules,
+                   max_run_steps=None)
+    x, a, b = result.records
+    assert (x.finish_s, a.first_token_s, b.first_token_s) == (15.5, 26.5, 38.5)
+    counters = caches[1].counters
+    assert counters.evicted_pages == 1 and caches[1].get(3) is None
+    assert counters.evicted_ages.counts[bisect_right(EDGES_S, 24.0)] == 1
