@@ -483,3 +483,29 @@ def test_a_loaded_request_waits_behind_the_head_while_something_runs():
     assert [x.finish_s for x in result.records] == [12.0, 14.0, 20.5]
     assert (p.preemptions, loaded.cached_tokens_host, r.preemptions) == (1, 4, 0)
     assert cache.counters.evicted_pages == 1
+
+
+def test_with_nothing_running_a_loaded_request_goes_before_a_head_that_cannot_fit():
+    """Capacity 20, token budget 4, max_num_seqs 1, async host loads (2.5 s a page). L (t=0,
+    L=8, pages 1, 2; 1 in host, 1 output) is admitted to load t=0->2.5, its page and first
+    chunk reserved (8). X (t=0.25, L=16, pages 3-6, 1 output) takes the slot and prefills in
+    chunks of 4 t=0.25->1.25->2.25->3.25 (pages 3, 4, 5 locked). L's load ends at 2.5; the
+    slot is taken. At 3.25 X's last chunk cannot grow (free 20 - 8 - 12 = 0): X is
+    preempted to the queue's head and cannot be readmitted either (it locks its 3 pages
+    again), so with nothing running L, loaded, goes first t=3.25->4.25, which unlocks page
+    2: X evicts it and prefills its last 4 tokens (12 hit) t=4.25->5.25."""
+    from prefixsim.cache.tiers import TierSpec, TierStack
+
+    cache = lru(20)
+    tiers = TierStack(cache, [TierSpec("host", 1000, 1600.0)])
+    tiers.tiers[0].put(1, P)
+    requests = [req(0, 0.0, 8, 1, [1, 2]), req(1, 0.25, 16, 1, [3, 4, 5, 6])]
+    result = replay_timed(requests, Fleet([cache], Ticks(), ContinuousBatching(4, 1),
+                                          ROUTERS.build("round_robin"), tiers=[tiers],
+                                          kv_bytes_per_token=1000, tier_load="async"),
+                          Sampling(check_invariants=True))
+    loaded, x = result.records
+    assert (loaded.finish_s, loaded.cached_tokens_host) == (4.25, 4)
+    assert (x.finish_s, x.preemptions, x.recomputed_tokens) == (5.25, 1, 4)
+    assert result.replicas[0].num_steps == 5
+    assert sorted(p.page_id for p in cache.pages()) == [1, 3, 4, 5, 6]
