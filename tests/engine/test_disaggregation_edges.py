@@ -256,3 +256,23 @@ def test_a_pull_mid_run_finds_the_unstarted_steps_reservation_freed():
     counters = caches[1].counters
     assert counters.evicted_pages == 1 and caches[1].get(3) is None
     assert counters.evicted_ages.counts[bisect_right(EDGES_S, 24.0)] == 1
+
+
+def test_a_landed_request_preempted_before_its_first_token_gets_it_from_its_prefill():
+    """Threshold 24, budget 8, decode replica of 53 tokens. A (L=28, 7 pages, 4 out)
+    prefills on replica 0 in 4 chunks (0 -> 4) and is pulled at once (28 + 4 fit): its 28
+    tokens land at 4 + 28.5 = 32.5. C (L=24, 2 out, at 30) prefills locally in 3 chunks,
+    30 -> 33, its 6 pages joining the tree. At 33 both decode, but only 53 - 28 - 24 = 1
+    token is free: A, the newest, is preempted before its first token. It is admitted
+    again at once (6 pages hit, 4 tokens recomputed, its 7th page evicted) and prefills
+    33 -> 34 beside C's last token: A's first token comes from that prefill, at 34, then
+    35, 36, 37; every ITL gap is 1 s (C's one, A's three)."""
+    result = serve([Request(0, 0.0, 28, 4, tuple(range(1, 8)), 4),
+                    Request(1, 30.0, 24, 2, tuple(range(101, 107)), 4)],
+                   local=24, decode_capacity=53, budget=8)
+    a, c = result.records
+    assert (a.replica, a.decode_replica, c.replica) == (0, 1, 1)
+    assert (a.preemptions, a.recomputed_tokens, a.cached_tokens) == (1, 4, 0)
+    assert (a.first_token_s, a.finish_s, c.first_token_s, c.finish_s) == (34.0, 37.0, 33.0,
+                                                                          34.0)
+    assert list(result.itl_segments) == [(1.0, 1)] * 4
