@@ -509,3 +509,80 @@ def test_with_nothing_running_a_loaded_request_goes_before_a_head_that_cannot_fi
     assert (x.finish_s, x.preemptions, x.recomputed_tokens) == (5.25, 1, 4)
     assert result.replicas[0].num_steps == 5
     assert sorted(p.page_id for p in cache.pages()) == [1, 3, 4, 5, 6]
+
+
+def test_with_a_shared_pool_a_run_stops_where_free_memory_ends():
+    """The deferred-eviction scenario above (capacity 20; B's 11 decode steps from t=2, 8 in
+    free memory) with a shared KV pool (1,000 KV bytes per token, writes at 1,000 B/s after
+    0.5 s): evictions are not deferred, since a pool write is timed when its eviction
+    happens. B's first run stops at t=10; the next evicts page 2 at t=10 (written back with
+    its ancestor: 8,000 B, on the link t=10->18.5) and runs t=10->13. 4 steps."""
+    from prefixsim.cache.pool import PoolSpec, SharedPool
+
+    shared = SharedPool(lru(None), PoolSpec(read_bytes_s=1000.0, write_bytes_s=1000.0,
+                                            latency_s=0.5), lambda: 0.0)
+    cache = lru(20)
+    result = replay_timed([req(0, 0.0, 8, 1, [1, 2]), req(1, 1.0, 4, 12, [3])],
+                          Fleet([cache], Ticks(), ContinuousBatching(64, 8),
+                                ROUTERS.build("round_robin"), pool=shared,
+                                kv_bytes_per_token=1000), Sampling(check_invariants=True))
+    assert [r.finish_s for r in result.records] == [1.0, 13.0]
+    assert result.replicas[0].num_steps == 4
+    writes = result.pool_links[0].writes
+    assert (writes.bytes, writes.free_s, shared.write_tokens) == (8000, 18.5, 8)
+
+
+def test_a_preempted_prefill_is_readmitted_in_the_same_planning():
+    """One prefill replica (capacity 18, token budget 6) and one decode replica; KV crosses
+    at 1,000 B/s after 0.5 s, 1,000 B a token. A (t=0, L=8, 3 outputs) prefills t=0->1->2
+    and is handed off: its 8 tokens stay until pulled (landing at 10.5). X (t=2, L=12,
+    pages 3-5, 2 outputs) prefills 6 tokens t=2->3 (page 3 and 2 private tokens: free
+    18 - 8 - 6 = 4); its next 6 do not fit, so X is preempted (free 6) and readmitted in the
+    same planning (page 3 hit: 2 tokens again and 4 new) t=3->4. Its last 2 do not fit
+    (free 0): preempted again, it cannot be readmitted (4 to compute > 2 free) and waits for
+    A's KV to leave at 10.5; its last 4 (8 hit) t=10.5->11.5; its 12,000 B cross
+    t=11.5->24 and its 2 tokens come at 25 and 26."""
+    from prefixsim.engine.disaggregation import Disaggregation
+
+    caches = [lru(18), lru(100)]
+    split = Disaggregation(1, 1, link_bytes_s=1000.0, link_latency_s=0.5)
+    result = replay_timed([req(0, 0.0, 8, 3, [1, 2]), req(1, 2.0, 12, 2, [3, 4, 5])],
+                          Fleet(caches, Ticks(), ContinuousBatching(6, 4),
+                                ROUTERS.build("round_robin"), kv_bytes_per_token=1000,
+                                disaggregation=split), Sampling(check_invariants=True))
+    a, x = result.records
+    assert (a.first_token_s, a.finish_s) == (11.5, 13.5)
+    assert (x.first_token_s, x.finish_s, x.preemptions, x.recomputed_tokens) == (
+        25.0, 26.0, 2, 12)
+    assert [f.num_steps for f in result.replicas] == [5, 4]
+
+
+def test_a_mixed_step_reserves_its_decode_tokens():
+    """Capacity 12. A (t=0, L=4, page 1, 4 outputs) prefills t=0->1 and decodes. B (t=1.5,
+    L=4, page 2, 1 output) cuts A's run at t=2 (1 step: A holds 1 token) and prefills with
+    A's decode t=2->3, which reserves A's 2nd token. C (t=2.5, L=6, pages 3, 4) needs 6 + A's
+    next token = 7 at t=3 > free 12 - 4 - 2 - 4 = 2 + evictable 4 (B's page 2): it waits
+    for A's last token t=3->4 and prefills t=4->5."""
+    result, _ = serve([req(0, 0.0, 4, 4, [1]), req(1, 1.5, 4, 1, [2]),
+                       req(2, 2.5, 6, 1, [3, 4])], capacity=12)
+    assert [r.finish_s for r in result.records] == [4.0, 3.0, 5.0]
+
+
+def test_a_queue_head_that_can_never_fit_stops_the_replica_by_name():
+    """`submit` refuses what could never fit; a head put in the queue past it (L=24 on 20
+    tokens) with nothing running, loading or in transit stops the run with the replica's
+    index rather than waiting forever."""
+    import simpy
+
+    from prefixsim.engine.replica import Replica
+    from prefixsim.engine.request_state import RequestState
+
+    env = simpy.Environment()
+    fleet = Fleet([lru(20)], Ticks(), ContinuousBatching(8192, 4), ROUTERS.build("round_robin"))
+    replica = Replica(3, env, fleet.caches[0], fleet, Sampling(check_invariants=True),
+                      lambda state: None)
+    env.run(until=1.0)
+    replica.waiting.append(RequestState(req(0, 1.0, 24, 1, [1, 2, 3, 4, 5, 6]), 1.0))
+    replica._wake.succeed()
+    with pytest.raises(RuntimeError, match="^replica 3 cannot admit its queue head$"):
+        env.run(until=2.0)
