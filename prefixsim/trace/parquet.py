@@ -40,6 +40,9 @@ from prefixsim.trace.record import Request
 DEFAULT_BLOCK_SIZES["parquet"] = 512
 REQUIRED = ("timestamp", "input_length", "output_length", "hash_ids")
 KNOWN = (*REQUIRED, "session_id", "block_size", "namespace")  # the columns the reader uses
+# What opening a damaged file raises: Arrow's errors, the OS's, and a footer whose column
+# name is not UTF-8 (pyarrow decodes the names as it opens the file).
+UNREADABLE = (pa.ArrowException, OSError, UnicodeDecodeError)
 
 
 @READERS.register("parquet")
@@ -50,7 +53,7 @@ def read_parquet(path: Path, ctx: ReadContext) -> Sequence[Request]:
         raise InputError("no such file", file=str(path))
     try:
         handle = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
+    except UNREADABLE as exc:
         raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from None
     names = handle.schema_arrow.names
     for name in REQUIRED:

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from prefixsim.trace.chains import ChunkChains
 from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.mooncake_fast import BLOCK_BYTES, columns_of, record_lines
-from prefixsim.trace.parquet import KNOWN, _check_sizes, _prefetched, id_span
+from prefixsim.trace.parquet import KNOWN, UNREADABLE, _check_sizes, _prefetched, id_span
 from prefixsim.trace.readers import MAX_SPAN_S
 
 STREAMED_FORMATS = ("mooncake", "parquet")
@@ -72,7 +72,7 @@ class TraceStream:
         if self.format == "parquet":
             try:
                 span = id_span(pq.ParquetFile(self.path), self.max_requests)
-            except (pa.ArrowException, OSError):
+            except UNREADABLE:
                 span = None  # _batches says what is wrong
             if span is not None:
                 chains.expect(*span)
@@ -151,8 +151,8 @@ def open_stream(path: Path, format: str, block_size: int | None,
     if format == "parquet":
         try:
             handle = pq.ParquetFile(path)
-        except (pa.ArrowException, OSError):
-            return None
+        except UNREADABLE:
+            return None  # the whole-trace reader says what is wrong
         schema = handle.schema_arrow
         session = schema.field("session_id").type if "session_id" in schema.names else None
         if session is not None and not (pa.types.is_string(session)

@@ -183,3 +183,19 @@ def test_a_field_name_that_is_not_utf8_is_named_on_the_streamed_road(tmp_path):
                      + lines[2])
     one_line_error(invoke("run", "--trace", path, "--cache-only", "-o", tmp_path / "r"),
                    "name.jsonl:2", "not a UTF-8 text file")
+
+
+@pytest.mark.parametrize("command", [("trace", "inspect"), ("run", "--cache-only", "--trace")])
+def test_a_parquet_column_name_that_is_not_utf8_is_one_line(tmp_path, command):
+    """Found by bench/fuzz.py: a Parquet footer whose column name is not UTF-8 made
+    pyarrow raise UnicodeDecodeError while opening the file (a traceback on `trace
+    inspect`). Both the whole-file reader and the streamed road now say it in one line."""
+    good = tmp_path / "good.parquet"
+    invoke("trace", "convert", DEMO, good)
+    data = good.read_bytes()
+    assert data.count(b"session_id") >= 1
+    path = tmp_path / "name.parquet"
+    path.write_bytes(data.replace(b"session_id", b"sess\xadon_id"))
+    args = [*command, path] + (["-o", tmp_path / "r"] if command[0] == "run" else [])
+    one_line_error(invoke(*args), "name.parquet", "not a readable Parquet file")
+    assert not (tmp_path / "r").exists()
