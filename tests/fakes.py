@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.costmodel import NO_OVERHEADS, CostModelBase, ServingOverheads
+from prefixsim.trace import Request
 
 
 class Ticks(CostModelBase):
@@ -103,3 +104,17 @@ def run_demo_sweep(name: str, root, report: bool = False):
     if report:
         assert CliRunner().invoke(app, ["report", str(out), "--quiet"]).exit_code == 0
     return out
+
+
+# Pages of 4 tokens. r10 (L=8: pages 1, 2) misses; r11 (L=10: 1, 2, 3) matches 2 pages,
+# 8 tokens (under its cap of 9); r12 (L=8: 1, 2) matches both, capped at L - 1 = 7; r13
+# (L=6: 4, 5) misses; r14 (L=9: 1, 6, 7) matches page 1, 4 tokens. Resident: 8 tokens after
+# r10, 10 after r11, 10 + 6 after r13, + 5 (pages 6, 7) after r14.
+# A replay worked by hand (tests/engine/test_cache_only*_edges.py).
+HAND_TRACE = [
+    Request(10, 0.0, 8, 3, (1, 2), 4, "a"),
+    Request(11, 0.5, 10, 2, (1, 2, 3), 4),
+    Request(12, 2.5, 8, 1, (1, 2), 4, "b"),
+    Request(13, 2.5, 6, 1, (4, 5), 4),
+    Request(14, 3.0, 9, 5, (1, 6, 7), 4),
+]

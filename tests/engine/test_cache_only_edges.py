@@ -7,7 +7,7 @@ write-through), and the SegmentCache hand-off."""
 from __future__ import annotations
 
 import pytest
-from fakes import lru
+from fakes import HAND_TRACE, lru
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.classes import CacheRules, RequestClass
@@ -19,17 +19,7 @@ from prefixsim.engine.records import CacheOnlyRecord, RecordTable
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
-# Pages of 4 tokens. r10 (L=8: pages 1, 2) misses; r11 (L=10: 1, 2, 3) matches 2 pages,
-# 8 tokens (under its cap of 9); r12 (L=8: 1, 2) matches both, capped at L - 1 = 7; r13
-# (L=6: 4, 5) misses; r14 (L=9: 1, 6, 7) matches page 1, 4 tokens. Resident: 8 tokens after
-# r10, 10 after r11, 10 + 6 after r13, + 5 (pages 6, 7) after r14.
-TRACE = [
-    Request(10, 0.0, 8, 3, (1, 2), 4, "a"),
-    Request(11, 0.5, 10, 2, (1, 2, 3), 4),
-    Request(12, 2.5, 8, 1, (1, 2), 4, "b"),
-    Request(13, 2.5, 6, 1, (4, 5), 4),
-    Request(14, 3.0, 9, 5, (1, 6, 7), 4),
-]
+TRACE = HAND_TRACE  # tests/fakes.py: the replay worked by hand
 ROWS = [(0.0, 8, 0, 0), (1.0, 10, 0, 0), (3.0, 21, 0, 0)]
 
 

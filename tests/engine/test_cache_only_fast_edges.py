@@ -9,6 +9,7 @@ from itertools import pairwise
 
 import numpy as np
 import pytest
+from fakes import HAND_TRACE
 
 from prefixsim.cache import POLICIES
 from prefixsim.cache.segment_tree import SegmentCache
@@ -24,17 +25,7 @@ def segments(capacity: int | None = None) -> SegmentCache:
     return SegmentCache(capacity, POLICIES.build("lru"))
 
 
-# Pages of 4 tokens. r10 (L=8: pages 1, 2) misses; r11 (L=10: 1, 2, 3) matches 2 pages,
-# 8 tokens (under its cap of 9); r12 (L=8: 1, 2) matches both, capped at L - 1 = 7; r13
-# (L=6: 4, 5) misses; r14 (L=9: 1, 6, 7) matches page 1, 4 tokens. Resident: 8 tokens after
-# r10, 10 after r11, 10 + 6 after r13, + 5 (pages 6, 7) after r14.
-TRACE = [
-    Request(10, 0.0, 8, 3, (1, 2), 4, "a"),
-    Request(11, 0.5, 10, 2, (1, 2, 3), 4),
-    Request(12, 2.5, 8, 1, (1, 2), 4, "b"),
-    Request(13, 2.5, 6, 1, (4, 5), 4),
-    Request(14, 3.0, 9, 5, (1, 6, 7), 4),
-]
+TRACE = HAND_TRACE  # tests/fakes.py: the replay worked by hand
 CACHED = [0, 8, 7, 0, 4]
 # interval 1 s: r11 (0.5) crosses t = 0 (state after r10); r12 (2.5) crosses t = 1 (after
 # r11), and the next point is 3; r14 arrives at 3.0, not after it; the last row, at 3, is
