@@ -30,6 +30,7 @@ from prefixsim.engine.disaggregation import DecodeReplica, KVTransfer
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.frontend import FrontendQueue
 from prefixsim.engine.itl import ItlSegments
+from prefixsim.engine.load_board import LoadBoard
 from prefixsim.engine.records import RecordTable
 from prefixsim.engine.replica import CatchUps, Replica
 from prefixsim.engine.request_state import (
@@ -149,6 +150,9 @@ class _Run:
             self.transfer.decoders = self.replicas[split.prefill_replicas:]
             if split.local_prefill_max_tokens is not None:
                 self.local = self.transfer
+        LoadBoard(self.routed)  # each list a router chooses among posts its load bounds
+        if self.transfer is not None:
+            LoadBoard(self.transfer.decoders)
         router = fleet.router
         indexed = isinstance(router, IndexedRouter) and not any(c.block for c in caches)
         if indexed:

@@ -24,7 +24,8 @@ have host tiers and no pool; set it to 0.8 for llm-d's rule).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import repeat
+from itertools import compress, repeat
+from operator import ge, mul, sub
 
 from prefixsim.cache import RadixCache
 from prefixsim.router.index import PrefixIndex
@@ -104,15 +105,17 @@ class PrefixAware:
                 other: float) -> int:
         """The replica of highest base - load_weight x load (`bases` by position, `other`
         for the rest), ties to the lower load, then the lower position: the choice a scan
-        of every replica's exact load makes. Replicas offering `load_bounds` (maintained
-        counters) and `least_load_now` (as Replica does) are skipped when even their best
-        score falls below the best worst-case score of any replica, first by the load at
-        their decode run's end, then by the least load their run's clock allows now, so the
-        exact load (a cost-model walk of the run's clock) is read only for replicas that can
-        win or tie; views without bounds are read whole."""
+        of every replica's exact load makes. When the replicas post their load bounds to a
+        board made over this very list (engine/load_board.py, as the engine's replicas do),
+        those whose best score falls below the best worst-case score of any replica are
+        skipped, first by the load at their decode run's end, then by the least load their
+        run's clock allows now (`least_load_now`), so the exact load (a cost-model walk of
+        the run's clock) is read only for replicas that can win or tie; views without a
+        board are read whole."""
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
-        if not replicas or not hasattr(replicas[0], "load_bounds"):
+        board = getattr(replicas[0], "load_board", None) if replicas else None
+        if board is None or not board.serves(replicas):
             for position, replica in enumerate(replicas):
                 load = replica.outstanding_tokens
                 score = bases.get(position, other) - weight * load
@@ -120,21 +123,25 @@ class PrefixAware:
                     best, best_score, best_load = position, score, load
             return best
         count = len(replicas)
-        pairs = [(base, replica.load_bounds()) for base, replica in
-                 zip(map(bases.get, range(count), repeat(other, count)), replicas, strict=True)]
-        floor = max([base - weight * high for base, (_, high) in pairs])
-        hopeful = [position for position, (base, (low, _)) in enumerate(pairs)
-                   if base - weight * low >= floor]  # the rest cannot win or tie
+        lows, highs = board.lows, board.highs
+        values = list(map(bases.get, range(count), repeat(other, count)))
+        floor = max(map(sub, values, map(mul, repeat(weight, count), highs)))
+        # the rest cannot win or tie: their best score is below another's worst
+        hopeful = compress(range(count), map(ge, map(sub, values, map(mul, repeat(weight, count),
+                                                                     lows)),
+                                             repeat(floor, count)))
         for position in hopeful:
-            base, (low, high) = pairs[position]
-            if low != high:  # a decode run in progress: the clock's bound, then its reading
+            base, high = values[position], highs[position]
+            if lows[position] != high:  # a decode run in progress: its clock's bound first
                 replica = replicas[position]
                 if base - weight * replica.least_load_now() < floor:
                     continue
-                high = replica.outstanding_tokens
+                highs[position] = high = replica.outstanding_tokens  # exact, and a bound
             score = base - weight * high
             if score > best_score or (score == best_score and high < best_load):
                 best, best_score, best_load = position, score, high
+                if score > floor:  # a better worst case: the rest must reach it to tie
+                    floor = score
         return best
 
     def _cached(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> list[int]:

@@ -1,0 +1,125 @@
+"""LoadBoard (engine/load_board.py) and prefix_aware's reading of it.
+
+Known answers by hand on fake replica views that post bounds to a board: which replicas'
+clocks and exact loads prefix_aware reads, what it writes back, its ties, and the scan it
+falls back to for a sequence the board was not made over; then the engine's replicas'
+board entries through a decode run, by hand (Ticks: every step 1 s).
+"""
+
+from __future__ import annotations
+
+from fakes import Ticks
+
+from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.engine.fleet import Fleet, Sampling
+from prefixsim.engine.load_board import LoadBoard
+from prefixsim.engine.scheduler import ContinuousBatching
+from prefixsim.engine.timed import replay_timed
+from prefixsim.router import ROUTERS
+from prefixsim.trace import Request
+
+
+class View:
+    """A replica view with a load known to the test: `low` and `high` go on the board,
+    `least` is its clock's bound now and `exact` its load now; reads are counted."""
+
+    def __init__(self, index: int, exact: int, low: int | None = None,
+                 high: int | None = None, least: int | None = None) -> None:
+        self.index, self.exact = index, exact
+        self.low = exact if low is None else low
+        self.high = exact if high is None else high
+        self.least = self.low if least is None else least
+        self.least_reads = self.exact_reads = 0
+
+    def attach_load_board(self, board: LoadBoard, slot: int) -> None:
+        self.load_board = board
+        board.lows[slot], board.highs[slot] = self.low, self.high
+
+    def least_load_now(self) -> int:
+        self.least_reads += 1
+        return self.least
+
+    @property
+    def outstanding_tokens(self) -> int:
+        self.exact_reads += 1
+        return self.exact
+
+
+def choose(views, bases, weight=1.0, other=0):
+    return ROUTERS.build("prefix_aware", load_weight=weight)._choose(views, bases, other)
+
+
+def test_only_replicas_that_can_win_have_their_clock_and_load_read():
+    """Bases 0, weight 1. A idle at 10; B mid-run: bounds (0, 30), clock's least 5, exact
+    20; C mid-run: bounds (0, 40), least 35; D mid-run: bounds (12, 40). The best worst
+    case is A's -10, so D (best case -12) is skipped unread; B's least (-5) can beat -10:
+    its exact load is read (-20, A stays best) and becomes its board high; C's least (-35)
+    cannot: its exact load is never read."""
+    views = [View(0, 10), View(1, 20, 0, 30, 5), View(2, 38, 0, 40, 35),
+             View(3, 30, 12, 40)]
+    board = LoadBoard(views)
+    assert choose(views, {}) == 0
+    assert [(v.least_reads, v.exact_reads) for v in views] == [(0, 0), (1, 1), (1, 0), (0, 0)]
+    assert board.highs == [10, 20, 40, 40] and board.lows == [10, 0, 0, 12]
+
+
+def test_a_better_exact_score_raises_the_floor_for_the_rest():
+    """A mid-run: bounds (0, 50), exact 5; B mid-run: bounds (0, 50), least 8. The floor
+    starts at -50; A's exact -5 raises it, so B's least (-8) is below: B's load is unread."""
+    views = [View(0, 5, 0, 50, 0), View(1, 9, 0, 50, 8)]
+    LoadBoard(views)
+    assert choose(views, {}) == 0
+    assert (views[1].least_reads, views[1].exact_reads) == (1, 0)
+
+
+def test_ties_go_to_the_lower_load_then_the_lower_position():
+    """Scores base - load: {0: 10 - 10, 1: 20 - 20} tie at 0, the lower load wins (0);
+    {0: 20 - 20, 1: 10 - 10}: position 1; equal scores and loads: position 0. Weight 0.5:
+    20 - 0.5 x 20 = 10 beats 10 - 0.5 x 10 = 5."""
+    def pick(bases, loads, weight=1.0):
+        views = [View(i, load) for i, load in enumerate(loads)]
+        LoadBoard(views)
+        return choose(views, bases, weight)
+    assert pick({0: 10, 1: 20}, [10, 20]) == 0
+    assert pick({0: 20, 1: 10}, [20, 10]) == 1
+    assert pick({0: 7, 1: 7}, [3, 3]) == 0
+    assert pick({0: 10, 1: 20}, [10, 20], weight=0.5) == 1
+    assert pick({1: 20}, [0, 25], weight=1.0) == 0  # `other` (0) for position 0: 0 > -5
+
+
+def test_a_sequence_the_board_was_not_made_over_is_read_whole():
+    """A copy of the board's list: every exact load is read, no clock bound."""
+    views = [View(0, 10), View(1, 20, 0, 30, 5), View(2, 38, 0, 40, 35)]
+    LoadBoard(views)
+    assert choose(list(views), {}) == 0
+    assert [(v.least_reads, v.exact_reads) for v in views] == [(0, 1), (0, 1), (0, 1)]
+
+
+class BoardWatch:
+    """Sends the first 2 requests to replica 0, the rest to replica 1, writing down replica
+    0's board entry at each arrival."""
+
+    def __init__(self) -> None:
+        self.seen = []
+
+    def route(self, request, replicas, now) -> int:
+        board, slot = replicas[0].load_board, replicas[0].load_slot
+        self.seen.append((now, board.lows[slot], board.highs[slot]))
+        return 0 if request.request_id < 2 else 1
+
+
+def test_the_engine_replicas_post_their_bounds_through_a_run_by_hand():
+    """A and B (t=0, L=4, 10 outputs each) prefill together t=0->1 (20 outstanding before,
+    18 after) and decode t=1->10 in one run of 9 steps of 2 sequences. Replica 0's entry:
+    t=0.5: (28, 28), nothing running yet but the prefill's 8 tokens and 20 outputs;
+    t=2.5 and t=5.5: (0, 18): the run's end and its start, as nothing posts mid-run;
+    t=10.5: (0, 0). The probes (1 token, 1 output each) go to replica 1."""
+    def req(i, at, tokens, outputs, pages):
+        return Request(i, at, tokens, outputs, tuple(pages), 4)
+    requests = [req(0, 0.0, 4, 10, [1]), req(1, 0.0, 4, 10, [2])]
+    requests += [req(2 + k, at, 1, 1, [100 + k]) for k, at in enumerate([0.5, 2.5, 5.5, 10.5])]
+    watch = BoardWatch()
+    caches = [RadixCache(100, POLICIES.build("lru")) for _ in range(2)]
+    replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(8192, 256), watch),
+                 Sampling(check_invariants=True))
+    assert watch.seen[2:] == [(0.5, 28, 28), (2.5, 0, 18), (5.5, 0, 18), (10.5, 0, 0)]
