@@ -506,7 +506,8 @@ class Replica(ReplicaMemory):
             assert state.tip is None or state.tip.lock_count > 0, "running path not locked"
             assert state.tree_tokens + state.private_tokens >= state.computed_tokens
         for state in self.waiting:  # only a request whose prefix has loaded holds KV there
-            assert state.loaded_chunk_tokens or (state.private_tokens == 0 and state.tip is None)
+            assert state.loaded_chunk_tokens or (state.private_tokens == 0 and state.tip is None), (
+                "a waiting request holds KV before its prefix has loaded")
         for state in self.loading:  # its loaded prefix and first chunk reserved (R15)
             assert state.loaded_chunk_tokens > 0, "a loading request without its first chunk"
             assert state.tree_tokens + state.private_tokens >= state.computed_tokens
