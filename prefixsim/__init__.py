@@ -12,10 +12,10 @@ The public API, for notebooks and scripts:
 a YAML config; `simulate(config, requests)` is the lower-level call. See README.md.
 
 Importing the package imports nothing else: each name is loaded when first used, so an
-entry point can choose its speed machinery first. The compiled hot modules of
-`prefixsim accelerate` are an explicit opt-in (docs/architecture.md "Compiled hot
-modules"): the CLI opts in at its entry point; a script calls `prefixsim.accel.opt_in()`
-before it uses anything else (or sets PREFIXSIM_ACCEL=1).
+entry point can choose its speed machinery first. The compiled hot modules (built at
+install, or by `prefixsim accelerate`) are an explicit opt-in (docs/architecture.md
+"Compiled hot modules"): the CLI opts in at its entry point; a script calls
+`prefixsim.accel.opt_in()` before it uses anything else (or sets PREFIXSIM_ACCEL=1).
 """
 
 import importlib

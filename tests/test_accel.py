@@ -78,6 +78,7 @@ def test_install_needs_a_cache_folder_and_no_pure_switch(tmp_path, monkeypatch):
     before = list(sys.meta_path)
     try:
         monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path / "absent"))
+        monkeypatch.setattr(accel, "install_dir", lambda: tmp_path / "absent-install")
         monkeypatch.delenv("PREFIXSIM_PURE", raising=False)
         assert accel.install() is None
         monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
@@ -126,6 +127,7 @@ def test_opt_in_asks_the_processes_started_later(tmp_path, monkeypatch):
 def test_a_build_without_cython_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "Cython", None)  # import Cython raises ImportError
     monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
+    monkeypatch.setattr(accel, "install_dir", lambda: tmp_path / "no-install")
     result = CliRunner().invoke(app, ["accelerate"])
     assert result.exit_code == 2
     assert result.output.strip() == ("prefixsim: error: needs Cython: "
@@ -135,6 +137,7 @@ def test_a_build_without_cython_says_what_to_install(tmp_path, monkeypatch):
 
 def test_status_and_clear(tmp_path, monkeypatch):
     monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path))
+    monkeypatch.setattr(accel, "install_dir", lambda: tmp_path / "no-install")
     accel.compiled_path("prefixsim.cache.lru", tmp_path).write_bytes(b"")
     result = CliRunner().invoke(app, ["accelerate", "--status"])
     assert result.exit_code == 0
@@ -142,6 +145,60 @@ def test_status_and_clear(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["accelerate", "--clear"])
     assert result.exit_code == 0 and "removed 1 compiled modules" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_the_finder_reads_the_cache_then_the_install_folder(tmp_path, monkeypatch):
+    """A copy in the cache folder wins over the install's; either is taken alone; `status`
+    without a folder counts both, and `install()` needs only one of them to exist."""
+    cache, installed = tmp_path / "cache", tmp_path / "install"
+    cache.mkdir(), installed.mkdir()
+    finder = accel.CompiledFinder(cache, installed)
+    module = "prefixsim.engine.timed"
+    assert finder.find_spec(module) is None
+    accel.compiled_path(module, installed).write_bytes(b"")
+    assert finder.find_spec(module).origin == str(accel.compiled_path(module, installed))
+    accel.compiled_path(module, cache).write_bytes(b"")
+    assert finder.find_spec(module).origin == str(accel.compiled_path(module, cache))
+    monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(tmp_path / "absent"))
+    monkeypatch.setattr(accel, "install_dir", lambda: installed)
+    monkeypatch.delenv("PREFIXSIM_PURE", raising=False)
+    assert accel.status()[module] and sum(accel.status().values()) == 1
+    before = list(sys.meta_path)
+    try:  # without the finder a PREFIXSIM_ACCEL=1 test process installed at its start
+        sys.meta_path[:] = [f for f in before if not isinstance(f, accel.CompiledFinder)]
+        assert accel.install().folders == (installed,)
+    finally:
+        sys.meta_path[:] = before
+
+
+def test_an_install_that_compiled_nothing_says_so_until_something_is_built(
+        tmp_path, monkeypatch, capsys):
+    """The install's NOT_BUILT line is the notice while no compiled copy of the current
+    sources exists in either folder; `prefixsim` prints it once on stderr, and not when
+    PREFIXSIM_PURE=1 asks for the sources."""
+    installed, cache = tmp_path / "install", tmp_path / "cache"
+    installed.mkdir()
+    monkeypatch.setattr(accel, "install_dir", lambda: installed)
+    monkeypatch.setenv("PREFIXSIM_ACCEL_DIR", str(cache))
+    assert accel.install_notice() is None  # an install that compiled them, or an old one
+    line = accel.build_notice("the build failed (is a C compiler installed?): cc: not found")
+    (installed / accel.NOT_BUILT).write_text(line + "\n")
+    assert accel.install_notice() == line
+    from prefixsim import __main__ as entry
+    monkeypatch.setenv(accel.ASK, "0")  # main's opt_in sets it; restored after the test
+    before = list(sys.meta_path)
+    try:
+        for pure, expected in (("0", line + "\n"), ("1", "")):
+            monkeypatch.setenv("PREFIXSIM_PURE", pure)
+            monkeypatch.setattr(sys, "argv", ["prefixsim", "--version"])
+            with pytest.raises(SystemExit):
+                entry.main()
+            assert capsys.readouterr().err == expected
+    finally:
+        sys.meta_path[:] = before
+    cache.mkdir()
+    accel.compiled_path("prefixsim.cache.lru", cache).write_bytes(b"")
+    assert accel.install_notice() is None  # `prefixsim accelerate` has built some
 
 
 def _can_compile() -> str | None:
@@ -221,3 +278,48 @@ def test_the_typed_cache_passes_its_differential_tests_compiled(compiled):
          "tests/cache/test_segment_tree.py", "tests/metrics/test_cache_only_timeseries.py"],
         env=compiled, capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def _package_copy(folder: Path) -> Path:
+    """What an install builds from (pyproject.toml, setup.py, README.md, prefixsim/), copied
+    so the build writes nothing into the working tree."""
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copyfile(ROOT / name, folder / name)
+    shutil.copytree(ROOT / "prefixsim", folder / "prefixsim",
+                    ignore=shutil.ignore_patterns("__pycache__", "_compiled"))
+    return folder
+
+
+@pytest.mark.heavy  # Cython and setuptools in the environment (--no-build-isolation)
+@pytest.mark.skipif(importlib.util.find_spec("Cython") is None, reason="Cython not installed")
+def test_an_install_without_a_c_compiler_works_and_says_so(tmp_path):
+    """`pip install` with the C compiler hidden (CC names no program): the install
+    succeeds with the sources and NOT_BUILT, a cache-only run works and prints the one-line
+    notice on stderr (and nothing else there), PREFIXSIM_PURE=1 silences it, and the summary
+    says the pure path ran."""
+    (tmp_path / "src").mkdir()
+    source, target = _package_copy(tmp_path / "src"), tmp_path / "site"
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "PIP_NO_INPUT": "1",
+           "PREFIXSIM_ACCEL_DIR": str(tmp_path / "cache")}
+    env.pop(accel.ASK, None)
+    env.pop("PREFIXSIM_PURE", None)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                           "--no-build-isolation", "--target", str(target), str(source)],
+                          env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    marker = target / "prefixsim" / "_compiled" / accel.NOT_BUILT
+    notice = marker.read_text().strip()
+    assert notice.startswith("prefixsim: note: the hot modules were not compiled at install")
+    assert "C compiler" in notice and len(notice.splitlines()) == 1
+    assert not list(marker.parent.glob(f"*{accel.EXT_SUFFIX}"))
+    run_env = {**env, "PYTHONPATH": str(target)}
+    for pure, expected in (("0", notice + "\n"), ("1", "")):
+        out = tmp_path / f"run-{pure}"
+        ran = subprocess.run([sys.executable, "-m", "prefixsim", "run", "--trace", str(DEMO),
+                              "--cache-only", "--max-requests", "200", "-o", str(out),
+                              "--quiet"], env={**run_env, "PREFIXSIM_PURE": pure},
+                             capture_output=True, text=True, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert ran.stderr == expected
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["code_path"] == "pure"

@@ -1,13 +1,16 @@
-"""Opt-in compiled copies of the simulator's hot modules (docs/architecture.md "Compiled
-hot modules"): which modules, where the copies are kept, and the finder that imports them.
+"""Compiled copies of the simulator's hot modules (docs/architecture.md "Compiled hot
+modules"): which modules, where the copies are kept, and the finder that imports them.
 
-`prefixsim accelerate` compiles the modules in `HOT_MODULES` with Cython, as they are or
-with the C types of a `.pxd` beside the source (Cython's pure-Python mode: the declarations
-augment the source and keep its semantics, so the results are the same), into a cache folder
-(`PREFIXSIM_ACCEL_DIR`, else `$XDG_CACHE_HOME/prefixsim/accel`, else
-`~/.cache/prefixsim/accel`). Each compiled file is named by its module and a digest of what
-it was built from (the source and its `.pxd`). Using them is an explicit opt-in at the entry
-point: `opt_in()`
+The modules in `HOT_MODULES` are compiled with Cython, as they are or with the C types of a
+`.pxd` beside the source (Cython's pure-Python mode: the declarations augment the source
+and keep its semantics, so the results are the same), at install where a C compiler exists
+(setup.py, into the package's `_compiled` folder, `install_dir()`; where it cannot, the
+folder holds `NOT_BUILT` with the one-line reason, `install_notice()`), and by `prefixsim
+accelerate` into a cache folder (`PREFIXSIM_ACCEL_DIR`, else
+`$XDG_CACHE_HOME/prefixsim/accel`, else `~/.cache/prefixsim/accel`). Each compiled file is
+named by its module and a digest of what it was built from (the source and its `.pxd`).
+The finder looks in the cache folder, then the install folder. Using them is an explicit
+opt-in at the entry point: `opt_in()`
 (the CLI's `main` calls it first; a script may) installs a finder ahead of the normal ones
 and sets PREFIXSIM_ACCEL=1, so that the processes it starts (sweep workers) install it when
 they import the package (`install_if_asked`). The finder hands out a compiled module only
@@ -70,6 +73,40 @@ def cache_dir() -> Path:
     return Path(base) / "prefixsim" / "accel"
 
 
+NOT_BUILT = "NOT_BUILT"  # in the install folder: why the install compiled nothing
+
+
+def install_dir() -> Path:
+    """Where the install put its compiled modules (setup.py)."""
+    return PACKAGE_DIR / "_compiled"
+
+
+def build_notice(reason: str) -> str:
+    """The one line an install without compiled modules prints, and the CLI repeats."""
+    return (f"prefixsim: note: the hot modules were not compiled at install ({reason}); "
+            "the pure-Python path runs (`prefixsim accelerate` compiles them later)")
+
+
+def install_notice() -> str | None:
+    """The install's notice when it compiled nothing and no compiled copy of the current
+    sources exists anywhere (`prefixsim accelerate` not run since), else None."""
+    try:
+        marker = install_dir() / NOT_BUILT
+        if not marker.is_file():
+            return None
+        if any(status().values()):
+            return None
+        lines = marker.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return lines[0] if lines else None
+
+
+def folders() -> list[Path]:
+    """The folders the finder reads, in order: the cache, then the install's."""
+    return [cache_dir(), install_dir()]
+
+
 def source_path(module: str) -> Path:
     """The source file of a module of this package."""
     return PACKAGE_DIR.joinpath(*module.split(".")[1:]).with_suffix(".py")
@@ -102,48 +139,56 @@ def compiled_path(module: str, folder: Path | None = None) -> Path:
 
 
 class CompiledFinder(importlib.abc.MetaPathFinder):
-    """Finds the compiled copy of a hot module built from its current source, if any."""
+    """Finds the compiled copy of a hot module built from its current source, if any, in
+    the first of `folders` that has one."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    def __init__(self, *folders: Path) -> None:
+        self.folders = folders
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in HOT_MODULES:
             return None
-        try:
-            compiled = compiled_path(fullname, self.folder)
-        except OSError:
-            return None
-        try:
-            if not compiled.is_file():
-                return None
-        except OSError:
-            return None
-        loader = importlib.machinery.ExtensionFileLoader(fullname, str(compiled))
-        return importlib.util.spec_from_file_location(fullname, compiled, loader=loader)
+        for folder in self.folders:
+            try:
+                compiled = compiled_path(fullname, folder)
+                if not compiled.is_file():
+                    continue
+            except OSError:
+                continue
+            loader = importlib.machinery.ExtensionFileLoader(fullname, str(compiled))
+            return importlib.util.spec_from_file_location(fullname, compiled, loader=loader)
+        return None
 
 
 def install() -> CompiledFinder | None:
-    """Put a CompiledFinder first on `sys.meta_path` when compiled modules exist (one
-    `stat` otherwise) and `PREFIXSIM_PURE` is not set. The cache is optional: a folder
-    that cannot be read (a home folder that cannot be entered) is skipped with one line on
-    stderr and the sources run (docs/input-rules.md I18)."""
+    """Put a CompiledFinder first on `sys.meta_path` when a folder of compiled modules
+    exists (one `stat` each otherwise) and `PREFIXSIM_PURE` is not set. The cache is
+    optional: a cache folder that cannot be read (a home folder that cannot be entered) is
+    skipped with one line on stderr (docs/input-rules.md I18); the install's folder is read
+    when it exists, else the sources run."""
     if os.environ.get("PREFIXSIM_PURE", "") not in ("", "0"):
         return None
+    found = []
     try:
         folder = cache_dir()
-        if not folder.is_dir():
-            return None
+        if folder.is_dir():
+            found.append(folder)
     except (OSError, RuntimeError) as exc:  # RuntimeError: no home folder to be found
         reason = getattr(exc, "strerror", None) or str(exc)
         print(f"prefixsim: warning: compiled modules not used: cannot read their folder "
               f"({reason})", file=sys.stderr)
+    try:
+        if install_dir().is_dir():
+            found.append(install_dir())
+    except OSError:
+        pass
+    if not found:
         return None
     for finder in sys.meta_path:
         if isinstance(finder, CompiledFinder):
             return finder
-    finder = CompiledFinder(folder)
+    finder = CompiledFinder(*found)
     sys.meta_path.insert(0, finder)
     return finder
 
@@ -168,8 +213,12 @@ def install_if_asked() -> CompiledFinder | None:
 
 
 def status(folder: Path | None = None) -> dict[str, bool]:
-    """Module -> whether a compiled copy of its current source is in the cache."""
-    return {module: compiled_path(module, folder).is_file() for module in HOT_MODULES}
+    """Module -> whether a compiled copy of its current source is in `folder` (None: in
+    any folder the finder reads)."""
+    if folder is not None:
+        return {module: compiled_path(module, folder).is_file() for module in HOT_MODULES}
+    found = [status(where) for where in folders()]
+    return {module: any(one[module] for one in found) for module in HOT_MODULES}
 
 
 def in_use() -> list[str]:

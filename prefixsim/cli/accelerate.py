@@ -7,7 +7,8 @@ import time
 
 import click
 
-from prefixsim.accel import HOT_MODULES, cache_dir, status
+import prefixsim.accel as accel
+from prefixsim.accel import HOT_MODULES
 from prefixsim.accel import build as accel_build
 from prefixsim.cli.app import app, fail_cleanly
 from prefixsim.errors import InputError
@@ -21,14 +22,17 @@ from prefixsim.errors import InputError
               help="Modules compiled at once (default: the CPU count).")
 @fail_cleanly
 def accelerate(show_status: bool, clear: bool, jobs: int | None) -> None:
-    """Compile the simulator's hot modules with Cython, for faster runs (opt-in).
+    """Compile the simulator's hot modules with Cython, for faster runs.
 
-    The timed engine, the caches, the cost models and the routers are compiled from their
-    sources, with C types where a module has a .pxd of them (the compressed cache of
-    cache-only runs; same code, so the same results) into a cache folder:
-    $PREFIXSIM_ACCEL_DIR, else ~/.cache/prefixsim/accel. Modules already compiled from
-    their current source are skipped. Every later run uses a compiled module only while its
-    source is the one it was built from: after an upgrade or an edit, run this again.
+    The install compiles them already where it finds Cython and a C compiler (into the
+    package's _compiled folder); this command is for the rest: after an edit of the
+    sources, or an install that had no compiler. The timed engine, the caches, the cost
+    models and the routers are compiled from their sources, with C types where a module
+    has a .pxd of them (the compressed cache of cache-only runs; same code, so the same
+    results) into a cache folder: $PREFIXSIM_ACCEL_DIR, else ~/.cache/prefixsim/accel.
+    Modules already compiled from their current source (in either folder) are skipped.
+    Every later run uses a compiled module only while its source is the one it was built
+    from: after an upgrade or an edit, run this again.
     PREFIXSIM_PURE=1 runs the sources regardless; a run's summary says which code ran
     (code_path).
     Needs Cython (pip install 'prefixsim[accel]') and a C compiler.
@@ -39,21 +43,31 @@ def accelerate(show_status: bool, clear: bool, jobs: int | None) -> None:
       prefixsim accelerate --status
       prefixsim accelerate --clear
     """
-    folder = cache_dir()
+    folder, installed = accel.cache_dir(), accel.install_dir()
     if clear:
         click.echo(f"removed {accel_build.clear(folder)} compiled modules from {folder}")
         return
     if show_status:
-        current = status(folder)
-        for module, compiled in current.items():
-            click.echo(f"{module:<40}{'compiled' if compiled else 'source'}")
-        click.echo(f"{sum(current.values())} of {len(current)} hot modules compiled for "
-                   f"their current source, in {folder}")
+        cached, at_install = accel.status(folder), accel.status(installed)
+        for module in HOT_MODULES:
+            where = ("compiled (cache)" if cached[module] else
+                     "compiled (install)" if at_install[module] else "source")
+            click.echo(f"{module:<40}{where}")
+        either = sum(cached[m] or at_install[m] for m in HOT_MODULES)
+        click.echo(f"{either} of {len(HOT_MODULES)} hot modules compiled for their current "
+                   f"source (cache: {folder}; install: {installed})")
+        notice = accel.install_notice()
+        if notice is not None:
+            click.echo(notice)
         return
     started = time.perf_counter()
+    if all(accel.status().values()):
+        click.echo(f"all {len(HOT_MODULES)} hot modules are compiled for their current "
+                   f"source already (cache: {folder}; install: {installed})")
+        return
     try:
         accel_build.require_cython()
-        todo = sum(not compiled for compiled in status(folder).values())
+        todo = sum(not compiled for compiled in accel.status(folder).values())
         if todo:
             click.echo(f"compiling {todo} of {len(HOT_MODULES)} hot modules with Cython "
                        "(a minute or more) ...", err=True)

@@ -100,7 +100,7 @@ def format_value(value: object) -> str:
 # `prefixsim --help` lists the short help given here (a test checks it against the command's).
 SUBCOMMANDS = (
     LazyCommand("accelerate", "prefixsim.cli.accelerate",
-                "Compile the simulator's hot modules with Cython, for faster runs (opt-in)."),
+                "Compile the simulator's hot modules with Cython, for faster runs."),
     LazyCommand("calibrate", "prefixsim.cli.calibrate",
                 "Time attention and GEMMs with torch on this machine, fit a cost model, write a"
                 " profile."),
