@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from itertools import count
-
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES, Policy
 
 
 @POLICIES.register("fifo")
 class FIFO(Policy):
-    """First in, first out by insertion order (a re-inserted page starts at the back)."""
+    """First in, first out by insertion order (a re-inserted page starts at the back).
 
-    def __init__(self) -> None:
-        self._order: dict[int, int] = {}
-        self._next = count()
+    The order is a statistic the cache keeps (`Page.inserted`, numbered by the cache as it
+    inserts pages), so the policy holds no state, and on the compressed cache of cache-only
+    replays (cache/segment_tree.py) a segment's key is its last page's order: its leaf
+    page's, as on the per-page tree."""
+
+    node_uniform = True
 
     def key(self, page: Page) -> float:
-        return self._order[page.page_id]
-
-    def on_insert(self, page: Page) -> None:
-        self._order[page.page_id] = next(self._next)
-
-    def on_evict(self, page: Page) -> None:
-        self._order.pop(page.page_id, None)
+        return page.inserted

@@ -26,6 +26,8 @@ class Page:
       num_hits       matches that reused this page (R5)
       priority       highest priority of a request that touched it (R16)
       version        bumped whenever a queued victim entry of this page goes stale
+      inserted       the cache's count of pages inserted before this one (its insertion
+                     order: FIFO's key; a page inserted again after leaving comes last)
     """
 
     __slots__ = (
@@ -43,6 +45,7 @@ class Page:
         "priority",
         "version",
         "resident",
+        "inserted",
     )
 
     def __init__(
@@ -54,6 +57,7 @@ class Page:
         recency: int,
         deadline_s: float = INFINITY,
         priority: int = 0,
+        inserted: int = 0,
     ) -> None:
         self.page_id = page_id
         self.parent = parent
@@ -69,6 +73,7 @@ class Page:
         self.priority = priority
         self.version = 0
         self.resident = True
+        self.inserted = inserted
 
     @property
     def is_leaf(self) -> bool:

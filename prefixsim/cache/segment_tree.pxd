@@ -22,6 +22,7 @@ cdef class Segment:
     cdef public object priority
     cdef public long long version
     cdef public bint resident
+    cdef public long long inserted
 
 
 cdef class SegmentCache:

@@ -11,9 +11,10 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
 - radix mode (leaves only are victims), no lower tiers, no request classes, no locks or
   reservations (the cache-only replay takes none);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
-  by a segment's pages (recency, last access, deadline, hits, priority) and its hooks are the
-  stateless ones (LRU, ttl, priority). The rest (fifo, lfu, gdsf, s3fifo, workload-aware,
-  belady) keys per page or keeps per-page state, and stays on RadixCache.
+  by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
+  order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
+  priority, FIFO). The rest (lfu, gdsf, s3fifo, workload-aware, belady) keys per page or
+  keeps per-page state, and stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
@@ -24,6 +25,9 @@ Why it is exact:
   pages of one segment share key and recency, and two distinct leaves never share a recency
   (one request touches one root-to-leaf path), so the tail pages of the least leaf segment are
   exactly the next victims, deepest first, until it is gone and its parent may become a leaf.
+  Under FIFO the key is the page's insertion order, unique in the cache: a segment's pages
+  were inserted together, so each page before the tail has a smaller order than the tail,
+  which was the least of all leaves; the same pages go, in the same order.
 - Expiry frees exactly the pages whose deadline is before now (a parent never expires before
   its children, R12); a deadline heap over leaf segments frees them whole.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
@@ -64,12 +68,14 @@ class Segment:
                      statistics shared by every page of the segment (as on Page)
       version        bumped whenever a queued victim entry of this segment goes stale
       resident       False once the segment has left the cache
+      inserted       insertion order (Page.inserted) of its last page: its pages, inserted
+                     together, have consecutive orders, so page i's is inserted - (n - 1 - i)
     """
 
     __slots__ = (
         "ids", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
-        "version", "resident",
+        "version", "resident", "inserted",
     )
 
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
@@ -90,6 +96,7 @@ class Segment:
         self.priority = priority
         self.version = 0
         self.resident = True
+        self.inserted = 0
 
     def __repr__(self) -> str:
         return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
@@ -246,6 +253,7 @@ class SegmentCache:
                          node.created_s, node.recency, node.deadline_s, node.priority)
         prefix.last_access_s = node.last_access_s
         prefix.num_hits = node.num_hits
+        prefix.inserted = node.inserted - (len(seg) - k)  # its last page's order
         prefix.children = {seg[k]: node}
         parent = node.parent
         (self._roots if parent is None else parent.children)[seg[0]] = prefix
@@ -290,6 +298,7 @@ class SegmentCache:
         deadline = INFINITY if ttl is None else now + ttl.ttl_s
         depth = 0 if parent is None else parent.depth + len(parent.ids)
         node = Segment(run, parent, depth, page_tokens, last_tokens, now, recency, deadline)
+        node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         if parent is None:
             self._roots[run[0]] = node
         else:
@@ -377,6 +386,7 @@ class SegmentCache:
             ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
             self._ids.difference_update(seg[size - k:])
             node.ids = seg[:size - k]
+            node.inserted -= k
             node.num_tokens -= tokens
             node.last_tokens = page
             self.resident_tokens -= tokens

@@ -278,6 +278,7 @@ class RadixCache(TokenAccounting):
         added = self.observer.added if self.observer is not None else None
         resident = start = self.resident_tokens
         counters = self.counters
+        inserted = counters.inserted_pages  # insertion order of the first new page
         new_pages = 0
         append = placed.append
         try:
@@ -293,7 +294,8 @@ class RadixCache(TokenAccounting):
                     continue
                 if resident + tokens > limit:
                     break
-                page = Page(page_id, parent, tokens, now, recency, deadline, priority)
+                page = Page(page_id, parent, tokens, now, recency, deadline, priority,
+                            inserted + new_pages)
                 if first_new is None:
                     first_new = page
                 last_new = len(placed)  # index of the deepest new page in `placed`
@@ -310,7 +312,7 @@ class RadixCache(TokenAccounting):
                 parent = page
         finally:
             self.resident_tokens = resident
-            counters.inserted_pages += new_pages
+            counters.inserted_pages += new_pages  # also the next page's insertion order
             counters.inserted_tokens += resident - start
         if not placed:
             return placed

@@ -36,8 +36,9 @@ NODE_UNIFORM = [name for name in POLICIES.names()
 
 
 def test_node_uniform_policies_are_the_stateless_per_node_ones():
-    """lru (recency), ttl (deadline), priority (priority): keys of shared statistics only."""
-    assert NODE_UNIFORM == ["lru", "priority", "ttl"]
+    """lru (recency), ttl (deadline), priority (priority): keys of shared statistics only;
+    fifo (the insertion order the cache numbers pages with, a segment's its last page's)."""
+    assert NODE_UNIFORM == ["fifo", "lru", "priority", "ttl"]
 
 
 @st.composite
@@ -179,7 +180,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({}, SegmentCache),
     ({"policy": "ttl", "ttl_s": 30.0}, SegmentCache),
     ({"policy": "priority"}, SegmentCache),
-    ({"policy": "fifo"}, RadixCache),
+    ({"policy": "fifo"}, SegmentCache),
     ({"policy": "lfu"}, RadixCache),
     ({"policy": "gdsf"}, RadixCache),
     ({"policy": "s3fifo"}, RadixCache),
