@@ -21,6 +21,16 @@ command's wall time, and resident bytes per cached page.
 3. Resident bytes per page (tracemalloc) of an unbounded replay holding ~1M pages (a
    synthetic chained trace: 10,000 prompts of a shared 4-page prefix + 100 own pages);
    target <= 400 bytes per page. The flat OrderedDict's figure is printed beside it.
+4. Against libCacheSim (`pip install libcachesim`, an optional bench dependency; skipped
+   with the reason without it), in each code path's child: every policy both have (LRU,
+   FIFO, LFU, S3-FIFO, GDSF, Belady) replays the same page-id sequence (every page of every
+   request, in order; for libCacheSim an oracleGeneral file of it, next accesses included
+   for its Belady, each page an object of size 1) with the same capacity in pages
+   (3,000,000 tokens / the trace's page size). prefixsim's replay is `prefixsim run
+   --cache-only`'s (the cache built for the policy, offline policies' preparation
+   included; a hit is the cached run of a request's leading pages, so the hit ratios
+   differ: printed beside, for orientation). Medians of N; target: prefixsim at least as
+   fast as libCacheSim for every policy.
 """
 
 from __future__ import annotations
@@ -122,6 +132,81 @@ def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
     with paused_gc():
         result = replay_cache_only(requests, cache, sample_interval_s=SAMPLE_INTERVAL_S)
     return [r.cached_tokens for r in result.records]
+
+
+# ------------------------------------------------------------------------- libCacheSim
+LIBCACHESIM_POLICIES = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "s3fifo": "S3FIFO",
+                        "gdsf": "GDSF", "belady": "Belady"}
+ORACLE_GENERAL = [("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"),
+                  ("next_access_vtime", "<i8")]  # libCacheSim's oracleGeneral record
+
+
+def write_oracle_general(requests: Sequence[Request], path: Path) -> int:
+    """Every page of every request in order as libCacheSim's oracleGeneral binary trace
+    (objects of size 1, each access's next access index, -1 for none); returns its length."""
+    import numpy as np
+
+    ids = [page_id for request in requests for page_id in request.page_ids]
+    clock = [int(request.arrival_s) for request in requests for _ in request.page_ids]
+    following = [-1] * len(ids)
+    seen: dict[int, int] = {}
+    for position in range(len(ids) - 1, -1, -1):
+        following[position] = seen.get(ids[position], -1)
+        seen[ids[position]] = position
+    records = np.zeros(len(ids), dtype=np.dtype(ORACLE_GENERAL))
+    records["clock_time"], records["obj_size"] = clock, 1
+    records["obj_id"] = np.asarray(ids, dtype=np.uint64)
+    records["next_access_vtime"] = following
+    records.tofile(path)
+    return len(ids)
+
+
+def libcachesim_speed(requests: Sequence[Request], repeat: int) -> None:
+    """prefixsim against libCacheSim, policy by policy, same pages and capacity."""
+    try:
+        import libcachesim
+    except ImportError:
+        print("libCacheSim comparison skipped: libcachesim is not installed "
+              "(pip install libcachesim)")
+        return
+    page_size = requests[0].page_size_tokens
+    pages_held = CAPACITY_TOKENS // page_size
+    with tempfile.TemporaryDirectory(prefix="prefixsim-lcs-") as folder:
+        trace = Path(folder) / "pages.oracleGeneral.bin"
+        accesses = write_oracle_general(requests, trace)
+
+        def ours(name: str) -> list[int]:
+            cache = build_cache(CacheConfig(policy=name, capacity_tokens=pages_held * page_size),
+                                requests, replay_only=True)
+            with paused_gc():
+                result = replay_cache_only(requests, cache,
+                                           sample_interval_s=SAMPLE_INTERVAL_S)
+            return [r.cached_tokens for r in result.records]
+
+        def theirs(name: str) -> list[float]:
+            reader = libcachesim.TraceReader(str(trace),
+                                             libcachesim.TraceType.ORACLE_GENERAL_TRACE)
+            cache = getattr(libcachesim, LIBCACHESIM_POLICIES[name])(cache_size=pages_held)
+            return list(cache.process_trace(reader))
+
+        print(f"against libCacheSim {getattr(libcachesim, '__version__', '')}: {accesses:,} "
+              f"page accesses, {pages_held:,} pages held, median of {repeat} (CPU s)")
+        slower = []
+        for name in LIBCACHESIM_POLICIES:
+            ours(name), theirs(name)  # warm-up
+            runs = [(timed(lambda n=name: ours(n)), timed(lambda n=name: theirs(n)))
+                    for _ in range(repeat)]
+            cpu_ours = statistics.median(r[0][1] for r in runs)
+            cpu_theirs = statistics.median(r[1][1] for r in runs)
+            hit_ours = sum(runs[-1][0][2]) / sum(r.input_tokens for r in requests)
+            hit_theirs = 1 - runs[-1][1][2][0]
+            if cpu_ours > cpu_theirs:
+                slower.append(name)
+            print(f"  {name:<7} prefixsim {accesses / cpu_ours:>11,.0f} pages/s, libCacheSim "
+                  f"{accesses / cpu_theirs:>11,.0f} req/s: {cpu_ours / cpu_theirs:5.2f}x its "
+                  f"CPU time (hit ratio {hit_ours:.3f} of tokens vs {hit_theirs:.3f} of pages)")
+        print(f"  target: every policy at most 1.00x: "
+              f"{'met' if not slower else 'MISSED (' + ', '.join(slower) + ')'}")
 
 
 # ------------------------------------------------------------------------- measuring
@@ -252,7 +337,9 @@ def main() -> None:
         sys.exit(f"trace not found: {args.trace} (pass --trace PATH to a Mooncake JSONL file)")
     if args.speed_only:  # a child: this process's code path
         print(f"code path: {code_paths.describe()}")
-        speed(load_trace(args.trace), args.repeat)
+        requests = load_trace(args.trace)
+        speed(requests, args.repeat)
+        libcachesim_speed(requests, args.repeat)
         return
     child_args = ["--trace", str(args.trace), "--repeat", str(args.repeat), "--speed-only"]
     for code in ("pure", "compiled") if args.code == "both" else (args.code,):
