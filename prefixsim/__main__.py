@@ -29,8 +29,10 @@ class Terminated(SystemExit):
     """SIGTERM, raised in the main process: a SystemExit, so `finally` blocks and
     `except BaseException` clean-ups run while Click and `except Exception` let it pass."""
 
-    def __init__(self) -> None:
-        super().__init__(TERMINATED_EXIT)
+    def __init__(self, code: int = TERMINATED_EXIT) -> None:
+        # the code as an argument: simpy re-raises an exception out of a process as
+        # `type(exc)(*exc.args)`, so a SIGTERM inside a timed run must survive that copy
+        super().__init__(code)
 
 
 def terminate_cleanly() -> None:
