@@ -11,10 +11,10 @@ constant load per replica (target: 64 replicas <= 1.5x of 4). Without
 
     .venv/bin/python bench/engine_speed.py [TRACE] [--baseline-requests N] [--code CODE]
 
-The whole-trace figure runs on each code path in a child process (bench/code_paths.py: the
-pure sources and the hot modules compiled by `prefixsim accelerate`, built first), with the
-compiled path's gain in simulated seconds per CPU second (target >= 2x); the fleet series
-and the baseline run in this process, on the path it names.
+The whole-trace figure and the fleet series run on each code path in a child process
+(bench/code_paths.py: the pure sources and the compiled hot modules, built first where the
+install did not), with the compiled path's gain in simulated seconds per CPU second (target
+>= 2x); the baseline runs in this process, on the path it names.
 """
 
 from __future__ import annotations
@@ -141,6 +141,7 @@ def main() -> None:
                         help="whole-trace speed on the pure sources, the compiled hot modules "
                              "(prefixsim accelerate) or both, each in a child process")
     parser.add_argument("--whole-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fleet-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     trace = Path(args.trace) if args.trace else (MOONCAKE if MOONCAKE.exists() else DEMO)
     args.replica_series = [int(x) for x in args.replica_series.split(",")]
@@ -149,11 +150,22 @@ def main() -> None:
     if args.whole_only:  # a child: the whole trace on this process's code path
         print(json.dumps(timed_run(trace, requests)))
         return
+    if args.fleet_only:  # a child: the fleet series on this process's code path
+        print(f"{code_paths.describe()}: ", end="")
+        fleet_series(trace, requests, args.replica_series)
+        return
     print(f"trace: {trace} ({len(requests):,} requests)")
     whole_trace(trace, requests, args.code)
-    print(f"fleet series and baseline below: {code_paths.describe()}")
-
-    fleet_series(trace, requests, args.replica_series)
+    series = ",".join(map(str, args.replica_series))
+    for path in ("pure", "compiled") if args.code == "both" else (args.code,):
+        env, why = (code_paths.pure_env(), "") if path == "pure" else code_paths.compiled_env()
+        if env is None:
+            print(f"compiled fleet series skipped: {why}")
+            continue
+        print(code_paths.run_child(Path(__file__), [str(trace), "--fleet-only",
+                                                    "--replica-series", series], env),
+              end="", flush=True)
+    print(f"baseline below: {code_paths.describe()}")
 
     head = requests[: args.baseline_requests]
     fast = timed_run(trace, head, max_run_steps=None)
