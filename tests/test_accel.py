@@ -147,6 +147,23 @@ def test_status_and_clear(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_build_skips_modules_compiled_in_the_install_folder(tmp_path, monkeypatch):
+    """`prefixsim accelerate` compiles only what has no copy of its current source in the
+    cache or the install's folder: with every module in the latter it needs no Cython and
+    builds nothing, and returns the install's copies."""
+    monkeypatch.setitem(sys.modules, "Cython", None)  # a build would fail
+    installed, cache = tmp_path / "install", tmp_path / "cache"
+    installed.mkdir()
+    for module in accel.HOT_MODULES:
+        accel.compiled_path(module, installed).write_bytes(b"")
+    built = accel_build.build(cache, elsewhere=[installed])
+    assert built == [accel.compiled_path(m, installed) for m in accel.HOT_MODULES]
+    assert not cache.exists()
+    accel.compiled_path("prefixsim.cache.lru", installed).unlink()
+    with pytest.raises(accel_build.AccelError, match="needs Cython"):
+        accel_build.build(cache, elsewhere=[installed])
+
+
 def test_the_finder_reads_the_cache_then_the_install_folder(tmp_path, monkeypatch):
     """A copy in the cache folder wins over the install's; either is taken alone; `status`
     without a folder counts both, and `install()` needs only one of them to exist."""

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from prefixsim.accel import (
@@ -51,15 +52,25 @@ def require_cython() -> None:
         raise AccelError("needs Cython: pip install 'prefixsim[accel]'") from None
 
 
-def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
+def build(folder: Path | None = None, jobs: int | None = None,
+          elsewhere: Sequence[Path] = ()) -> list[Path]:
     """Compile every hot module whose current source (and types) has no compiled copy in
-    `folder` (the cache by default) yet, remove the copies built from older sources, and
-    return every hot module's compiled file."""
-    require_cython()
+    `folder` (the cache by default) or in any of `elsewhere` (the install's folder, for
+    `prefixsim accelerate`) yet, remove the copies in `folder` built from older sources,
+    and return every hot module's compiled file (in `folder`, else where it was found)."""
     folder = cache_dir() if folder is None else folder
-    todo = [module for module in HOT_MODULES if not compiled_path(module, folder).is_file()]
+
+    def current(module: str) -> Path:
+        for where in (folder, *elsewhere):
+            path = compiled_path(module, where)
+            if path.is_file():
+                return path
+        return compiled_path(module, folder)
+
+    todo = [module for module in HOT_MODULES if not current(module).is_file()]
     if not todo:  # every copy is built from the current source already
-        return [compiled_path(module, folder) for module in HOT_MODULES]
+        return [current(module) for module in HOT_MODULES]
+    require_cython()
     jobs = jobs or min(len(todo), os.cpu_count() or 1)
     with tempfile.TemporaryDirectory(prefix="prefixsim-accel-") as temp:
         work = Path(temp)
@@ -92,7 +103,7 @@ def build(folder: Path | None = None, jobs: int | None = None) -> list[Path]:
             for old in folder.glob(f"{module}-*{EXT_SUFFIX}"):
                 if old != target:
                     old.unlink(missing_ok=True)
-    return [compiled_path(module, folder) for module in HOT_MODULES]
+    return [current(module) for module in HOT_MODULES]
 
 
 def clear(folder: Path | None = None) -> int:

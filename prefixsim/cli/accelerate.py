@@ -67,13 +67,13 @@ def accelerate(show_status: bool, clear: bool, jobs: int | None) -> None:
         return
     try:
         accel_build.require_cython()
-        todo = sum(not compiled for compiled in accel.status(folder).values())
+        todo = sum(not compiled for compiled in accel.status().values())
         if todo:
             click.echo(f"compiling {todo} of {len(HOT_MODULES)} hot modules with Cython "
                        "(a minute or more) ...", err=True)
-        built = accel_build.build(folder, jobs)
+        built = accel_build.build(folder, jobs, elsewhere=[installed])
     except accel_build.AccelError as exc:
         raise InputError(str(exc)) from None
-    click.echo(f"{len(built)} hot modules compiled in {folder} ({todo} built now, in "
-               f"{time.perf_counter() - started:.0f} s); runs use them from now on "
-               "(PREFIXSIM_PURE=1: the sources)")
+    click.echo(f"{len(built)} hot modules compiled ({todo} built now into {folder}, in "
+               f"{time.perf_counter() - started:.0f} s; the others were already); runs use "
+               "them from now on (PREFIXSIM_PURE=1: the sources)")
