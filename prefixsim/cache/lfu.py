@@ -10,7 +10,12 @@ from prefixsim.cache.policy import POLICIES
 @POLICIES.register("lfu")
 class LFU(GreedyDualPolicy):
     """Key = L + (hits + 1): frequency counts, but a page hit long ago is overtaken by
-    pages hit since (L rises to the key of each leaver), so old popularity fades."""
+    pages hit since (L rises to the key of each leaver), so old popularity fades.
+
+    The pages of a compressed cache segment share their hits and their priority, which the
+    segment keeps (cache/segment_tree.py), so cache-only replays run there."""
+
+    node_uniform = True
 
     def value(self, page: Page) -> float:
         return float(page.num_hits + 1)

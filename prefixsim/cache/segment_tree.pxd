@@ -23,6 +23,7 @@ cdef class Segment:
     cdef public long long version
     cdef public bint resident
     cdef public long long inserted
+    cdef public double aged_key
 
 
 cdef class SegmentCache:
@@ -44,6 +45,7 @@ cdef class SegmentCache:
     cdef public object _seq
     cdef public long long _until_compact
     cdef public object _key
+    cdef public object _aging
     cdef public bint _sliding
     cdef public double _ttl_s
 

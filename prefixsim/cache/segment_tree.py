@@ -13,8 +13,10 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
-  priority, FIFO). The rest (lfu, gdsf, s3fifo, workload-aware, belady) keys per page or
-  keeps per-page state, and stays on RadixCache.
+  priority, FIFO); or LFU-DA, whose GreedyDual priority L + (hits + 1) every page of a
+  segment shares (inserted together, hit together), kept on the segment (`aged_key`), with
+  L raised to it when its pages leave. The rest (gdsf, s3fifo, workload-aware, belady) keys
+  per page or keeps per-page state, and stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
@@ -44,8 +46,10 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 from itertools import count
+from operator import attrgetter
 
 from prefixsim.cache.accounting import TokenAccounting
+from prefixsim.cache.aging import GreedyDualPolicy
 from prefixsim.cache.idle_ages import EDGES_S
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy
@@ -70,12 +74,14 @@ class Segment:
       resident       False once the segment has left the cache
       inserted       insertion order (Page.inserted) of its last page: its pages, inserted
                      together, have consecutive orders, so page i's is inserted - (n - 1 - i)
+      aged_key       GreedyDual priority L + value of its pages (set at insert and at each
+                     hit, as cache/aging.py sets each page's), under an aging policy (lfu)
     """
 
     __slots__ = (
         "ids", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
-        "version", "resident", "inserted",
+        "version", "resident", "inserted", "aged_key",
     )
 
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
@@ -97,6 +103,7 @@ class Segment:
         self.version = 0
         self.resident = True
         self.inserted = 0
+        self.aged_key = 0.0
 
     def __repr__(self) -> str:
         return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
@@ -138,8 +145,10 @@ class SegmentCache:
         self._victims: list[tuple] = []
         self._deadlines: list[tuple] = []
         self._seq = count()
+        # an aging policy (LFU-DA): its priorities live on the segments, its clock on it
+        self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
         self._until_compact = 1024
-        self._key = policy.key
+        self._key = attrgetter("aged_key") if self._aging is not None else policy.key
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
 
@@ -191,6 +200,7 @@ class SegmentCache:
         tip: Segment | None = None
         children: dict[int, Segment] | None = self._roots
         refresh = now + self._ttl_s if self._sliding else None
+        aging = self._aging
         while pos < n and children:
             node = children.get(page_ids[pos])
             if node is None:
@@ -224,6 +234,8 @@ class SegmentCache:
             node.last_access_s = now
             node.recency = recency
             node.num_hits += 1
+            if aging is not None:  # GreedyDualPolicy.on_access, for each of its pages
+                node.aged_key = aging.clock + aging.value(node)
             if refresh is not None and refresh > node.deadline_s:
                 node.deadline_s = refresh
             tip = node
@@ -254,6 +266,7 @@ class SegmentCache:
         prefix.last_access_s = node.last_access_s
         prefix.num_hits = node.num_hits
         prefix.inserted = node.inserted - (len(seg) - k)  # its last page's order
+        prefix.aged_key = node.aged_key
         prefix.children = {seg[k]: node}
         parent = node.parent
         (self._roots if parent is None else parent.children)[seg[0]] = prefix
@@ -299,6 +312,9 @@ class SegmentCache:
         depth = 0 if parent is None else parent.depth + len(parent.ids)
         node = Segment(run, parent, depth, page_tokens, last_tokens, now, recency, deadline)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
+        aging = self._aging
+        if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
+            node.aged_key = aging.clock + aging.value(node)
         if parent is None:
             self._roots[run[0]] = node
         else:
@@ -358,6 +374,7 @@ class SegmentCache:
         counters = self.counters
         ages = counters.evicted_ages.counts
         clock = self._clock
+        aging = self._aging
         skipped = []
         while need > 0 and heap:
             entry = heappop(heap)
@@ -367,6 +384,8 @@ class SegmentCache:
             if node is protect:
                 skipped.append(entry)
                 continue
+            if aging is not None and node.aged_key > aging.clock:
+                aging.clock = node.aged_key  # GreedyDualPolicy.on_evict: L rises to its H
             seg = node.ids
             size = len(seg)
             last = node.last_tokens

@@ -37,8 +37,9 @@ NODE_UNIFORM = [name for name in POLICIES.names()
 
 def test_node_uniform_policies_are_the_stateless_per_node_ones():
     """lru (recency), ttl (deadline), priority (priority): keys of shared statistics only;
-    fifo (the insertion order the cache numbers pages with, a segment's its last page's)."""
-    assert NODE_UNIFORM == ["fifo", "lru", "priority", "ttl"]
+    fifo (the insertion order the cache numbers pages with, a segment's its last page's);
+    lfu (a GreedyDual priority its pages share, kept on the segment)."""
+    assert NODE_UNIFORM == ["fifo", "lfu", "lru", "priority", "ttl"]
 
 
 @st.composite
@@ -181,7 +182,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"policy": "ttl", "ttl_s": 30.0}, SegmentCache),
     ({"policy": "priority"}, SegmentCache),
     ({"policy": "fifo"}, SegmentCache),
-    ({"policy": "lfu"}, RadixCache),
+    ({"policy": "lfu"}, SegmentCache),
     ({"policy": "gdsf"}, RadixCache),
     ({"policy": "s3fifo"}, RadixCache),
     ({"mode": "block"}, RadixCache),
