@@ -11,8 +11,13 @@ raise `L`: they are not victims the policy chose, and their priority may be high
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import Policy
+
+if TYPE_CHECKING:
+    from prefixsim.cache.segment_tree import Segment
 
 
 class GreedyDualPolicy(Policy):
@@ -24,6 +29,12 @@ class GreedyDualPolicy(Policy):
 
     def value(self, page: Page) -> float:
         """What keeping `page` is worth (higher stays longer); read-only on `page`."""
+        raise NotImplementedError
+
+    def segment_value(self, segment: Segment) -> float:
+        """`value` of the last page of a compressed cache's segment (cache/segment_tree.py),
+        for a policy that declares `node_uniform`: a segment's pages share their hits, and the
+        value must not fall with depth along a segment."""
         raise NotImplementedError
 
     def key(self, page: Page) -> float:

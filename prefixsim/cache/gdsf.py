@@ -16,10 +16,14 @@ Positions assume full pages before this one (depth x page tokens).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prefixsim.cache.aging import GreedyDualPolicy
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES
+
+if TYPE_CHECKING:
+    from prefixsim.cache.segment_tree import Segment
 
 ATTENTION_EQUAL_TOKENS = 26_700.0
 PrefillTime = Callable[[int, int], float]
@@ -51,10 +55,30 @@ class GDSF(GreedyDualPolicy):
         self.cost_per_token = cost_per_token_s
         self._memo.clear()
 
+    # A page deeper in a prompt is dearer per token (attention), so along a compressed
+    # cache's segment the value only grows: its last page's is the segment's key.
+    node_uniform = True
+
     def value(self, page: Page) -> float:
         # tokens before the page: its ancestors are full pages (a partial page is a last one)
         position = 0 if page.parent is None else page.depth * page.parent.num_tokens
+        return (page.num_hits + 1) * self._cost(position)
+
+    def segment_value(self, segment: Segment) -> float:
+        """`value` of the segment's last page: its parent is the page before it in the
+        segment, or the parent segment's last page."""
+        size = len(segment.ids)
+        depth = segment.depth + size - 1
+        if size > 1:
+            position = depth * segment.page_tokens
+        elif segment.parent is None:
+            position = 0
+        else:
+            position = depth * segment.parent.last_tokens
+        return (segment.num_hits + 1) * self._cost(position)
+
+    def _cost(self, position: int) -> float:
         cost = self._memo.get(position)
         if cost is None:
             cost = self._memo[position] = self.cost_per_token(position)
-        return (page.num_hits + 1) * cost
+        return cost

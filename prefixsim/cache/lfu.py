@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prefixsim.cache.aging import GreedyDualPolicy
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES
+
+if TYPE_CHECKING:
+    from prefixsim.cache.segment_tree import Segment
 
 
 @POLICIES.register("lfu")
@@ -19,3 +24,6 @@ class LFU(GreedyDualPolicy):
 
     def value(self, page: Page) -> float:
         return float(page.num_hits + 1)
+
+    def segment_value(self, segment: Segment) -> float:
+        return float(segment.num_hits + 1)

@@ -29,8 +29,10 @@ class EvictionPolicy(Protocol):
     node_uniform: bool
     """Class attribute: True when `key` reads only statistics shared by all pages of a
     segment (recency, last access, deadline, hits, priority) or the insertion order
-    (`inserted`, a segment's being its last page's) and the hooks are stateless, so a
-    cache-only replay may run on SegmentCache (cache/segment_tree.py)."""
+    (`inserted`, a segment's being its last page's) and the hooks are stateless, or the
+    policy is a GreedyDual one whose `segment_value` gives a segment's last page's value
+    (cache/aging.py), so a cache-only replay may run on SegmentCache
+    (cache/segment_tree.py)."""
 
     offline: bool
     """Class attribute: True for a policy that must learn the future first (`prepare`)."""

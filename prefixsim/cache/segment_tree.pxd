@@ -23,7 +23,7 @@ cdef class Segment:
     cdef public long long version
     cdef public bint resident
     cdef public long long inserted
-    cdef public double aged_key
+    cdef public double aged_base
 
 
 cdef class SegmentCache:

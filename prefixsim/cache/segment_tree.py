@@ -13,10 +13,13 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
-  priority, FIFO); or LFU-DA, whose GreedyDual priority L + (hits + 1) every page of a
-  segment shares (inserted together, hit together), kept on the segment (`aged_key`), with
-  L raised to it when its pages leave. The rest (gdsf, s3fifo, workload-aware, belady) keys
-  per page or keeps per-page state, and stays on RadixCache.
+  priority, FIFO); or a GreedyDual policy (LFU-DA, GDSF) whose priority L + value is set
+  for all of a segment's pages at once (inserted together, hit together: the segment keeps
+  that L, `aged_base`) and whose value does not fall with depth along a segment (LFU's is
+  the shared hits, GDSF's grows with the position), so the last page's priority is the
+  segment's key and the highest of its pages, to which L rises when they leave. The rest
+  (s3fifo, workload-aware, belady) keys per page or keeps per-page state, and stays on
+  RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
@@ -46,7 +49,6 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 from itertools import count
-from operator import attrgetter
 
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
@@ -74,14 +76,15 @@ class Segment:
       resident       False once the segment has left the cache
       inserted       insertion order (Page.inserted) of its last page: its pages, inserted
                      together, have consecutive orders, so page i's is inserted - (n - 1 - i)
-      aged_key       GreedyDual priority L + value of its pages (set at insert and at each
-                     hit, as cache/aging.py sets each page's), under an aging policy (lfu)
+      aged_base      under an aging policy (lfu, gdsf): the GreedyDual clock L when its
+                     pages' priorities were set (insert, each hit: cache/aging.py); a page's
+                     priority is L + the policy's value of it
     """
 
     __slots__ = (
         "ids", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
-        "version", "resident", "inserted", "aged_key",
+        "version", "resident", "inserted", "aged_base",
     )
 
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
@@ -103,7 +106,7 @@ class Segment:
         self.version = 0
         self.resident = True
         self.inserted = 0
-        self.aged_key = 0.0
+        self.aged_base = 0.0
 
     def __repr__(self) -> str:
         return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
@@ -145,10 +148,11 @@ class SegmentCache:
         self._victims: list[tuple] = []
         self._deadlines: list[tuple] = []
         self._seq = count()
-        # an aging policy (LFU-DA): its priorities live on the segments, its clock on it
+        # an aging policy (LFU-DA, GDSF): the clock its priorities were set at lives on the
+        # segments, its clock on it; a segment's key is its last page's priority
         self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
         self._until_compact = 1024
-        self._key = attrgetter("aged_key") if self._aging is not None else policy.key
+        self._key = self._aged_key if self._aging is not None else policy.key
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
 
@@ -235,7 +239,7 @@ class SegmentCache:
             node.recency = recency
             node.num_hits += 1
             if aging is not None:  # GreedyDualPolicy.on_access, for each of its pages
-                node.aged_key = aging.clock + aging.value(node)
+                node.aged_base = aging.clock
             if refresh is not None and refresh > node.deadline_s:
                 node.deadline_s = refresh
             tip = node
@@ -266,7 +270,7 @@ class SegmentCache:
         prefix.last_access_s = node.last_access_s
         prefix.num_hits = node.num_hits
         prefix.inserted = node.inserted - (len(seg) - k)  # its last page's order
-        prefix.aged_key = node.aged_key
+        prefix.aged_base = node.aged_base
         prefix.children = {seg[k]: node}
         parent = node.parent
         (self._roots if parent is None else parent.children)[seg[0]] = prefix
@@ -314,7 +318,7 @@ class SegmentCache:
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         aging = self._aging
         if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
-            node.aged_key = aging.clock + aging.value(node)
+            node.aged_base = aging.clock
         if parent is None:
             self._roots[run[0]] = node
         else:
@@ -384,8 +388,10 @@ class SegmentCache:
             if node is protect:
                 skipped.append(entry)
                 continue
-            if aging is not None and node.aged_key > aging.clock:
-                aging.clock = node.aged_key  # GreedyDualPolicy.on_evict: L rises to its H
+            if aging is not None:  # GreedyDualPolicy.on_evict: L rises to the leavers'
+                key = node.aged_base + aging.segment_value(node)  # highest: the last page's
+                if key > aging.clock:
+                    aging.clock = key
             seg = node.ids
             size = len(seg)
             last = node.last_tokens
@@ -447,6 +453,10 @@ class SegmentCache:
         del children[node.ids[0]]
         if not children:
             self._queue(parent)
+
+    def _aged_key(self, node: Segment) -> float:
+        """An aging policy's key of a leaf segment: its last page's GreedyDual priority."""
+        return node.aged_base + self._aging.segment_value(node)
 
     def _queue(self, node: Segment, with_deadline: bool = True) -> None:
         """(Re)enter a leaf segment into the victim heap (when bounded) and, with a TTL, the

@@ -210,8 +210,8 @@ def test_the_constructor_checks_and_keeps_what_it_is_given():
     assert (cache.locked_tokens, cache.reserved_tokens, cache.evictable_tokens) == (0, 0, 0)
     with pytest.raises(ValueError, match="^capacity_tokens must be >= 0, got -1$"):
         SegmentCache(-1, policy)
-    with pytest.raises(ValueError, match="^policy GDSF is not node-uniform$"):
-        SegmentCache(None, POLICIES.build("gdsf"))
+    with pytest.raises(ValueError, match="^policy S3FIFO is not node-uniform$"):
+        SegmentCache(None, POLICIES.build("s3fifo"))
 
 
 def test_hits_are_counted_per_segment():

@@ -38,8 +38,9 @@ NODE_UNIFORM = [name for name in POLICIES.names()
 def test_node_uniform_policies_are_the_stateless_per_node_ones():
     """lru (recency), ttl (deadline), priority (priority): keys of shared statistics only;
     fifo (the insertion order the cache numbers pages with, a segment's its last page's);
-    lfu (a GreedyDual priority its pages share, kept on the segment)."""
-    assert NODE_UNIFORM == ["fifo", "lfu", "lru", "priority", "ttl"]
+    lfu and gdsf (GreedyDual priorities set for a segment's pages at once, not falling
+    with depth: the last page's is the segment's key)."""
+    assert NODE_UNIFORM == ["fifo", "gdsf", "lfu", "lru", "priority", "ttl"]
 
 
 @st.composite
@@ -183,7 +184,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"policy": "priority"}, SegmentCache),
     ({"policy": "fifo"}, SegmentCache),
     ({"policy": "lfu"}, SegmentCache),
-    ({"policy": "gdsf"}, RadixCache),
+    ({"policy": "gdsf"}, SegmentCache),
     ({"policy": "s3fifo"}, RadixCache),
     ({"mode": "block"}, RadixCache),
     ({"host_capacity_tokens": 1000}, RadixCache),
