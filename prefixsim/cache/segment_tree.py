@@ -388,10 +388,8 @@ class SegmentCache:
             if node is protect:
                 skipped.append(entry)
                 continue
-            if aging is not None:  # GreedyDualPolicy.on_evict: L rises to the leavers'
-                key = node.aged_base + aging.segment_value(node)  # highest: the last page's
-                if key > aging.clock:
-                    aging.clock = key
+            if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
+                aging.clock = entry[0]  # L rises to the leavers' highest, the last page's key
             seg = node.ids
             size = len(seg)
             last = node.last_tokens
