@@ -6,8 +6,9 @@ out the package, `prefixsim.accel.build` compiles every module of `HOT_MODULES` 
 types of its `.pxd`, if any) into the package's `_compiled` folder: the installed copy's for
 a wheel, the source tree's for an editable install. Where that cannot be done (no Cython, no
 C compiler, a failed build) the install goes on without them: one line on stderr, and the
-same line in `_compiled/NOT_BUILT`, which the `prefixsim` command repeats once per run so
-the user learns the pure-Python path runs. PREFIXSIM_NO_COMPILE=1 skips the build.
+same line in `_compiled/NOT_BUILT`, which the `prefixsim` command repeats once per run in a
+terminal (and `prefixsim accelerate --status` always), so the user learns the pure-Python
+path runs. PREFIXSIM_NO_COMPILE=1 skips the build.
 """
 
 from __future__ import annotations

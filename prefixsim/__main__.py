@@ -4,8 +4,8 @@
 built, and for the sweep workers the command starts), then loads the command line, so that
 a compiled copy is imported wherever one exists for the current source
 (docs/architecture.md "Compiled hot modules"); where the install could not compile them
-and none has been built since, it says so in one line on stderr (unless PREFIXSIM_PURE=1
-asks for the sources). Ctrl-C while the command line loads (its
+and none has been built since, it says so in one line on stderr when that is a terminal
+(unless PREFIXSIM_PURE=1 asks for the sources). Ctrl-C while the command line loads (its
 imports take a few seconds) exits with 130 and one line, not a traceback
 (docs/input-rules.md I18). SIGTERM ends the command the way Ctrl-C does, so staging
 folders are removed on the way out (docs/input-rules.md I11): it is raised as `Terminated`
@@ -55,7 +55,8 @@ def main() -> None:
         try:
             accel.opt_in()  # before any hot module is imported
             notice = accel.install_notice()  # the install could not compile them
-            if notice is not None and os.environ.get("PREFIXSIM_PURE", "") in ("", "0"):
+            if (notice is not None and os.environ.get("PREFIXSIM_PURE", "") in ("", "0")
+                    and sys.stderr.isatty()):  # for a person; pipes and logs stay as they are
                 print(notice, file=sys.stderr)
             cli = importlib.import_module("prefixsim.cli")
         except KeyboardInterrupt:
