@@ -171,14 +171,8 @@ class Replica(ReplicaMemory):
 
     def _post_load(self) -> None:
         """Write `load_bounds()` to the board (engine/load_board.py)."""
-        board, slot, outstanding = self.load_board, self.load_slot, self._load_tokens
-        run = self._run_state
-        if run is None:
-            board.lows[slot] = board.highs[slot] = outstanding
-        else:
-            clock = run[1]
-            board.lows[slot] = outstanding - clock.num_seqs * clock.steps
-            board.highs[slot] = outstanding - clock.num_seqs * clock.done
+        board, slot = self.load_board, self.load_slot
+        board.lows[slot], board.highs[slot] = self.load_bounds()
 
     @property
     def outstanding_tokens(self) -> int:
