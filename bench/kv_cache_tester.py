@@ -139,8 +139,8 @@ def _config(gpu: str, stages: list[dict]):
         "model.name": MODEL,
         "model.weight_dtype": "fp8", "model.kv_dtype": "bf16",
         "hardware.gpu": gpu, "hardware.tp": TP,
-        "load.type": "concurrency", "load.stages": stages,
-        "engine.sample_interval_s": None})
+        "load.type": "concurrency", "load.stages": stages},
+        unset=("engine.sample_interval_s",))
 
 
 def simulated_frame(run: WorkingSetRun, gpu: str, seed: int) -> pd.DataFrame:

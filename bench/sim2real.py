@@ -165,8 +165,8 @@ def replay(run: ServerRun, prompt_tokens: int, rate: float, cost: dict,
         "scheduler.max_num_seqs": run.max_num_seqs,
         "scheduler.max_batched_tokens": 8192 if run.chunked_prefill else 2048,
         "scheduler.chunked_prefill": run.chunked_prefill,
-        "cache.prefix_caching": run.prefix_caching,
-        "engine.sample_interval_s": None, **cost})
+        "cache.prefix_caching": run.prefix_caching, **cost},
+        unset=("engine.sample_interval_s",))
     frame = simulate(config, requests).requests
     return frame[frame["session_id"].str.startswith("stage0/")]
 

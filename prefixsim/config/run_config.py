@@ -327,13 +327,19 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(
-    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+    unset: tuple[str, ...] = (),
 ) -> RunConfig:
-    """The effective config: the YAML file (if any) with dotted-key `overrides` on top."""
+    """The effective config: the YAML file (if any) with dotted-key `overrides` on top. An
+    override of None is one not given (a command-line flag left out); the dotted keys in
+    `unset` are set to None, as `null` in a file sets them (e.g. no timeseries:
+    `unset=("engine.sample_interval_s",)`)."""
     data = read_config_file(path) if path is not None else {}
     for dotted, value in (overrides or {}).items():
         if value is not None:
             set_dotted(data, dotted, value)
+    for dotted in unset:
+        set_dotted(data, dotted, None)
     return build_config(data, source=None if path is None else str(path))
 
 
