@@ -6,7 +6,9 @@ time) and events per request. The baseline, measured in the same run, is the sam
 stepping decode one step per timeout (`max_run_steps=1`) on the first N requests, against
 the fast path on the same N: the ratio is what "advance per batch change" buys. Then a
 fleet series (`--replica-series 4,16,64`): CPU time per request as replicas grow at
-constant load per replica (target: 64 replicas <= 1.5x of 4). Without
+constant load per replica (target: 64 replicas <= 1.5x of 4) with no timeseries recorded
+(`engine.sample_interval_s: null`), then again recording one every second, as runs do by
+default. Without
 ../shared/traces it uses the bundled demo trace (figures then are not the target's).
 
     .venv/bin/python bench/engine_speed.py [TRACE] [--baseline-requests N] [--code CODE]
@@ -76,25 +78,28 @@ def timed_run(trace: Path, requests, max_run_steps: int | None = None) -> dict:
             "completed": sum(r.status == "completed" for r in result.records)}
 
 
-def fleet_series(trace: Path, requests, counts: list[int], repeats: int = 3) -> None:
+def fleet_series(trace: Path, requests, counts: list[int], repeats: int = 3,
+                 timeseries: bool = False) -> None:
     """CPU time per request as the fleet grows at constant load per replica (arrivals
     x counts[0] / R: the same requests, R / counts[0] times faster), medians of
     `repeats` runs interleaved in this process; target: the largest fleet <= 1.5x the
-    smallest (routing reads a global prefix index, not every replica's cache)."""
+    smallest (routing reads a global prefix index, not every replica's
+    cache). `timeseries`: recorded every second, the default of a run."""
     times: dict[int, list[float]] = {r: [] for r in counts}
     for _ in range(repeats):
         for replicas in counts:
             config = load_config(None, {
                 "trace.path": str(trace), "model.name": "llama-3.1-8b",
                 "hardware.gpu": "h100-sxm", "engine.replicas": replicas,
-                "engine.time_scale": counts[0] / replicas, "router.name": "prefix_aware",
-                "engine.sample_interval_s": None})
+                "engine.time_scale": counts[0] / replicas, "router.name": "prefix_aware"},
+                unset=() if timeseries else ("engine.sample_interval_s",))
             cpu = time.process_time()
             simulate(config, requests)
             times[replicas].append((time.process_time() - cpu) / len(requests))
     base = statistics.median(times[counts[0]])
+    sampled = "timeseries every 1 s" if timeseries else "no timeseries"
     print(f"fleet at constant load per replica (prefix_aware, {len(requests):,} requests, "
-          f"median of {repeats}, CPU time per request):")
+          f"{sampled}, median of {repeats}, CPU time per request):")
     for replicas in counts:
         per = statistics.median(times[replicas])
         print(f"  {replicas:>4} replicas: {per * 1e6:7.0f} us = {per / base:.2f}x of "
@@ -153,6 +158,8 @@ def main() -> None:
     if args.fleet_only:  # a child: the fleet series on this process's code path
         print(f"{code_paths.describe()}: ", end="")
         fleet_series(trace, requests, args.replica_series)
+        print(f"{code_paths.describe()}: ", end="")
+        fleet_series(trace, requests, args.replica_series, timeseries=True)
         return
     print(f"trace: {trace} ({len(requests):,} requests)")
     whole_trace(trace, requests, args.code)

@@ -72,10 +72,14 @@ class Sampling:
     and the replicas' accounting after every step (slow; tests and debugging).
     `on_progress(n)`: told every `progress_every` finished requests (and the rest at the
     end). `max_run_steps` caps decode-only runs (1: one timeout per step, the naive
-    reference the tests and bench/engine_speed.py compare the fast path against)."""
+    reference the tests and bench/engine_speed.py compare the fast path against).
+    `sample_interval_s`: the grid the recorded states will be sampled on (a whole multiple
+    of it, metrics/timeseries.py), which lets the engine leave replicas' deferred
+    evictions for later between grid points (engine/timed.py); None: not known."""
 
     record_state: bool = True
     check_invariants: bool = False
     on_progress: ProgressCallback | None = None
     progress_every: int = 500
     max_run_steps: int | None = None
+    sample_interval_s: float | None = None

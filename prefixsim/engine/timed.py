@@ -18,6 +18,7 @@ caller's (gc_pause.py). No pandas here: records only.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ import numpy as np
 import simpy
 
 from prefixsim.cache import CacheCounters
+from prefixsim.cache.page import INFINITY
 from prefixsim.cache.pool import LinkDirection, PoolLink
 from prefixsim.engine.disaggregation import DecodeReplica, KVTransfer
 from prefixsim.engine.fleet import Fleet, Sampling
@@ -140,9 +142,6 @@ class _Run:
             self.transfer = KVTransfer(split, fleet.kv_bytes_per_token,
                                        fleet.cost_model.transfer_time_s, fleet.decode_router)
         self.replicas = [self._replica(i, cache) for i, cache in enumerate(caches)]
-        self.catch_ups = CatchUps()
-        for r in self.replicas:
-            r.catch_ups = self.catch_ups
         self.routed = self.replicas  # the replicas the router chooses among
         self.local = None  # selective disaggregation: the transfer that picks local prefills
         if self.transfer is not None:  # disaggregated: the prefill ones
@@ -170,6 +169,21 @@ class _Run:
         # a router reading the caches live expires pages of TTL caches (R11) on every replica
         # it looks at (one following them through an index changes nothing)
         self.record_all = not indexed and any(cache.ttl is not None for cache in caches)
+        # Deferred evictions (Replica.catch_up) are caught up before routing: every replica
+        # due by the arrival, or, where the router's scores only fall as a cache loses
+        # pages and nothing else looks at the caches between steps (no lower tiers, pool
+        # or disaggregation; a state log only on the grid it will be sampled on), the
+        # chosen one alone (`send`); the others catch up when next chosen, when their run
+        # ends, or at the last arrival before a grid point.
+        self.grid_s = sampling.sample_interval_s
+        self.chosen_only = (indexed and self.transfer is None and fleet.pool is None
+                            and (self.log is None or self.grid_s is not None)
+                            and all(r.tiers is None or not r.tiers.tiers for r in self.replicas)
+                            and getattr(router, "scores_fall_with_evictions", False))
+        self.catch_ups = CatchUps()
+        if not self.chosen_only:
+            for r in self.replicas:
+                r.catch_ups = self.catch_ups
 
     def _replica(self, i: int, cache) -> Replica:
         split = self.fleet.disaggregation
@@ -199,23 +213,32 @@ class _Run:
         if self.frontend is not None:
             yield from self._through_tokenizers(requests)
             return
-        for request in _in_blocks(requests):
+        upcoming = iter(_in_blocks(requests))
+        request = next(upcoming, None)
+        while request is not None:
             arrival_s = request.arrival_s * time_scale
             if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
                 yield env.timeout(arrival_s + frontend_s - env.now)
             self.arrived += 1
-            send(request, env.now - frontend_s)
+            following = next(upcoming, None)
+            now = env.now
+            send(request, now - frontend_s, INFINITY if following is None
+                 else max(now, following.arrival_s * time_scale + frontend_s))
+            request = following
         self.arrivals_over()
 
     def _through_tokenizers(self, requests: Iterable[Request]):
         """The open loop through the frontend's tokenizers (frontend.py): requests are
         queued in arrival order, taken in as far as the earliest pending hand-over, and
-        sent in the order they reach the scheduler; one event per request."""
+        sent in the order they reach the scheduler; one event per request. The queue is
+        topped up before a request is sent, so that the next one's time is known."""
         env, time_scale, frontend = self.env, self.time_scale, self.frontend
         pending: list[tuple[float, int, float, Request]] = []
         upcoming = iter(_in_blocks(requests))
         request = next(upcoming, None)
-        while True:
+
+        def top_up() -> None:
+            nonlocal request
             while request is not None and (
                     not pending or request.arrival_s * time_scale <= pending[0][0]):
                 arrival_s = request.arrival_s * time_scale
@@ -223,32 +246,76 @@ class _Run:
                 heapq.heappush(pending, (ready_s, self.arrived, arrival_s, request))
                 self.arrived += 1
                 request = next(upcoming, None)
-            if not pending:
-                break
+
+        top_up()
+        while pending:
             ready_s, _, arrival_s, first = heapq.heappop(pending)
             if ready_s > env.now:
                 yield env.timeout(ready_s - env.now)
-            self.send(first, arrival_s)
+            top_up()
+            now = env.now
+            self.send(first, arrival_s, max(now, pending[0][0]) if pending else INFINITY)
         self.arrivals_over()
 
-    def send(self, request: Request, arrival_s: float) -> None:
+    def send(self, request: Request, arrival_s: float, next_send_s: float | None = None
+             ) -> None:
         """`request`, which arrived at `arrival_s`, reaches the scheduler now: routed and
-        queued."""
+        queued. `next_send_s`: when the next request will (None: not known)."""
         state = RequestState(request, arrival_s)
         rules, routed, log = self.fleet.rules, self.routed, self.log
         if rules is not None:
             state.rule = rules.for_request(request)
         now = self.env.now
-        self.catch_ups.run_until(now)  # deferred evictions due by now, before the router looks
-        chosen = None if self.local is None else self.local.local_decoder(state, now)
-        if chosen is None:
-            chosen = routed[self.fleet.router.route(request, routed, now)]
-        else:  # prefilled and decoded on a decode replica (engine/disaggregation.py)
-            state.decode_replica = chosen.index
+        if self.chosen_only:
+            if log is not None and self._sampled_before(now, next_send_s):
+                for replica in routed:  # the states sampled at that grid point
+                    if replica.due_s <= now:
+                        replica.catch_up()
+            chosen = self._route_caught_up(request, now)
+        else:
+            self.catch_ups.run_until(now)  # deferred evictions due by now, before routing
+            chosen = None if self.local is None else self.local.local_decoder(state, now)
+            if chosen is None:
+                chosen = routed[self.fleet.router.route(request, routed, now)]
+            else:  # prefilled and decoded on a decode replica (engine/disaggregation.py)
+                state.decode_replica = chosen.index
         chosen.submit(state)
         if log is not None:
             for other in routed if self.record_all else (chosen,):
                 log.record(other)
+
+    def _sampled_before(self, now: float, next_send_s: float | None) -> bool:
+        """Whether a grid point of the state log's sampling may fall in [now, next_send_s):
+        then the states logged by now are the ones sampled there, as if every replica were
+        caught up at every arrival. The grid is k x a whole multiple of `grid_s`
+        (metrics/timeseries.py), so a point near a multiple of `grid_s`, within float
+        rounding, counts."""
+        if next_send_s is None or next_send_s == INFINITY:
+            return True
+        grid_s = self.grid_s
+        slack = 1e-9 * (1.0 + abs(next_send_s))
+        point = math.ceil((now - slack) / grid_s) * grid_s
+        return point < next_send_s + slack
+
+    def _route_caught_up(self, request: Request, now: float) -> Replica:
+        """The router's choice among caches where only the chosen replica's deferred
+        evictions were caught up, which is its choice with every replica's caught up:
+        catching a replica up only removes pages, which only lowers its score, so a replica
+        the router passed over stays passed over; the chosen one is caught up, if due, and
+        the router asked again until it chooses a replica that is current (each at most
+        once: a catch-up may leave a due time at `now` by rounding, as CatchUps allows)."""
+        routed, route = self.routed, self.fleet.router.route
+        chosen = routed[route(request, routed, now)]
+        caught_up = None
+        while chosen.due_s <= now:
+            if caught_up is None:
+                caught_up = set()
+            elif chosen.index in caught_up:
+                break
+            caught_up.add(chosen.index)
+            chosen.catch_up()
+            chosen = routed[route(request, routed, now)]
+        return chosen
 
     # ------------------------------------------------ what clients see (clients.py)
     @property

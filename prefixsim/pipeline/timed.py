@@ -81,7 +81,8 @@ def run_timed(parts: Components, requests: Iterable[Request],
         kept = []
         requests = _keeping(requests, kept)
     sampling = Sampling(record_state=engine.sample_interval_s is not None,
-                        check_invariants=engine.check_invariants, on_progress=on_progress)
+                        check_invariants=engine.check_invariants, on_progress=on_progress,
+                        sample_interval_s=engine.sample_interval_s)
     with paused_gc():  # the engine's objects are freed by reference counting (gc_pause.py)
         result = replay_timed(requests, parts.fleet, sampling)
     frame = records_frame(result.records, ServedRecord)

@@ -72,6 +72,14 @@ class PrefixAware:
         for replica, cache in enumerate(caches):
             self._index.attach(replica, cache)
 
+    @property
+    def scores_fall_with_evictions(self) -> bool:
+        """Whether an eviction can only lower a replica's score, with `route` free of side
+        effects: through the index, its events delivered at once, HBM only (a page evicted
+        to a host tier credited by `tier_weights` could raise one). The engine then catches
+        up only the chosen replica's deferred evictions (engine/timed.py)."""
+        return self._index is not None and self.event_delay_s == 0 and not self._tiered
+
     def bind_lower_tiers(self, pool: RadixCache | None, host_tiers: Sequence) -> None:
         """Follow the shared pool's tree and each replica's host tier (None: none) through
         the index, when it reads the caches through one and their weights are not 0."""
@@ -99,17 +107,17 @@ class PrefixAware:
             hbm = found.get(position, 0)
             bases[position] = (w_hbm * hbm + w_host * host.get(position, 0)
                                + w_pool * max(0, pool_tokens - hbm))
-        return self._choose(replicas, bases, w_hbm * 0 + w_pool * pool_tokens)
+        return self._choose(replicas, bases, w_hbm * 0 + w_pool * pool_tokens, now)
 
     def _choose(self, replicas: Sequence[ReplicaView], bases: dict[int, float],
-                other: float) -> int:
+                other: float, now: float) -> int:
         """The replica of highest base - load_weight x load (`bases` by position, `other`
         for the rest), ties to the lower load, then the lower position: the choice a scan
         of every replica's exact load makes. When the replicas post their load bounds to a
         board made over this very list (engine/load_board.py, as the engine's replicas do),
         those whose best score falls below the best worst-case score of any replica are
         skipped, first by the load at their decode run's end, then by the least load their
-        run's clock allows now (`least_load_now`), so the exact load (a cost-model walk of
+        run's clock allows now (`least_load_at`), so the exact load (a cost-model walk of
         the run's clock) is read only for replicas that can win or tie; views without a
         board are read whole."""
         weight = self.load_weight
@@ -134,9 +142,9 @@ class PrefixAware:
             base, high = values[position], highs[position]
             if lows[position] != high:  # a decode run in progress: its clock's bound first
                 replica = replicas[position]
-                if base - weight * replica.least_load_now() < floor:
+                if base - weight * replica.least_load_at(now) < floor:
                     continue
-                highs[position] = high = replica.outstanding_tokens  # exact, and a bound
+                highs[position] = high = replica.load_at(now)  # exact, and a bound
             score = base - weight * high
             if score > best_score or (score == best_score and high < best_load):
                 best, best_score, best_load = position, score, high
@@ -158,7 +166,7 @@ class PrefixAware:
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
         if self._index is not None:  # one walk over the prompt; replicas absent hold none
-            return self._choose(replicas, self._index.prefix_tokens(request, now), 0)
+            return self._choose(replicas, self._index.prefix_tokens(request, now), 0, now)
         cached = self._cached(request, replicas, now)
         for position, replica in enumerate(replicas):
             load = replica.outstanding_tokens

@@ -35,18 +35,21 @@ class View:
         self.load_board = board
         board.lows[slot], board.highs[slot] = self.low, self.high
 
-    def least_load_now(self) -> int:
+    def least_load_at(self, now: float) -> int:
         self.least_reads += 1
         return self.least
 
-    @property
-    def outstanding_tokens(self) -> int:
+    def load_at(self, now: float) -> int:
         self.exact_reads += 1
         return self.exact
 
+    @property
+    def outstanding_tokens(self) -> int:
+        return self.load_at(0.0)
+
 
 def choose(views, bases, weight=1.0, other=0):
-    return ROUTERS.build("prefix_aware", load_weight=weight)._choose(views, bases, other)
+    return ROUTERS.build("prefix_aware", load_weight=weight)._choose(views, bases, other, 0.0)
 
 
 def test_only_replicas_that_can_win_have_their_clock_and_load_read():

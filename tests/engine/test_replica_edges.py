@@ -1,6 +1,6 @@
 """engine/replica.py at its edges, worked by hand: the capacity check at submission, when an
 arrival wakes a decode run (and when it must not), the router's load view mid-run
-(`outstanding_tokens`, `load_bounds`, `least_load_now`), deferred evictions caught up at
+(`outstanding_tokens`, `load_bounds`, `least_load_at`), deferred evictions caught up at
 exactly their due time, and decode runs cut at a step boundary.
 
 Every run uses `Ticks` (each step, prefill or decode, takes 1 s; a run of n decode steps
@@ -120,7 +120,7 @@ def test_two_arrivals_at_one_instant_wake_the_run_once():
 def load_view(replica):
     """The bounds first (they read the clock's cursor as the last exact reading left it),
     then the exact load."""
-    return replica.load_bounds(), replica.least_load_now(), replica.outstanding_tokens
+    return replica.load_bounds(), replica.least_load_at(replica.env.now), replica.outstanding_tokens
 
 
 @pytest.mark.parametrize(("cost", "least_at_5_5"), [(Ticks(), 0), (Growing(), 8)])
