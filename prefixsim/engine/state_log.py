@@ -12,10 +12,19 @@ after the run. Rows are appended to one flat float64 buffer (exact for counters 
 int64 cumulative counters (query and hit tokens, evictions), int32 for the rest (a row's
 queue lengths, tokens and preemptions stay below 2**31: the KV pool is counted in tokens),
 60 bytes a row. Readers cast what they sample (metrics/timeseries.py).
+
+Made with the sampling grid (`grid_s`: samples at whole multiples of a whole multiple of it),
+the log keeps only the rows a sample can read: a replica's row is replaced by its next one
+when no grid point falls between their times (within float rounding, so a grid coarsened
+by a row cap, whose points are multiples of these, is served too), since the sample at a
+point is the last row at or before it. Each replica's rows stay in time order; rows of
+different replicas may not (only the per-replica order is read). Without a grid every row
+is kept.
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 
 import numpy as np
@@ -36,11 +45,11 @@ def _dtype(name: str) -> type:
 
 
 class StateLog:
-    """Append-only rows of `STATE_COLUMNS`, in simulated-time order."""
+    """Rows of `STATE_COLUMNS`, each replica's in simulated-time order (module docstring)."""
 
-    __slots__ = ("_flat", "_columns", "_size")
+    __slots__ = ("_flat", "_columns", "_size", "_grid_s", "_last_row", "_until_s")
 
-    def __init__(self) -> None:
+    def __init__(self, grid_s: float | None = None) -> None:
         self._flat = array("d")  # rows not packed yet, one after another
         # one array per column in its final dtype, grown by doubling: `columns()` hands out
         # views, so the rows are never copied whole again. (Joining chunks at the end would
@@ -48,18 +57,46 @@ class StateLog:
         # columns are new pages.)
         self._columns = [np.empty(0, dtype=_dtype(name)) for name in STATE_COLUMNS]
         self._size = 0
+        self._grid_s = grid_s
+        # per replica index: its last row's place in `_flat` (-1: packed or none), and the
+        # time from which its next row must not replace it (a grid point lies between)
+        self._last_row: list[int] = []
+        self._until_s: list[float] = []
 
     def record(self, replica) -> None:
         """A row for `replica` (engine/replica.py) as it stands now."""
         cache = replica.cache
         flat = self._flat
-        flat.extend((replica.env.now, replica.index, len(replica.running),  # waiting: with
-                     len(replica.waiting) + len(replica.loading),  # those loading (R15)
-                     cache.resident_tokens, cache.reserved_tokens,
-                     replica.query_tokens, replica.hit_tokens, cache.counters.evicted_pages,
-                     replica.num_preemptions))
+        now = replica.env.now
+        row = (now, replica.index, len(replica.running),
+               len(replica.waiting) + len(replica.loading),  # waiting: with those loading (R15)
+               cache.resident_tokens, cache.reserved_tokens,
+               replica.query_tokens, replica.hit_tokens, cache.counters.evicted_pages,
+               replica.num_preemptions)
+        if self._grid_s is not None:
+            slot = replica.index
+            last_row = self._last_row
+            if slot >= len(last_row):
+                grow = slot + 1 - len(last_row)
+                last_row.extend([-1] * grow)
+                self._until_s.extend([0.0] * grow)
+            at = last_row[slot]
+            if at >= 0 and now < self._until_s[slot]:
+                flat[at:at + WIDTH] = array("d", row)  # no sample can read the row it replaces
+                return
+            last_row[slot] = len(flat)
+            self._until_s[slot] = self._next_point_s(now)
+        flat.extend(row)
         if len(flat) >= CHUNK_ROWS * WIDTH:
             self._pack()
+
+    def _next_point_s(self, since_s: float) -> float:
+        """The time from which a row must not replace one written at `since_s`: the first
+        grid point at or after it, less float rounding (a point within rounding of either
+        row counts: a coarsened grid's points are k x (m x grid_s), not (k m) x grid_s)."""
+        grid_s = self._grid_s
+        slack = 1e-9 * (1.0 + abs(since_s))
+        return math.ceil((since_s - slack) / grid_s) * grid_s - 2 * slack
 
     def _pack(self) -> None:
         """Move the pending rows into the column arrays."""
@@ -77,6 +114,7 @@ class StateLog:
         self._size = size + added
         del table
         self._flat = array("d")
+        self._last_row = [-1] * len(self._last_row)  # packed rows stay as they are
 
     def __len__(self) -> int:
         return self._size + len(self._flat) // WIDTH

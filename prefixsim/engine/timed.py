@@ -128,7 +128,7 @@ class _Run:
                          if overheads.frontend_s_per_prompt_token > 0 else None)
         self.all_done = env.event()
         caches = fleet.caches
-        self.log = StateLog() if sampling.record_state else None
+        self.log = StateLog(sampling.sample_interval_s) if sampling.record_state else None
         self.links = [] if fleet.pool is None else [PoolLink(fleet.pool.spec, i)
                                                     for i in range(len(caches))]
         if fleet.pool is not None:
