@@ -9,7 +9,7 @@ main commands at 1M and 10M requests, in one run.
    keeps nothing), `read_trace` of the JSONL (Mooncake fast path) and of the Parquet file.
 3. Each command in a child process, its wall time and peak RSS from the kernel (wait4):
    `trace inspect`, `run --cache-only` (LRU, 3M tokens; `cache-only-800m`: LRU 800M tokens,
-   the issue's cache that never fills on this trace; `belady`: LRU's capacity with belady,
+   the issue's capacity; `belady`: LRU's capacity with belady,
    streamed through its next-use pass), `curve` (LRU, 20 capacities) and a timed `run`
    (4 x h100-sxm, prefix_aware, streamed) at 1M, and `run --cache-only` at 10M (the others
    at 10M on request: inspect and curve read the whole trace, the timed run takes ~10x 1M).

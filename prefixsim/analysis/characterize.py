@@ -2,7 +2,9 @@
 
 Counts, length statistics, arrival rate, page reuse and the hit rate an unbounded cache
 and TTL-only caches would reach (cache-only replay, docs/cache-semantics.md Part A). Plots live
-elsewhere.
+elsewhere. A trace read whole is kept by column (trace/columns.py): its figures are taken from
+the columns and its replays go through the compressed cache chunk-wise, building no Request
+(the figures are those of the same requests one by one: a test compares them).
 """
 
 from __future__ import annotations
@@ -10,10 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from prefixsim.cache import POLICIES, TTLRule, replay_cache
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.engine import replay_cache_only
+from prefixsim.engine.cache_only_fast import replay_segment_chunks
+from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.trace import Request
+from prefixsim.trace.columns import RequestColumns
 
 INSPECT_TTLS_S: tuple[tuple[str, float], ...] = (
     ("10s", 10.0),
@@ -37,23 +44,51 @@ def _stats(values: np.ndarray) -> dict[str, float]:
 def token_hit_rate(requests: Sequence[Request], ttl_s: float | None = None) -> float:
     """Token hit rate of an unbounded LRU cache (optionally with a sliding TTL)."""
     ttl = None if ttl_s is None else TTLRule(ttl_s)
-    result = replay_cache_only(requests, replay_cache(None, POLICIES.build("lru"), ttl))
+    cache = replay_cache(None, POLICIES.build("lru"), ttl)
+    if isinstance(requests, RequestColumns) and isinstance(cache, SegmentCache):
+        hits = [0]
+
+        def tally(_chunk: RequestColumns, cached: np.ndarray) -> None:
+            hits[0] += int(cached.sum())
+
+        with paused_gc():  # the replay makes no cycles (engine/gc_pause.py)
+            replay_segment_chunks([requests], cache, tally)
+        query = int(requests.input_tokens.sum())
+        return hits[0] / query if query else 0.0
+    with paused_gc():
+        result = replay_cache_only(requests, cache)
     query = sum(r.input_tokens for r in result.records)
     return sum(r.cached_tokens for r in result.records) / query if query else 0.0
 
 
+def _figures(requests: Sequence[Request]) -> dict[str, object]:
+    """Arrays and counts of `requests`: from the columns when it is kept by column."""
+    if isinstance(requests, RequestColumns):
+        start, end = int(requests.page_start[0]), int(requests.page_start[-1])
+        sessions = (set() if requests.sessions is None
+                    else set(requests.sessions.to_pylist()) - {None})
+        return {"arrivals": np.asarray(requests.arrival_s, dtype=float),
+                "inputs": np.asarray(requests.input_tokens, dtype=float),
+                "outputs": np.asarray(requests.output_tokens, dtype=float),
+                "pages": end - start,
+                "distinct": len(pd.unique(requests.page_ids[start:end])),
+                "sessions": len(sessions)}
+    return {"arrivals": np.array([r.arrival_s for r in requests]),
+            "inputs": np.array([r.input_tokens for r in requests], dtype=float),
+            "outputs": np.array([r.output_tokens for r in requests], dtype=float),
+            "pages": sum(r.num_pages for r in requests),
+            "distinct": len({pid for r in requests for pid in r.page_ids}),
+            "sessions": len({r.session_id for r in requests if r.session_id is not None})}
+
+
 def characterize(requests: Sequence[Request]) -> dict[str, object]:
     """A flat-ish dict describing the trace; `requests` is the request count."""
-    arrivals = np.array([r.arrival_s for r in requests])
-    inputs = np.array([r.input_tokens for r in requests], dtype=float)
-    outputs = np.array([r.output_tokens for r in requests], dtype=float)
+    figures = _figures(requests)
+    arrivals, inputs, outputs = figures["arrivals"], figures["inputs"], figures["outputs"]
     span_s = float(arrivals.max() - arrivals.min()) if len(requests) else 0.0
-    num_pages = sum(r.num_pages for r in requests)
-    distinct = len({pid for r in requests for pid in r.page_ids})
-    sessions = {r.session_id for r in requests if r.session_id is not None}
     return {
         "requests": len(requests),
-        "sessions": len(sessions) or None,
+        "sessions": figures["sessions"] or None,
         "time_span_s": span_s,
         "arrival_rate_per_s": len(requests) / span_s if span_s > 0 else None,
         "page_size_tokens": requests[0].page_size_tokens if requests else None,
@@ -61,8 +96,8 @@ def characterize(requests: Sequence[Request]) -> dict[str, object]:
         "output_tokens": _stats(outputs),
         "total_input_tokens": int(inputs.sum()),
         "total_output_tokens": int(outputs.sum()),
-        "pages": num_pages,
-        "distinct_pages": distinct,
+        "pages": figures["pages"],
+        "distinct_pages": figures["distinct"],
         "unbounded_token_hit_rate": token_hit_rate(requests),
         "ttl_token_hit_rate": {name: token_hit_rate(requests, ttl) for name, ttl in INSPECT_TTLS_S},
     }

@@ -24,6 +24,7 @@ from prefixsim.cache import POLICIES, TTLRule, replay_cache  # noqa: E402
 from prefixsim.engine import replay_cache_only  # noqa: E402
 from prefixsim.engine.gc_pause import paused_gc  # noqa: E402
 from prefixsim.trace import Request  # noqa: E402
+from prefixsim.trace.columns import RequestColumns  # noqa: E402
 
 TTL_GRID_S = (1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0)
 CAPACITY_FRACTIONS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
@@ -44,7 +45,12 @@ def reuse_times_s(requests: Sequence[Request]) -> np.ndarray:
 
 
 def popularity(requests: Sequence[Request]) -> np.ndarray:
-    """Reuses per page id (uses - 1), most reused first."""
+    """Reuses per page id (uses - 1), most reused first (from the columns of a trace kept
+    by column, trace/columns.py)."""
+    if isinstance(requests, RequestColumns):
+        start, end = int(requests.page_start[0]), int(requests.page_start[-1])
+        counts = np.unique(requests.page_ids[start:end], return_counts=True)[1]
+        return np.sort(counts.astype(np.int64) - 1)[::-1]
     uses = Counter(page for request in requests for page in request.page_ids)
     return np.array(sorted((count - 1 for count in uses.values()), reverse=True))
 

@@ -139,7 +139,11 @@ def _unique(ids: np.ndarray) -> np.ndarray:
         marks = np.zeros(int(ids.max()) + 1, dtype=bool)
         marks[ids] = True
         return np.flatnonzero(marks).astype(np.int64)
-    return np.unique(ids)
+    # a sort and a mask: numpy 2's np.unique(ids) alone takes ~10x longer on 30M ids
+    ordered = np.sort(ids)
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]
 
 
 def check_page_size(from_tokens: int, to_tokens: int) -> int:
