@@ -412,6 +412,8 @@ class Replica(ReplicaMemory):
         if done > covered:  # the evictions of the steps started since the last catch_up
             self._reserve_decode(decodes, done - covered)
             covered = done
+            if cut and self.state_log is not None:  # changed now, before the step's end
+                self.state_log.record(self)
         self._run_decodes = []
         if cut:  # to the end of the step in progress; the router still reads the run's clock
             done_s = cost.decode_steps_time_s(contexts, done)

@@ -174,12 +174,15 @@ class _Run:
         # pages and nothing else looks at the caches between steps (no lower tiers, pool
         # or disaggregation; a state log only on the grid it will be sampled on), the
         # chosen one alone (`send`); the others catch up when next chosen, when their run
-        # ends, or at the last arrival before a grid point.
+        # ends, or at the last arrival before a grid point. A router that reads no cache
+        # (`reads_caches = False`: by load or in turn) needs none caught up for it.
         self.grid_s = sampling.sample_interval_s
-        self.chosen_only = (indexed and self.transfer is None and fleet.pool is None
+        self.reroute = getattr(router, "reads_caches", True)
+        self.chosen_only = (self.transfer is None and fleet.pool is None
                             and (self.log is None or self.grid_s is not None)
                             and all(r.tiers is None or not r.tiers.tiers for r in self.replicas)
-                            and getattr(router, "scores_fall_with_evictions", False))
+                            and (not self.reroute or (indexed and getattr(
+                                router, "scores_fall_with_evictions", False))))
         self.catch_ups = CatchUps()
         if not self.chosen_only:
             for r in self.replicas:
@@ -306,6 +309,8 @@ class _Run:
         once: a catch-up may leave a due time at `now` by rounding, as CatchUps allows)."""
         routed, route = self.routed, self.fleet.router.route
         chosen = routed[route(request, routed, now)]
+        if not self.reroute:  # it reads no cache: nothing to catch up for it
+            return chosen
         caught_up = None
         while chosen.due_s <= now:
             if caught_up is None:

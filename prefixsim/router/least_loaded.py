@@ -12,5 +12,7 @@ from prefixsim.trace import Request
 class LeastLoaded:
     """Balance outstanding work (prefill left + tokens left to generate)."""
 
+    reads_caches = False  # the engine may leave deferred evictions to the replicas
+
     def route(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         return least_loaded_index(replicas)

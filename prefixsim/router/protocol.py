@@ -40,7 +40,9 @@ class ReplicaView(Protocol):
 
 
 class Router(Protocol):
-    """Chooses a replica per arriving request."""
+    """Chooses a replica per arriving request. One that never reads a replica's cache may
+    say so with a class attribute `reads_caches = False`: the engine then catches up no
+    replica's deferred evictions before asking it (engine/timed.py)."""
 
     def route(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> int:
         """Index (into `replicas`) of the replica that gets `request`."""

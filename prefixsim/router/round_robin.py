@@ -12,6 +12,8 @@ from prefixsim.trace import Request
 class RoundRobin:
     """Request i goes to replica i mod N."""
 
+    reads_caches = False  # the engine may leave deferred evictions to the replicas
+
     def __init__(self) -> None:
         self._next = 0
 

@@ -16,6 +16,8 @@ from prefixsim.trace import Request
 class SessionAffinity:
     """Sticky sessions; least loaded for a session's first request."""
 
+    reads_caches = False  # the engine may leave deferred evictions to the replicas
+
     def __init__(self) -> None:
         self._sessions: dict[str, int] = {}
 

@@ -210,3 +210,34 @@ def test_differential_timeseries_against_catching_up_every_replica(interval_s, t
             coarse = [sample_states(run.states, [capacity] * 2, factor * interval_s,
                                     run.duration_s) for run in runs]
             pd.testing.assert_frame_equal(*coarse)
+
+
+@pytest.mark.parametrize("name", ["least_loaded", "round_robin", "session_affinity"])
+@pytest.mark.parametrize("interval_s", [None, 0.5])
+def test_a_router_reading_no_cache_catches_none_up(name, interval_s):
+    """`reads_caches = False` (load or turn only): no replica is caught up for the router,
+    and the records (and, with a grid, the timeseries) are those of catching every replica
+    up at every arrival (the same router saying it reads caches), on 150 seeded random
+    workloads with a session per stem."""
+    from prefixsim.router import ROUTERS
+
+    plain = type(ROUTERS.build(name))
+    eager = type(f"Eager{plain.__name__}", (plain,), {"reads_caches": True})
+    assert plain.reads_caches is False
+    rng = random.Random(7)
+    for _ in range(150):
+        requests = [Request(r.request_id, r.arrival_s, r.input_tokens, r.output_tokens,
+                            r.page_ids, P, f"s{r.page_ids[0] // 10}")
+                    for r in random_requests(rng)]
+        capacity = rng.randint(16, 48)
+        runs = [replay_timed(requests, Fleet([lru(capacity), lru(capacity)], Ticks(),
+                                             ContinuousBatching(8192, 256), router()),
+                             Sampling(record_state=interval_s is not None,
+                                      check_invariants=True,
+                                      sample_interval_s=interval_s if router is plain
+                                      else None))
+                for router in (plain, eager)]
+        assert_same_records(*runs)
+        if interval_s is not None:
+            pd.testing.assert_frame_equal(timeseries(runs[0], interval_s)[0],
+                                          timeseries(runs[1], interval_s)[0])
