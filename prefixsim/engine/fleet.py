@@ -74,8 +74,10 @@ class Sampling:
     end). `max_run_steps` caps decode-only runs (1: one timeout per step, the naive
     reference the tests and bench/engine_speed.py compare the fast path against).
     `sample_interval_s`: the grid the recorded states will be sampled on (a whole multiple
-    of it, metrics/timeseries.py), which lets the engine leave replicas' deferred
-    evictions for later between grid points (engine/timed.py); None: not known."""
+    of it, metrics/timeseries.py): the state log then keeps only the rows a sample reads
+    (state_log.py), and the engine may leave replicas' deferred evictions for later
+    between grid points (engine/timed.py); None: not known (every row kept, and with a
+    state log every due replica caught up at every arrival)."""
 
     record_state: bool = True
     check_invariants: bool = False
