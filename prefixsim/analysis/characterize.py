@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from prefixsim.cache import POLICIES, TTLRule, replay_cache
 from prefixsim.cache.segment_tree import SegmentCache
@@ -21,6 +20,7 @@ from prefixsim.engine.cache_only_fast import replay_segment_chunks
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
+from prefixsim.trace.pages import distinct_ids
 
 INSPECT_TTLS_S: tuple[tuple[str, float], ...] = (
     ("10s", 10.0),
@@ -71,7 +71,7 @@ def _figures(requests: Sequence[Request]) -> dict[str, object]:
                 "inputs": np.asarray(requests.input_tokens, dtype=float),
                 "outputs": np.asarray(requests.output_tokens, dtype=float),
                 "pages": end - start,
-                "distinct": len(pd.unique(requests.page_ids[start:end])),
+                "distinct": len(distinct_ids(requests.page_ids[start:end])),
                 "sessions": len(sessions)}
     return {"arrivals": np.array([r.arrival_s for r in requests]),
             "inputs": np.array([r.input_tokens for r in requests], dtype=float),

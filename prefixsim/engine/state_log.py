@@ -44,6 +44,14 @@ def _dtype(name: str) -> type:
     return np.int64 if name in WIDE else np.int32
 
 
+def grid_point_from_s(since_s: float, grid_s: float) -> float:
+    """The time from which a later time lies past a grid point (k x `grid_s`) at or after
+    `since_s`: that point less float rounding, so a point within rounding of either time
+    counts (a grid coarsened by a row cap has points k x (m x grid_s), not (k m) x grid_s)."""
+    slack = 1e-9 * (1.0 + abs(since_s))
+    return math.ceil((since_s - slack) / grid_s) * grid_s - 2 * slack
+
+
 class StateLog:
     """Rows of `STATE_COLUMNS`, each replica's in simulated-time order (module docstring)."""
 
@@ -85,18 +93,10 @@ class StateLog:
                 flat[at:at + WIDTH] = array("d", row)  # no sample can read the row it replaces
                 return
             last_row[slot] = len(flat)
-            self._until_s[slot] = self._next_point_s(now)
+            self._until_s[slot] = grid_point_from_s(now, self._grid_s)
         flat.extend(row)
         if len(flat) >= CHUNK_ROWS * WIDTH:
             self._pack()
-
-    def _next_point_s(self, since_s: float) -> float:
-        """The time from which a row must not replace one written at `since_s`: the first
-        grid point at or after it, less float rounding (a point within rounding of either
-        row counts: a coarsened grid's points are k x (m x grid_s), not (k m) x grid_s)."""
-        grid_s = self._grid_s
-        slack = 1e-9 * (1.0 + abs(since_s))
-        return math.ceil((since_s - slack) / grid_s) * grid_s - 2 * slack
 
     def _pack(self) -> None:
         """Move the pending rows into the column arrays."""

@@ -18,7 +18,6 @@ caller's (gc_pause.py). No pandas here: records only.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -41,7 +40,7 @@ from prefixsim.engine.request_state import (
     ServedRecord,
     served_record,
 )
-from prefixsim.engine.state_log import StateLog
+from prefixsim.engine.state_log import StateLog, grid_point_from_s
 from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
@@ -288,17 +287,10 @@ class _Run:
                 log.record(other)
 
     def _sampled_before(self, now: float, next_send_s: float | None) -> bool:
-        """Whether a grid point of the state log's sampling may fall in [now, next_send_s):
-        then the states logged by now are the ones sampled there, as if every replica were
-        caught up at every arrival. The grid is k x a whole multiple of `grid_s`
-        (metrics/timeseries.py), so a point near a multiple of `grid_s`, within float
-        rounding, counts."""
-        if next_send_s is None or next_send_s == INFINITY:
-            return True
-        grid_s = self.grid_s
-        slack = 1e-9 * (1.0 + abs(next_send_s))
-        point = math.ceil((now - slack) / grid_s) * grid_s
-        return point < next_send_s + slack
+        """Whether a grid point of the state log's sampling may fall in [now, next_send_s)
+        (state_log.grid_point_from_s): then the states logged by now are the ones sampled
+        there, as if every replica were caught up at every arrival."""
+        return next_send_s is None or next_send_s >= grid_point_from_s(now, self.grid_s)
 
     def _route_caught_up(self, request: Request, now: float) -> Replica:
         """The router's choice among caches where only the chosen replica's deferred

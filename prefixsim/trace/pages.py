@@ -55,7 +55,7 @@ def _distinct_columns(columns: RequestColumns) -> int:
     total = 0
     seen = np.zeros(0, dtype=np.int64)
     for size in sizes:
-        ids = _unique(full_ids if full_sizes is None else full_ids[full_sizes == size])
+        ids = distinct_ids(full_ids if full_sizes is None else full_ids[full_sizes == size])
         total += size * len(ids)
         seen = ids if not len(seen) else np.union1d(seen, ids)
     last_ids = columns.page_ids[last_at]
@@ -132,7 +132,7 @@ def _most_per_id(ids: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.nd
     return ids[most], tokens[most]
 
 
-def _unique(ids: np.ndarray) -> np.ndarray:
+def distinct_ids(ids: np.ndarray) -> np.ndarray:
     """The sorted distinct ids: by a bitmap when they are small and non-negative (as traces
     number their pages), else by sorting."""
     if len(ids) and int(ids.min()) >= 0 and int(ids.max()) < 4 * len(ids) + (1 << 20):
