@@ -12,6 +12,13 @@ from __future__ import annotations
 from prefixsim.costmodel import CostModel
 from prefixsim.costmodel.protocol import DecodeRunTime
 
+BOUNDARY_TIE_S = 1e-9
+"""An event this close after a step boundary of a whole run happens at the boundary (a pull
+landing there joins the next step; the step after it has not started). A run's boundaries
+are one product of the cost model and the same instants reached step by step are sums, a
+float's last bits apart; a landing derived from another replica's steps can fall exactly on
+a boundary (two requests of equal contexts), and the rounding must not decide the side."""
+
 
 def steps_done_by(cost_model: CostModel, contexts: tuple[int, ...], steps: int,
                   elapsed_s: float, time_of: DecodeRunTime | None = None) -> int:

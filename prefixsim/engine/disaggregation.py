@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from prefixsim.cache.page import Page
 from prefixsim.cache.pool import LinkDirection
+from prefixsim.engine.decode_steps import BOUNDARY_TIE_S
 from prefixsim.engine.replica import Replica
 from prefixsim.engine.request_state import RUNNING, RequestState
 from prefixsim.router import Router
@@ -200,8 +201,8 @@ class DecodeReplica(Replica):
         decodes = self._run_decodes
         if self._run is None or not decodes:
             return
-        start, clock = self._run
-        started = min(clock.steps, clock.steps_done(self.env.now - start) + 1)
+        start, clock = self._run  # a landing at a step's boundary: that step has not started
+        started = min(clock.steps, clock.steps_done(self.env.now - start - BOUNDARY_TIE_S) + 1)
         unused = self._covered - started
         if unused > 0:
             self.cache.release(unused * len(decodes))
@@ -209,7 +210,7 @@ class DecodeReplica(Replica):
                 state.private_tokens -= unused
             self._covered = started
         elif unused < 0:
-            self.catch_up()
+            self.catch_up(BOUNDARY_TIE_S)
 
     def _land(self, state: RequestState, wait_s: float):
         yield self.env.timeout(wait_s)

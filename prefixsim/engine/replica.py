@@ -32,7 +32,7 @@ from prefixsim.cache.page import INFINITY
 from prefixsim.cache.pool import PoolLink
 from prefixsim.costmodel import PrefillChunk, StepBatch
 from prefixsim.engine.decode_run import plan_decode_run
-from prefixsim.engine.decode_steps import RunClock, steps_reaching
+from prefixsim.engine.decode_steps import BOUNDARY_TIE_S, RunClock, steps_reaching
 from prefixsim.engine.itl import ItlSegments
 from prefixsim.engine.load_board import LoadBoard
 from prefixsim.engine.replica_memory import ReplicaMemory
@@ -407,7 +407,7 @@ class Replica(ReplicaMemory):
         done = steps
         cut = wake.triggered and env.now - start < total_s
         if cut:
-            done = steps_reaching(cost, contexts, steps, env.now - start)
+            done = steps_reaching(cost, contexts, steps, env.now - start - BOUNDARY_TIE_S)
         covered = self._covered  # raised by catch_up during the run
         if done > covered:  # the evictions of the steps started since the last catch_up
             self._reserve_decode(decodes, done - covered)
@@ -449,15 +449,17 @@ class Replica(ReplicaMemory):
         elif done:
             self.itl_segments.append((total_s / done, done * num))
 
-    def catch_up(self) -> None:
+    def catch_up(self, tie_s: float = 0.0) -> None:
         """Evict and reserve for the steps of the decode run in progress that have started
         by now (`due_s` <= now): what stepping one by one would have done at their
         boundaries. Called before anything reads or changes the cache mid-run (the arrivals
         process, before routing), and by the run itself when it ends. The victims are the
         same: nothing else touches this cache during the run, and evicting for k steps at
-        once frees the shortest run of victims that k evictions of one step each free."""
+        once frees the shortest run of victims that k evictions of one step each free.
+        `tie_s`: a step starting less than this before now has not started
+        (decode_steps.BOUNDARY_TIE_S, for a landing)."""
         start, clock = self._run  # due_s is finite only while a run is in progress
-        target = min(clock.steps, clock.steps_done(self.env.now - start) + 1)
+        target = min(clock.steps, clock.steps_done(self.env.now - start - tie_s) + 1)
         covered = self._covered
         if target > covered:
             self._reserve_decode(self._run_decodes, target - covered)
