@@ -10,6 +10,12 @@ In the cache-only replay the last access is exactly (arrival, position); in time
 engine's recency is an event counter, so at equal times the order is approximate, and a
 request that arrived earlier but is served later is not seen as a future use. With variable
 page sizes and leaf-only eviction it is the classic heuristic, not a proven optimum.
+
+A cache-only replay runs it on SegmentCache (`page_keyed`): there a page's key is fixed by
+the request that last touched it, so `request_keys(position)` gives that request's keys
+up front, from the next use of every page use in replay order (8 bytes more a use; with
+arrivals in replay order, the first use after (arrival, position) is the next position
+naming the page). A trace whose arrivals go back in time keeps RadixCache.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ class Belady(Policy):
     """Key = -(position of next use); never used again = -inf (evicted first)."""
 
     offline = True
+    page_keyed = True
 
     def __init__(self) -> None:
         self._uses: _Uses | None = None
@@ -39,6 +46,16 @@ class Belady(Policy):
         the timed engine's (a request arrives at arrival_s x time_scale simulated seconds,
         the clock pages' last access is read on)."""
         self._uses = _Uses.of(requests, time_scale)
+        if not self._uses.in_order:  # next uses in time are not the next positions
+            self.page_keyed = False
+
+    def request_keys(self, recency: int) -> list[float]:
+        """The keys of the pages of the request at replay position `recency` once it touched
+        them: minus the position of each page's next use, -inf for none."""
+        if self._uses is None:
+            raise RuntimeError("belady is offline: call prepare(requests) before the replay")
+        starts = self._uses.request_starts
+        return self._uses.next_keys[starts[recency]:starts[recency + 1]].tolist()
 
     def key(self, page: Page) -> float:
         if self._uses is None:
@@ -50,31 +67,52 @@ class Belady(Policy):
 class _Uses:
     """Every (page id, arrival time, replay position) use of the trace as flat arrays sorted
     by page id then position: 8 bytes per distinct page and 16 per use (a dict of lists of
-    tuples took about 100 per use). A page's uses are a slice found by bisection."""
+    tuples took about 100 per use). A page's uses are a slice found by bisection. Also, in
+    replay order, each use's key once its request touched the page (`next_keys`: minus the
+    position of the next use of its id, -inf for none; 8 bytes a use), request i's uses
+    being `request_starts[i]` to `request_starts[i + 1]`, and whether the arrivals are in
+    replay order (`in_order`: only then are those keys the ones `next_use` gives)."""
 
-    __slots__ = ("page_ids", "starts", "times", "positions")
+    __slots__ = ("page_ids", "starts", "times", "positions", "next_keys", "request_starts",
+                 "in_order")
 
-    def __init__(self, page_ids: array, starts: array, times: array, positions: array) -> None:
+    def __init__(self, page_ids: array, starts: array, times: array, positions: array,
+                 next_keys: np.ndarray, request_starts: list[int], in_order: bool) -> None:
         self.page_ids, self.starts, self.times, self.positions = (page_ids, starts, times,
                                                                   positions)
+        self.next_keys, self.request_starts, self.in_order = (next_keys, request_starts,
+                                                              in_order)
 
     @classmethod
     def of(cls, requests: Iterable[Request], time_scale: float) -> _Uses:
-        ids, times, positions = array("q"), array("d"), array("q")
-        for position, request in enumerate(requests):
-            count = len(request.page_ids)
+        ids, counts, arrivals = array("q"), array("q"), array("d")
+        for request in requests:
             ids.extend(request.page_ids)
-            times.extend([request.arrival_s * time_scale] * count)
-            positions.extend([position] * count)
+            counts.append(len(request.page_ids))
+            arrivals.append(request.arrival_s)
         id_array = np.frombuffer(ids, dtype=np.int64) if ids else np.zeros(0, np.int64)
+        count_array = np.frombuffer(counts, dtype=np.int64) if counts else np.zeros(0, np.int64)
+        arrival_array = np.frombuffer(arrivals, dtype=np.float64) if arrivals else np.zeros(0)
+        position_array = np.repeat(np.arange(len(count_array), dtype=np.int64), count_array)
+        time_array = np.repeat(arrival_array * time_scale, count_array)
+        request_starts = np.concatenate(([0], np.cumsum(count_array))).tolist()
         order = np.argsort(id_array, kind="stable")  # positions stay ascending per page
         sorted_ids = id_array[order]
-        unique, starts = np.unique(sorted_ids, return_index=True)
+        sorted_positions = position_array[order]
+        same = sorted_ids[1:] == sorted_ids[:-1]  # a use and the next of the same id
+        starts = np.flatnonzero(np.concatenate(([True], ~same))) if len(sorted_ids) else \
+            np.zeros(0, np.int64)
+        unique = sorted_ids[starts]
+        following = np.full(len(sorted_ids), -1, dtype=np.int64)  # next use's position
+        if len(sorted_ids) > 1:
+            following[:-1] = np.where(same, sorted_positions[1:], -1)
+        next_use = np.empty_like(following)
+        next_use[order] = following
+        next_keys = np.where(next_use < 0, -INFINITY, -next_use.astype(np.float64))
+        in_order = bool(np.all(arrival_array[1:] >= arrival_array[:-1]))
         return cls(_array("q", unique), _array("q", np.append(starts, len(sorted_ids))),
-                   _array("d", np.frombuffer(times, dtype=np.float64)[order]
-                          if times else np.zeros(0)),
-                   _array("q", np.frombuffer(positions, dtype=np.int64)[order]
-                          if positions else np.zeros(0, np.int64)))
+                   _array("d", time_array[order]), _array("q", sorted_positions), next_keys,
+                   request_starts, in_order)
 
     def next_use(self, page_id: int, last_access_s: float, recency: int) -> int | None:
         """The position of the first use after (last_access_s, recency), or None."""
@@ -105,13 +143,17 @@ class StreamedBelady(Belady):
     page had at its last access (a page's depth is its index in the request naming it).
     That is the position `_Uses.next_use` finds from the page's last access in a cache-only
     replay, where the last access is the request's (arrival, position) and the trace is in
-    arrival order. Memory: one number per resident page. Not registered: the streamed
-    pipeline builds it for `belady`."""
+    arrival order. Memory: one number per resident page. A replay by chunk on SegmentCache
+    calls `begin_chunk` instead, before each chunk, and reads `request_keys`. Not
+    registered: the streamed pipeline builds it for `belady`."""
 
     def __init__(self) -> None:
         super().__init__()
         self._next: dict[int, int] = {}
         self._current: Sequence[int] = ()
+        self._chunk_first = 0  # replay position of the chunk's first request
+        self._chunk_keys: np.ndarray | None = None
+        self._chunk_offsets: Sequence[int] = (0,)
 
     def prepare(self, requests: Iterable[Request], time_scale: float = 1.0) -> None:
         return None  # the uses come a request at a time (`begin`)
@@ -119,6 +161,22 @@ class StreamedBelady(Belady):
     def begin(self, next_uses: Sequence[int]) -> None:
         """The next uses of the pages of the request replayed now, first page first."""
         self._current = next_uses
+        self._chunk_keys = None
+
+    def begin_chunk(self, first: int, next_uses: np.ndarray, offsets: Sequence[int]) -> None:
+        """The next uses of a chunk's pages: request `first + i`'s are
+        `next_uses[offsets[i]:offsets[i + 1]]`, first page first."""
+        self._chunk_first = first
+        self._chunk_keys = np.where(next_uses < 0, -INFINITY,
+                                    -np.asarray(next_uses, dtype=np.float64))
+        self._chunk_offsets = offsets
+
+    def request_keys(self, recency: int) -> list[float]:
+        if self._chunk_keys is None:  # told by `begin`
+            return [-INFINITY if use < 0 else -use for use in self._current]
+        i = recency - self._chunk_first
+        offsets = self._chunk_offsets
+        return self._chunk_keys[offsets[i]:offsets[i + 1]].tolist()
 
     def key(self, page: Page) -> float:
         position = self._next[page.page_id]

@@ -37,6 +37,14 @@ class EvictionPolicy(Protocol):
     offline: bool
     """Class attribute: True for a policy that must learn the future first (`prepare`)."""
 
+    page_keyed: bool
+    """True when a page's key is fixed by the request that last touched it and nothing else
+    (belady: the replay position of its next use), and `request_keys(recency)` gives the
+    keys of that request's pages, first page first, before the cache touches them: the
+    values `key` returns for them afterwards. A cache-only replay may then run on
+    SegmentCache, which keeps the keys of a segment's pages (cache/segment_tree.py). An
+    instance may clear it (a trace its keys cannot be read from that way)."""
+
     parameters: Mapping[str, str]
     """Class attribute: the policy's own knobs (keyword arguments of its constructor) ->
     what each means, e.g. S3-FIFO's `small_fraction`; `cache.policy_params` sets them. The
@@ -85,12 +93,18 @@ class EvictionPolicy(Protocol):
         (arrivals at arrival_s x time_scale, the timed engine's clock)."""
         ...
 
+    def request_keys(self, recency: int) -> Sequence[float]:
+        """A `page_keyed` policy: the keys of the pages of the request replayed at position
+        `recency`, first page first (module docstring of cache/segment_tree.py)."""
+        ...
+
 
 class Policy:
     """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses."""
 
     node_uniform = False
     offline = False
+    page_keyed = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:
@@ -119,6 +133,9 @@ class Policy:
 
     def prepare(self, requests: Sequence[Request], time_scale: float = 1.0) -> None:
         return None
+
+    def request_keys(self, recency: int) -> Sequence[float]:
+        raise NotImplementedError
 
 
 def overrides(policy: EvictionPolicy, hook: str) -> bool:

@@ -24,6 +24,7 @@ cdef class Segment:
     cdef public bint resident
     cdef public long long inserted
     cdef public double aged_base
+    cdef public tuple keys
 
 
 cdef class SegmentCache:
@@ -46,17 +47,18 @@ cdef class SegmentCache:
     cdef public long long _until_compact
     cdef public object _key
     cdef public object _aging
+    cdef public bint _keyed
     cdef public bint _sliding
     cdef public double _ttl_s
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
                    seg=tuple, whole=bint, children=dict, last=cython.longlong,
-                   new_tokens=cython.longlong)
+                   new_tokens=cython.longlong, keys=tuple)
     cpdef long long access(self, object page_ids, double now, long long recency,
                            long long page_tokens, long long input_tokens) except? -1
 
-    @cython.locals(prefix=Segment, parent=Segment)
+    @cython.locals(prefix=Segment, parent=Segment, keys=tuple)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
@@ -64,12 +66,16 @@ cdef class SegmentCache:
                    resident=cython.longlong, free=cython.longlong)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
-                           long long recency) except? -1
+                           long long recency, tuple keys=*) except? -1
 
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
                    clock=cython.double)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
+
+    @cython.locals(keys=tuple, seg=tuple, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
+                   recency=cython.longlong, depth=cython.longlong)
+    cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
     @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double)
     cpdef long long expire(self, double now) except? -1

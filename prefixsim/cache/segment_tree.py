@@ -17,9 +17,11 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   for all of a segment's pages at once (inserted together, hit together: the segment keeps
   that L, `aged_base`) and whose value does not fall with depth along a segment (LFU's is
   the shared hits, GDSF's grows with the position), so the last page's priority is the
-  segment's key and the highest of its pages, to which L rises when they leave. The rest
-  (s3fifo, workload-aware, belady) keys per page or keeps per-page state, and stays on
-  RadixCache.
+  segment's key and the highest of its pages, to which L rises when they leave; or a policy
+  that declares `page_keyed` (belady): a page's key is fixed by the request that last
+  touched it, which gives the keys of all its pages up front (`request_keys`), and the
+  segment keeps them page by page (`keys`). The rest (s3fifo, workload-aware) keeps
+  per-page state, and stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
@@ -30,6 +32,10 @@ Why it is exact:
   pages of one segment share key and recency, and two distinct leaves never share a recency
   (one request touches one root-to-leaf path), so the tail pages of the least leaf segment are
   exactly the next victims, deepest first, until it is gone and its parent may become a leaf.
+  Under a page-keyed policy a segment is queued under its tail page's key (the only leaf
+  page it has), and its next pages go on only while each is below every other queued entry
+  (the heap's head, stale or not: stopping early only re-queues the segment), so again the
+  pages go in RadixCache's order.
   Under FIFO the key is the page's insertion order, unique in the cache: a segment's pages
   were inserted together, so each page before the tail has a smaller order than the tail,
   which was the least of all leaves; the same pages go, in the same order.
@@ -79,12 +85,14 @@ class Segment:
       aged_base      under an aging policy (lfu, gdsf): the GreedyDual clock L when its
                      pages' priorities were set (insert, each hit: cache/aging.py); a page's
                      priority is L + the policy's value of it
+      keys           under a page-keyed policy (belady): each page's key, as `ids` (a
+                     tuple), set by the request that last touched the page; else None
     """
 
     __slots__ = (
         "ids", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
-        "version", "resident", "inserted", "aged_base",
+        "version", "resident", "inserted", "aged_base", "keys",
     )
 
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
@@ -107,6 +115,7 @@ class Segment:
         self.resident = True
         self.inserted = 0
         self.aged_base = 0.0
+        self.keys: tuple[float, ...] | None = None
 
     def __repr__(self) -> str:
         return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
@@ -152,7 +161,9 @@ class SegmentCache:
         # segments, its clock on it; a segment's key is its last page's priority
         self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
         self._until_compact = 1024
-        self._key = self._aged_key if self._aging is not None else policy.key
+        self._keyed = getattr(policy, "page_keyed", False) is True
+        self._key = (self._aged_key if self._aging is not None
+                     else self._tail_key if self._keyed else policy.key)
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
 
@@ -160,7 +171,8 @@ class SegmentCache:
     def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX) -> bool:
         """Whether a replay with `policy` in `mode` can run here (see the module docstring)."""
         return (CacheMode(mode) is CacheMode.RADIX
-                and type(policy).node_uniform is True)
+                and (type(policy).node_uniform is True
+                     or getattr(policy, "page_keyed", False) is True))
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -197,6 +209,9 @@ class SegmentCache:
         if type(page_ids) is not tuple:
             page_ids = tuple(page_ids)
         n = len(page_ids)
+        keys = None
+        if self._keyed:
+            keys = tuple(self.policy.request_keys(recency))
         # hit ages (cache/idle_ages.py), added per run of matched segments last used together
         run_last: float | None = None
         run_pages = 0
@@ -238,6 +253,8 @@ class SegmentCache:
             node.last_access_s = now
             node.recency = recency
             node.num_hits += 1
+            if keys is not None:
+                node.keys = keys[pos:end]
             if aging is not None:  # GreedyDualPolicy.on_access, for each of its pages
                 node.aged_base = aging.clock
             if refresh is not None and refresh > node.deadline_s:
@@ -257,7 +274,7 @@ class SegmentCache:
             capacity = self.capacity_tokens
             if capacity is not None and new_tokens > capacity - self.resident_tokens:
                 self.evict(new_tokens, tip)
-            self.insert(tip, page_ids, pos, page_tokens, last, now, recency)
+            self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys)
         return pos
 
     def _split(self, node: Segment, k: int) -> Segment:
@@ -271,6 +288,10 @@ class SegmentCache:
         prefix.num_hits = node.num_hits
         prefix.inserted = node.inserted - (len(seg) - k)  # its last page's order
         prefix.aged_base = node.aged_base
+        keys = node.keys
+        if keys is not None:
+            prefix.keys = keys[:k]
+            node.keys = keys[k:]
         prefix.children = {seg[k]: node}
         parent = node.parent
         (self._roots if parent is None else parent.children)[seg[0]] = prefix
@@ -283,9 +304,11 @@ class SegmentCache:
 
     # --------------------------------------------------------------------- insert
     def insert(self, parent: Segment | None, page_ids: Sequence[int], start: int,
-               page_tokens: int, last_tokens: int, now: float, recency: int) -> int:
+               page_tokens: int, last_tokens: int, now: float, recency: int,
+               keys: tuple | None = None) -> int:
         """Add `page_ids[start:]` below `parent` as one segment, as many pages as fit without
-        evicting (every page holds `page_tokens` but the last, `last_tokens`). Returns the
+        evicting (every page holds `page_tokens` but the last, `last_tokens`); `keys`: a
+        page-keyed policy's keys of all of `page_ids` (`access` passes them). Returns the
         pages inserted. Raises ChainConflict, before changing anything, when an id it reaches
         is already resident (or repeats in the run): the ids are not chained."""
         run = page_ids[start:]
@@ -316,6 +339,8 @@ class SegmentCache:
         depth = 0 if parent is None else parent.depth + len(parent.ids)
         node = Segment(run, parent, depth, page_tokens, last_tokens, now, recency, deadline)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
+        if keys is not None:
+            node.keys = keys[start:start + fit]
         aging = self._aging
         if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
             node.aged_base = aging.clock
@@ -395,6 +420,8 @@ class SegmentCache:
             last = node.last_tokens
             page = node.page_tokens
             k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
+            if k > 1 and self._keyed and heap:
+                k = self._keyed_run(node, k, heap[0])
             if k >= size:
                 need -= node.num_tokens
                 counters.evicted_pages += size
@@ -409,6 +436,8 @@ class SegmentCache:
             ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
             self._ids.difference_update(seg[size - k:])
             node.ids = seg[:size - k]
+            if node.keys is not None:
+                node.keys = node.keys[:size - k]
             node.inserted -= k
             node.num_tokens -= tokens
             node.last_tokens = page
@@ -452,6 +481,27 @@ class SegmentCache:
         if not children:
             self._queue(parent)
 
+    def _keyed_run(self, node: Segment, k: int, head: tuple) -> int:
+        """Under a page-keyed policy, how many of the `k` tail pages of the popped `node` go
+        now: the tail, then each page before it while its victim order (key, recency,
+        -depth, id) is below `head`, the heap's least entry."""
+        keys = node.keys
+        seg = node.ids
+        recency = node.recency
+        depth = node.depth
+        size = len(seg)
+        taken = 1
+        while taken < k and taken < size:
+            i = size - 1 - taken
+            if (keys[i], recency, -(depth + i), seg[i]) >= head[:4]:
+                break
+            taken += 1
+        return taken
+
+    def _tail_key(self, node: Segment) -> float:
+        """A page-keyed policy's key of a leaf segment: its last page's."""
+        return node.keys[-1]
+
     def _aged_key(self, node: Segment) -> float:
         """An aging policy's key of a leaf segment: its last page's GreedyDual priority."""
         return node.aged_base + self._aging.segment_value(node)
@@ -494,6 +544,8 @@ class SegmentCache:
             pages += len(node.ids)
             seen.update(node.ids)
             assert node.num_tokens == node.page_tokens * (len(node.ids) - 1) + node.last_tokens
+            assert (node.keys is None) is not self._keyed, "page keys kept iff page-keyed"
+            assert node.keys is None or len(node.keys) == len(node.ids), "a key per page"
             total += node.num_tokens
             parent = node.parent
             if parent is not None:

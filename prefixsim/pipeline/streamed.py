@@ -143,8 +143,9 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
     states = None if interval_s is None else []
     try:
         if isinstance(cache, SegmentCache):  # columns straight in: no Request, no record
-            replay_segment_chunks(chunks(), cache, lambda chunk, cached: sink.write(
-                _chunk_frame(chunk, cached)), on_progress,
+            replay_segment_chunks(
+                _chunks_told(chunks(), belady, uses), cache,
+                lambda chunk, cached: sink.write(_chunk_frame(chunk, cached)), on_progress,
                 sample_interval_s=interval_s, states=states)
         else:
             states = replay_cache_only(requests(), cache, on_progress=on_progress,
@@ -270,6 +271,21 @@ def _told_next_uses(chunks: Iterable[RequestColumns], belady: StreamedBelady | N
         yield _telling(chunk, belady, values, offsets)
 
 
+def _chunks_told(chunks: Iterable[RequestColumns], belady: StreamedBelady | None,
+                 uses: NextUses | None) -> Iterator[RequestColumns]:
+    """`chunks` as they are, telling `belady` (when there is one) each chunk's next uses
+    just before the replay takes it (a replay by chunk on SegmentCache)."""
+    if belady is None or uses is None:
+        yield from chunks
+        return
+    first = 0
+    for chunk in chunks:
+        values, offsets = uses.chunk(first, len(chunk))
+        belady.begin_chunk(first, values, offsets)
+        first += len(chunk)
+        yield chunk
+
+
 def _telling(chunk: RequestColumns, belady: StreamedBelady, values: np.ndarray,
              offsets: list[int]) -> Iterator[Request]:
     for i, request in enumerate(chunk):
@@ -303,6 +319,13 @@ def _pass_rate(parts: Components, stream: TraceStream, cache,
     request classes), its records summed chunk by chunk."""
     records = RecordTable(CacheOnlyRecord)
     sums = [0, 0]
+    if isinstance(cache, SegmentCache):  # by column: no Request, no record
+        def tally(chunk: RequestColumns, cached: np.ndarray) -> None:
+            sums[0] += int(np.sum(cached))
+            sums[1] += int(np.sum(chunk.input_tokens))
+
+        replay_segment_chunks(_chunks_told(stream, belady, uses), cache, tally)
+        return sums[0] / sums[1] if sums[1] else 0.0
 
     def add(table: RecordTable) -> None:
         columns = table.columns()
