@@ -169,14 +169,26 @@ def pricing_summary(
 
 
 def prefill_time_s(
-    cost_model: CostModel, new_tokens: int, cached_tokens: int, chunk_tokens: int
+    cost_model: CostModel, new_tokens: int, cached_tokens: int, chunk_tokens: int,
+    chunk_times: dict[tuple[int, int], float] | None = None,
 ) -> float:
-    """One request's prefill alone: `new_tokens` after `cached_tokens`, in chunks."""
+    """One request's prefill alone: `new_tokens` after `cached_tokens`, in chunks.
+    `chunk_times`: a memo of (chunk tokens, context tokens) -> step time shared by calls on
+    one cost model (a cost model is pure; chunks at the same place recur across prompts,
+    every prompt's first chunks without a cache); the sum is the same, in the same order."""
     total = 0.0
     done = 0
     while done < new_tokens:
         n = min(chunk_tokens, new_tokens - done)
-        total += cost_model.step_time_s(StepBatch((PrefillChunk(n, cached_tokens + done),)))
+        if chunk_times is None:
+            total += cost_model.step_time_s(StepBatch((PrefillChunk(n, cached_tokens + done),)))
+        else:
+            key = (n, cached_tokens + done)
+            step_s = chunk_times.get(key)
+            if step_s is None:
+                chunk_times[key] = step_s = cost_model.step_time_s(
+                    StepBatch((PrefillChunk(n, cached_tokens + done),)))
+            total += step_s
         done += n
     return total
 
@@ -192,6 +204,7 @@ def prefill_savings(
     """
     lengths = requests["input_tokens"].to_numpy(dtype=np.int64)
     cached = requests["cached_tokens"].to_numpy(dtype=np.int64)
+    chunk_times: dict[tuple[int, int], float] = {}
 
     def total_s(new: np.ndarray, done: np.ndarray) -> float:
         """Sum over requests in order (as a loop would add them), each distinct
@@ -206,7 +219,7 @@ def prefill_savings(
             rows, inverse = np.unique(np.stack([new, done], axis=1), axis=0,
                                       return_inverse=True)
             pairs = rows.tolist()
-        times = [prefill_time_s(cost_model, n, c, chunk_tokens) for n, c in pairs]
+        times = [prefill_time_s(cost_model, n, c, chunk_tokens, chunk_times) for n, c in pairs]
         return sum(map(times.__getitem__, inverse.ravel().tolist()), 0.0)
 
     with_cache = total_s(lengths - cached, cached)

@@ -14,6 +14,7 @@ from prefixsim.metrics.pricing import (
     billed_tokens,
     load_pricing,
     prefill_savings,
+    prefill_time_s,
     pricing_summary,
 )
 from prefixsim.pipeline import simulate
@@ -109,6 +110,42 @@ def test_prefill_savings_known_answer():
     assert s["prefill_gpu_s"] == pytest.approx(2 * with_cache)
     assert s["prefill_gpu_s_no_cache"] == pytest.approx(2 * without)
     assert s["prefill_gpu_s_saved"] == pytest.approx(2 * (without - with_cache))
+
+
+class CountingCost:
+    """A cost model of awkward floats (sums round differently in another order) that counts
+    its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def step_time_s(self, batch):
+        self.calls += 1
+        chunk = batch.prefills[0]
+        return 0.1 + chunk.new_tokens * 1.7e-3 / 3 + chunk.cached_tokens ** 1.1 * 1e-7
+
+
+def test_prefill_savings_times_each_chunk_once_with_the_same_sums():
+    """The memo of chunk times gives bit for bit the per-request loop's sums, and times each
+    (chunk, context) once: without a cache every prompt's first chunk is the same."""
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 3000, 400)
+    cached = (rng.integers(0, 4, 400) * 256).clip(max=lengths - 1)
+    requests = frame(list(zip(lengths, cached, np.ones(400, dtype=int), strict=True)))
+    memo_cost = CountingCost()
+    got = prefill_savings(requests, memo_cost, 1, 512)
+    plain_cost = CountingCost()
+
+    def looped(new, done):
+        return sum((prefill_time_s(plain_cost, int(n), int(c), 512)
+                    for n, c in zip(new, done, strict=True)), 0.0)
+
+    assert got["prefill_gpu_s"] == looped(lengths - cached, cached)
+    assert got["prefill_gpu_s_no_cache"] == looped(lengths, np.zeros_like(lengths))
+    chunks = {(min(512, n - d), c + d) for n, c in zip(lengths - cached, cached, strict=True)
+              for d in range(0, n, 512)}
+    chunks |= {(min(512, n - d), d) for n in lengths for d in range(0, n, 512)}
+    assert memo_cost.calls == len(chunks) < plain_cost.calls
 
 
 def test_a_class_ttl_of_zero_is_not_the_cache_ttl():
