@@ -58,6 +58,20 @@ def lru(capacity: int | None, ttl=None) -> RadixCache:
     return RadixCache(capacity, POLICIES.build("lru"), ttl)
 
 
+class UncheckedCache(RadixCache):
+    """A RadixCache whose own `check_invariants` passes, for a test that corrupts its
+    counters to see another check catch it (a subclass: the compiled RadixCache is an
+    extension type, whose methods cannot be patched)."""
+
+    def check_invariants(self) -> None:
+        return None
+
+
+def unchecked_lru(capacity: int | None, ttl=None) -> RadixCache:
+    """`lru`, without the cache's own invariant check."""
+    return UncheckedCache(capacity, POLICIES.build("lru"), ttl)
+
+
 def resident_prefix(ids: Sequence[int], resident: Collection[int]) -> int:
     """How many of `ids`, from the first, are in `resident`: the match of a reference cache
     (docs/cache-semantics.md Part A) that keeps its pages in a plain dict."""

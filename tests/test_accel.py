@@ -69,6 +69,35 @@ def test_a_compiled_copy_is_named_by_its_source_and_its_types():
     assert accel.source_digest(accel.build_input(typed)) != accel.source_digest(source)
 
 
+def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
+    """tree.pxd cimports page's Page: the tree's copy is built from page's source and .pxd
+    too, so an edit of either renames (makes stale) both copies; a module that cimports
+    nothing is named by its own files only."""
+    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.page"]
+    assert accel.cimported("prefixsim.cache.page") == []
+    assert accel.cimported("prefixsim.engine.timed") == []
+    tree = accel.build_input("prefixsim.cache.tree")
+    page_parts = (accel.source_path("prefixsim.cache.page").read_bytes(),
+                  accel.types_path("prefixsim.cache.page").read_bytes())
+    assert all(part in tree for part in page_parts)
+    package = tmp_path / "prefixsim"
+    for module in ("prefixsim.cache.tree", "prefixsim.cache.page"):
+        for path in (accel.source_path(module), accel.types_path(module)):
+            copy = package.joinpath(*module.split(".")[1:]).with_suffix(path.suffix)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+    monkeypatch.setattr(accel, "PACKAGE_DIR", package)
+    before = {m: accel.compiled_path(m, tmp_path) for m in ("prefixsim.cache.tree",
+                                                             "prefixsim.cache.page")}
+    page_pxd = package / "cache" / "page.pxd"
+    page_pxd.write_bytes(page_pxd.read_bytes() + b"\n# edited\n")
+    after = {m: accel.compiled_path(m, tmp_path) for m in before}
+    assert all(after[m] != before[m] for m in before)
+    # a cimport written either way is found
+    (package / "cache" / "tree.pxd").write_bytes(b"cimport prefixsim.cache.page\n")
+    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.page"]
+
+
 def test_the_digest_follows_the_source():
     assert accel.source_digest(b"a = 1\n") != accel.source_digest(b"a = 2\n")
     assert accel.source_digest(b"a = 1\n") == accel.source_digest(b"a = 1\n")

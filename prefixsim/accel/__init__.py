@@ -30,6 +30,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Sequence
@@ -118,11 +119,44 @@ def types_path(module: str) -> Path:
     return source_path(module).with_suffix(".pxd")
 
 
-def build_input(module: str) -> bytes:
-    """What a compiled copy is built from: the source, and its `.pxd` when there is one."""
+_CIMPORT = re.compile(  # `from prefixsim.x.y cimport Z` or `cimport prefixsim.x.y`
+    rb"^\s*(?:from\s+(prefixsim(?:\.\w+)+)\s+cimport|cimport\s+(prefixsim(?:\.\w+)+))",
+    re.MULTILINE)
+
+
+def cimported(module: str) -> list[str]:
+    """The package's modules whose extension types `module`'s `.pxd` cimports (tree.pxd
+    cimports page's Page), directly or through theirs, in a fixed order."""
+    found: list[str] = []
+    todo = [module]
+    while todo:
+        types = types_path(todo.pop())
+        if not types.is_file():
+            continue
+        for match in _CIMPORT.finditer(types.read_bytes()):
+            name = (match.group(1) or match.group(2)).decode()
+            if name not in found and name != module:
+                found.append(name)
+                todo.append(name)
+    return sorted(found)
+
+
+def _own_input(module: str) -> bytes:
     source = source_path(module).read_bytes()
     types = types_path(module)
     return source + (b"\0" + types.read_bytes() if types.is_file() else b"")
+
+
+def build_input(module: str) -> bytes:
+    """What a compiled copy is built from: the source, its `.pxd` when there is one, and
+    those of every module it cimports a type from. A compiled module holds the layout of the
+    types it cimports and needs their compiled module at import, so it is current only
+    while they are: a change to page.py or page.pxd makes tree's copy stale too, and the
+    two are then imported from their sources together."""
+    data = _own_input(module)
+    for other in cimported(module):
+        data += b"\0" + other.encode() + b"\0" + _own_input(other)
+    return data
 
 
 def source_digest(source: bytes) -> str:

@@ -38,7 +38,7 @@ extensions = [Extension(name, [path]) for name, path in zip(pairs[::2], pairs[1:
 setup(name="prefixsim-accel", script_args=["-q", "build_ext", "--build-lib", build + "/lib",
       "--build-temp", build + "/tmp", "-j", jobs],
       ext_modules=cythonize(extensions, language_level=3, quiet=True,
-                            build_dir=build + "/c",
+                            build_dir=build + "/c", include_path=["src"],
                             compiler_directives={"annotation_typing": False,
                                                  "binding": True}))
 """
@@ -76,13 +76,22 @@ def build(folder: Path | None = None, jobs: int | None = None,
         work = Path(temp)
         pairs: list[str] = []
         sources: dict[str, bytes] = {}
+        # The copies keep the package's layout (with empty __init__ files), every hot
+        # module's .pxd beside its place, so that `cimport prefixsim.cache.page` finds its
+        # declarations and each module gets its dotted name.
+        for module in HOT_MODULES:
+            parts = module.split(".")
+            for depth in range(1, len(parts)):
+                init = work.joinpath("src", *parts[:depth], "__init__.py")
+                init.parent.mkdir(parents=True, exist_ok=True)
+                init.touch()
+            if types_path(module).is_file():  # Cython reads it beside the copy
+                work.joinpath("src", *parts).with_suffix(".pxd").write_bytes(
+                    types_path(module).read_bytes())
         for module in todo:
             sources[module] = build_input(module)  # what is built is what is digested
-            copy = work / "src" / f"{module}.py"
-            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy = work.joinpath("src", *module.split(".")).with_suffix(".py")
             copy.write_bytes(source_path(module).read_bytes())
-            if types_path(module).is_file():  # Cython reads it beside the copy
-                copy.with_suffix(".pxd").write_bytes(types_path(module).read_bytes())
             pairs += [module, str(copy)]
         done = subprocess.run([sys.executable, "-c", _BUILD_SCRIPT, str(work / "build"),
                                str(jobs), *pairs], capture_output=True, text=True,

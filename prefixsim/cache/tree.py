@@ -123,8 +123,15 @@ class CacheObserver(Protocol):
     def removed(self, page: Page) -> None: ...
 
 
-class RadixCache(TokenAccounting):
-    """A capacity-bounded (in tokens) prefix cache over chained page ids."""
+class RadixCache:
+    """A capacity-bounded (in tokens) prefix cache over chained page ids.
+
+    Compiled by `prefixsim accelerate` with the types of tree.pxd (an extension type over
+    the Page extension type of page.pxd, so it takes TokenAccounting's figures as
+    attributes rather than as a base)."""
+
+    free_tokens = TokenAccounting.free_tokens  # docs/cache-semantics.md R10
+    evictable_tokens = TokenAccounting.evictable_tokens
 
     def __init__(
         self,

@@ -1,0 +1,82 @@
+# Types of tree.py (Cython's pure-Python mode).
+cimport cython
+from prefixsim.cache.page cimport Page
+
+
+cpdef bint _is_current(tuple entry, Page page) except? -1
+
+cpdef bint _sorts_first(object key, Page page, tuple entry) except? -1
+
+cpdef bint _is_current_block(tuple entry, Page page) except? -1
+
+
+cdef class RadixCache:
+    cdef public object capacity_tokens
+    cdef public object policy
+    cdef public object ttl
+    cdef public object mode
+    cdef public bint block
+    cdef public object _current
+    cdef public object counters
+    cdef public double _clock
+    cdef public long long resident_tokens
+    cdef public long long locked_tokens
+    cdef public long long reserved_tokens
+    cdef public dict _pages
+    cdef public list _victims
+    cdef public list _deadlines
+    cdef public long long _until_compact
+    cdef public bint _hook_access
+    cdef public bint _hook_insert
+    cdef public bint _hook_evict
+    cdef public object _reconsider
+    cdef public object _on_expire
+    cdef public object observer
+    cdef public object on_demote
+
+    @cython.locals(page=Page, parent=Page, pages=list)
+    cpdef object match(self, object page_ids, double now)
+
+    @cython.locals(page=Page, tip=Page)
+    cpdef object touch(self, object pages, double now, long long recency, object ttl_s=*,
+                       long long priority=*)
+
+    @cython.locals(page=Page, first_new=Page, tokens=cython.longlong,
+                   resident=cython.longlong, start=cython.longlong, new_pages=cython.longlong,
+                   inserted=cython.longlong, last_new=Py_ssize_t, limit=cython.double,
+                   deadline=cython.double, placed=list, pages=dict, tip=Page)
+    cpdef list insert(self, Page parent, object page_ids, object page_tokens, double now,
+                      long long recency, object ttl_s=*, long long priority=*)
+
+    @cython.locals(old=Page)
+    cpdef bint _adopt(self, Page orphan, Page parent) except? -1
+
+    @cython.locals(node=Page)
+    cpdef lock(self, Page page)
+
+    @cython.locals(node=Page)
+    cpdef relock(self, Page old, Page page, double now)
+
+    @cython.locals(node=Page)
+    cpdef unlock(self, Page page, double now)
+
+    @cython.locals(need=cython.longlong)
+    cpdef bint evict(self, long long num_tokens, Page protect=*) except? -1
+
+    @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
+                   evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
+                   bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint)
+    cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
+
+    @cython.locals(page=Page, freed=cython.longlong)
+    cpdef long long expire(self, double now) except? -1
+
+    cpdef _raise_deadlines(self, Page page, double deadline)
+
+    cpdef _queue(self, Page page)
+
+    @cython.locals(version=cython.longlong)
+    cpdef object _entry(self, Page page)
+
+    @cython.locals(parent=Page)
+    cpdef object _remove(self, Page page, bint defer=*, bint expired=*)
