@@ -68,6 +68,9 @@ cdef class RadixCache:
                    bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
+    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list)
+    cpdef bint _evict_general(self, long long need, Page protect) except? -1
+
     @cython.locals(page=Page, freed=cython.longlong)
     cpdef long long expire(self, double now) except? -1
 
