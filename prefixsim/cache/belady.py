@@ -152,6 +152,7 @@ class StreamedBelady(Belady):
         self._next: dict[int, int] = {}
         self._current: Sequence[int] = ()
         self._chunk_first = 0  # replay position of the chunk's first request
+        self._chunk_uses: np.ndarray = np.zeros(0, dtype=np.int64)
         self._chunk_keys: np.ndarray | None = None
         self._chunk_offsets: Sequence[int] = (0,)
 
@@ -167,9 +168,17 @@ class StreamedBelady(Belady):
         """The next uses of a chunk's pages: request `first + i`'s are
         `next_uses[offsets[i]:offsets[i + 1]]`, first page first."""
         self._chunk_first = first
+        self._chunk_uses = next_uses
         self._chunk_keys = np.where(next_uses < 0, -INFINITY,
                                     -np.asarray(next_uses, dtype=np.float64))
         self._chunk_offsets = offsets
+
+    def begin_at(self, position: int) -> None:
+        """`begin` with the next uses of the request at replay `position` of the chunk
+        `begin_chunk` told (a replay that takes requests one by one, on RadixCache)."""
+        i = position - self._chunk_first
+        offsets = self._chunk_offsets
+        self._current = self._chunk_uses[offsets[i]:offsets[i + 1]].tolist()
 
     def request_keys(self, recency: int) -> list[float]:
         if self._chunk_keys is None:  # told by `begin`

@@ -265,10 +265,9 @@ def _told_next_uses(chunks: Iterable[RequestColumns], belady: StreamedBelady | N
         yield from chunks
         return
     first = 0
-    for chunk in chunks:
-        values, offsets = uses.chunk(first, len(chunk))
+    for chunk in _chunks_told(chunks, belady, uses):
+        yield _telling(chunk, belady, first)
         first += len(chunk)
-        yield _telling(chunk, belady, values, offsets)
 
 
 def _chunks_told(chunks: Iterable[RequestColumns], belady: StreamedBelady | None,
@@ -286,10 +285,9 @@ def _chunks_told(chunks: Iterable[RequestColumns], belady: StreamedBelady | None
         yield chunk
 
 
-def _telling(chunk: RequestColumns, belady: StreamedBelady, values: np.ndarray,
-             offsets: list[int]) -> Iterator[Request]:
+def _telling(chunk: RequestColumns, belady: StreamedBelady, first: int) -> Iterator[Request]:
     for i, request in enumerate(chunk):
-        belady.begin(values[offsets[i]:offsets[i + 1]].tolist())
+        belady.begin_at(first + i)
         yield request
 
 
