@@ -1,6 +1,8 @@
 """Fakes and builders shared by several test files: a cost model whose steps all take 1 s
 (so hand-worked answers stay exact binary fractions), an LRU radix cache, the matching step
-of the brute-force reference caches, and the steps that random prefix-tree traces share.
+of the brute-force reference caches, the steps that random prefix-tree traces share, and
+random Part A traces with what a replay of them gives (the compressed tree's differential
+tests against RadixCache).
 
 Owns only what several test files need; a fake used by one file stays in that file.
 """
@@ -8,10 +10,15 @@ Owns only what several test files need; a fake used by one file stays in that fi
 import random
 from collections.abc import Callable, Collection, Sequence
 
+import numpy as np
 from hypothesis import strategies as st
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.costmodel import NO_OVERHEADS, CostModelBase, ServingOverheads
+from prefixsim.engine import replay_cache_only
+from prefixsim.errors import InputError
+from prefixsim.metrics.timeseries import sample_cache_states
 from prefixsim.trace import Request
 
 
@@ -132,3 +139,61 @@ HAND_TRACE = [
     Request(13, 2.5, 6, 1, (4, 5), 4),
     Request(14, 3.0, 9, 5, (1, 6, 7), 4),
 ]
+
+
+# ---------------------------------------------- Part A replays: random traces, results
+@st.composite
+def prefix_traces(draw, chained: bool = True):
+    """Requests over a random tree of prefixes: a prompt takes a prefix of an earlier prompt
+    (or nothing) and appends fresh pages; a partial last page may be extended by a later
+    prompt (its id then stands for a full page there). Unchained: ids drawn from a small
+    range, so the same id comes back after different prefixes."""
+    page = draw(st.sampled_from([1, 2, 4, 16]))
+    num_requests = draw(st.integers(1, 40))
+    prompts: list[tuple[int, ...]] = []
+    next_id, now = 1, 0.0
+    requests = []
+    for position in range(num_requests):
+        now, base = draw_arrival_and_base(draw, now, prompts)
+        num_new = draw(st.integers(0 if base else 1, 5))
+        new = []
+        for _ in range(num_new):
+            if chained:
+                new.append(next_id)
+                next_id += 1
+            else:
+                new.append(draw(st.integers(1, 8)))
+        ids = base + tuple(new)
+        last = draw(st.integers(1, page))
+        length = (len(ids) - 1) * page + last
+        requests.append(Request(position, now, length, 1, ids, page))
+        prompts.append(ids)
+    return requests
+
+
+def replay_part_a(cache, requests, interval=1.0):
+    """(hits per request, counters, sorted resident page ids, state rows, timeseries as
+    lists with NaN as -1) or the InputError message."""
+    try:
+        result = replay_cache_only(requests, cache, sample_interval_s=interval)
+    except InputError as exc:
+        return str(exc)
+    if isinstance(cache, SegmentCache):
+        cache.check_invariants()
+        resident = sorted(pid for node in cache.segments() for pid in node.ids)
+    else:
+        resident = sorted(page.page_id for page in cache.pages())
+    hits = [r.cached_tokens for r in result.records]
+    series = sample_cache_states(
+        result.states, np.array([r.arrival_s for r in requests]),
+        np.array([r.input_tokens for r in requests]), np.array(hits), cache.capacity_tokens,
+        interval, requests[-1].arrival_s)
+    return hits, result.counters, resident, result.states, series.fillna(-1).to_dict("list")
+
+
+CAPACITIES = st.one_of(st.none(), st.integers(0, 12), st.integers(12, 200))
+TTLS = st.one_of(
+    st.none(),
+    st.builds(TTLRule, st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0]),
+              st.sampled_from(list(TTLMode))),
+)

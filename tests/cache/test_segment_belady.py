@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import CAPACITIES, TTLS, prefix_traces, replay_part_a
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_segment_tree import capacities, replay, traces, ttls
 
 from prefixsim.cache import RadixCache, TTLRule
 from prefixsim.cache.belady import Belady, StreamedBelady
@@ -76,8 +76,8 @@ def test_segment_pages_leave_between_another_segments_known_answer():
     requests = [Request(0, 0.0, 32, 1, (1, 2), 16), Request(1, 0.0, 32, 1, (10, 11), 16),
                 Request(2, 1.0, 48, 1, (20, 21, 22), 16), Request(3, 2.0, 32, 1, (1, 5), 16),
                 Request(4, 3.0, 16, 1, (10,), 16), Request(5, 4.0, 32, 1, (10, 11), 16)]
-    ours = replay(SegmentCache(64, prepared(requests)), requests)
-    reference = replay(RadixCache(64, prepared(requests)), requests)
+    ours = replay_part_a(SegmentCache(64, prepared(requests)), requests)
+    reference = replay_part_a(RadixCache(64, prepared(requests)), requests)
     assert ours == reference
     hits, counters, resident = ours[0], ours[1], ours[2]
     assert hits == [0, 0, 0, 16, 0, 16]
@@ -86,22 +86,22 @@ def test_segment_pages_leave_between_another_segments_known_answer():
 
 
 @settings(max_examples=400, deadline=None)
-@given(traces(), capacities, ttls, st.sampled_from([0.3, 1.0, 2.5]))
+@given(prefix_traces(), CAPACITIES, TTLS, st.sampled_from([0.3, 1.0, 2.5]))
 def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capacity, ttl,
                                                                  interval):
-    ours = replay(SegmentCache(capacity, prepared(requests), ttl), requests, interval)
-    reference = replay(RadixCache(capacity, prepared(requests), ttl), requests, interval)
+    ours = replay_part_a(SegmentCache(capacity, prepared(requests), ttl), requests, interval)
+    reference = replay_part_a(RadixCache(capacity, prepared(requests), ttl), requests, interval)
     assert not isinstance(reference, str)
     assert ours == reference
 
 
 @settings(max_examples=200, deadline=None)
-@given(traces(), capacities, ttls, st.integers(1, 7))
+@given(prefix_traces(), CAPACITIES, TTLS, st.integers(1, 7))
 def test_streamed_keys_by_chunk_match_radix_cache(requests, capacity, ttl, chunk_size):
     """StreamedBelady told each chunk's next uses (as the streamed pipeline tells it, from
     a naive scan here) on SegmentCache, replayed by column: RadixCache's hits."""
     uses = naive_next_uses(requests)
-    reference = replay(RadixCache(capacity, prepared(requests), ttl), requests)
+    reference = replay_part_a(RadixCache(capacity, prepared(requests), ttl), requests)
     policy = StreamedBelady()
     cache = SegmentCache(capacity, policy, ttl)
     chunks = [as_columns(requests[i:i + chunk_size])
@@ -126,6 +126,6 @@ def test_streamed_keys_by_chunk_match_radix_cache(requests, capacity, ttl, chunk
 @pytest.mark.parametrize("capacity,ttl", [(3_000_000, None), (400_000, TTLRule(60.0))])
 def test_mooncake_matches_radix_cache(capacity, ttl):
     requests = list(load_trace(TRACE))[:4000]
-    ours = replay(SegmentCache(capacity, prepared(requests), ttl), requests)
-    reference = replay(RadixCache(capacity, prepared(requests), ttl), requests)
+    ours = replay_part_a(SegmentCache(capacity, prepared(requests), ttl), requests)
+    reference = replay_part_a(RadixCache(capacity, prepared(requests), ttl), requests)
     assert ours == reference

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from fakes import draw_arrival_and_base, without_segment_cache
+from fakes import CAPACITIES, TTLS, prefix_traces, replay_part_a, without_segment_cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +23,6 @@ from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.engine import replay_cache_only
 from prefixsim.errors import InputError
-from prefixsim.metrics.timeseries import sample_cache_states
 from prefixsim.pipeline import simulate
 from prefixsim.pipeline.build import build_cache
 from prefixsim.trace import Request, load_trace
@@ -43,70 +41,13 @@ def test_node_uniform_policies_are_the_stateless_per_node_ones():
     assert NODE_UNIFORM == ["fifo", "gdsf", "lfu", "lru", "priority", "ttl"]
 
 
-@st.composite
-def traces(draw, chained: bool = True):
-    """Requests over a random tree of prefixes: a prompt takes a prefix of an earlier prompt
-    (or nothing) and appends fresh pages; a partial last page may be extended by a later
-    prompt (its id then stands for a full page there). Unchained: ids drawn from a small
-    range, so the same id comes back after different prefixes."""
-    page = draw(st.sampled_from([1, 2, 4, 16]))
-    num_requests = draw(st.integers(1, 40))
-    prompts: list[tuple[int, ...]] = []
-    next_id, now = 1, 0.0
-    requests = []
-    for position in range(num_requests):
-        now, base = draw_arrival_and_base(draw, now, prompts)
-        num_new = draw(st.integers(0 if base else 1, 5))
-        new = []
-        for _ in range(num_new):
-            if chained:
-                new.append(next_id)
-                next_id += 1
-            else:
-                new.append(draw(st.integers(1, 8)))
-        ids = base + tuple(new)
-        last = draw(st.integers(1, page))
-        length = (len(ids) - 1) * page + last
-        requests.append(Request(position, now, length, 1, ids, page))
-        prompts.append(ids)
-    return requests
-
-
-def replay(cache, requests, interval=1.0):
-    """(hits per request, counters, sorted resident page ids, state rows, timeseries as
-    lists with NaN as -1) or the InputError message."""
-    try:
-        result = replay_cache_only(requests, cache, sample_interval_s=interval)
-    except InputError as exc:
-        return str(exc)
-    if isinstance(cache, SegmentCache):
-        cache.check_invariants()
-        resident = sorted(pid for node in cache.segments() for pid in node.ids)
-    else:
-        resident = sorted(page.page_id for page in cache.pages())
-    hits = [r.cached_tokens for r in result.records]
-    series = sample_cache_states(
-        result.states, np.array([r.arrival_s for r in requests]),
-        np.array([r.input_tokens for r in requests]), np.array(hits), cache.capacity_tokens,
-        interval, requests[-1].arrival_s)
-    return hits, result.counters, resident, result.states, series.fillna(-1).to_dict("list")
-
-
 def both(requests, capacity, policy, ttl, interval=1.0):
-    return (replay(RadixCache(capacity, POLICIES.build(policy), ttl), requests, interval),
-            replay(SegmentCache(capacity, POLICIES.build(policy), ttl), requests, interval))
-
-
-capacities = st.one_of(st.none(), st.integers(0, 12), st.integers(12, 200))
-ttls = st.one_of(
-    st.none(),
-    st.builds(TTLRule, st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0]),
-              st.sampled_from(list(TTLMode))),
-)
+    return (replay_part_a(RadixCache(capacity, POLICIES.build(policy), ttl), requests, interval),
+            replay_part_a(SegmentCache(capacity, POLICIES.build(policy), ttl), requests, interval))
 
 
 @settings(max_examples=400, deadline=None)
-@given(traces(), capacities, st.sampled_from(NODE_UNIFORM), ttls,
+@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS,
        st.sampled_from([0.3, 1.0, 2.5]))
 def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capacity, policy,
                                                                  ttl, interval):
@@ -117,7 +58,7 @@ def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capaci
 
 
 @settings(max_examples=200, deadline=None)
-@given(traces(chained=False), capacities, st.sampled_from(NODE_UNIFORM), ttls)
+@given(prefix_traces(chained=False), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS)
 def test_unchained_ids_fail_the_same_way(requests, capacity, policy, ttl):
     """Same error message (request and page id) or the same results when no conflict is hit."""
     ours, reference = both(requests, capacity, policy, ttl)
@@ -142,7 +83,7 @@ def test_split_then_page_at_a_time_eviction_known_answer():
     requests = [Request(0, 0.0, 4, 1, (1, 2, 3, 4), 1), Request(1, 0.0, 3, 1, (1, 2, 5), 1),
                 Request(2, 0.0, 2, 1, (6, 7), 1)]
     cache = SegmentCache(5, POLICIES.build("lru"))
-    hits, counters, resident = replay(cache, requests)[:3]
+    hits, counters, resident = replay_part_a(cache, requests)[:3]
     assert hits == [0, 2, 0]
     assert (counters.evicted_pages, counters.evicted_tokens) == (2, 2)
     assert resident == [1, 2, 5, 6, 7]
