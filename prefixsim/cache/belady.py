@@ -108,7 +108,7 @@ class _Uses:
             following[:-1] = np.where(same, sorted_positions[1:], -1)
         next_use = np.empty_like(following)
         next_use[order] = following
-        next_keys = np.where(next_use < 0, -INFINITY, -next_use.astype(np.float64))
+        next_keys = _keys_of(next_use)
         in_order = bool(np.all(arrival_array[1:] >= arrival_array[:-1]))
         return cls(_array("q", unique), _array("q", np.append(starts, len(sorted_ids))),
                    _array("d", time_array[order]), _array("q", sorted_positions), next_keys,
@@ -132,6 +132,12 @@ class _Uses:
         return self.positions[index] if index < hi else None
 
 
+def _keys_of(next_uses: np.ndarray) -> np.ndarray:
+    """Belady's keys of page uses from their next uses' positions: minus the position, -inf
+    for none (-1)."""
+    return np.where(next_uses < 0, -INFINITY, -np.asarray(next_uses, dtype=np.float64))
+
+
 def _array(typecode: str, values: np.ndarray) -> array:
     return array(typecode, values.astype(np.float64 if typecode == "d" else np.int64).tobytes())
 
@@ -143,8 +149,9 @@ class StreamedBelady(Belady):
     page had at its last access (a page's depth is its index in the request naming it).
     That is the position `_Uses.next_use` finds from the page's last access in a cache-only
     replay, where the last access is the request's (arrival, position) and the trace is in
-    arrival order. Memory: one number per resident page. A replay by chunk on SegmentCache
-    calls `begin_chunk` instead, before each chunk, and reads `request_keys`. Not
+    arrival order. Memory: one number per resident page. The streamed pipeline tells it a
+    chunk's next uses at once (`begin_chunk`): a replay by chunk on SegmentCache then reads
+    `request_keys`, one by request on RadixCache calls `begin_request(i)` for each. Not
     registered: the streamed pipeline builds it for `belady`."""
 
     def __init__(self) -> None:
@@ -153,7 +160,7 @@ class StreamedBelady(Belady):
         self._current: Sequence[int] = ()
         self._chunk_first = 0  # replay position of the chunk's first request
         self._chunk_uses: np.ndarray = np.zeros(0, dtype=np.int64)
-        self._chunk_keys: np.ndarray | None = None
+        self._chunk_keys: np.ndarray = np.zeros(0)
         self._chunk_offsets: Sequence[int] = (0,)
 
     def prepare(self, requests: Iterable[Request], time_scale: float = 1.0) -> None:
@@ -162,27 +169,22 @@ class StreamedBelady(Belady):
     def begin(self, next_uses: Sequence[int]) -> None:
         """The next uses of the pages of the request replayed now, first page first."""
         self._current = next_uses
-        self._chunk_keys = None
 
     def begin_chunk(self, first: int, next_uses: np.ndarray, offsets: Sequence[int]) -> None:
         """The next uses of a chunk's pages: request `first + i`'s are
         `next_uses[offsets[i]:offsets[i + 1]]`, first page first."""
         self._chunk_first = first
         self._chunk_uses = next_uses
-        self._chunk_keys = np.where(next_uses < 0, -INFINITY,
-                                    -np.asarray(next_uses, dtype=np.float64))
+        self._chunk_keys = _keys_of(next_uses)
         self._chunk_offsets = offsets
 
-    def begin_at(self, position: int) -> None:
-        """`begin` with the next uses of the request at replay `position` of the chunk
-        `begin_chunk` told (a replay that takes requests one by one, on RadixCache)."""
-        i = position - self._chunk_first
+    def begin_request(self, i: int) -> None:
+        """`begin` with the next uses of the told chunk's request `i` (a replay that takes
+        requests one by one, on RadixCache)."""
         offsets = self._chunk_offsets
         self._current = self._chunk_uses[offsets[i]:offsets[i + 1]].tolist()
 
     def request_keys(self, recency: int) -> list[float]:
-        if self._chunk_keys is None:  # told by `begin`
-            return [-INFINITY if use < 0 else -use for use in self._current]
         i = recency - self._chunk_first
         offsets = self._chunk_offsets
         return self._chunk_keys[offsets[i]:offsets[i + 1]].tolist()

@@ -176,19 +176,18 @@ def prefill_time_s(
     `chunk_times`: a memo of (chunk tokens, context tokens) -> step time shared by calls on
     one cost model (a cost model is pure; chunks at the same place recur across prompts,
     every prompt's first chunks without a cache); the sum is the same, in the same order."""
+    if chunk_times is None:
+        chunk_times = {}
     total = 0.0
     done = 0
     while done < new_tokens:
         n = min(chunk_tokens, new_tokens - done)
-        if chunk_times is None:
-            total += cost_model.step_time_s(StepBatch((PrefillChunk(n, cached_tokens + done),)))
-        else:
-            key = (n, cached_tokens + done)
-            step_s = chunk_times.get(key)
-            if step_s is None:
-                chunk_times[key] = step_s = cost_model.step_time_s(
-                    StepBatch((PrefillChunk(n, cached_tokens + done),)))
-            total += step_s
+        key = (n, cached_tokens + done)
+        step_s = chunk_times.get(key)
+        if step_s is None:
+            chunk_times[key] = step_s = cost_model.step_time_s(
+                StepBatch((PrefillChunk(n, cached_tokens + done),)))
+        total += step_s
         done += n
     return total
 

@@ -264,10 +264,8 @@ def _told_next_uses(chunks: Iterable[RequestColumns], belady: StreamedBelady | N
     if belady is None or uses is None:
         yield from chunks
         return
-    first = 0
     for chunk in _chunks_told(chunks, belady, uses):
-        yield _telling(chunk, belady, first)
-        first += len(chunk)
+        yield _telling(chunk, belady)
 
 
 def _chunks_told(chunks: Iterable[RequestColumns], belady: StreamedBelady | None,
@@ -285,9 +283,9 @@ def _chunks_told(chunks: Iterable[RequestColumns], belady: StreamedBelady | None
         yield chunk
 
 
-def _telling(chunk: RequestColumns, belady: StreamedBelady, first: int) -> Iterator[Request]:
+def _telling(chunk: RequestColumns, belady: StreamedBelady) -> Iterator[Request]:
     for i, request in enumerate(chunk):
-        belady.begin_at(first + i)
+        belady.begin_request(i)
         yield request
 
 
