@@ -42,6 +42,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.lru",
     "prefixsim.cache.page",
+    "prefixsim.cache.policy",
+    "prefixsim.cache.s3fifo",
     "prefixsim.cache.segment_tree",
     "prefixsim.cache.tree",
     "prefixsim.costmodel.operator_times",

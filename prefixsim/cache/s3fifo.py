@@ -50,7 +50,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import OrderedDict, deque
-from itertools import count
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -67,9 +66,21 @@ DUE, MAIN, SMALL = 0, 1, 2  # queue of a page, also its key band (lowest evicted
 BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a float
 
 
-@POLICIES.register("s3fifo")
+class PageState:
+    """What S3-FIFO keeps of one resident page: its queue (DUE / MAIN / SMALL), its
+    sequence number in that queue and its 2-bit access frequency."""
+
+    __slots__ = ("queue", "position", "frequency")
+
+    def __init__(self, queue: int, position: int) -> None:
+        self.queue = queue
+        self.position = position
+        self.frequency = 0
+
+
 class S3FIFO(Policy):
-    """Small/main FIFO queues with a ghost list; see the module docstring."""
+    """Small/main FIFO queues with a ghost list; see the module docstring. (An extension
+    type when compiled, s3fifo.pxd: registered below rather than by a decorator.)"""
 
     parameters = MappingProxyType({
         "small_fraction": "share of the capacity (tokens) the small FIFO S holds, "
@@ -82,10 +93,8 @@ class S3FIFO(Policy):
             raise ValueError(f"small_fraction: expected a number in (0, 1), got "
                              f"{small_fraction!r}")
         self.small_fraction = float(small_fraction)
-        self._clock = count()
-        self._queue: dict[int, int] = {}  # page id -> DUE / MAIN / SMALL
-        self._position: dict[int, int] = {}  # page id -> sequence number in its queue
-        self._frequency: dict[int, int] = {}
+        self._clock = 0  # the next sequence number
+        self._state: dict[int, PageState] = {}  # resident page id -> its state
         self._small_fifo: deque[tuple[int, Page]] = deque()  # (position, page), lazy
         self._small_tokens = 0  # tokens of SMALL pages (within-budget S pages)
         self._ghost: OrderedDict[int, int] = OrderedDict()  # page id -> tokens
@@ -104,77 +113,84 @@ class S3FIFO(Policy):
             self._small_budget = self.small_fraction * cache.capacity_tokens
             self._ghost_budget = cache.capacity_tokens - self._small_budget
 
+    def _tick(self) -> int:
+        """The next sequence number."""
+        position = self._clock
+        self._clock = position + 1
+        return position
+
     def key(self, page: Page) -> float:
-        page_id = page.page_id
-        return self._queue[page_id] * BAND + self._position[page_id]
+        state = self._state[page.page_id]
+        band = BAND  # a C double when compiled
+        return state.queue * band + state.position
 
     def queue_of(self, page_id: int) -> str | None:
         """'small', 'main' or None (not resident), for tests and inspection."""
-        queue = self._queue.get(page_id)
-        return None if queue is None else ("main" if queue == MAIN else "small")
+        state = self._state.get(page_id)
+        return None if state is None else ("main" if state.queue == MAIN else "small")
 
     def in_ghost(self, page_id: int) -> bool:
         return page_id in self._ghost
 
     def on_insert(self, page: Page) -> None:
         page_id = page.page_id
-        position = next(self._clock)
-        self._position[page_id] = position
-        self._frequency[page_id] = 0
+        position = self._tick()
         tokens = self._ghost.pop(page_id, None)
         if tokens is not None:
             self._ghost_tokens -= tokens
-            self._queue[page_id] = MAIN
+            self._state[page_id] = PageState(MAIN, position)
             return
-        self._queue[page_id] = SMALL
+        self._state[page_id] = PageState(SMALL, position)
         self._small_fifo.append((position, page))
         self._small_tokens += page.num_tokens
-        self._overflow()
+        if self._small_tokens > self._small_budget:
+            self._overflow()
 
     def _overflow(self) -> None:
         """Mark the oldest within-budget S pages due while S exceeds its budget."""
         fifo = self._small_fifo
-        queue, position = self._queue, self._position
+        states = self._state
         while self._small_tokens > self._small_budget and fifo:
             at, page = fifo.popleft()
-            page_id = page.page_id
-            if queue.get(page_id) != SMALL or position.get(page_id) != at:
+            state = states.get(page.page_id)
+            if state is None or state.queue != SMALL or state.position != at:
                 continue  # stale: it left S (or left and came back) since
             self._small_tokens -= page.num_tokens
-            if self._frequency[page_id] > 0:  # hit while in S: to the back of M, bits cleared
-                queue[page_id] = MAIN
-                position[page_id] = next(self._clock)
-                self._frequency[page_id] = 0
+            if state.frequency > 0:  # hit while in S: to the back of M, bits cleared
+                state.queue = MAIN
+                state.position = self._tick()
+                state.frequency = 0
             else:
-                queue[page_id] = DUE
+                state.queue = DUE
             if self._cache is not None:
                 self._cache.requeue(page)
 
     def on_access(self, page: Page) -> None:
-        page_id = page.page_id
-        if self._queue[page_id] == DUE:  # past S's budget, not yet evicted: as a ghost hit
-            self._queue[page_id] = MAIN
-            self._position[page_id] = next(self._clock)
+        state = self._state[page.page_id]
+        if state.queue == DUE:  # past S's budget, not yet evicted: as a ghost hit
+            state.queue = MAIN
+            state.position = self._tick()
             return
-        self._frequency[page_id] = min(self._frequency[page_id] + 1, MAX_FREQUENCY)
+        if state.frequency < MAX_FREQUENCY:
+            state.frequency += 1
 
     def reconsider(self, page: Page) -> bool:
         """Whether the popped victim gets a second chance (re-queued at the back of M)."""
-        page_id = page.page_id
-        frequency = self._frequency[page_id]
-        queue = self._queue[page_id]
+        state = self._state[page.page_id]
+        frequency = state.frequency
+        queue = state.queue
         if queue == MAIN:
-            frequency = self._missed_laps(self._position[page_id], frequency)
+            frequency = self._missed_laps(state.position, frequency)
         if frequency == 0:
             return False
         if queue == MAIN:
-            self._frequency[page_id] = frequency - 1
+            state.frequency = frequency - 1
         else:  # S -> M, access bits cleared
             if queue == SMALL:
                 self._small_tokens -= page.num_tokens
-            self._queue[page_id] = MAIN
-            self._frequency[page_id] = 0
-        self._position[page_id] = next(self._clock)
+            state.queue = MAIN
+            state.frequency = 0
+        state.position = self._tick()
         return True
 
     def _missed_laps(self, position: int, frequency: int) -> int:
@@ -185,8 +201,8 @@ class S3FIFO(Policy):
         hand, clocks = self._hand, self._hand_clock
         if not hand or position > hand[-1]:
             hand.append(position)
-            clocks.append(next(self._clock))
-            if len(hand) > 4 * (len(self._position) + 1024):  # bound the history: a page
+            clocks.append(self._tick())
+            if len(hand) > 4 * (len(self._state) + 1024):  # bound the history: a page
                 del hand[: len(hand) // 2]  # older than it is charged the laps still kept
                 del clocks[: len(clocks) // 2]
             return frequency
@@ -195,14 +211,14 @@ class S3FIFO(Policy):
             frequency -= 1
         return frequency
 
-    def _forget(self, page: Page) -> int | None:
-        page_id = page.page_id
-        queue = self._queue.pop(page_id, None)
-        self._position.pop(page_id, None)
-        self._frequency.pop(page_id, None)
-        if queue == SMALL:
+    def _forget(self, page: Page) -> int:
+        """Drop `page`'s state; its queue (-1 if it had none)."""
+        state = self._state.pop(page.page_id, None)
+        if state is None:
+            return -1
+        if state.queue == SMALL:
             self._small_tokens -= page.num_tokens
-        return queue
+        return state.queue
 
     def on_evict(self, page: Page) -> None:
         if self._forget(page) == MAIN:
@@ -216,3 +232,6 @@ class S3FIFO(Policy):
 
     def on_expire(self, page: Page) -> None:
         self._forget(page)
+
+
+POLICIES.register("s3fifo")(S3FIFO)

@@ -81,7 +81,7 @@ def test_an_unbound_policy_has_no_budgets():
     assert all(s3.in_ghost(i) for i in range(5))
     s3.on_expire(page(42, 1))
     s3.on_evict(page(43, 1))
-    assert s3._position == {} and s3._frequency == {} and s3._queue == {}
+    assert s3._state == {}
 
 
 def test_a_page_hit_once_in_s_moves_to_main_with_its_bits_cleared():
