@@ -100,7 +100,10 @@ class EvictionPolicy(Protocol):
 
 
 class Policy:
-    """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses."""
+    """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses.
+    Compiled, an extension type whose per-page hooks are cpdef (policy.pxd): a subclass
+    written in Python overrides them as usual (docs/architecture.md "Compiled hot
+    modules")."""
 
     node_uniform = False
     offline = False

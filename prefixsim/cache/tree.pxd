@@ -1,6 +1,7 @@
 # Types of tree.py (Cython's pure-Python mode).
 cimport cython
 from prefixsim.cache.page cimport Page
+from prefixsim.cache.policy cimport Policy
 
 
 cpdef bint _is_current(tuple entry, Page page) except? -1
@@ -12,7 +13,7 @@ cpdef bint _is_current_block(tuple entry, Page page) except? -1
 
 cdef class RadixCache:
     cdef public object capacity_tokens
-    cdef public object policy
+    cdef public Policy policy
     cdef public object ttl
     cdef public object mode
     cdef public bint block
@@ -29,8 +30,8 @@ cdef class RadixCache:
     cdef public bint _hook_access
     cdef public bint _hook_insert
     cdef public bint _hook_evict
-    cdef public object _reconsider
-    cdef public object _on_expire
+    cdef public bint _hook_reconsider
+    cdef public bint _hook_expire
     cdef public object observer
     cdef public object on_demote
 
@@ -44,7 +45,8 @@ cdef class RadixCache:
     @cython.locals(page=Page, first_new=Page, tokens=cython.longlong,
                    resident=cython.longlong, start=cython.longlong, new_pages=cython.longlong,
                    inserted=cython.longlong, last_new=Py_ssize_t, limit=cython.double,
-                   deadline=cython.double, placed=list, pages=dict, tip=Page)
+                   deadline=cython.double, placed=list, pages=dict, tip=Page,
+                   policy=Policy, hook=bint)
     cpdef list insert(self, Page parent, object page_ids, object page_tokens, double now,
                       long long recency, object ttl_s=*, long long priority=*)
 
@@ -65,10 +67,12 @@ cdef class RadixCache:
 
     @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
                    evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
-                   bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint)
+                   bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint,
+                   policy=Policy, hook_evict=bint)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
-    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list)
+    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list,
+                   policy=Policy, reconsider=bint)
     cpdef bint _evict_general(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, freed=cython.longlong)

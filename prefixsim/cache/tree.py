@@ -165,12 +165,10 @@ class RadixCache:
         self._hook_evict = overrides(policy, "on_evict")
         # Second chance (S3-FIFO, CLOCK): a popped victim for which the policy's
         # `reconsider(page)` returns True is re-queued under its new key instead of evicted.
-        self._reconsider: Callable[[Page], bool] | None = (
-            policy.reconsider if overrides(policy, "reconsider") else None)
+        self._hook_reconsider = overrides(policy, "reconsider")
         # A policy whose state should not treat expiry as eviction (GreedyDual's clock rises
         # only on evictions) gets expired pages through `on_expire(page)`.
-        self._on_expire: Callable[[Page], None] | None = (
-            policy.on_expire if overrides(policy, "on_expire") else None)
+        self._hook_expire = overrides(policy, "on_expire")
         # A policy whose keys change without an access (S3-FIFO's small queue overflowing)
         # is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
         policy.bind_cache(self)
@@ -281,7 +279,8 @@ class RadixCache:
         deadline = self._deadline(now, ttl_s) if self.ttl is not None else INFINITY
         pages = self._pages
         get = pages.get
-        hook = self.policy.on_insert if self._hook_insert else None
+        policy = self.policy
+        hook = self._hook_insert
         added = self.observer.added if self.observer is not None else None
         resident = start = self.resident_tokens
         counters = self.counters
@@ -311,8 +310,8 @@ class RadixCache:
                     parent.num_children += 1
                 resident += tokens
                 new_pages += 1
-                if hook is not None:
-                    hook(page)
+                if hook:
+                    policy.on_insert(page)
                 if added is not None:
                     added(page)
                 append(page)
@@ -430,7 +429,7 @@ class RadixCache:
         need = num_tokens - (self.capacity_tokens - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
-        if self.block or self._reconsider is not None:
+        if self.block or self._hook_reconsider:
             return self._evict_general(need, protect)
         return self._evict_leaves(need, protect)
 
@@ -443,8 +442,8 @@ class RadixCache:
         demote = self.on_demote
         observer = self.observer
         removed = observer.removed if observer is not None else None
-        on_evict = self.policy.on_evict if self._hook_evict else None
-        key = self.policy.key
+        policy = self.policy
+        hook_evict = self._hook_evict
         ttl = self.ttl is not None
         counters = self.counters
         ages = counters.evicted_ages.counts
@@ -486,9 +485,10 @@ class RadixCache:
                     if parent.num_children == 0 and parent.lock_count == 0:
                         ready = True
                         parent_entry = self._entry(parent) if ttl else None
-                        parent_key = key(parent) if parent_entry is None else parent_entry[0]
-                if on_evict is not None:
-                    on_evict(page)
+                        parent_key = (policy.key(parent) if parent_entry is None
+                                      else parent_entry[0])
+                if hook_evict:
+                    policy.on_evict(page)
                 evicted += 1
                 evicted_tokens += tokens
                 if page.last_access_s != last_access:  # a chain's pages share theirs
@@ -524,7 +524,8 @@ class RadixCache:
         current = self._current
         protected = set(protect.path()) if self.block and protect is not None else ()
         skipped = []
-        reconsider = self._reconsider
+        policy = self.policy
+        reconsider = self._hook_reconsider
         demote = self.on_demote
         counters = self.counters
         ages = counters.evicted_ages.counts
@@ -543,7 +544,7 @@ class RadixCache:
             if page is protect or page in protected:
                 skipped.append(entry)
                 continue
-            if reconsider is not None and reconsider(page):
+            if reconsider and policy.reconsider(page):
                 self._queue(page)
                 continue
             tokens = page.num_tokens
@@ -646,8 +647,8 @@ class RadixCache:
                 if entry is not None and not defer:
                     heappush(self._victims, entry)
                     entry = None
-        if expired and self._on_expire is not None:
-            self._on_expire(page)
+        if expired and self._hook_expire:
+            self.policy.on_expire(page)
         elif self._hook_evict:
             self.policy.on_evict(page)
         return entry
