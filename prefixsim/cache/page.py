@@ -14,7 +14,8 @@ class Page:
 
     Fields:
       page_id        chained id of the prefix ending with this page
-      parent         the page before it in the prefix (None for a first page)
+      parent         the page before it in the prefix (None for a first page, and for a
+                     page the tree removed in radix mode: cache/tree.py `_let_go`)
       num_tokens     tokens this page holds (charged against capacity)
       depth          0 for a first page
       num_children   resident children (0 = a leaf)

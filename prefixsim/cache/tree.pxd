@@ -67,8 +67,7 @@ cdef class RadixCache:
 
     @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
                    evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
-                   bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint,
-                   policy=Policy, hook_evict=bint)
+                   bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list,
@@ -79,6 +78,8 @@ cdef class RadixCache:
     cpdef long long expire(self, double now) except? -1
 
     cpdef _raise_deadlines(self, Page page, double deadline)
+
+    cpdef _let_go(self, Page page)
 
     cpdef _queue(self, Page page)
 

@@ -442,8 +442,10 @@ class RadixCache:
         demote = self.on_demote
         observer = self.observer
         removed = observer.removed if observer is not None else None
-        policy = self.policy
-        hook_evict = self._hook_evict
+        # the policy's hooks bound once (a Python policy's own methods: `getattr`, as typed
+        # code would take Policy's C functions for `self.policy.key`)
+        key = getattr(self.policy, "key")  # noqa: B009
+        on_evict = getattr(self.policy, "on_evict") if self._hook_evict else None  # noqa: B009
         ttl = self.ttl is not None
         counters = self.counters
         ages = counters.evicted_ages.counts
@@ -485,10 +487,9 @@ class RadixCache:
                     if parent.num_children == 0 and parent.lock_count == 0:
                         ready = True
                         parent_entry = self._entry(parent) if ttl else None
-                        parent_key = (policy.key(parent) if parent_entry is None
-                                      else parent_entry[0])
-                if hook_evict:
-                    policy.on_evict(page)
+                        parent_key = key(parent) if parent_entry is None else parent_entry[0]
+                if on_evict is not None:
+                    on_evict(page)
                 evicted += 1
                 evicted_tokens += tokens
                 if page.last_access_s != last_access:  # a chain's pages share theirs
@@ -497,6 +498,7 @@ class RadixCache:
                 ages[bucket] += 1
                 if demote is not None:
                     demote(page)
+                page.parent = None  # let the evicted chain go (see `_let_go`)
                 page = None
                 if ready:
                     if need > 0 and parent is not protect and (
@@ -555,6 +557,7 @@ class RadixCache:
             ages[bisect_right(EDGES_S, clock - page.last_access_s)] += 1
             if demote is not None:
                 demote(page)
+            self._let_go(page)
             if parent_entry is not None:
                 if need > 0 and (not heap or parent_entry < heap[0]):
                     pending = parent_entry
@@ -582,6 +585,7 @@ class RadixCache:
             self.counters.expired_pages += 1
             self.counters.expired_tokens += page.num_tokens
             self.counters.expired_ages.add(page.deadline_s - page.last_access_s)
+            self._let_go(page)
             freed += 1
         return freed
 
@@ -652,6 +656,15 @@ class RadixCache:
         elif self._hook_evict:
             self.policy.on_evict(page)
         return entry
+
+    def _let_go(self, page: Page) -> None:
+        """Drop a removed page's pointer to its parent once its hooks and demotion have
+        read it, in radix mode: stale heap entries (lazy invalidation) hold removed pages
+        until they are popped or compacted away, and through the pointers every evicted
+        ancestor too. In block mode a resident orphan still names its removed parent (to
+        re-adopt and for the pool's write of the chain its pointers name), so it stays."""
+        if not self.block:
+            page.parent = None
 
     def requeue(self, page: Page) -> None:
         """Re-key `page` in the victim order under the policy's current `key(page)`; a no-op

@@ -82,6 +82,7 @@ def test_an_unbound_policy_has_no_budgets():
     s3.on_expire(page(42, 1))
     s3.on_evict(page(43, 1))
     assert s3._state == {}
+    assert not s3.in_ghost(42) and s3.in_ghost(43)  # evicted without a queue: as from S
 
 
 def test_a_page_hit_once_in_s_moves_to_main_with_its_bits_cleared():
@@ -152,3 +153,17 @@ def test_the_hands_history_is_halved_past_its_bound():
         s3.on_access(main)
         assert s3.reconsider(main) is True
     assert len(s3._hand) == len(s3._hand_clock) == 2950
+
+
+def test_hits_count_up_to_three_second_chances_in_main():
+    """A main page hit five times keeps a frequency of 3 (2 bits): popped, it is re-queued
+    three times (3 -> 2 -> 1 -> 0) and evicted the fourth; hit twice, twice."""
+    for hits, chances in ((5, 3), (2, 2)):
+        s3 = policy(10)
+        s3.on_insert(gone := page(1, 4))
+        s3.on_evict(gone)
+        s3.on_insert(main := page(1, 4))  # ghost hit: main, frequency 0
+        for _ in range(hits):
+            s3.on_access(main)
+        answers = [s3.reconsider(main) for _ in range(chances + 1)]
+        assert answers == [True] * chances + [False], hits

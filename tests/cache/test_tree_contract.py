@@ -294,3 +294,37 @@ def test_an_observer_hears_every_page_added_and_removed():
     tree.evict(P)
     tree.expire(20)
     assert events == [("added", 1), ("added", 2), ("removed", 2), ("removed", 1)]
+
+
+# ---------------------------------------------------------------- removed pages
+@pytest.mark.parametrize("policy", ["lru", "s3fifo"])
+def test_an_evicted_page_lets_go_of_its_parent_in_radix_mode(policy):
+    """Radix mode: an evicted page drops its pointer to its parent (after the hooks and a
+    demotion have read it), so a stale heap entry of it does not keep its evicted
+    ancestors alive. Both eviction loops (LRU's leaves, S3-FIFO's second chances)."""
+    tree = cache(capacity=3 * P, policy=policy)
+    pages = tree.insert(None, [1, 2, 3], [P, P, P], now=0, recency=0)
+    assert pages[2].parent is pages[1]
+    assert tree.evict(3 * P)
+    assert [p.resident for p in pages] == [False] * 3
+    assert [p.parent for p in pages] == [None] * 3
+
+
+def test_an_expired_page_lets_go_of_its_parent_in_radix_mode():
+    tree = cache(ttl=10)
+    pages = tree.insert(None, [1, 2], [P, P], now=0, recency=0)
+    assert tree.expire(now=20) == 2
+    assert [p.parent for p in pages] == [None, None]
+
+
+def test_a_page_evicted_in_block_mode_keeps_its_parent_for_its_orphans():
+    """Block mode: pages 1 <- 2 <- 3, older first; evicting two pages takes 1, then 2, and
+    leaves 3 resident, an orphan naming 2, which still names 1 (the chain a pool write
+    of 3 would follow)."""
+    tree = cache(capacity=3 * P, mode=CacheMode.BLOCK)
+    (one,) = tree.insert(None, [1], [P], now=1, recency=1)
+    (two,) = tree.insert(one, [2], [P], now=2, recency=2)
+    (three,) = tree.insert(two, [3], [P], now=3, recency=3)
+    assert tree.evict(2 * P)
+    assert (one.resident, two.resident, three.resident) == (False, False, True)
+    assert three.parent is two and two.parent is one
