@@ -83,7 +83,7 @@ cdef class RadixCache:
 
     cpdef _queue(self, Page page)
 
-    @cython.locals(version=cython.longlong)
+    @cython.locals(version=cython.longlong, policy=object)
     cpdef object _entry(self, Page page)
 
     @cython.locals(parent=Page)

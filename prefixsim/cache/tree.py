@@ -621,7 +621,8 @@ class RadixCache:
             self._compact()
         if self.capacity_tokens is None:
             return None
-        return (self.policy.key(page), page.recency, -page.depth, page.page_id, version, page)
+        policy = self.policy  # untyped when compiled (tree.pxd): a plain method call
+        return (policy.key(page), page.recency, -page.depth, page.page_id, version, page)
 
     def _compact(self) -> None:
         """Drop stale heap entries (lazy invalidation leaves them behind) once the heaps
