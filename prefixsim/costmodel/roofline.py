@@ -126,6 +126,8 @@ class Roofline(RooflineBase):
         self._vocab_per_gpu = -(-model.vocab_size // tp)  # the LM head is split tp ways
         self._layer_caches: tuple[dict[int, float], dict[int, float]] = ({}, {})  # eager, graph
         self._decode_fixed_cache: dict[int, float] = {}
+        # a decode-only step of n sequences: (GPU time less the KV reads, CPU time), by n
+        self._decode_step_cache: dict[int, tuple[float, float]] = {}
         self._s_per_context = (self.kinds.full
                                * self.ops.decode_attention_s_per_context_token())
         self._s_per_window_token = (self.kinds.window
@@ -285,7 +287,12 @@ class Roofline(RooflineBase):
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
         if num_seqs <= 0 or num_steps <= 0:
             return 0.0
-        fixed, cpu = self._decode_fixed_s(num_seqs), self.cpu_s(num_seqs, num_seqs)
+        step = self._decode_step_cache.get(num_seqs)  # the routers ask this many times
+        if step is None:
+            step = self._decode_fixed_s(num_seqs), self.cpu_s(num_seqs, num_seqs)
+            if len(self._decode_step_cache) < 65536:
+                self._decode_step_cache[num_seqs] = step
+        fixed, cpu = step
         if self.engine.overlaps_cpu:
             return overlapped_run_s(fixed + self._s_per_context * context_sum,
                                     self._s_per_context * num_seqs, cpu, num_steps)
