@@ -40,12 +40,20 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 # the timed engine's and the cache-only replay's per-request and per-page code
 HOT_MODULES: tuple[str, ...] = (
+    "prefixsim.cache.aging",
+    "prefixsim.cache.belady",
+    "prefixsim.cache.fifo",
+    "prefixsim.cache.gdsf",
+    "prefixsim.cache.lfu",
     "prefixsim.cache.lru",
     "prefixsim.cache.page",
     "prefixsim.cache.policy",
+    "prefixsim.cache.priority",
     "prefixsim.cache.s3fifo",
     "prefixsim.cache.segment_tree",
     "prefixsim.cache.tree",
+    "prefixsim.cache.ttl_first",
+    "prefixsim.cache.workload_aware",
     "prefixsim.costmodel.operator_times",
     "prefixsim.costmodel.roofline",
     "prefixsim.costmodel.roofline_base",

@@ -101,9 +101,9 @@ class EvictionPolicy(Protocol):
 
 class Policy:
     """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses.
-    Compiled, an extension type whose per-page hooks are cpdef (policy.pxd): a subclass
-    written in Python overrides them as usual (docs/architecture.md "Compiled hot
-    modules")."""
+    Compiled, an extension type without fields (policy.pxd), so that a compiled policy can
+    be one too (s3fifo.pxd); a subclass written in Python overrides hooks as usual
+    (docs/architecture.md "Compiled hot modules")."""
 
     node_uniform = False
     offline = False

@@ -29,19 +29,19 @@ cdef class S3FIFO(Policy):
     cpdef long long _tick(self)
 
     @cython.locals(state=PageState, band=cython.double)
-    cpdef object key(self, object page)
+    cpdef double key(self, Page page) except? -1
 
     @cython.locals(position=cython.longlong)
-    cpdef object on_insert(self, Page page)
+    cpdef on_insert(self, Page page)
 
     @cython.locals(state=PageState, page=Page, at=cython.longlong, states=dict)
     cpdef _overflow(self)
 
     @cython.locals(state=PageState)
-    cpdef object on_access(self, Page page)
+    cpdef on_access(self, Page page)
 
     @cython.locals(state=PageState, frequency=cython.longlong, queue=cython.longlong)
-    cpdef object reconsider(self, Page page)
+    cpdef bint reconsider(self, Page page) except? -1
 
     @cython.locals(hand=list, clocks=list)
     cpdef long long _missed_laps(self, long long position, long long frequency) except? -1
@@ -49,6 +49,6 @@ cdef class S3FIFO(Policy):
     @cython.locals(state=PageState)
     cpdef long long _forget(self, Page page) except? -2
 
-    cpdef object on_evict(self, Page page)
+    cpdef on_evict(self, Page page)
 
-    cpdef object on_expire(self, Page page)
+    cpdef on_expire(self, Page page)

@@ -1,7 +1,6 @@
 # Types of tree.py (Cython's pure-Python mode).
 cimport cython
 from prefixsim.cache.page cimport Page
-from prefixsim.cache.policy cimport Policy
 
 
 cpdef bint _is_current(tuple entry, Page page) except? -1
@@ -13,7 +12,7 @@ cpdef bint _is_current_block(tuple entry, Page page) except? -1
 
 cdef class RadixCache:
     cdef public object capacity_tokens
-    cdef public Policy policy
+    cdef public object policy
     cdef public object ttl
     cdef public object mode
     cdef public bint block
@@ -30,8 +29,8 @@ cdef class RadixCache:
     cdef public bint _hook_access
     cdef public bint _hook_insert
     cdef public bint _hook_evict
-    cdef public bint _hook_reconsider
-    cdef public bint _hook_expire
+    cdef public object _reconsider
+    cdef public object _on_expire
     cdef public object observer
     cdef public object on_demote
 
@@ -45,8 +44,7 @@ cdef class RadixCache:
     @cython.locals(page=Page, first_new=Page, tokens=cython.longlong,
                    resident=cython.longlong, start=cython.longlong, new_pages=cython.longlong,
                    inserted=cython.longlong, last_new=Py_ssize_t, limit=cython.double,
-                   deadline=cython.double, placed=list, pages=dict, tip=Page,
-                   policy=Policy, hook=bint)
+                   deadline=cython.double, placed=list, pages=dict, tip=Page)
     cpdef list insert(self, Page parent, object page_ids, object page_tokens, double now,
                       long long recency, object ttl_s=*, long long priority=*)
 
@@ -70,8 +68,7 @@ cdef class RadixCache:
                    bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
-    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list,
-                   policy=Policy, reconsider=bint)
+    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list)
     cpdef bint _evict_general(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, freed=cython.longlong)
@@ -83,7 +80,7 @@ cdef class RadixCache:
 
     cpdef _queue(self, Page page)
 
-    @cython.locals(version=cython.longlong, policy=object)
+    @cython.locals(version=cython.longlong)
     cpdef object _entry(self, Page page)
 
     @cython.locals(parent=Page)

@@ -165,10 +165,12 @@ class RadixCache:
         self._hook_evict = overrides(policy, "on_evict")
         # Second chance (S3-FIFO, CLOCK): a popped victim for which the policy's
         # `reconsider(page)` returns True is re-queued under its new key instead of evicted.
-        self._hook_reconsider = overrides(policy, "reconsider")
+        self._reconsider: Callable[[Page], bool] | None = (
+            policy.reconsider if overrides(policy, "reconsider") else None)
         # A policy whose state should not treat expiry as eviction (GreedyDual's clock rises
         # only on evictions) gets expired pages through `on_expire(page)`.
-        self._hook_expire = overrides(policy, "on_expire")
+        self._on_expire: Callable[[Page], None] | None = (
+            policy.on_expire if overrides(policy, "on_expire") else None)
         # A policy whose keys change without an access (S3-FIFO's small queue overflowing)
         # is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
         policy.bind_cache(self)
@@ -279,8 +281,7 @@ class RadixCache:
         deadline = self._deadline(now, ttl_s) if self.ttl is not None else INFINITY
         pages = self._pages
         get = pages.get
-        policy = self.policy
-        hook = self._hook_insert
+        hook = self.policy.on_insert if self._hook_insert else None
         added = self.observer.added if self.observer is not None else None
         resident = start = self.resident_tokens
         counters = self.counters
@@ -310,8 +311,8 @@ class RadixCache:
                     parent.num_children += 1
                 resident += tokens
                 new_pages += 1
-                if hook:
-                    policy.on_insert(page)
+                if hook is not None:
+                    hook(page)
                 if added is not None:
                     added(page)
                 append(page)
@@ -429,7 +430,7 @@ class RadixCache:
         need = num_tokens - (self.capacity_tokens - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
-        if self.block or self._hook_reconsider:
+        if self.block or self._reconsider is not None:
             return self._evict_general(need, protect)
         return self._evict_leaves(need, protect)
 
@@ -442,10 +443,8 @@ class RadixCache:
         demote = self.on_demote
         observer = self.observer
         removed = observer.removed if observer is not None else None
-        # the policy's hooks bound once (a Python policy's own methods: `getattr`, as typed
-        # code would take Policy's C functions for `self.policy.key`)
-        key = getattr(self.policy, "key")  # noqa: B009
-        on_evict = getattr(self.policy, "on_evict") if self._hook_evict else None  # noqa: B009
+        on_evict = self.policy.on_evict if self._hook_evict else None
+        key = self.policy.key
         ttl = self.ttl is not None
         counters = self.counters
         ages = counters.evicted_ages.counts
@@ -526,8 +525,7 @@ class RadixCache:
         current = self._current
         protected = set(protect.path()) if self.block and protect is not None else ()
         skipped = []
-        policy = self.policy
-        reconsider = self._hook_reconsider
+        reconsider = self._reconsider
         demote = self.on_demote
         counters = self.counters
         ages = counters.evicted_ages.counts
@@ -546,7 +544,7 @@ class RadixCache:
             if page is protect or page in protected:
                 skipped.append(entry)
                 continue
-            if reconsider and policy.reconsider(page):
+            if reconsider is not None and reconsider(page):
                 self._queue(page)
                 continue
             tokens = page.num_tokens
@@ -621,8 +619,7 @@ class RadixCache:
             self._compact()
         if self.capacity_tokens is None:
             return None
-        policy = self.policy  # untyped when compiled (tree.pxd): a plain method call
-        return (policy.key(page), page.recency, -page.depth, page.page_id, version, page)
+        return (self.policy.key(page), page.recency, -page.depth, page.page_id, version, page)
 
     def _compact(self) -> None:
         """Drop stale heap entries (lazy invalidation leaves them behind) once the heaps
@@ -652,8 +649,8 @@ class RadixCache:
                 if entry is not None and not defer:
                     heappush(self._victims, entry)
                     entry = None
-        if expired and self._hook_expire:
-            self.policy.on_expire(page)
+        if expired and self._on_expire is not None:
+            self._on_expire(page)
         elif self._hook_evict:
             self.policy.on_evict(page)
         return entry
