@@ -125,7 +125,6 @@ class Roofline(RooflineBase):
             graph_latency_s=s.allreduce_graph_latency_s)
         self._vocab_per_gpu = -(-model.vocab_size // tp)  # the LM head is split tp ways
         self._layer_caches: tuple[dict[int, float], dict[int, float]] = ({}, {})  # eager, graph
-        self._decode_fixed_cache: dict[int, float] = {}
         # a decode-only step of n sequences: (GPU time less the KV reads, CPU time), by n
         self._decode_step_cache: dict[int, tuple[float, float]] = {}
         self._s_per_context = (self.kinds.full
@@ -181,9 +180,14 @@ class Roofline(RooflineBase):
 
     def _decode_fixed_s(self, num_seqs: int) -> float:
         """A decode-only step of `num_seqs` sequences on the GPU, less their KV reads."""
-        cached = self._decode_fixed_cache.get(num_seqs)
-        if cached is not None:
-            return cached
+        return self._decode_step(num_seqs)[0]
+
+    def _decode_step(self, num_seqs: int) -> tuple[float, float]:
+        """A decode-only step of `num_seqs` sequences: its GPU time less the KV reads, and
+        its CPU time (kept per batch size: the run clocks and routers ask often)."""
+        step = self._decode_step_cache.get(num_seqs)
+        if step is not None:
+            return step
         ops = self.ops
         attention = ops.attention_floor_s(False) + ops.decode_attention_fixed_s(num_seqs)
         if self.kinds.plain:
@@ -192,9 +196,10 @@ class Roofline(RooflineBase):
         else:  # state layers make no attention call
             total = (self.dims.num_layers * self.layer_s(num_seqs)
                      + self.kinds.attention * attention + self._head_s(num_seqs, num_seqs))
-        if len(self._decode_fixed_cache) < 65536:
-            self._decode_fixed_cache[num_seqs] = total
-        return total
+        step = total, self.cpu_s(num_seqs, num_seqs)
+        if len(self._decode_step_cache) < 65536:
+            self._decode_step_cache[num_seqs] = step
+        return step
 
     def _with_cpu(self, gpu_s: float, num_seqs: int, num_tokens: int) -> float:
         """A step's GPU time with its CPU time: after it, or under it when the engine
@@ -287,12 +292,7 @@ class Roofline(RooflineBase):
     def decode_run_time_s(self, num_seqs: int, context_sum: int, num_steps: int) -> float:
         if num_seqs <= 0 or num_steps <= 0:
             return 0.0
-        step = self._decode_step_cache.get(num_seqs)  # the routers ask this many times
-        if step is None:
-            step = self._decode_fixed_s(num_seqs), self.cpu_s(num_seqs, num_seqs)
-            if len(self._decode_step_cache) < 65536:
-                self._decode_step_cache[num_seqs] = step
-        fixed, cpu = step
+        fixed, cpu = self._decode_step(num_seqs)
         if self.engine.overlaps_cpu:
             return overlapped_run_s(fixed + self._s_per_context * context_sum,
                                     self._s_per_context * num_seqs, cpu, num_steps)
