@@ -40,6 +40,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 # the timed engine's and the cache-only replay's per-request and per-page code
 HOT_MODULES: tuple[str, ...] = (
+    "prefixsim.cache.accounting",
     "prefixsim.cache.aging",
     "prefixsim.cache.belady",
     "prefixsim.cache.fifo",
@@ -54,12 +55,15 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.tree",
     "prefixsim.cache.ttl_first",
     "prefixsim.cache.workload_aware",
+    "prefixsim.costmodel.engines",
+    "prefixsim.costmodel.layer_kinds",
     "prefixsim.costmodel.operator_times",
     "prefixsim.costmodel.roofline",
     "prefixsim.costmodel.roofline_base",
     "prefixsim.engine.cache_only_fast",
     "prefixsim.engine.decode_run",
     "prefixsim.engine.decode_steps",
+    "prefixsim.engine.frontend",
     "prefixsim.engine.itl",
     "prefixsim.engine.records",
     "prefixsim.engine.replica",
@@ -68,8 +72,11 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.engine.scheduler",
     "prefixsim.engine.state_log",
     "prefixsim.engine.timed",
+    "prefixsim.metrics.pricing",
     "prefixsim.router.index",
     "prefixsim.router.prefix_aware",
+    "prefixsim.trace.columns",
+    "prefixsim.trace.record",
 )
 
 EXT_SUFFIX: str = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
