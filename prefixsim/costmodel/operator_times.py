@@ -97,6 +97,13 @@ class OperatorTimes:
         self._hbm_s = 1.0 / gpu.hbm_bandwidth_bytes_s
         self._p = p.overlap_exponent
         self._weights: dict[tuple[int, int], tuple[float, float, float]] = {}
+        # the figures the per-step methods read, as fields (C fields of operator_times.pxd)
+        self._gemm_tile = p.gemm_tile_tokens
+        self._gemm_floor_s = p.gemm_floor_s
+        self._attn_tile = p.attention_tile_tokens
+        self._causal = p.attention_causal_factor
+        self._elementwise_floor_s = p.elementwise_floor_s
+        self._num_heads, self._head_dim = dims.num_heads, dims.head_dim
 
     def blend(self, compute_s: float, memory_s: float) -> float:
         """The p-norm of compute and memory time (their max when p is infinite)."""
@@ -119,9 +126,8 @@ class OperatorTimes:
                 (in_features + out_features) * ACT_BYTES * self._gemm_byte_s,
                 in_features * out_features * self.weight_bytes * self._gemm_byte_s)
         per_row, per_token, weight = terms
-        rows = _tiles(math.ceil(tokens), self.params.gemm_tile_tokens)
-        return (self.blend(per_row * rows, per_token * tokens + weight)
-                + self.params.gemm_floor_s)
+        rows = _tiles(math.ceil(tokens), self._gemm_tile)
+        return self.blend(per_row * rows, per_token * tokens + weight) + self._gemm_floor_s
 
     def grouped_gemm_s(self, groups: float, tokens: float, in_features: int,
                        out_features: int) -> float:
@@ -140,8 +146,7 @@ class OperatorTimes:
         """An element-wise kernel moving `num_bytes` (ELEMENTWISE_EFFICIENCY[kind])."""
         if num_bytes <= 0:
             return 0.0
-        return (num_bytes * self._hbm_s / ELEMENTWISE_EFFICIENCY[kind]
-                + self.params.elementwise_floor_s)
+        return num_bytes * self._hbm_s / ELEMENTWISE_EFFICIENCY[kind] + self._elementwise_floor_s
 
     def layer_elementwise_s(self, tokens: int, routed_rows: float, intermediate: int) -> float:
         """Norms (two), rotary embedding, activation, residual add and the KV-cache write of
@@ -161,15 +166,14 @@ class OperatorTimes:
         """The work of one chunk inside the step's attention call (no floor). With a
         sliding `window`, each query reads at most the window's keys: the keys term is
         capped at causal factor x window and only the window's cached KV is read."""
-        d = self.dims
-        p = self.params
-        rows = _tiles(new_tokens, p.attention_tile_tokens)
-        keys = cached_tokens + p.attention_causal_factor * new_tokens
+        heads, head_dim = self._num_heads, self._head_dim
+        rows = _tiles(new_tokens, self._attn_tile)
+        keys = cached_tokens + self._causal * new_tokens
         if window is not None:
-            keys = min(keys, p.attention_causal_factor * window)
+            keys = min(keys, self._causal * window)
             cached_tokens = min(cached_tokens, window)
-        flop = 4.0 * d.num_heads * d.head_dim * rows * keys
-        byte = (2 * d.num_heads * d.head_dim * new_tokens * ACT_BYTES
+        flop = 4.0 * heads * head_dim * rows * keys
+        byte = (2 * heads * head_dim * new_tokens * ACT_BYTES
                 + (new_tokens + cached_tokens) * self.kv_values * self.kv_bytes)
         return self.blend(flop * self._attn_flop_s, byte * self._attn_byte_s)
 
