@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from prefixsim.cache import Page, RadixCache
+from prefixsim.cache import RadixCache
+from prefixsim.cache.page import Page
 from prefixsim.trace import Request
 
 
