@@ -149,6 +149,11 @@ class CostModelBase:
     def decode_run_timer(self, decode_contexts: tuple[int, ...]) -> DecodeRunTime:
         return self.decode_steps_time_s
 
+    def chunk_time_s(self, new_tokens: int, cached_tokens: int) -> float:
+        """A step of one prefill chunk alone (which finishes its prompt): `step_time_s` of
+        that batch. A model may compute it without the batch, to the same float."""
+        return self.step_time_s(StepBatch((PrefillChunk(new_tokens, cached_tokens),)))
+
     def transfer_time_s(self, num_bytes: int, bandwidth_bytes_s: float) -> float:
         if bandwidth_bytes_s <= 0:
             raise ValueError(f"bandwidth must be > 0, got {bandwidth_bytes_s}")
@@ -160,7 +165,10 @@ class CostModelBase:
 
 def chunk_time_function(cost_model: CostModel) -> Callable[[int, int], float]:
     """(new_tokens, cached_tokens) -> seconds of that one prefill chunk alone (the cost of a
-    miss gdsf weighs, docs/cache-semantics.md R11)."""
+    miss gdsf weighs, docs/cache-semantics.md R11; the summary's prefill pricing):
+    `CostModelBase.chunk_time_s`, or the step of that one-chunk batch for a model without it."""
+    if isinstance(cost_model, CostModelBase):
+        return cost_model.chunk_time_s
     return lambda new, cached: cost_model.step_time_s(StepBatch((PrefillChunk(new, cached),)))
 
 

@@ -238,6 +238,19 @@ class Roofline(RooflineBase):
                               + self._s_per_context * sum(contexts)
                               + self._head_s(tokens, sampled), num_seqs, tokens)
 
+    def chunk_time_s(self, new_tokens: int, cached_tokens: int) -> float:
+        """`step_time_s` of one prefill chunk alone (emitting its token), without building
+        the batch: the same terms added in the same order (the summary's prefill pricing
+        asks for one per chunk of every request, gdsf for one per page it keys)."""
+        if new_tokens <= 0 or not self.kinds.plain:
+            return super().chunk_time_s(new_tokens, cached_tokens)
+        ops = self.ops
+        attention = ops.attention_floor_s(True) + ops.prefill_attention_s(new_tokens,
+                                                                          cached_tokens)
+        return self._with_cpu(self.dims.num_layers * (self.layer_s(new_tokens, False) + attention)
+                              + self._s_per_context * 0 + self._head_s(new_tokens, 1),
+                              1, new_tokens)
+
     def _hybrid_step_s(self, batch: StepBatch, tokens: int, window_reads: float) -> float:
         """A step with prefill chunks of a model with window or state layers: every layer's
         GEMMs, each kind's attention (docs/cost-models.md "Layer kinds")."""

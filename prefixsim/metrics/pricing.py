@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prefixsim.costmodel import CostModel, PrefillChunk, StepBatch
+from prefixsim.costmodel import CostModel, chunk_time_function
 from prefixsim.errors import InputError, read_yaml
 
 FIVE_MINUTES_S = 300.0
@@ -178,6 +178,7 @@ def prefill_time_s(
     every prompt's first chunks without a cache); the sum is the same, in the same order."""
     if chunk_times is None:
         chunk_times = {}
+    chunk_s = chunk_time_function(cost_model)
     total = 0.0
     done = 0
     while done < new_tokens:
@@ -185,8 +186,7 @@ def prefill_time_s(
         key = (n, cached_tokens + done)
         step_s = chunk_times.get(key)
         if step_s is None:
-            chunk_times[key] = step_s = cost_model.step_time_s(
-                StepBatch((PrefillChunk(n, cached_tokens + done),)))
+            chunk_times[key] = step_s = chunk_s(n, cached_tokens + done)
         total += step_s
         done += n
     return total

@@ -257,3 +257,20 @@ def test_expert_parallel_splits_whole_experts_over_the_gpus():
               / 1e7))
     with pytest.raises(ValueError, match="experts"):
         Roofline(TINY, SLOW, 2, expert_parallel=True)
+
+
+@pytest.mark.parametrize("name, tp", [("llama-3.1-8b", 1), ("llama-2-70b", 4),
+                                      ("mixtral-8x7b", 2), ("qwen3-coder-30b-a3b", 4),
+                                      ("gemma-3-27b", 2), ("gpt-oss-120b", 2)])
+@pytest.mark.parametrize("engine", ["vllm-v1", "vllm-v1-async", "vllm-v0"])
+def test_chunk_time_is_the_one_chunk_step_to_the_bit(name, tp, engine):
+    """`chunk_time_s(new, cached)` (the prefill pricing's and gdsf's question) is the float
+    `step_time_s` gives for a batch of that chunk alone: dense, MoE, window models (which
+    take the batch's road), CPU time after or under the GPU's; tile edges, chunk-budget
+    sizes and odd ones, with and without a cached prefix."""
+    model = Roofline(get_model(name), get_gpu("h100-sxm"), tp, engine=engine)
+    for new in (1, 2, 63, 64, 65, 511, 2048, 8191, 8192, 12_345):
+        for cached in (0, 1, 16, 999, 65_536, 131_071):
+            alone = model.step_time_s(StepBatch((PrefillChunk(new, cached),)))
+            assert model.chunk_time_s(new, cached) == alone, (new, cached)
+    assert model.chunk_time_s(0, 5) == 0.0 == model.step_time_s(StepBatch((PrefillChunk(0, 5),)))
