@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from prefixsim.costmodel import PrefillChunk, Roofline, StepBatch
+from prefixsim.costmodel import PrefillChunk, Roofline, StepBatch, chunk_time_function
 from prefixsim.costmodel.collectives import AllReduceCost
 from prefixsim.presets import GPUSpec, ModelSpec, get_gpu, get_model, kv_pool_tokens
 
@@ -274,3 +274,16 @@ def test_chunk_time_is_the_one_chunk_step_to_the_bit(name, tp, engine):
             alone = model.step_time_s(StepBatch((PrefillChunk(new, cached),)))
             assert model.chunk_time_s(new, cached) == alone, (new, cached)
     assert model.chunk_time_s(0, 5) == 0.0 == model.step_time_s(StepBatch((PrefillChunk(0, 5),)))
+    assert chunk_time_function(model) == model.chunk_time_s  # what pricing and gdsf ask
+
+
+def test_a_model_without_chunk_time_is_asked_for_the_one_chunk_step():
+    """A cost model written to the protocol alone (no CostModelBase): `chunk_time_function`
+    asks its `step_time_s` for the batch of that chunk."""
+    class Steps:
+        def step_time_s(self, batch):
+            (chunk,) = batch.prefills
+            assert batch.decode_contexts == () and chunk.emits_token
+            return chunk.new_tokens + chunk.cached_tokens / 1000
+
+    assert chunk_time_function(Steps())(7, 3000) == 10.0
