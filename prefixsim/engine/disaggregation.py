@@ -137,7 +137,7 @@ class DecodeReplica(Replica):
         """A prefill replica hands `state` over: it queues until it can be pulled."""
         state.decode_source = source
         self.incoming.append(state)
-        self._outstanding += state.outstanding_tokens
+        self._change_load(state.outstanding_tokens)
         self._pull()
 
     def _held_run(self, state: RequestState) -> tuple[list[Page], int]:
@@ -190,7 +190,7 @@ class DecodeReplica(Replica):
         credits its tokens when it ends; stepping one by one, covered is 1). With them
         left out the fit test reads the same at every moment of a run, mid-step or at a
         boundary, whether the run is one timeout or many."""
-        run = self._run
+        run = self._run_state
         return 0 if run is None else self._covered * run[1].num_seqs
 
     def _settle(self) -> None:
@@ -199,9 +199,9 @@ class DecodeReplica(Replica):
         pull or a landing then finds the cache, and evicts from it, as that would. The
         steps not started are reserved as they start (`catch_up`) or when the run ends."""
         decodes = self._run_decodes
-        if self._run is None or not decodes:
+        if self._run_state is None or not decodes:
             return
-        start, clock = self._run  # a landing at a step's boundary: that step has not started
+        start, clock = self._run_state  # a landing at a step's boundary: that step has not started
         started = min(clock.steps, clock.steps_done(self.env.now - start - BOUNDARY_TIE_S) + 1)
         unused = self._covered - started
         if unused > 0:

@@ -99,16 +99,15 @@ class Replica(ReplicaMemory):
     """A model instance on `tp` GPUs with its own prefix cache (a router's ReplicaView)."""
 
     DEFERS_EVICTION = True  # decode runs may outlast free memory (see `catch_up`)
-    load_board: LoadBoard | None = None  # the router's view of this replica's load bounds
-    load_slot = 0  # this replica's entry on it
-    _load_tokens = 0  # `_outstanding`'s value
-    _run_state: tuple[float, RunClock] | None = None  # `_run`'s value
 
     def __init__(self, index: int, env: simpy.Environment, cache: RadixCache, fleet: Fleet,
                  sampling: Sampling, on_finish: FinishCallback,
                  state_log: StateLog | None = None, *, link: PoolLink | None = None,
                  transfer: HandOff | None = None) -> None:
         pool = fleet.pool
+        self.load_board: LoadBoard | None = None  # the router's view of its load bounds
+        self.load_slot = 0  # this replica's entry on it
+        self._run_state: tuple[float, RunClock] | None = None  # `_run`'s value
         super().__init__(env, cache, fleet.cost_model, fleet.tier_stack(index),
                          fleet.kv_bytes_per_token, pool=pool, link=link,
                          async_loads=fleet.tier_load == "async")
@@ -124,7 +123,6 @@ class Replica(ReplicaMemory):
         self.busy_s = 0.0
         self.itl_segments = ItlSegments()  # (gap seconds, tokens produced)
         self._wake: simpy.Event | None = None
-        self._run = None  # decode run in progress: its start and clock (a property)
         # Deferred evictions (`catch_up`): a decode run may go on past the free memory, each
         # later step evicting for itself at its own boundary, as stepping one by one does.
         # Not with a shared pool (its writes are timed when the eviction happens) or in
@@ -140,26 +138,15 @@ class Replica(ReplicaMemory):
         self.process = env.process(self._loop())
 
     # ------------------------------------------------------------ router's view
-    @property
-    def _outstanding(self) -> int:
-        """Σ outstanding_tokens over the requests waiting, running or queued here, kept in
-        step at admission, finishes and step ends; each change is posted to the load board."""
-        return self._load_tokens
-
-    @_outstanding.setter
-    def _outstanding(self, value: int) -> None:
-        self._load_tokens = value
+    def _change_load(self, tokens: int) -> None:
+        """Add `tokens` to `_outstanding` and post the change to the load board."""
+        self._load_tokens += tokens
         if self.load_board is not None:
             self._post_load()
 
-    @property
-    def _run(self) -> tuple[float, RunClock] | None:
-        """The decode run in progress (its start and clock), None between runs; each change
-        is posted to the load board."""
-        return self._run_state
-
-    @_run.setter
-    def _run(self, run: tuple[float, RunClock] | None) -> None:
+    def _set_run(self, run: tuple[float, RunClock] | None) -> None:
+        """Set the decode run in progress (its start and clock; None between runs: the
+        `_run_state`) and post the change to the load board."""
         self._run_state = run
         if self.load_board is not None:
             self._post_load()
@@ -229,7 +216,7 @@ class Replica(ReplicaMemory):
             return
         was_empty = not self.waiting
         self.waiting.append(state)
-        self._outstanding += state.outstanding_tokens
+        self._change_load(state.outstanding_tokens)
         wake = self._wake
         if wake is not None and not wake.triggered and (
             not self.running or (was_empty and len(self.running) < self.scheduler.max_num_seqs)
@@ -263,7 +250,7 @@ class Replica(ReplicaMemory):
         (engine/disaggregation.py); its KV stays here until pulled."""
         self.running.remove(state)
         self.handing_off.append(state)
-        self._outstanding -= state.outstanding_tokens
+        self._change_load(-state.outstanding_tokens)
         state.last_token_s = self.env.now
         self.transfer.hand_off(state, self)
 
@@ -330,11 +317,13 @@ class Replica(ReplicaMemory):
             self._preempt(self.running[-1])
             plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
         if not plan.chunks and not plan.decodes and not self.running:
-            loaded = next((s for s in self.waiting if s.loaded_chunk_tokens), None)
-            if loaded is not None:  # its KV is in and its chunk reserved: it goes first
-                self.waiting.remove(loaded)  # rather than hold memory the head waits for
-                self.waiting.appendleft(loaded)
-                plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
+            for loaded in self.waiting:
+                if loaded.loaded_chunk_tokens:  # its KV is in and its chunk reserved: it
+                    self.waiting.remove(loaded)  # goes first rather than hold memory the
+                    self.waiting.appendleft(loaded)  # head waits for
+                    plan = self.scheduler.plan(self.running, self.waiting, self.admit,
+                                               self.grow)
+                    break
         return plan
 
     def _prefill_step(self, plan: StepPlan):
@@ -369,7 +358,7 @@ class Replica(ReplicaMemory):
         decodes = plan.decodes
         for state in decodes:
             state.generated_tokens += 1
-        self._outstanding -= len(decodes)
+        self._change_load(-len(decodes))
         for state, num_tokens in plan.chunks:
             resumed = state.generated_tokens > 0  # re-prefilled after a preemption
             self._advance_prefill(state, num_tokens)
@@ -395,7 +384,7 @@ class Replica(ReplicaMemory):
         total_s = cost.decode_steps_time_s(contexts, steps)
         start = env.now
         self._wake = wake = env.event()
-        self._run = (start, RunClock(cost, contexts, steps, total_s))
+        self._set_run((start, RunClock(cost, contexts, steps, total_s)))
         self._run_decodes, self._covered = decodes, covered
         if covered < steps:
             self._due(start + cost.decode_steps_time_s(contexts, covered))
@@ -420,7 +409,7 @@ class Replica(ReplicaMemory):
             if done_s > env.now - start:
                 yield env.timeout(done_s - (env.now - start))
             total_s = done_s
-        self._run = None
+        self._set_run(None)
         self._end_decode_run(decodes, done, covered, total_s, gaps)
 
     def _end_decode_run(self, decodes: list[RequestState], done: int, covered: int,
@@ -438,7 +427,7 @@ class Replica(ReplicaMemory):
         self.busy_s += total_s
         for state in decodes:
             state.generated_tokens += done
-        self._outstanding -= done * num
+        self._change_load(-done * num)
         if done and gaps:  # handed-off requests' first tokens (engine/disaggregation.py)
             now = self.env.now
             for state in gaps:
@@ -458,7 +447,7 @@ class Replica(ReplicaMemory):
         once frees the shortest run of victims that k evictions of one step each free.
         `tie_s`: a step starting less than this before now has not started
         (decode_steps.BOUNDARY_TIE_S, for a landing)."""
-        start, clock = self._run  # due_s is finite only while a run is in progress
+        start, clock = self._run_state  # due_s is finite only while a run is in progress
         target = min(clock.steps, clock.steps_done(self.env.now - start - tie_s) + 1)
         covered = self._covered
         if target > covered:

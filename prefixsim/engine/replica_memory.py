@@ -41,7 +41,7 @@ from functools import partial
 
 import simpy
 
-from prefixsim.cache import ChainConflict, RadixCache
+from prefixsim.cache.tree import ChainConflict, RadixCache
 from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
 from prefixsim.costmodel import CostModel
@@ -78,7 +78,17 @@ class ReplicaMemory:
         self.hit_tokens = 0
         self._recency = 0
         self._decode_room = 0
-        self._outstanding = 0  # Σ outstanding_tokens over waiting and running (kept in step)
+        self._load_tokens = 0  # `_outstanding`'s value
+
+    @property
+    def _outstanding(self) -> int:
+        """Σ outstanding_tokens over the requests waiting, running or queued here, kept in
+        step at admission, finishes and step ends (`_change_load`)."""
+        return self._load_tokens
+
+    def _change_load(self, tokens: int) -> None:
+        """Add `tokens` (negative: take them) to `_outstanding`."""
+        self._load_tokens += tokens
 
     def _available(self) -> int:
         return self.cache.free_tokens + self.cache.evictable_tokens
@@ -127,7 +137,7 @@ class ReplicaMemory:
         state.num_tree_pages = num
         state.tree_tokens = matched
         state.computed_tokens = hit
-        self._outstanding -= hit
+        self._change_load(-hit)
         state.private_tokens = need
         host = disk = from_pool = 0
         if lower:
@@ -223,14 +233,14 @@ class ReplicaMemory:
         """Preemption by recompute: free everything, requeue at the head (vLLM)."""
         self._release(state)
         self.running.remove(state)
-        self._outstanding -= state.outstanding_tokens
+        self._change_load(-state.outstanding_tokens)
         state.last_token_s = self.env.now  # preemption comes at a step boundary
         state.status = WAITING
         state.prompt_tokens = state.request.input_tokens + state.generated_tokens
         state.computed_tokens = state.tree_tokens = state.num_tree_pages = 0
         state.load_s = 0.0
         state.preemptions += 1
-        self._outstanding += state.outstanding_tokens
+        self._change_load(state.outstanding_tokens)
         self.num_preemptions += 1
         self.waiting.appendleft(state)
 
@@ -253,7 +263,7 @@ class ReplicaMemory:
     def _advance_prefill(self, state: RequestState, num_tokens: int) -> None:
         """A chunk finished: insert the pages it completed (R6); the last chunk yields a token."""
         state.computed_tokens += num_tokens
-        self._outstanding -= num_tokens
+        self._change_load(-num_tokens)
         request = state.request
         if state.computed_tokens >= request.input_tokens:
             # A partial last page stays private and is freed at finish (edge case 4): the
@@ -264,7 +274,7 @@ class ReplicaMemory:
         self._insert_pages(state, covered, self.pool is not None and self.pool.spec.write_through)
         if not state.prefilling:
             state.generated_tokens += 1
-            self._outstanding -= 1
+            self._change_load(-1)
             if state.first_token_s is None:
                 state.first_token_s = self.env.now
 

@@ -301,7 +301,7 @@ def test_checks_name_what_went_out_of_step():
         b.tip = replica.cache.get(2)  # A's last page: resident, unlocked
 
     def outstanding(replica, b, c):
-        replica._outstanding += 1
+        replica._change_load(1)
 
     assert failing_line(private) == "private tokens != cache reservation"
     assert failing_line(capacity) == "negative free memory"
