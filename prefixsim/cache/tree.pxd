@@ -51,6 +51,12 @@ cdef class RadixCache:
     @cython.locals(old=Page)
     cpdef bint _adopt(self, Page orphan, Page parent) except? -1
 
+    cpdef object available_tokens(self)
+
+    cpdef reserve(self, long long num_tokens)
+
+    cpdef release(self, long long num_tokens)
+
     @cython.locals(node=Page)
     cpdef lock(self, Page page)
 

@@ -356,6 +356,13 @@ class RadixCache:
         return True
 
     # --------------------------------------------------------------- reservation
+    def available_tokens(self) -> float:
+        """`free_tokens + evictable_tokens` (R10): what a reservation can have, evicting
+        every unlocked page (inf when unbounded)."""
+        if self.capacity_tokens is None:
+            return INFINITY
+        return self.capacity_tokens - self.reserved_tokens - self.locked_tokens
+
     def reserve(self, num_tokens: int) -> None:
         """Charge `num_tokens` of private (not cached) KV against capacity (R13).
 

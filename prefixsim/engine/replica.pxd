@@ -50,7 +50,7 @@ cdef class Replica(ReplicaMemory):
 
     cpdef _finish(self, RequestState state)
 
-    @cython.locals(state=RequestState)
+    @cython.locals(state=RequestState, s=RequestState)
     cpdef _finish_done(self)
 
     cpdef _hand_off(self, RequestState state)

@@ -91,7 +91,7 @@ class ReplicaMemory:
         self._load_tokens += tokens
 
     def _available(self) -> int:
-        return self.cache.free_tokens + self.cache.evictable_tokens
+        return self.cache.available_tokens()  # free + evictable (R10)
 
     def _reserve(self, num_tokens: int) -> None:
         self.cache.evict(num_tokens)
@@ -249,7 +249,7 @@ class ReplicaMemory:
         while True:
             running = self.running
             room = sum([s.computed_tokens >= s.prompt_tokens for s in running])  # decoding
-            if not running or room <= self.cache.free_tokens + self.cache.evictable_tokens:
+            if not running or room <= self.cache.available_tokens():
                 self._decode_room = room
                 return
             self._preempt(self.running[-1])

@@ -59,35 +59,45 @@ class ContinuousBatching:
         loading before it joins a step, which takes it off the queue and costs this step
         nothing, as vLLM v1's WAITING_FOR_REMOTE_KVS); `grow(state, tokens)` reserves a
         running request's next chunk (False: it does not fit)."""
-        budget = self.max_batched_tokens
-        # `prefilling` and `remaining_prefill_tokens` written out (the hot path)
-        decodes = [s for s in running if s.computed_tokens >= s.prompt_tokens]
-        budget -= len(decodes)
-        chunks: list[tuple[RequestState, int]] = []
-        starved = False
-        for state in running if len(decodes) < len(running) else ():
-            if budget <= 0:
+        return plan_step(self.max_batched_tokens, self.max_num_seqs, self.chunked_prefill,
+                         running, waiting, admit, grow)
+
+
+def plan_step(max_batched_tokens: int, max_num_seqs: int, chunked_prefill: bool,
+              running: list[RequestState], waiting: deque[RequestState],
+              admit: Callable[[RequestState, int], int],
+              grow: Callable[[RequestState, int], bool]) -> StepPlan:
+    """`ContinuousBatching.plan` with its settings handed in (a function, so that the
+    compiled module types its locals: scheduler.pxd)."""
+    budget = max_batched_tokens
+    # `prefilling` and `remaining_prefill_tokens` written out (the hot path)
+    decodes = [s for s in running if s.computed_tokens >= s.prompt_tokens]
+    budget -= len(decodes)
+    chunks: list[tuple[RequestState, int]] = []
+    starved = False
+    for state in running if len(decodes) < len(running) else ():
+        if budget <= 0:
+            break
+        if state.computed_tokens < state.prompt_tokens:
+            size = min(state.prompt_tokens - state.computed_tokens, budget)
+            if not grow(state, size):
+                starved = True  # no memory for it: later prefills and admissions wait
                 break
-            if state.computed_tokens < state.prompt_tokens:
-                size = min(state.prompt_tokens - state.computed_tokens, budget)
-                if not grow(state, size):
-                    starved = True  # no memory for it: later prefills and admissions wait
-                    break
-                chunks.append((state, size))
-                budget -= size
-        while not starved and waiting and budget > 0 and len(running) < self.max_num_seqs:
-            state = waiting[0]
-            if not self.chunked_prefill and state.remaining_prefill_tokens > budget \
-                    and (chunks or decodes or state.remaining_prefill_tokens
-                         <= self.max_batched_tokens):
-                break  # whole prompts only: it waits for a step with room for all of it
-            size = admit(state, budget)
-            if not size:
-                break
-            waiting.popleft()
-            if size < 0:  # HELD: it waits off the batch while its prefix loads
-                continue
-            running.append(state)
             chunks.append((state, size))
             budget -= size
-        return StepPlan(decodes, chunks)
+    while not starved and waiting and budget > 0 and len(running) < max_num_seqs:
+        state = waiting[0]
+        if not chunked_prefill and state.remaining_prefill_tokens > budget \
+                and (chunks or decodes or state.remaining_prefill_tokens
+                     <= max_batched_tokens):
+            break  # whole prompts only: it waits for a step with room for all of it
+        size = admit(state, budget)
+        if not size:
+            break
+        waiting.popleft()
+        if size < 0:  # HELD: it waits off the batch while its prefix loads
+            continue
+        running.append(state)
+        chunks.append((state, size))
+        budget -= size
+    return StepPlan(decodes, chunks)

@@ -373,11 +373,23 @@ def test_edge_case_9_not_enough_evictable_space():
     _, page2 = cache.insert(None, [1, 2], [4, 4], now=0, recency=0)
     cache.insert(None, [3], [4], now=0, recency=1)
     cache.lock(page2)
-    assert cache.free_tokens + cache.evictable_tokens == 4
+    assert cache.free_tokens + cache.evictable_tokens == 4 == cache.available_tokens()
     assert cache.evict(12) is False
     cache.check_invariants()
     assert resident(cache) == {1, 2}
     assert cache.counters.evicted_pages == 1
+
+
+def test_available_tokens_is_free_plus_evictable():
+    """Capacity 20: [1,2] (8 tokens) locked, [3] (4) unlocked, 3 reserved: free 20 - 12 - 3
+    = 5, evictable 4, so a reservation can have 9; unbounded, any amount."""
+    cache = lru_cache(capacity=20)
+    _, page2 = cache.insert(None, [1, 2], [4, 4], now=0, recency=0)
+    cache.insert(None, [3], [4], now=0, recency=1)
+    cache.lock(page2)
+    cache.reserve(3)
+    assert (cache.free_tokens, cache.evictable_tokens, cache.available_tokens()) == (5, 4, 9)
+    assert lru_cache(capacity=None).available_tokens() == float("inf")
 
 
 def test_evict_within_free_space_evicts_nothing():
