@@ -372,7 +372,9 @@ class RadixCache:
         """
         if num_tokens < 0:
             raise ValueError(f"cannot reserve {num_tokens} tokens")
-        if self.capacity_tokens is not None and num_tokens > self.free_tokens:
+        capacity = self.capacity_tokens  # free_tokens, written out (each step reserves)
+        if capacity is not None and (num_tokens
+                                     > capacity - self.resident_tokens - self.reserved_tokens):
             raise ValueError(f"reserving {num_tokens} tokens, only {self.free_tokens} free")
         self.reserved_tokens += num_tokens
 

@@ -37,6 +37,8 @@ cdef class Replica(ReplicaMemory):
 
     cpdef _post_load(self)
 
+    cpdef tuple state_row(self)
+
     @cython.locals(elapsed=cython.double, done=cython.longlong)
     cpdef long long load_at(self, double now) except? -1
 

@@ -134,7 +134,7 @@ class Replica(ReplicaMemory):
         self.catch_ups: CatchUps | None = None  # told of each due time (the engine's)
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
         if state_log is not None:
-            state_log.record(self)  # the state at t = 0
+            state_log.record(self.state_row())  # the state at t = 0
         self.process = env.process(self._loop())
 
     # ------------------------------------------------------------ router's view
@@ -197,6 +197,15 @@ class Replica(ReplicaMemory):
             return self._load_tokens
         start, clock = run
         return self._load_tokens - clock.num_seqs * clock.steps_done_at_most(now - start)
+
+    def state_row(self) -> tuple:
+        """This replica's state now, as a row of the state log (engine/state_log.py's
+        `STATE_COLUMNS`)."""
+        cache = self.cache
+        return (self.env.now, self.index, len(self.running),
+                len(self.waiting) + len(self.loading),  # waiting: with those loading (R15)
+                cache.resident_tokens, cache.reserved_tokens, self.query_tokens,
+                self.hit_tokens, cache.counters.evicted_pages, self.num_preemptions)
 
     def cached_page_ids(self) -> set[int]:
         return {page.page_id for page in self.cache.pages()}
@@ -283,7 +292,7 @@ class Replica(ReplicaMemory):
         while True:
             if not self.running and not self.waiting and not self.loading:
                 if self.state_log is not None:
-                    self.state_log.record(self)
+                    self.state_log.record(self.state_row())
                 yield from self._sleep()
                 self._idle_wakeup_s = self.cost_model.serving_overheads.idle_wakeup_s
                 continue
@@ -346,7 +355,7 @@ class Replica(ReplicaMemory):
         # step waits for the last (R18)
         step_s += max(loads) if self.link is not None else sum(loads)
         if self.state_log is not None:
-            self.state_log.record(self)
+            self.state_log.record(self.state_row())
         yield self.env.timeout(step_s)
         self._end_prefill_step(plan, step_s)
 
@@ -389,7 +398,7 @@ class Replica(ReplicaMemory):
         if covered < steps:
             self._due(start + cost.decode_steps_time_s(contexts, covered))
         if self.state_log is not None:
-            self.state_log.record(self)
+            self.state_log.record(self.state_row())
         yield _first_of(env, env.timeout(total_s), wake)
         self._wake = None
         self.due_s = INFINITY
@@ -402,7 +411,7 @@ class Replica(ReplicaMemory):
             self._reserve_decode(decodes, done - covered)
             covered = done
             if cut and self.state_log is not None:  # changed now, before the step's end
-                self.state_log.record(self)
+                self.state_log.record(self.state_row())
         self._run_decodes = []
         if cut:  # to the end of the step in progress; the router still reads the run's clock
             done_s = cost.decode_steps_time_s(contexts, done)
@@ -454,7 +463,7 @@ class Replica(ReplicaMemory):
             self._reserve_decode(self._run_decodes, target - covered)
             self._covered = covered = target
             if self.state_log is not None:  # its state changed (the log is after every change)
-                self.state_log.record(self)
+                self.state_log.record(self.state_row())
         if covered >= clock.steps:
             self.due_s = INFINITY
         elif covered == target:  # the clock's cursor: target - 1 steps done, next ends next_s

@@ -71,18 +71,13 @@ class StateLog:
         self._last_row: list[int] = []
         self._until_s: list[float] = []
 
-    def record(self, replica) -> None:
-        """A row for `replica` (engine/replica.py) as it stands now."""
-        cache = replica.cache
+    def record(self, row: tuple) -> None:
+        """Append `row`, a replica's state now: one value per column of `STATE_COLUMNS`, its
+        time and replica index first (engine/replica.py's `Replica.state_row`)."""
         flat = self._flat
-        now = replica.env.now
-        row = (now, replica.index, len(replica.running),
-               len(replica.waiting) + len(replica.loading),  # waiting: with those loading (R15)
-               cache.resident_tokens, cache.reserved_tokens,
-               replica.query_tokens, replica.hit_tokens, cache.counters.evicted_pages,
-               replica.num_preemptions)
+        now = row[0]
         if self._grid_s is not None:
-            slot = replica.index
+            slot = row[1]
             last_row = self._last_row
             if slot >= len(last_row):
                 grow = slot + 1 - len(last_row)

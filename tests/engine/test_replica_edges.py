@@ -275,6 +275,14 @@ def mid_run():
     return replica, b, c
 
 
+def test_the_state_row_is_the_replica_now():
+    """`mid_run` at t=3: B running, C waiting; A's pages 1, 2 and B's page 3 resident (12
+    tokens), B's decode run's 8 tokens reserved; A's and B's 12 query tokens, no hit, no
+    eviction, no preemption: the row the state log keeps (engine/state_log.py's columns)."""
+    replica, _, _ = mid_run()
+    assert replica.state_row() == (3.0, 0, 1, 1, 12, 8, 12, 0, 0, 0)
+
+
 def failing_line(corrupt):
     """Corrupt a replica mid-run (`corrupt(replica, b, c)`) and return the message of the
     check that fails (each check has its own; a compiled replica.py has no source lines)."""

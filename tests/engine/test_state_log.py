@@ -1,8 +1,6 @@
 """`StateLog` (engine/state_log.py) against a plain list of rows: every value back in its
 column and dtype, whatever the packing cadence and however often the columns are read."""
 
-from types import SimpleNamespace
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,15 +12,6 @@ SMALL = st.integers(0, 2**31 - 1)
 ROW = st.tuples(st.floats(0, 1e9, allow_nan=False), st.integers(0, 64), st.integers(0, 9),
                 st.integers(0, 9), st.integers(0, 9), SMALL, SMALL, st.integers(0, 2**52),
                 st.integers(0, 2**52), st.integers(0, 2**52), SMALL)
-
-
-def replica_at(row):
-    now, index, running, waiting, loading, resident, reserved, query, hit, evicted, pre = row
-    cache = SimpleNamespace(resident_tokens=resident, reserved_tokens=reserved,
-                            counters=SimpleNamespace(evicted_pages=evicted))
-    return SimpleNamespace(env=SimpleNamespace(now=now), index=index, running=[0] * running,
-                           waiting=[0] * waiting, loading=[0] * loading, cache=cache,
-                           query_tokens=query, hit_tokens=hit, num_preemptions=pre)
 
 
 def expected_row(row):
@@ -38,7 +27,7 @@ def test_columns_equal_the_rows(rows, chunk_rows):
     try:
         log, reference, snapshots = StateLog(), [], []
         for row, read in rows:
-            log.record(replica_at(row))
+            log.record(expected_row(row))
             reference.append(expected_row(row))
             assert len(log) == len(reference)
             if read:
@@ -61,11 +50,11 @@ def test_packs_every_chunk(monkeypatch):
     monkeypatch.setattr(state_log, "CHUNK_ROWS", 2)
     log = StateLog()
     row = (1.5, 0, 1, 2, 0, 10, 0, 5, 4, 1, 0)
-    log.record(replica_at(row))
+    log.record(expected_row(row))
     assert len(log._flat) == len(STATE_COLUMNS) and log._size == 0
-    log.record(replica_at(row))
+    log.record(expected_row(row))
     assert len(log._flat) == 0 and log._size == 2
-    log.record(replica_at(row))
+    log.record(expected_row(row))
     assert len(log) == 3 and log._size == 2
     assert StateLog().columns()["time_s"].shape == (0,)
 
@@ -79,7 +68,7 @@ def test_a_grid_keeps_the_rows_a_sample_reads():
     base = (0, 1, 0, 0, 10, 0, 5, 4, 1, 0)
     for t, replica in [(0.0, 0), (0.0, 1), (0.2, 0), (0.5, 0), (0.9, 1), (1.0, 0),
                        (1.5, 0), (2.1, 1), (2.7, 0)]:
-        log.record(replica_at((t, replica, *base[1:])))
+        log.record(expected_row((t, replica, *base[1:])))
     columns = log.columns()
     kept = {r: columns["time_s"][columns["replica"] == r].tolist() for r in (0, 1)}
     assert kept == {0: [0.0, 0.5, 1.0, 1.5, 2.7], 1: [0.0, 0.9, 2.1]}
@@ -106,12 +95,12 @@ def test_a_grid_log_samples_as_the_whole_log(rows, grid_s, chunk_rows):
         now = 0.0
         for replica in range(4):  # every replica has a row at t = 0, as the engine writes
             for log in (whole, gridded):
-                log.record(replica_at((0.0, replica, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+                log.record(expected_row((0.0, replica, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
         for step, replica, running, waiting, tokens in rows:
             now = round(now + step / 10, 10)
             row = (now, replica, running, waiting, 0, tokens, 0, tokens, tokens // 2, step, 0)
             for log in (whole, gridded):
-                log.record(replica_at(row))
+                log.record(expected_row(row))
     finally:
         state_log.CHUNK_ROWS = original
     assert len(gridded) <= len(whole)
@@ -130,7 +119,7 @@ def test_rows_packed_are_not_replaced(monkeypatch):
     for t, replica, running in [(0.0, 0, 0), (0.0, 1, 0), (0.0, 2, 0), (0.2, 0, 1),
                                 (0.3, 1, 2), (0.4, 0, 3), (0.5, 2, 4), (0.6, 1, 5),
                                 (0.7, 0, 6)]:
-        log.record(replica_at((t, replica, running, 0, 0, 0, 0, 0, 0, 0, 0)))
+        log.record(expected_row((t, replica, running, 0, 0, 0, 0, 0, 0, 0, 0)))
     columns = log.columns()
     rows = list(zip(columns["time_s"].tolist(), columns["replica"].tolist(),
                     columns["running"].tolist(), strict=True))

@@ -5,7 +5,7 @@ import numpy as np
 
 from prefixsim.engine import state_log
 from prefixsim.engine.state_log import CHUNK_ROWS, STATE_COLUMNS, StateLog
-from tests.engine.test_state_log import replica_at
+from tests.engine.test_state_log import expected_row
 
 ROW = (2.5, 1, 3, 4, 1, 96, 32, 7, 5, 2, 1)
 
@@ -13,13 +13,13 @@ ROW = (2.5, 1, 3, 4, 1, 96, 32, 7, 5, 2, 1)
 def test_default_chunk_packs_at_its_size():
     """2**16 rows stay pending until the last of them, which packs them all."""
     assert CHUNK_ROWS == 1 << 16
-    log, replica = StateLog(), replica_at(ROW)
+    log, row = StateLog(), expected_row(ROW)
     for _ in range(CHUNK_ROWS - 1):
-        log.record(replica)
+        log.record(row)
     assert log._size == 0 and len(log) == CHUNK_ROWS - 1
-    log.record(replica)
+    log.record(row)
     assert log._size == CHUNK_ROWS and len(log._flat) == 0 and len(log) == CHUNK_ROWS
-    log.record(replica)
+    log.record(row)
     assert log._size == CHUNK_ROWS and len(log) == CHUNK_ROWS + 1
     columns = log.columns()
     assert columns["waiting"].tolist() == [5] * (CHUNK_ROWS + 1)
@@ -33,17 +33,17 @@ def test_columns_grow_by_doubling(monkeypatch):
     monkeypatch.setattr(state_log, "CHUNK_ROWS", 2)
     log, capacities = StateLog(), []
     for i in range(10):
-        log.record(replica_at((float(i), *ROW[1:])))
+        log.record(expected_row((float(i), *ROW[1:])))
         if i % 2:
             capacities.append([len(column) for column in log._columns])
     assert capacities == [[size] * len(STATE_COLUMNS) for size in (2, 4, 8, 8, 16)]
-    log.record(replica_at(ROW))
+    log.record(expected_row(ROW))
     assert len(log.columns()["time_s"]) == 11 and len(log._columns[0]) == 16
     assert log.columns()["time_s"].tolist() == [*map(float, range(10)), 2.5]
     monkeypatch.setattr(state_log, "CHUNK_ROWS", 4)
     big = StateLog()
     for _ in range(3):
-        big.record(replica_at(ROW))
+        big.record(expected_row(ROW))
     assert [len(column) for column in big._columns] == [0] * len(STATE_COLUMNS)
     assert big.columns()["replica"].tolist() == [1, 1, 1]
     assert [len(column) for column in big._columns] == [3] * len(STATE_COLUMNS)
