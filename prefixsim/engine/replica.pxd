@@ -61,9 +61,17 @@ cdef class Replica(ReplicaMemory):
 
     cpdef object _plan(self)
 
+    @cython.locals(decodes=list, s=RequestState, state=RequestState, step_s=cython.double,
+                   loads=list)
+    cpdef double _start_prefill_step(self, object plan) except? -1.0
+
     @cython.locals(now=cython.double, state=RequestState, num_tokens=cython.longlong,
                    resumed=bint, decodes=list)
     cpdef _end_prefill_step(self, object plan, double step_s)
+
+    @cython.locals(s=RequestState, remaining=cython.longlong, steps=cython.longlong,
+                   covered=cython.longlong, total_s=cython.double, start=cython.double)
+    cpdef tuple _start_decode_run(self, list decodes)
 
     @cython.locals(num=Py_ssize_t, unused=cython.longlong, state=RequestState,
                    now=cython.double)

@@ -337,6 +337,13 @@ class Replica(ReplicaMemory):
 
     def _prefill_step(self, plan: StepPlan):
         """One step with prefill chunks (and the plan's decodes), one timeout."""
+        step_s = self._start_prefill_step(plan)
+        yield self.env.timeout(step_s)
+        self._end_prefill_step(plan, step_s)
+
+    def _start_prefill_step(self, plan: StepPlan) -> float:
+        """Reserve the KV of the plan's decodes and log the state: the step's time, with
+        the blocking loads of its chunks (a typed method: the loops read requests in C)."""
         decodes = plan.decodes
         self._reserve_decode(decodes, 1)
         batch = StepBatch(
@@ -356,8 +363,7 @@ class Replica(ReplicaMemory):
         step_s += max(loads) if self.link is not None else sum(loads)
         if self.state_log is not None:
             self.state_log.record(self.state_row())
-        yield self.env.timeout(step_s)
-        self._end_prefill_step(plan, step_s)
+        return step_s
 
     def _end_prefill_step(self, plan: StepPlan, step_s: float) -> None:
         """A prefill step's tokens, chunks and ITL gaps, once it has run."""
@@ -383,22 +389,7 @@ class Replica(ReplicaMemory):
         """Decode-only steps until the first completion, in one timeout (or fewer if woken);
         how many: decode_run.py."""
         env, cost = self.env, self.cost_model
-        gaps = [s for s in decodes if s.gap_pending]
-        remaining = min([s.target_tokens - s.generated_tokens for s in decodes])
-        steps, covered = plan_decode_run(self.cache, len(decodes), remaining, bool(self.waiting),
-                                         self._defers, self.max_run_steps, bool(gaps))
-        self._reserve_decode(decodes, covered)
-        contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
-                          for s in decodes])
-        total_s = cost.decode_steps_time_s(contexts, steps)
-        start = env.now
-        self._wake = wake = env.event()
-        self._set_run((start, RunClock(cost, contexts, steps, total_s)))
-        self._run_decodes, self._covered = decodes, covered
-        if covered < steps:
-            self._due(start + cost.decode_steps_time_s(contexts, covered))
-        if self.state_log is not None:
-            self.state_log.record(self.state_row())
+        gaps, steps, contexts, start, total_s, wake = self._start_decode_run(decodes)
         yield _first_of(env, env.timeout(total_s), wake)
         self._wake = None
         self.due_s = INFINITY
@@ -420,6 +411,29 @@ class Replica(ReplicaMemory):
             total_s = done_s
         self._set_run(None)
         self._end_decode_run(decodes, done, covered, total_s, gaps)
+
+    def _start_decode_run(self, decodes: list[RequestState]) -> tuple:
+        """Plan a decode run (decode_run.py), reserve the KV its steps cover, start its
+        clock and log the state: (the requests whose next token is their first, the run's
+        steps, their contexts, its start, its time, the event that cuts it short)."""
+        env, cost = self.env, self.cost_model
+        gaps = [s for s in decodes if s.gap_pending]
+        remaining = min([s.target_tokens - s.generated_tokens for s in decodes])
+        steps, covered = plan_decode_run(self.cache, len(decodes), remaining, bool(self.waiting),
+                                         self._defers, self.max_run_steps, bool(gaps))
+        self._reserve_decode(decodes, covered)
+        contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
+                          for s in decodes])
+        total_s = cost.decode_steps_time_s(contexts, steps)
+        start = env.now
+        self._wake = wake = env.event()
+        self._set_run((start, RunClock(cost, contexts, steps, total_s)))
+        self._run_decodes, self._covered = decodes, covered
+        if covered < steps:
+            self._due(start + cost.decode_steps_time_s(contexts, covered))
+        if self.state_log is not None:
+            self.state_log.record(self.state_row())
+        return gaps, steps, contexts, start, total_s, wake
 
     def _end_decode_run(self, decodes: list[RequestState], done: int, covered: int,
                         total_s: float, gaps: list[RequestState]) -> None:

@@ -54,5 +54,6 @@ cdef class ReplicaMemory:
     @cython.locals(covered=cython.longlong)
     cpdef _advance_prefill(self, RequestState state, long long num_tokens)
 
-    @cython.locals(first=cython.longlong, moved=cython.longlong, placed=list)
+    @cython.locals(first=cython.longlong, moved=cython.longlong, placed=list,
+                   now=cython.double)
     cpdef _insert_pages(self, RequestState state, long long covered, bint write_through)

@@ -290,9 +290,10 @@ class ReplicaMemory:
             self.cache.release(moved)
             state.private_tokens -= moved
             self._recency += 1
+            now = self.env.now
             try:
                 placed = self.cache.insert(state.tip, request.page_ids[first:covered], tokens,
-                                           self.env.now, self._recency, state.rule.ttl_s,
+                                           now, self._recency, state.rule.ttl_s,
                                            state.rule.priority)
             except ChainConflict as exc:
                 raise InputError(f"request {request.request_id}: {exc} (hash ids are not "
@@ -305,8 +306,8 @@ class ReplicaMemory:
                                      request.page_tokens()[:covered], self.link.index)
                 if written:
                     self.link.write(written * self.kv_bytes_per_token * pool.spec.replicas,
-                                    self.env.now)
-            self.cache.relock(state.tip, placed[-1], self.env.now)  # lock, unlock the old
+                                    now)
+            self.cache.relock(state.tip, placed[-1], now)  # lock, unlock the old
             state.tip = placed[-1]
             state.num_tree_pages = covered
             state.tree_tokens += moved
