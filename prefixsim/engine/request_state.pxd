@@ -2,6 +2,9 @@
 # modules"): RequestState becomes an extension type whose token counts and times are C
 # fields, read as such by the replica's typed methods (replica_memory.pxd, replica.pxd) and
 # the scheduler. Times that may be None (not reached yet) stay objects.
+cimport cython
+
+
 cdef class RequestState:
     cdef public object request
     cdef public object replica
@@ -31,3 +34,8 @@ cdef class RequestState:
     cdef public object decode_source
     cdef public bint gap_pending
     cdef public long long loaded_chunk_tokens
+
+
+@cython.locals(arrival=cython.double, first=cython.double, finish=cython.double,
+               admitted=cython.double, generated=cython.longlong, tpot=cython.double)
+cpdef tuple served_row(RequestState state, double emission_s=*)

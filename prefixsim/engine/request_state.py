@@ -133,6 +133,12 @@ NAN = float("nan")
 def served_record(state: RequestState, emission_s: float = 0.0) -> ServedRecord:
     """The final record of a finished (completed or rejected) request; its first token and
     finish times are when the client saw them, `emission_s` after their steps."""
+    return ServedRecord._make(served_row(state, emission_s))
+
+
+def served_row(state: RequestState, emission_s: float = 0.0) -> tuple:
+    """`served_record`'s values as a plain tuple, in `ServedRecord`'s field order (what the
+    engine's record table takes: no named tuple built per request)."""
     arrival = state.arrival_s
     first = NAN if state.first_token_s is None else state.first_token_s + emission_s
     finish = NAN if state.finish_s is None else state.finish_s + emission_s
@@ -140,25 +146,11 @@ def served_record(state: RequestState, emission_s: float = 0.0) -> ServedRecord:
     generated = state.generated_tokens
     tpot = (finish - first) / (generated - 1) * 1e3 if generated > 1 else NAN
     request = state.request
-    return ServedRecord(
-        request_id=request.request_id,
-        session_id=request.session_id,
-        status=state.status,
-        replica=state.replica,
-        arrival_s=arrival,
-        first_token_s=first,
-        finish_s=finish,
-        input_tokens=request.input_tokens,
-        cached_tokens=state.cached_tokens,
-        output_tokens=generated,
-        queue_ms=(admitted - arrival) * 1e3,
-        ttft_ms=(first - arrival) * 1e3,
-        tpot_ms=tpot,
-        e2el_ms=(finish - arrival) * 1e3,
-        preemptions=state.preemptions,
-        recomputed_tokens=state.recomputed_tokens,
-        cached_tokens_host=state.cached_tokens_host,
-        cached_tokens_disk=state.cached_tokens_disk,
-        cached_tokens_pool=state.cached_tokens_pool,
-        decode_replica=state.decode_replica,
-    )
+    return (request.request_id, request.session_id, state.status, state.replica, arrival,
+            first, finish, request.input_tokens, state.cached_tokens, generated,
+            (admitted - arrival) * 1e3,  # queue_ms
+            (first - arrival) * 1e3,  # ttft_ms
+            tpot,  # tpot_ms
+            (finish - arrival) * 1e3,  # e2el_ms
+            state.preemptions, state.recomputed_tokens, state.cached_tokens_host,
+            state.cached_tokens_disk, state.cached_tokens_pool, state.decode_replica)

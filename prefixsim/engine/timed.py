@@ -38,7 +38,7 @@ from prefixsim.engine.request_state import (
     COMPLETED,
     RequestState,
     ServedRecord,
-    served_record,
+    served_row,
 )
 from prefixsim.engine.state_log import StateLog, grid_point_from_s
 from prefixsim.router.protocol import IndexedRouter
@@ -196,7 +196,7 @@ class _Run:
         return Replica(*args, transfer=self.transfer, link=link)
 
     def on_finish(self, state: RequestState) -> None:
-        self.records.append(served_record(state, self.emission_s))
+        self.records.append(served_row(state, self.emission_s))
         self.finished += 1
         finished = self.finished
         on_progress, every = self.sampling.on_progress, self.sampling.progress_every

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from prefixsim.cache.classes import DEFAULT_RULE
-from prefixsim.engine.request_state import WAITING, RequestState, served_record
+from prefixsim.engine.request_state import WAITING, RequestState, served_record, served_row
 from prefixsim.trace import Request
 
 
@@ -61,6 +61,7 @@ def test_served_record_by_hand():
         "cached_tokens_host": 5, "cached_tokens_disk": 6, "cached_tokens_pool": 7,
         "decode_replica": 2}
     assert served_record(state).first_token_s == 3.0  # no emission by default
+    assert served_row(state, emission_s=0.25) == tuple(record)  # the engine's row
 
 
 @pytest.mark.parametrize("generated", [0, 1])
