@@ -58,6 +58,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.costmodel.engines",
     "prefixsim.costmodel.layer_kinds",
     "prefixsim.costmodel.operator_times",
+    "prefixsim.costmodel.protocol",
     "prefixsim.costmodel.roofline",
     "prefixsim.costmodel.roofline_base",
     "prefixsim.engine.cache_only_fast",

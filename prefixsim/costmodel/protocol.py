@@ -132,12 +132,14 @@ class CostModelBase:
     and timed by `decode_steps_time_s` itself, transfers at the link's bandwidth, nothing to
     describe. A model subclasses it and writes `step_time_s` and what it computes better."""
 
-    name: str
-    serving_overheads: ServingOverheads = NO_OVERHEADS
+    # (no annotations here: the compiled class is an extension type, whose annotated class
+    # attributes Cython would take for C fields)
+    # name: each model sets its own (a class attribute, the name it registers under)
+    serving_overheads = NO_OVERHEADS  # a ServingOverheads; a model may set its own
     # True when a decode step never takes less time than the one before it in a run (the
     # contexts only grow): the engine may then bound a run's progress without timing it
     # (engine/decode_steps.py `RunClock.steps_done_at_most`)
-    decode_steps_never_shorten: bool = False
+    decode_steps_never_shorten = False
 
     def step_time_s(self, batch: StepBatch) -> float:
         raise NotImplementedError

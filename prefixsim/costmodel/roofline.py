@@ -94,9 +94,10 @@ def split_params(params: dict[str, float]) -> tuple[OperatorParams, ServingParam
             ServingParams(**{k: v for k, v in params.items() if k in serving}))
 
 
-@COST_MODELS.register("roofline")
 class Roofline(RooflineBase):
-    """Per-operator step times of `model` on `tp` x `gpu` (see the module docstring)."""
+    """Per-operator step times of `model` on `tp` x `gpu` (see the module docstring). (An
+    extension type when compiled, roofline.pxd: registered below rather than by a
+    decorator.)"""
 
     name = "roofline"
 
@@ -315,3 +316,6 @@ class Roofline(RooflineBase):
         growth = num_seqs * num_steps * (num_steps - 1) / 2
         return (num_steps * (fixed + cpu)
                 + self._s_per_context * (num_steps * context_sum + growth))
+
+
+COST_MODELS.register("roofline")(Roofline)
