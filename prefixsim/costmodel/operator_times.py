@@ -20,8 +20,8 @@ CPU time (roofline.py adds it), MoE routing kernels, sampling kernels.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from math import ceil, hypot
 
 from prefixsim.costmodel.operators import LayerDims
 from prefixsim.presets import GPUSpec
@@ -109,7 +109,7 @@ class OperatorTimes:
         """The p-norm of compute and memory time (their max when p is infinite)."""
         p = self._p
         if p == 2.0:
-            return math.hypot(compute_s, memory_s)
+            return hypot(compute_s, memory_s)
         if p == float("inf"):
             return max(compute_s, memory_s)
         return (compute_s**p + memory_s**p) ** (1.0 / p)
@@ -126,7 +126,7 @@ class OperatorTimes:
                 (in_features + out_features) * ACT_BYTES * self._gemm_byte_s,
                 in_features * out_features * self.weight_bytes * self._gemm_byte_s)
         per_row, per_token, weight = terms
-        rows = _tiles(math.ceil(tokens), self._gemm_tile)
+        rows = _tiles(ceil(tokens), self._gemm_tile)
         return self.blend(per_row * rows, per_token * tokens + weight) + self._gemm_floor_s
 
     def grouped_gemm_s(self, groups: float, tokens: float, in_features: int,
@@ -136,7 +136,7 @@ class OperatorTimes:
         group's rows fill whole tiles; every group's weight is read once; one floor."""
         if tokens <= 0 or groups <= 0:
             return 0.0
-        rows = _tiles(math.ceil(tokens / groups), self.params.gemm_tile_tokens)
+        rows = _tiles(ceil(tokens / groups), self.params.gemm_tile_tokens)
         compute = 2.0 * groups * rows * in_features * out_features * self._gemm_flop_s
         memory = ((in_features + out_features) * ACT_BYTES * tokens
                   + groups * in_features * out_features * self.weight_bytes) * self._gemm_byte_s

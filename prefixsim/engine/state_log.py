@@ -24,8 +24,8 @@ is kept.
 
 from __future__ import annotations
 
-import math
 from array import array
+from math import ceil
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def grid_point_from_s(since_s: float, grid_s: float) -> float:
     `since_s`: that point less float rounding, so a point within rounding of either time
     counts (a grid coarsened by a row cap has points k x (m x grid_s), not (k m) x grid_s)."""
     slack = 1e-9 * (1.0 + abs(since_s))
-    return math.ceil((since_s - slack) / grid_s) * grid_s - 2 * slack
+    return ceil((since_s - slack) / grid_s) * grid_s - 2 * slack
 
 
 class StateLog:
