@@ -326,10 +326,12 @@ class Replica(ReplicaMemory):
             self._preempt(self.running[-1])
             plan = self.scheduler.plan(self.running, self.waiting, self.admit, self.grow)
         if not plan.chunks and not plan.decodes and not self.running:
+            # a request whose KV is in and whose chunk is reserved goes first, rather than
+            # hold memory the head waits for
             for loaded in self.waiting:
-                if loaded.loaded_chunk_tokens:  # its KV is in and its chunk reserved: it
-                    self.waiting.remove(loaded)  # goes first rather than hold memory the
-                    self.waiting.appendleft(loaded)  # head waits for
+                if loaded.loaded_chunk_tokens:
+                    self.waiting.remove(loaded)
+                    self.waiting.appendleft(loaded)
                     plan = self.scheduler.plan(self.running, self.waiting, self.admit,
                                                self.grow)
                     break
