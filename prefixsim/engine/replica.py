@@ -107,7 +107,8 @@ class Replica(ReplicaMemory):
         pool = fleet.pool
         self.load_board: LoadBoard | None = None  # the router's view of its load bounds
         self.load_slot = 0  # this replica's entry on it
-        self._run_state: tuple[float, RunClock] | None = None  # `_run`'s value
+        # the decode run in progress (its start and clock; None between runs): `_set_run`
+        self._run_state: tuple[float, RunClock] | None = None
         super().__init__(env, cache, fleet.cost_model, fleet.tier_stack(index),
                          fleet.kv_bytes_per_token, pool=pool, link=link,
                          async_loads=fleet.tier_load == "async")
@@ -145,8 +146,8 @@ class Replica(ReplicaMemory):
             self._post_load()
 
     def _set_run(self, run: tuple[float, RunClock] | None) -> None:
-        """Set the decode run in progress (its start and clock; None between runs: the
-        `_run_state`) and post the change to the load board."""
+        """Set `_run_state` (the decode run in progress, None between runs) and post the
+        change to the load board."""
         self._run_state = run
         if self.load_board is not None:
             self._post_load()
