@@ -63,7 +63,8 @@ class Page:
         self.page_id = page_id
         self.parent = parent
         self.num_tokens = num_tokens
-        self.depth = 0 if parent is None else parent.depth + 1
+        # (through the field: compiled, a typed Page's depth is read in C)
+        self.depth = 0 if parent is None else self.parent.depth + 1
         self.num_children = 0
         self.lock_count = 0
         self.created_s = now

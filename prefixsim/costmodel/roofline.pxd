@@ -8,6 +8,7 @@ from prefixsim.costmodel.roofline_base cimport RooflineBase
 
 
 cdef class Roofline(RooflineBase):
+    cdef public object serving_overheads
     cdef public object engine
     cdef public object expert_parallel
     cdef public object operator_params

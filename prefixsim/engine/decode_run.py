@@ -26,14 +26,16 @@ def plan_decode_run(cache: RadixCache, num_seqs: int, remaining: int, waiting: b
     may evict for themselves (`Replica.catch_up`). `max_run_steps` caps the run (1: step by
     step). `gap_pending`: a sequence's next token is its first on a decode replica (its TTFT), timed
     on its own (one step)."""
-    evicts = cache.free_tokens < num_seqs
+    free = cache.free_tokens  # (a property: read again only after an eviction)
+    evicts = free < num_seqs
     if evicts:
         cache.evict(num_seqs)
-    covered = max(1, min(remaining, cache.free_tokens // num_seqs))  # by free memory
+        free = cache.free_tokens
+    covered = max(1, min(remaining, free // num_seqs))  # by free memory
     if waiting:
         steps = 1 if evicts or cache.ttl is not None else covered
     elif defers and covered < remaining:  # later steps evict when they start (catch_up)
-        evictable = cache.free_tokens + cache.evictable_tokens
+        evictable = free + cache.evictable_tokens
         steps = max(covered, min(remaining, evictable // num_seqs))
     else:
         steps = covered

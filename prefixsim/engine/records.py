@@ -14,6 +14,7 @@ import pyarrow as pa
 from prefixsim.trace import Request
 
 Status = str  # a record's status: few distinct values, kept as one byte per record
+PENDING_ROWS = 4096  # records a RecordTable holds as tuples before it converts them
 
 
 class CacheOnlyRecord(NamedTuple):
@@ -67,6 +68,15 @@ class _Strings:
             self.data += value.encode()
         self.ends.append(len(self.data))
         self.none.append(value is None)
+
+    def extend(self, values: Sequence[str | None]) -> None:
+        """`append` of each of `values`, the bytes and offsets of all at once."""
+        encoded = [b"" if value is None else value.encode() for value in values]
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)),
+                         dtype=np.int64) + len(self.data)
+        self.data += b"".join(encoded)
+        self.ends.frombytes(ends.tobytes())
+        self.none.frombytes(bytes([value is None for value in values]))
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -126,6 +136,21 @@ class _Codes:
             self.values_.append(value)
         self.codes.append(code)
 
+    def extend(self, values: Sequence[str]) -> None:
+        """`append` of each of `values`, the codes stored at once."""
+        index = self.index
+        codes = []
+        for value in values:
+            code = index.get(value)
+            if code is None:
+                code = index[value] = len(self.values_)
+                self.values_.append(value)
+            codes.append(code)
+        if len(self.values_) <= 128:  # one signed byte each, as `append` stores them
+            self.codes.frombytes(bytes(codes))
+        else:
+            self.codes.extend(codes)
+
     def __len__(self) -> int:
         return len(self.codes)
 
@@ -154,22 +179,35 @@ class RecordTable(Sequence):
     Python object per record; `columns()` hands the numbers to numpy without a copy and
     the strings as Arrow arrays."""
 
-    def __init__(self, record_type: type) -> None:
+    def __init__(self, record_type: type, pending_rows: int = PENDING_ROWS) -> None:
         self.record_type = record_type
-        hints = {name: getattr(hint, "__forward_arg__", hint)
-                 for name, hint in record_type.__annotations__.items()}
         self.names = list(record_type._fields)
-        self._columns: list = [_column(hints[name]) for name in self.names]
-        self._appends = [column.append for column in self._columns]
+        self._columns: list = _columns_for(record_type)
+        # appended records wait here as they came, and go into the columns a block at a
+        # time (`_flush`): one conversion per column, not one per value
+        self._pending: list[tuple] = []
+        self._pending_rows = pending_rows
 
     def append(self, record: tuple) -> None:
-        for append, value in zip(self._appends, record):  # noqa: B905 (hot path)
-            append(value)
+        pending = self._pending
+        pending.append(record)
+        if len(pending) >= self._pending_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Move the pending records into the columns."""
+        rows = self._pending
+        if rows:
+            self._pending = []
+            for column, values in zip(self._columns, zip(*rows, strict=True), strict=True):
+                _extend(column, values)
 
     def __len__(self) -> int:
-        return len(self._columns[0])
+        return len(self._columns[0]) + len(self._pending)
 
     def __getitem__(self, index):
+        if self._pending:
+            self._flush()
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         return self.record_type(*(column[index] for column in self._columns))
@@ -186,6 +224,7 @@ class RecordTable(Sequence):
 
     def columns(self) -> dict[str, object]:
         """Column name -> numpy array (numbers, no copy), Arrow string array or list."""
+        self._flush()
         out: dict[str, object] = {}
         for name, column in zip(self.names, self._columns, strict=True):
             if isinstance(column, array):
@@ -200,17 +239,14 @@ class RecordTable(Sequence):
     def drain(self) -> RecordTable:
         """The records so far, as a table of their own; this one starts empty (its bound
         `append` keeps working), so a streaming replay holds a chunk's records at a time."""
-        taken = RecordTable.__new__(RecordTable)
-        taken.record_type, taken.names = self.record_type, self.names
-        taken._columns, taken._appends = self._columns, self._appends
-        hints = {name: getattr(hint, "__forward_arg__", hint)
-                 for name, hint in self.record_type.__annotations__.items()}
-        self._columns = [_column(hints[name]) for name in self.names]
-        self._appends = [column.append for column in self._columns]
+        self._flush()
+        taken = RecordTable(self.record_type, self._pending_rows)
+        taken._columns, self._columns = self._columns, taken._columns
         return taken
 
     def reorder(self, order: Sequence[int]) -> None:
         """Put the records in the order of the indices `order` (a permutation)."""
+        self._flush()
         order = np.asarray(order, dtype=np.int64)
         for i, column in enumerate(self._columns):
             if isinstance(column, array):
@@ -220,7 +256,35 @@ class RecordTable(Sequence):
                 self._columns[i] = column.taken(order)
             else:
                 self._columns[i] = [column[j] for j in order.tolist()]
-        self._appends = [column.append for column in self._columns]
+
+
+def _columns_for(record_type: type) -> list:
+    """An empty column per field of `record_type`, by its annotation."""
+    hints = {name: getattr(hint, "__forward_arg__", hint)
+             for name, hint in record_type.__annotations__.items()}
+    return [_column(hints[name]) for name in record_type._fields]
+
+
+def _extend(column, values: tuple) -> None:
+    """Append `values` to `column` as its `append` would one by one, numbers through one
+    numpy conversion: whole numbers in range for an int column, numbers for a float
+    column; anything else (a float or None in an int column, a bool column) goes value by
+    value, to the same result or error as before."""
+    if isinstance(column, array):
+        try:
+            converted = np.array(values)
+        except (OverflowError, ValueError, TypeError):
+            converted = None
+        if converted is not None and converted.ndim == 1:
+            if column.typecode == "q" and converted.dtype == np.int64:
+                column.frombytes(converted.tobytes())
+                return
+            if column.typecode == "d" and converted.dtype in (np.float64, np.int64):
+                column.frombytes(converted.astype(np.float64).tobytes())
+                return
+        column.extend(values)
+    else:
+        column.extend(values)
 
 
 _TYPECODES = {"int": "q", "float": "d", int: "q", float: "d"}

@@ -5,6 +5,7 @@
 cimport cython
 from prefixsim.engine.replica_memory cimport ReplicaMemory
 from prefixsim.engine.request_state cimport RequestState
+from prefixsim.engine.state_log cimport StateLog
 
 
 cdef class Replica(ReplicaMemory):
@@ -18,7 +19,7 @@ cdef class Replica(ReplicaMemory):
     cdef public object on_finish
     cdef public bint check
     cdef public object max_run_steps
-    cdef public object state_log
+    cdef public StateLog state_log
     cdef public long long num_steps
     cdef public double busy_s
     cdef public object itl_segments

@@ -1,8 +1,10 @@
 # Types of replica_memory.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
 # modules"): ReplicaMemory becomes an extension type. Its counters are C fields, the cache
 # a typed RadixCache (its methods called in C), and the methods a step runs are typed, with
-# the requests they read as typed RequestStates (request_state.pxd). Undeclared attributes
-# (a subclass's, a test's) go to the instance's dict. `admit` and `grow` stay Python methods:
+# the requests they read as typed RequestStates (request_state.pxd). No instance dict: every
+# attribute is a declared field (a Python subclass, DecodeReplica, has a dict of its own), so
+# a typed method called on a plain replica skips Cython's look-up for a Python override,
+# which an instance dict forces on every call. `admit` and `grow` stay Python methods:
 # the scheduler is handed them as bound methods, which for a typed method Cython would bind
 # to this class's C function, past a subclass's override.
 cimport cython
@@ -11,7 +13,6 @@ from prefixsim.engine.request_state cimport RequestState
 
 
 cdef class ReplicaMemory:
-    cdef dict __dict__
     cdef public object env
     cdef public RadixCache cache
     cdef public long long capacity_tokens

@@ -36,6 +36,7 @@ STATE_COLUMNS = (
 CHUNK_ROWS = 1 << 16
 WIDE = ("time_s", "query_tokens", "hit_tokens", "evictions")  # float64 / int64 columns
 WIDTH = len(STATE_COLUMNS)
+FIRST_ROWS = 64  # the pending buffer's first room, in rows (it doubles up to a chunk)
 
 
 def _dtype(name: str) -> type:
@@ -53,12 +54,20 @@ def grid_point_from_s(since_s: float, grid_s: float) -> float:
 
 
 class StateLog:
-    """Rows of `STATE_COLUMNS`, each replica's in simulated-time order (module docstring)."""
+    """Rows of `STATE_COLUMNS`, each replica's in simulated-time order (module docstring).
 
-    __slots__ = ("_flat", "_columns", "_size", "_grid_s", "_last_row", "_until_s")
+    Compiled (state_log.pxd), a row comes in as C numbers (`record_state`) and is written
+    into the pending buffer through a typed view of it."""
+
+    __slots__ = ("_flat", "_buffer", "_rows", "_columns", "_size", "_grid_s", "_last_row",
+                 "_until_s")
 
     def __init__(self, grid_s: float | None = None) -> None:
-        self._flat = array("d")  # rows not packed yet, one after another
+        # rows not packed yet, one after another: the first `_rows` rows of `_flat` (grown
+        # by doubling up to a chunk); `_buffer` is the same buffer (compiled: a typed view)
+        self._flat = array("d", bytes(8 * WIDTH * FIRST_ROWS))
+        self._buffer = self._flat
+        self._rows = 0
         # one array per column in its final dtype, grown by doubling: `columns()` hands out
         # views, so the rows are never copied whole again. (Joining chunks at the end would
         # double the log's memory: the freed chunks stay with the allocator, the joined
@@ -66,36 +75,66 @@ class StateLog:
         self._columns = [np.empty(0, dtype=_dtype(name)) for name in STATE_COLUMNS]
         self._size = 0
         self._grid_s = grid_s
-        # per replica index: its last row's place in `_flat` (-1: packed or none), and the
-        # time from which its next row must not replace it (a grid point lies between)
+        # per replica index: its last row's place among the pending rows (-1: packed or
+        # none), and the time from which its next row must not replace it (a grid point
+        # lies between)
         self._last_row: list[int] = []
         self._until_s: list[float] = []
 
     def record(self, row: tuple) -> None:
         """Append `row`, a replica's state now: one value per column of `STATE_COLUMNS`, its
         time and replica index first (engine/replica.py's `Replica.state_row`)."""
-        flat = self._flat
-        now = row[0]
+        if len(row) != WIDTH:
+            raise ValueError(f"a state row has {WIDTH} values, got {len(row)}")
+        self.record_state(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+                          row[8], row[9])
+
+    def record_state(self, time_s: float, replica: int, running: int, waiting: int,
+                     cached_tokens: int, private_tokens: int, query_tokens: int,
+                     hit_tokens: int, evictions: int, preemptions: int) -> None:
+        """`record` of the row of these values (the columns of `STATE_COLUMNS`, in order)."""
+        at = self._rows
         if self._grid_s is not None:
-            slot = row[1]
             last_row = self._last_row
-            if slot >= len(last_row):
-                grow = slot + 1 - len(last_row)
+            if replica >= len(last_row):
+                grow = replica + 1 - len(last_row)
                 last_row.extend([-1] * grow)
                 self._until_s.extend([0.0] * grow)
-            at = last_row[slot]
-            if at >= 0 and now < self._until_s[slot]:
-                flat[at:at + WIDTH] = array("d", row)  # no sample can read the row it replaces
-                return
-            last_row[slot] = len(flat)
-            self._until_s[slot] = grid_point_from_s(now, self._grid_s)
-        flat.extend(row)
-        if len(flat) >= CHUNK_ROWS * WIDTH:
-            self._pack()
+            last = last_row[replica]
+            if last >= 0 and time_s < self._until_s[replica]:
+                at = last  # no sample can read the row it replaces
+            else:
+                last_row[replica] = at
+                self._until_s[replica] = grid_point_from_s(time_s, self._grid_s)
+        if at == self._rows and at * WIDTH == len(self._flat):
+            self._grow()
+        buffer = self._buffer
+        base = at * WIDTH
+        buffer[base] = time_s
+        buffer[base + 1] = replica
+        buffer[base + 2] = running
+        buffer[base + 3] = waiting
+        buffer[base + 4] = cached_tokens
+        buffer[base + 5] = private_tokens
+        buffer[base + 6] = query_tokens
+        buffer[base + 7] = hit_tokens
+        buffer[base + 8] = evictions
+        buffer[base + 9] = preemptions
+        if at == self._rows:
+            self._rows = at + 1
+            if at + 1 >= CHUNK_ROWS:
+                self._pack()
+
+    def _grow(self) -> None:
+        """Twice the pending buffer's room (its rows copied)."""
+        grown = array("d", bytes(16 * len(self._flat)))
+        grown[:len(self._flat)] = self._flat
+        self._buffer = self._flat = grown
 
     def _pack(self) -> None:
         """Move the pending rows into the column arrays."""
-        table = np.frombuffer(self._flat, dtype=np.float64).reshape(-1, WIDTH)
+        table = np.frombuffer(self._flat, dtype=np.float64)[:self._rows * WIDTH].reshape(
+            -1, WIDTH)
         size, added = self._size, len(table)
         columns = self._columns
         if size + added > len(columns[0]):
@@ -108,17 +147,17 @@ class StateLog:
             column[size:size + added] = table[:, i]  # (a cast: the values are whole numbers)
         self._size = size + added
         del table
-        self._flat = array("d")
+        self._rows = 0  # (the buffer keeps its room for the next chunk)
         self._last_row = [-1] * len(self._last_row)  # packed rows stay as they are
 
     def __len__(self) -> int:
-        return self._size + len(self._flat) // WIDTH
+        return self._size + self._rows
 
     def columns(self) -> dict[str, np.ndarray]:
         """The rows as one array per column (time_s float64, counters int64, the rest
         int32): views of the log's arrays, valid as recorded (later rows do not change
         them)."""
-        if self._flat:
+        if self._rows:
             self._pack()
         size = self._size
         return {name: column[:size] for name, column in zip(STATE_COLUMNS, self._columns,

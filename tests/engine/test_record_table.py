@@ -3,6 +3,7 @@ every way out (index, slice, iteration, columns, drain, reorder); `hit_token_arr
 `hit_tokens` request by request."""
 
 import math
+from array import array
 
 import numpy as np
 import pyarrow as pa
@@ -10,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
+from prefixsim.engine.records import (
+    PENDING_ROWS,
+    CacheOnlyRecord,
+    RecordTable,
+    _extend,
+    hit_token_array,
+    hit_tokens,
+)
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.trace import Request
 
@@ -59,10 +67,12 @@ def kind(column):
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from([(CacheOnlyRecord, CACHE_ONLY), (ServedRecord, SERVED)]).flatmap(
     lambda kind: st.tuples(st.just(kind[0]), st.lists(kind[1], max_size=12),
-                           st.lists(kind[1], max_size=6))), st.randoms())
-def test_reads_as_the_records(drawn, rng):
+                           st.lists(kind[1], max_size=6))), st.randoms(),
+       st.sampled_from([1, 2, 5, PENDING_ROWS]))
+def test_reads_as_the_records(drawn, rng, pending_rows):
+    """Whatever the block size in which appended records go into the columns."""
     record_type, first, second = drawn
-    table = RecordTable(record_type)
+    table = RecordTable(record_type, pending_rows)
     for record in first:
         table.append(record)
     check_reads_as(table, first)
@@ -149,6 +159,7 @@ def test_strings_by_hand():
     ids = ["ab", None, "", "cd", "é"]
     for i, session in enumerate(ids):
         table.append(CacheOnlyRecord(i, session, "ok", 0.5, 10, 2, 3))
+    table._flush()  # the records wait as tuples until a block fills or a reader comes
     strings = table._columns[1]
     assert bytes(strings.data) == "abcdé".encode() and list(strings.ends) == [2, 2, 2, 4, 6]
     assert [table[i].session_id for i in range(5)] == ids
@@ -157,3 +168,51 @@ def test_strings_by_hand():
     assert [record.session_id for record in table] == ids[::-1]
     assert list(table._columns[1].ends) == [2, 4, 4, 4, 6]
     assert table.columns()["session_id"].to_pylist() == ids[::-1]
+
+
+def appended_one_by_one(typecode: str, values: tuple) -> array | type:
+    """The column `array.append` makes of `values`, or the type of the error it raises."""
+    column = array(typecode)
+    try:
+        for value in values:
+            column.append(value)
+    except (TypeError, OverflowError) as exc:
+        return type(exc)
+    return column
+
+
+@pytest.mark.parametrize("typecode, values", [
+    ("q", (1, -2, 2**63 - 1, -(2**63))),
+    ("q", (True, 2, False)),  # bools are whole numbers to an int column
+    ("q", (True, False)),  # a column of bools: numpy makes them bool, value by value then
+    ("q", (1, 2.5)),  # a float in an int column: TypeError, as one by one
+    ("q", (1, None)),
+    ("q", (2**63,)),  # out of range: OverflowError
+    ("q", (2**64 + 1, 1)),
+    ("d", (0.5, -0.0, math.inf, 1e308)),
+    ("d", (1, 2**53 + 1, 2**63 - 1, -(2**62) - 3)),  # ints rounded as Python rounds them
+    ("d", (1, 0.25, 2**60 + 1)),
+    ("d", (2**70, 1.5)),  # an int numpy cannot hold: value by value
+    ("d", (1.5, None)),
+    ("d", ("1.5",)),  # text is not a number to an array (numpy would parse it)
+])
+def test_columns_take_a_block_as_value_by_value(typecode, values):
+    """`_extend` gives the column `append` gives, or raises the error `append` raises."""
+    expected = appended_one_by_one(typecode, values)
+    column = array(typecode)
+    if isinstance(expected, type):
+        with pytest.raises(expected):
+            _extend(column, values)
+    else:
+        _extend(column, values)
+        assert column.tobytes() == expected.tobytes()
+
+
+def test_a_block_goes_in_when_full():
+    """With blocks of 3, the third record converts all three; a reader converts the rest."""
+    table = RecordTable(CacheOnlyRecord, 3)
+    records = [CacheOnlyRecord(i, None, "ok", 0.5, 10, 2, 3) for i in range(5)]
+    for i, record in enumerate(records):
+        table.append(record)
+        assert len(table._columns[0]) == (3 if i >= 2 else 0) and len(table) == i + 1
+    assert table[4] == records[4] and len(table._columns[0]) == 5 and table == records

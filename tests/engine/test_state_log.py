@@ -20,10 +20,12 @@ def expected_row(row):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(ROW, st.booleans()), max_size=40), st.sampled_from([1, 2, 3, 7]))
-def test_columns_equal_the_rows(rows, chunk_rows):
-    original = state_log.CHUNK_ROWS
-    state_log.CHUNK_ROWS = chunk_rows
+@given(st.lists(st.tuples(ROW, st.booleans()), max_size=40),
+       st.sampled_from([1, 2, 3, 7, 1 << 16]), st.sampled_from([1, 2, 64]))
+def test_columns_equal_the_rows(rows, chunk_rows, first_rows):
+    """Whatever the chunk and the pending buffer's first room (it doubles as rows come)."""
+    original = state_log.CHUNK_ROWS, state_log.FIRST_ROWS
+    state_log.CHUNK_ROWS, state_log.FIRST_ROWS = chunk_rows, first_rows
     try:
         log, reference, snapshots = StateLog(), [], []
         for row, read in rows:
@@ -33,7 +35,7 @@ def test_columns_equal_the_rows(rows, chunk_rows):
             if read:
                 snapshots.append((len(reference), log.columns()))
     finally:
-        state_log.CHUNK_ROWS = original
+        state_log.CHUNK_ROWS, state_log.FIRST_ROWS = original
     columns = log.columns()
     assert list(columns) == list(STATE_COLUMNS)
     for name, column in columns.items():
@@ -51,9 +53,9 @@ def test_packs_every_chunk(monkeypatch):
     log = StateLog()
     row = (1.5, 0, 1, 2, 0, 10, 0, 5, 4, 1, 0)
     log.record(expected_row(row))
-    assert len(log._flat) == len(STATE_COLUMNS) and log._size == 0
+    assert log._rows == 1 and log._size == 0
     log.record(expected_row(row))
-    assert len(log._flat) == 0 and log._size == 2
+    assert log._rows == 0 and log._size == 2
     log.record(expected_row(row))
     assert len(log) == 3 and log._size == 2
     assert StateLog().columns()["time_s"].shape == (0,)

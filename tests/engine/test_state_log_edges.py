@@ -2,6 +2,7 @@
 size, and how the column arrays grow (by doubling, only when the rows do not fit)."""
 
 import numpy as np
+import pytest
 
 from prefixsim.engine import state_log
 from prefixsim.engine.state_log import CHUNK_ROWS, STATE_COLUMNS, StateLog
@@ -18,7 +19,7 @@ def test_default_chunk_packs_at_its_size():
         log.record(row)
     assert log._size == 0 and len(log) == CHUNK_ROWS - 1
     log.record(row)
-    assert log._size == CHUNK_ROWS and len(log._flat) == 0 and len(log) == CHUNK_ROWS
+    assert log._size == CHUNK_ROWS and log._rows == 0 and len(log) == CHUNK_ROWS
     log.record(row)
     assert log._size == CHUNK_ROWS and len(log) == CHUNK_ROWS + 1
     columns = log.columns()
@@ -50,3 +51,30 @@ def test_columns_grow_by_doubling(monkeypatch):
     assert [column.dtype for column in big._columns] == [
         np.float64, np.int32, np.int32, np.int32, np.int32, np.int32, np.int64, np.int64,
         np.int64, np.int32]
+
+
+def test_a_row_of_another_width_is_refused():
+    """A row is the ten values of STATE_COLUMNS; nine or eleven raise, recording nothing."""
+    log = StateLog()
+    row = expected_row(ROW)
+    for wrong in (row[:-1], (*row, 0)):
+        with pytest.raises(ValueError, match="a state row has 10 values, got"):
+            log.record(wrong)
+    assert len(log) == 0
+
+
+def test_pending_rows_outgrow_their_first_room(monkeypatch):
+    """Room for 1 row first: 5 rows grow it to 2, 4 and 8, each row kept; on a 1 s grid
+    replica 0's rows at 0.1 and 0.2 s replace each other in the room they share."""
+    monkeypatch.setattr(state_log, "FIRST_ROWS", 1)
+    log = StateLog()
+    for i in range(5):
+        log.record(expected_row((float(i), *ROW[1:])))
+        assert len(log._flat) == len(STATE_COLUMNS) * (1 << (i.bit_length()))
+    assert log.columns()["time_s"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    grid = StateLog(1.0)
+    for t, replica in [(0.1, 0), (0.2, 0), (0.3, 1), (1.5, 0)]:
+        grid.record(expected_row((t, replica, *ROW[2:])))
+    columns = grid.columns()
+    assert columns["time_s"].tolist() == [0.2, 0.3, 1.5]
+    assert columns["replica"].tolist() == [0, 1, 0]
