@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from struct import error as struct_error
+from struct import pack
 from typing import NamedTuple
 
 import numpy as np
@@ -266,23 +268,17 @@ def _columns_for(record_type: type) -> list:
 
 
 def _extend(column, values: tuple) -> None:
-    """Append `values` to `column` as its `append` would one by one, numbers through one
-    numpy conversion: whole numbers in range for an int column, numbers for a float
-    column; anything else (a float or None in an int column, a bool column) goes value by
-    value, to the same result or error as before."""
+    """Append `values` to `column` as its `append` would one by one: numbers packed at once
+    by `struct` (which takes what an `array` takes: whole numbers in range for an int
+    column, numbers for a float column); where it refuses one, value by value, to the
+    error `append` raises."""
     if isinstance(column, array):
         try:
-            converted = np.array(values)
-        except (OverflowError, ValueError, TypeError):
-            converted = None
-        if converted is not None and converted.ndim == 1:
-            if column.typecode == "q" and converted.dtype == np.int64:
-                column.frombytes(converted.tobytes())
-                return
-            if column.typecode == "d" and converted.dtype in (np.float64, np.int64):
-                column.frombytes(converted.astype(np.float64).tobytes())
-                return
-        column.extend(values)
+            packed = pack(f"={len(values)}{column.typecode}", *values)
+        except struct_error:
+            column.extend(values)  # raises as the array does
+            return
+        column.frombytes(packed)
     else:
         column.extend(values)
 
