@@ -54,6 +54,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.segment_tree",
     "prefixsim.cache.tree",
     "prefixsim.cache.ttl_first",
+    "prefixsim.cache.ordered_queue",
     "prefixsim.cache.workload_aware",
     "prefixsim.costmodel.engines",
     "prefixsim.costmodel.layer_kinds",

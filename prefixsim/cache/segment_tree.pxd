@@ -4,6 +4,7 @@
 # fields; the methods of one request's replay get C-typed locals. Integers that hold token
 # counts, depths and replay positions are 64-bit; times are doubles.
 cimport cython
+from prefixsim.cache.ordered_queue cimport OrderedQueue
 
 
 cdef class Segment:
@@ -41,8 +42,8 @@ cdef class SegmentCache:
     cdef public long long num_segments
     cdef public dict _roots
     cdef public set _ids
-    cdef public list _victims
-    cdef public list _deadlines
+    cdef public OrderedQueue _victims
+    cdef public OrderedQueue _deadlines
     cdef public object _seq
     cdef public long long _until_compact
     cdef public object _key
@@ -70,14 +71,15 @@ cdef class SegmentCache:
 
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
-                   clock=cython.double)
+                   clock=cython.double, queue=OrderedQueue)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=tuple, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
                    recency=cython.longlong, depth=cython.longlong)
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
-    @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double)
+    @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double,
+                   queue=OrderedQueue)
     cpdef long long expire(self, double now) except? -1
 
     @cython.locals(parent=Segment, children=dict)

@@ -26,7 +26,7 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
 Why it is exact:
 - Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
   halves keep the statistics and only the prefix half is then refreshed, as per-page touches
-  would leave them. The suffix keeps its object (and so its queued heap entries).
+  would leave them. The suffix keeps its object (and so its queued entries).
 - Eviction stays page-at-a-time (Part A rule 3, edge case 8) by taking pages from the tail of
   the least leaf segment. RadixCache orders leaf pages by (key, recency, -depth, page id); the
   pages of one segment share key and recency, and two distinct leaves never share a recency
@@ -34,31 +34,32 @@ Why it is exact:
   exactly the next victims, deepest first, until it is gone and its parent may become a leaf.
   Under a page-keyed policy a segment is queued under its tail page's key (the only leaf
   page it has), and its next pages go on only while each is below every other queued entry
-  (the heap's head, stale or not: stopping early only re-queues the segment), so again the
+  (the victim queue's head, stale or not: stopping early only re-queues the segment), so again the
   pages go in RadixCache's order.
   Under FIFO the key is the page's insertion order, unique in the cache: a segment's pages
   were inserted together, so each page before the tail has a smaller order than the tail,
   which was the least of all leaves; the same pages go, in the same order.
 - Expiry frees exactly the pages whose deadline is before now (a parent never expires before
-  its children, R12); a deadline heap over leaf segments frees them whole.
+  its children, R12); a deadline queue over leaf segments frees them whole.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would.
 
-It owns structure, victim and deadline heaps, counters and token accounting; it leaves out
-locks, reservations, block mode, tiers, per-request TTL and priority classes, and policy hooks.
+It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
+accounting; it leaves out locks, reservations, block mode, tiers, per-request TTL and
+priority classes, and policy hooks.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from heapq import heapify, heappop, heappush
 from itertools import count
 
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
 from prefixsim.cache.idle_ages import EDGES_S
+from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy
 from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict
@@ -154,8 +155,8 @@ class SegmentCache:
         self.num_segments = 0
         self._roots: dict[int, Segment] = {}
         self._ids: set[int] = set()  # resident page ids (ids are unique in the tree)
-        self._victims: list[tuple] = []
-        self._deadlines: list[tuple] = []
+        self._victims = OrderedQueue()
+        self._deadlines = OrderedQueue()
         self._seq = count()
         # an aging policy (LFU-DA, GDSF): the clock its priorities were set at lives on the
         # segments, its clock on it; a segment's key is its last page's priority
@@ -204,7 +205,7 @@ class SegmentCache:
         `page_tokens` but the last, which holds the rest of `input_tokens`. Returns the
         matched pages. Raises ChainConflict when the ids are not chained."""
         self._clock = now
-        if self._deadlines and self._deadlines[0][0] < now:
+        if self._deadlines and self._deadlines.head()[0] < now:
             self.expire(now)
         if type(page_ids) is not tuple:
             page_ids = tuple(page_ids)
@@ -266,15 +267,22 @@ class SegmentCache:
             children = node.children
         if run_pages:
             self._hit_ages[bisect_right(EDGES_S, now - run_last)] += run_pages
-        if tip is not None and not tip.children:
-            self._queue(tip)
-        if pos < n:
-            last = input_tokens - page_tokens * (n - 1)
-            new_tokens = page_tokens * (n - 1 - pos) + last
-            capacity = self.capacity_tokens
-            if capacity is not None and new_tokens > capacity - self.resident_tokens:
-                self.evict(new_tokens, tip)
-            self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys)
+        try:
+            if pos < n:
+                last = input_tokens - page_tokens * (n - 1)
+                new_tokens = page_tokens * (n - 1 - pos) + last
+                capacity = self.capacity_tokens
+                if capacity is not None and new_tokens > capacity - self.resident_tokens:
+                    self.evict(new_tokens, tip)
+                self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys)
+        finally:
+            # The refreshed path's last segment is queued once the new pages are in, if it
+            # is still a leaf: queued before them, its entry would go stale as they land
+            # below it, and the new segment's entry (same recency, deeper) would come before
+            # it, out of the victim queue's sorted run. Eviction protects it either way; a
+            # ChainConflict leaves it queued.
+            if tip is not None and not tip.children:
+                self._queue(tip)
         return pos
 
     def _split(self, node: Segment, k: int) -> Segment:
@@ -365,10 +373,10 @@ class SegmentCache:
             counters.peak_tokens = resident
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
         if capacity is not None:
-            heappush(self._victims, (self._key(node), recency, -(depth + fit - 1), run[-1], 0,
-                                     node))
+            self._victims.push((self._key(node), recency, -(depth + fit - 1), run[-1], 0,
+                                node))
         if ttl is not None:
-            heappush(self._deadlines, (deadline, next(self._seq), node))
+            self._deadlines.push((deadline, next(self._seq), node))
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
@@ -399,14 +407,14 @@ class SegmentCache:
         need = num_tokens - (capacity - self.resident_tokens)
         if need <= 0:
             return True
-        heap = self._victims
+        queue = self._victims
         counters = self.counters
         ages = counters.evicted_ages.counts
         clock = self._clock
         aging = self._aging
         skipped = []
-        while need > 0 and heap:
-            entry = heappop(heap)
+        while need > 0 and queue:
+            entry = queue.pop()
             node = entry[-1]
             if entry[-2] != node.version or not node.resident or node.children:
                 continue
@@ -420,8 +428,8 @@ class SegmentCache:
             last = node.last_tokens
             page = node.page_tokens
             k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
-            if k > 1 and self._keyed and heap:
-                k = self._keyed_run(node, k, heap[0])
+            if k > 1 and self._keyed and queue:
+                k = self._keyed_run(node, k, queue.head())
             if k >= size:
                 need -= node.num_tokens
                 counters.evicted_pages += size
@@ -444,17 +452,17 @@ class SegmentCache:
             self.resident_tokens -= tokens
             self._queue(node, with_deadline=False)  # its deadline entry stays valid
         for entry in skipped:
-            heappush(heap, entry)
+            queue.push(entry)
         return need <= 0
 
     def expire(self, now: float) -> int:
         """Free every page whose deadline is before `now`; returns pages freed."""
-        heap = self._deadlines
+        queue = self._deadlines
         counters = self.counters
         ages = counters.expired_ages.counts
         freed = 0
-        while heap and heap[0][0] < now:
-            deadline, _, node = heappop(heap)
+        while queue and queue.head()[0] < now:
+            deadline, _, node = queue.pop()
             if not node.resident or node.children or node.deadline_s != deadline:
                 continue
             size = len(node.ids)
@@ -484,7 +492,7 @@ class SegmentCache:
     def _keyed_run(self, node: Segment, k: int, head: tuple) -> int:
         """Under a page-keyed policy, how many of the `k` tail pages of the popped `node` go
         now: the tail, then each page before it while its victim order (key, recency,
-        -depth, id) is below `head`, the heap's least entry."""
+        -depth, id) is below `head`, the victim queue's least entry."""
         keys = node.keys
         seg = node.ids
         recency = node.recency
@@ -507,31 +515,26 @@ class SegmentCache:
         return node.aged_base + self._aging.segment_value(node)
 
     def _queue(self, node: Segment, with_deadline: bool = True) -> None:
-        """(Re)enter a leaf segment into the victim heap (when bounded) and, with a TTL, the
-        deadline heap; older victim entries of it go stale."""
+        """(Re)enter a leaf segment into the victim queue (when bounded) and, with a TTL, the
+        deadline queue; older victim entries of it go stale."""
         node.version = version = node.version + 1
         if self.capacity_tokens is not None:
-            heappush(self._victims, (self._key(node), node.recency,
-                                     -(node.depth + len(node.ids) - 1), node.ids[-1],
-                                     version, node))
+            self._victims.push((self._key(node), node.recency,
+                                -(node.depth + len(node.ids) - 1), node.ids[-1], version,
+                                node))
         if with_deadline and self.ttl is not None:
-            heappush(self._deadlines, (node.deadline_s, next(self._seq), node))
+            self._deadlines.push((node.deadline_s, next(self._seq), node))
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
 
     def _compact(self) -> None:
-        """Drop stale heap entries once the heaps hold many more entries than segments."""
+        """Drop stale entries once the queues hold many more entries than segments."""
         self._until_compact = max(1024, self.num_segments)
         if len(self._victims) + len(self._deadlines) <= 4 * self.num_segments + 2048:
             return
-        self._victims = [e for e in self._victims
-                         if e[-2] == e[-1].version and e[-1].resident and not e[-1].children]
-        self._deadlines = [e for e in self._deadlines
-                           if e[2].resident and not e[2].children
-                           and e[2].deadline_s == e[0]]
-        heapify(self._victims)
-        heapify(self._deadlines)
+        self._victims.keep(_live_victim)
+        self._deadlines.keep(_live_deadline)
 
     # ----------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
@@ -559,3 +562,15 @@ class SegmentCache:
         assert total == self.resident_tokens, "resident tokens"
         if self.capacity_tokens is not None:
             assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+
+
+def _live_victim(entry: tuple) -> bool:
+    """Whether a victim entry still stands for its segment (its version, a resident leaf)."""
+    node = entry[-1]
+    return entry[-2] == node.version and node.resident and not node.children
+
+
+def _live_deadline(entry: tuple) -> bool:
+    """Whether a deadline entry still stands for its segment (a resident leaf's deadline)."""
+    node = entry[2]
+    return node.resident and not node.children and node.deadline_s == entry[0]

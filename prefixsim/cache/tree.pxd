@@ -1,5 +1,6 @@
 # Types of tree.py (Cython's pure-Python mode).
 cimport cython
+from prefixsim.cache.ordered_queue cimport OrderedQueue
 from prefixsim.cache.page cimport Page
 
 
@@ -23,8 +24,8 @@ cdef class RadixCache:
     cdef public long long locked_tokens
     cdef public long long reserved_tokens
     cdef public dict _pages
-    cdef public list _victims
-    cdef public list _deadlines
+    cdef public OrderedQueue _victims
+    cdef public OrderedQueue _deadlines
     cdef public long long _until_compact
     cdef public bint _hook_access
     cdef public bint _hook_insert
@@ -71,13 +72,14 @@ cdef class RadixCache:
 
     @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
                    evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
-                   bucket=Py_ssize_t, heap=list, pages=dict, ttl=bint)
+                   bucket=Py_ssize_t, queue=OrderedQueue, pages=dict, ttl=bint)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
-    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double, heap=list)
+    @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double,
+                   queue=OrderedQueue)
     cpdef bint _evict_general(self, long long need, Page protect) except? -1
 
-    @cython.locals(page=Page, freed=cython.longlong)
+    @cython.locals(page=Page, freed=cython.longlong, queue=OrderedQueue)
     cpdef long long expire(self, double now) except? -1
 
     cpdef _raise_deadlines(self, Page page, double deadline)

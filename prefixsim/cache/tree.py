@@ -4,13 +4,15 @@ Pages are keyed by chained page id (an id names its whole prefix), so a lookup i
 probe per page and a request's work is O(its pages). The tree owns structure, locks, TTL
 deadlines and token accounting; the eviction policy only orders victims.
 
-Victims are unlocked leaves (docs/cache-semantics.md R9), kept in a heap ordered by
+Victims are unlocked leaves (docs/cache-semantics.md R9), kept in a priority queue ordered by
 (policy key, recency, -depth, page id) with lazy invalidation: an entry is valid while its
-page's `version` is unchanged and the page is still an unlocked resident leaf. TTL expiry uses
-a second heap over the same leaves by deadline; since a parent's deadline is never earlier than
-a child's (R12), the earliest deadline of the tree is always at a leaf. A deadline entry is
-acted on only while it states the page's deadline: one raised since (block mode queues every
-unlocked page, and a child's insert or adoption raises its ancestors) is re-queued when popped.
+page's `version` is unchanged and the page is still an unlocked resident leaf (the queue,
+cache/ordered_queue.py, pops as a heap would, entries that come in order at O(1)). TTL
+expiry uses a second queue over the same leaves by deadline; since a parent's deadline is
+never earlier than a child's (R12), the earliest deadline of the tree is always at a leaf. A
+deadline entry is acted on only while it states the page's deadline: one raised since (block
+mode queues every unlocked page, and a child's insert or adoption raises its ancestors) is
+re-queued when popped.
 A policy with a `reconsider(page)` method (S3-FIFO) may give a popped victim a second
 chance: it is re-queued under its new key instead of evicted; one with `bind_cache(cache)`
 may `requeue(page)` when its key of a page changes without an access. `touch`/`insert` take
@@ -29,16 +31,15 @@ The matched path passed to `evict(protect=...)` is protected whole. Lower tiers 
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from heapq import heappop, heappush
 from typing import Protocol
 
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram
+from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, overrides
 from prefixsim.cache.ttl import TTLRule
@@ -88,7 +89,7 @@ class CacheCounters:
 
 
 def _is_current(entry: tuple, page: Page) -> bool:
-    """Whether a heap entry still describes `page` as an unlocked resident leaf."""
+    """Whether a queue entry still describes `page` as an unlocked resident leaf."""
     return (
         entry[-2] == page.version
         and page.resident
@@ -98,7 +99,7 @@ def _is_current(entry: tuple, page: Page) -> bool:
 
 
 def _sorts_first(key: object, page: Page, entry: tuple) -> bool:
-    """Whether `page` under `key` would be popped before the victim heap entry `entry`
+    """Whether `page` under `key` would be popped before the victim queue entry `entry`
     (the order of `_entry`'s tuples; page ids are unique, so it is decided by then)."""
     top = entry[0]
     if key != top:
@@ -111,7 +112,7 @@ def _sorts_first(key: object, page: Page, entry: tuple) -> bool:
 
 
 def _is_current_block(entry: tuple, page: Page) -> bool:
-    """Block mode: whether a heap entry still describes `page` as unlocked and resident."""
+    """Block mode: whether a queue entry still describes `page` as unlocked and resident."""
     return entry[-2] == page.version and page.resident and page.lock_count == 0
 
 
@@ -156,8 +157,8 @@ class RadixCache:
         self.locked_tokens = 0
         self.reserved_tokens = 0
         self._pages: dict[int, Page] = {}
-        self._victims: list[tuple] = []
-        self._deadlines: list[tuple] = []
+        self._victims = OrderedQueue()  # victim entries (`_entry`), least first
+        self._deadlines = OrderedQueue()  # deadline entries, earliest first
         self._until_compact = 1024  # queue operations until the next look at stale entries
         # hooks left at their default (cache/policy.py: Policy) are skipped, not called
         self._hook_access = overrides(policy, "on_access")
@@ -446,7 +447,7 @@ class RadixCache:
     def _evict_leaves(self, need: int, protect: Page | None) -> bool:
         """`evict` in radix mode without second chances, `_remove` and `_entry` inlined (the
         hot path of the timed engine: every page inserted is evicted one by one)."""
-        heap = self._victims
+        queue = self._victims
         pages = self._pages
         skipped = []
         demote = self.on_demote
@@ -460,7 +461,7 @@ class RadixCache:
         clock = self._clock
         evicted = evicted_tokens = 0
         # A page's parent that becomes a leaf is often the very next victim (a chain is
-        # evicted from its end): when it sorts before the heap's top it is evicted at once
+        # evicted from its end): when it sorts before the queue's head it is evicted at once
         # (`page` carried over), which is what a push and a pop would do, and never entered;
         # any stale entries of it are left for later pops to drop (it is no longer resident).
         page = None
@@ -468,9 +469,9 @@ class RadixCache:
         try:
             while need > 0:
                 if page is None:
-                    if not heap:
+                    if not queue:
                         break
-                    entry = heappop(heap)
+                    entry = queue.pop()
                     page = entry[-1]
                     if (entry[-2] != page.version or not page.resident or page.num_children
                             or page.lock_count):
@@ -509,28 +510,31 @@ class RadixCache:
                 page.parent = None  # let the evicted chain go (see `_let_go`)
                 page = None
                 if ready:
+                    # before the queue's least entry: before the heads of its sorted run
+                    # and of its heap (two field comparisons, no tuple compared)
                     if need > 0 and parent is not protect and (
-                            not heap or _sorts_first(parent_key, parent, heap[0])):
+                            not queue.run or _sorts_first(parent_key, parent, queue.run[0])) and (
+                            not queue.heap or _sorts_first(parent_key, parent, queue.heap[0])):
                         page = parent  # the very next victim
                         continue
-                    if parent_entry is None:  # _entry without a deadline heap
+                    if parent_entry is None:  # _entry without a deadline queue
                         parent.version = version = parent.version + 1
                         self._until_compact -= 1
                         if self._until_compact <= 0:
                             self._compact()
                         parent_entry = (parent_key, parent.recency, -parent.depth,
                                         parent.page_id, version, parent)
-                    heappush(heap, parent_entry)
+                    queue.push(parent_entry)
         finally:
             counters.evicted_pages += evicted
             counters.evicted_tokens += evicted_tokens
         for entry in skipped:
-            heappush(heap, entry)
+            queue.push(entry)
         return need <= 0
 
     def _evict_general(self, need: int, protect: Page | None) -> bool:
         """`evict` in block mode or with a policy's second chances."""
-        heap = self._victims
+        queue = self._victims
         current = self._current
         protected = set(protect.path()) if self.block and protect is not None else ()
         skipped = []
@@ -543,8 +547,8 @@ class RadixCache:
         while need > 0:
             if pending is not None:
                 entry, pending = pending, None
-            elif heap:
-                entry = heappop(heap)
+            elif queue:
+                entry = queue.pop()
             else:
                 break
             page = entry[-1]
@@ -566,27 +570,27 @@ class RadixCache:
                 demote(page)
             self._let_go(page)
             if parent_entry is not None:
-                if need > 0 and (not heap or parent_entry < heap[0]):
+                if need > 0 and (not queue or parent_entry < queue.head()):
                     pending = parent_entry
                 else:
-                    heappush(heap, parent_entry)
+                    queue.push(parent_entry)
         for entry in skipped:
-            heappush(heap, entry)
+            queue.push(entry)
         return need <= 0
 
     def expire(self, now: float) -> int:
         """Free every unlocked page whose deadline is before `now`; returns pages freed."""
-        heap = self._deadlines
+        queue = self._deadlines
         freed = 0
-        while heap and heap[0][0] < now:
-            entry = heapq.heappop(heap)
+        while queue and queue.head()[0] < now:
+            entry = queue.pop()
             page = entry[-1]
             if not self._current(entry, page):
                 continue
             if entry[0] != page.deadline_s:
                 # raised since it was queued (block mode: an ancestor of a newer or adopted
                 # page keeps its queue entry): re-queue it under the deadline it has now
-                heapq.heappush(heap, (page.deadline_s, *entry[1:]))
+                queue.push((page.deadline_s, *entry[1:]))
                 continue
             self._remove(page, expired=True)
             self.counters.expired_pages += 1
@@ -611,18 +615,18 @@ class RadixCache:
             page = page.parent
 
     def _queue(self, page: Page) -> None:
-        """(Re)enter an unlocked resident leaf into the victim and deadline heaps."""
+        """(Re)enter an unlocked resident leaf into the victim and deadline queues."""
         entry = self._entry(page)
         if entry is not None:
-            heappush(self._victims, entry)
+            self._victims.push(entry)
 
     def _entry(self, page: Page) -> tuple | None:
         """Invalidate `page`'s queued entries, push its deadline entry (with a TTL) and
         return its victim entry for the caller to push (None when unbounded: no eviction)."""
         page.version = version = page.version + 1
         if self.ttl is not None:
-            heappush(self._deadlines, (page.deadline_s, page.recency, -page.depth,
-                                       page.page_id, version, page))
+            self._deadlines.push((page.deadline_s, page.recency, -page.depth, page.page_id,
+                                  version, page))
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
@@ -631,14 +635,14 @@ class RadixCache:
         return (self.policy.key(page), page.recency, -page.depth, page.page_id, version, page)
 
     def _compact(self) -> None:
-        """Drop stale heap entries (lazy invalidation leaves them behind) once the heaps
+        """Drop stale queue entries (lazy invalidation leaves them behind) once the queues
         hold more than twice as many entries as there are pages; checked every so often."""
         self._until_compact = max(1024, len(self._pages))
         if len(self._victims) + len(self._deadlines) <= 4 * len(self._pages) + 2048:
             return
-        for heap in (self._victims, self._deadlines):
-            heap[:] = [entry for entry in heap if self._current(entry, entry[-1])]
-            heapq.heapify(heap)
+        current = self._current
+        for queue in (self._victims, self._deadlines):
+            queue.keep(lambda entry: current(entry, entry[-1]))
 
     def _remove(self, page: Page, defer: bool = False, expired: bool = False) -> tuple | None:
         """Take `page` out; a parent it leaves as an unlocked leaf is queued as a victim,
@@ -656,7 +660,7 @@ class RadixCache:
             if parent.num_children == 0 and parent.lock_count == 0 and not self.block:
                 entry = self._entry(parent)
                 if entry is not None and not defer:
-                    heappush(self._victims, entry)
+                    self._victims.push(entry)
                     entry = None
         if expired and self._on_expire is not None:
             self._on_expire(page)
@@ -666,7 +670,7 @@ class RadixCache:
 
     def _let_go(self, page: Page) -> None:
         """Drop a removed page's pointer to its parent once its hooks and demotion have
-        read it, in radix mode: stale heap entries (lazy invalidation) hold removed pages
+        read it, in radix mode: stale queue entries (lazy invalidation) hold removed pages
         until they are popped or compacted away, and through the pointers every evicted
         ancestor too. In block mode a resident orphan still names its removed parent (to
         re-adopt and for the pool's write of the chain its pointers name), so it stays."""
