@@ -61,7 +61,7 @@ def test_code_path_names_what_ran(monkeypatch):
 def test_a_compiled_copy_is_named_by_its_source_and_its_types():
     """A module with a .pxd of types is built from both (so a changed .pxd rebuilds it);
     one without, from its source alone."""
-    typed, plain = "prefixsim.cache.segment_tree", "prefixsim.engine.timed"
+    typed, plain = "prefixsim.cache.page", "prefixsim.engine.timed"  # page cimports nothing
     assert accel.types_path(typed).is_file() and not accel.types_path(plain).exists()
     source = accel.source_path(typed).read_bytes()
     assert accel.build_input(typed) == source + b"\0" + accel.types_path(typed).read_bytes()
@@ -70,10 +70,11 @@ def test_a_compiled_copy_is_named_by_its_source_and_its_types():
 
 
 def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
-    """tree.pxd cimports page's Page: the tree's copy is built from page's source and .pxd
-    too, so an edit of either renames (makes stale) both copies; a module that cimports
-    nothing is named by its own files only. s3fifo.pxd cimports two."""
-    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.page"]
+    """tree.pxd cimports page's Page (and the ordered queue): the tree's copy is built from
+    page's source and .pxd too, so an edit of either renames (makes stale) both copies; a
+    module that cimports nothing is named by its own files only. s3fifo.pxd cimports two."""
+    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.ordered_queue",
+                                                       "prefixsim.cache.page"]
     assert accel.cimported("prefixsim.cache.s3fifo") == ["prefixsim.cache.page",
                                                          "prefixsim.cache.policy"]
     assert accel.cimported("prefixsim.cache.page") == []
@@ -83,7 +84,8 @@ def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
                   accel.types_path("prefixsim.cache.page").read_bytes())
     assert all(part in tree for part in page_parts)
     package = tmp_path / "prefixsim"
-    for module in ("prefixsim.cache.tree", "prefixsim.cache.page"):
+    for module in ("prefixsim.cache.tree", "prefixsim.cache.page",
+                   "prefixsim.cache.ordered_queue"):
         for path in (accel.source_path(module), accel.types_path(module)):
             copy = package.joinpath(*module.split(".")[1:]).with_suffix(path.suffix)
             copy.parent.mkdir(parents=True, exist_ok=True)
