@@ -179,7 +179,9 @@ class RecordTable(Sequence):
     A sequence of the record type to its readers (indexing and iterating build the named
     tuples on the fly, equality is element-wise), about 8 bytes per number instead of a
     Python object per record; `columns()` hands the numbers to numpy without a copy and
-    the strings as Arrow arrays."""
+    the strings as Arrow arrays. Appended records wait as tuples until `pending_rows` of
+    them (or a reader) come, then go into the columns a block at a time (`_extend`); every
+    way out sees them all."""
 
     def __init__(self, record_type: type, pending_rows: int = PENDING_ROWS) -> None:
         self.record_type = record_type
