@@ -1,6 +1,6 @@
 # Types of ordered_queue.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
 # modules"): OrderedQueue becomes an extension type, its operations C calls from the typed
-# caches (segment_tree.pxd).
+# caches (tree.pxd, segment_tree.pxd).
 cdef class OrderedQueue:
     cdef public object run
     cdef public list heap

@@ -15,7 +15,7 @@ then does one or two comparisons per entry instead of a heap's path of them; ent
 order pay one comparison more per push and pop.
 
 It owns the order of entries; it leaves out what they mean (staleness, protection), which
-the caches (cache/segment_tree.py) decide as they pop.
+the caches (cache/tree.py, cache/segment_tree.py) decide as they pop.
 """
 
 from __future__ import annotations
