@@ -16,3 +16,4 @@ cdef class Page:
     cdef public long long version
     cdef public bint resident
     cdef public long long inserted
+    cdef public object policy_state

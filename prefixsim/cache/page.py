@@ -1,7 +1,9 @@
 """A resident page of the prefix cache: one node of the radix tree.
 
-A page is the unit of storage and matching (docs/cache-semantics.md R1). The tree owns every field;
-eviction policies read them to compute a victim key and never write them.
+A page is the unit of storage and matching (docs/cache-semantics.md R1). The tree owns every field
+but `policy_state`; eviction policies read them to compute a victim key and never write them.
+`policy_state` is the policy's own: where a policy that keeps state per page (S3-FIFO's
+queue and frequency) keeps it, so that reading it is a field, not a look-up by page id.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Page:
       version        bumped whenever a queued victim entry of this page goes stale
       inserted       the cache's count of pages inserted before this one (its insertion
                      order: FIFO's key; a page inserted again after leaving comes last)
+      policy_state   the eviction policy's record of this page (None until it sets one;
+                     the tree never reads it)
     """
 
     __slots__ = (
@@ -47,6 +51,7 @@ class Page:
         "version",
         "resident",
         "inserted",
+        "policy_state",
     )
 
     def __init__(
@@ -76,6 +81,7 @@ class Page:
         self.version = 0
         self.resident = True
         self.inserted = inserted
+        self.policy_state = None
 
     @property
     def is_leaf(self) -> bool:

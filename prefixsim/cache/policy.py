@@ -4,7 +4,8 @@ A policy only *orders* victims: `key(page)` returns a sortable value, lowest evi
 computed when a page becomes an evictable leaf or is accessed while it is one. The tree
 breaks ties by older access, then deeper page, then page id (docs/cache-semantics.md R11),
 and owns all structure, locks, TTL and accounting. Stateful policies use the hooks declared
-in the `EvictionPolicy` protocol (defaults in `Policy`); none may mutate pages.
+in the `EvictionPolicy` protocol (defaults in `Policy`); none may change a page's fields
+but its own record of the page, `page.policy_state` (S3-FIFO's queue and frequency).
 """
 
 from __future__ import annotations

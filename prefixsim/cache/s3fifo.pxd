@@ -15,10 +15,14 @@ cdef class PageState:
 cdef class S3FIFO(Policy):
     cdef public double small_fraction
     cdef public long long _clock
-    cdef public dict _state
-    cdef public object _small_fifo
+    cdef public long long _tracked
+    cdef public list _small_fifo
+    cdef public Py_ssize_t _small_head
     cdef public long long _small_tokens
-    cdef public object _ghost
+    cdef public dict _ghost
+    cdef public list _ghost_order
+    cdef public Py_ssize_t _ghost_head
+    cdef public long long _ghost_entries
     cdef public long long _ghost_tokens
     cdef public object _cache
     cdef public list _hand
@@ -26,15 +30,17 @@ cdef class S3FIFO(Policy):
     cdef public double _small_budget
     cdef public double _ghost_budget
 
+    @cython.locals(position=cython.longlong)
     cpdef long long _tick(self)
 
     @cython.locals(state=PageState, band=cython.double)
     cpdef double key(self, Page page) except? -1
 
-    @cython.locals(position=cython.longlong)
+    @cython.locals(position=cython.longlong, ghost=tuple)
     cpdef on_insert(self, Page page)
 
-    @cython.locals(state=PageState, page=Page, at=cython.longlong, states=dict)
+    @cython.locals(state=PageState, page=Page, at=cython.longlong, fifo=list,
+                   head=Py_ssize_t)
     cpdef _overflow(self)
 
     @cython.locals(state=PageState)
@@ -49,6 +55,11 @@ cdef class S3FIFO(Policy):
     @cython.locals(state=PageState)
     cpdef long long _forget(self, Page page) except? -2
 
+    @cython.locals(tokens=cython.longlong, ghost=dict, held=tuple, number=cython.longlong,
+                   order=list, head=Py_ssize_t)
     cpdef on_evict(self, Page page)
 
     cpdef on_expire(self, Page page)
+
+
+cpdef Py_ssize_t _consumed(list fifo, Py_ssize_t head) except? -1

@@ -49,7 +49,6 @@ holds them); likewise on the chat preset at 1M/4M.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import OrderedDict, deque
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -63,12 +62,13 @@ MAX_FREQUENCY = 3
 SMALL_FRACTION = 0.1
 
 DUE, MAIN, SMALL = 0, 1, 2  # queue of a page, also its key band (lowest evicted first)
+COMPACT_AFTER = 4096  # S's and G's lists drop their consumed front past this many (_consumed)
 BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a float
 
 
 class PageState:
-    """What S3-FIFO keeps of one resident page: its queue (DUE / MAIN / SMALL), its
-    sequence number in that queue and its 2-bit access frequency."""
+    """What S3-FIFO keeps of one resident page, on the page's `policy_state`: its queue
+    (DUE / MAIN / SMALL), its sequence number in that queue and its 2-bit access frequency."""
 
     __slots__ = ("queue", "position", "frequency")
 
@@ -94,10 +94,18 @@ class S3FIFO(Policy):
                              f"{small_fraction!r}")
         self.small_fraction = float(small_fraction)
         self._clock = 0  # the next sequence number
-        self._state: dict[int, PageState] = {}  # resident page id -> its state
-        self._small_fifo: deque[tuple[int, Page]] = deque()  # (position, page), lazy
+        self._tracked = 0  # resident pages with a PageState (kept on `page.policy_state`)
+        # S in entry order: (position, page) from `_small_head` on (lazy: an entry whose
+        # page has left S since is skipped; the list drops its consumed front now and then)
+        self._small_fifo: list[tuple[int, Page]] = []
+        self._small_head = 0
         self._small_tokens = 0  # tokens of SMALL pages (within-budget S pages)
-        self._ghost: OrderedDict[int, int] = OrderedDict()  # page id -> tokens
+        # G: page id -> (its entry's number, tokens); `_ghost_order` holds (number, page id)
+        # oldest first from `_ghost_head` (an id that left G by a hit leaves a stale entry)
+        self._ghost: dict[int, tuple[int, int]] = {}
+        self._ghost_order: list[tuple[int, int]] = []
+        self._ghost_head = 0
+        self._ghost_entries = 0  # the next entry's number
         self._ghost_tokens = 0
         self._cache: RadixCache | None = None
         self._hand: list[int] = []  # positions M's hand passed, increasing
@@ -120,13 +128,13 @@ class S3FIFO(Policy):
         return position
 
     def key(self, page: Page) -> float:
-        state = self._state[page.page_id]
+        state = page.policy_state
         band = BAND  # a C double when compiled
         return state.queue * band + state.position
 
-    def queue_of(self, page_id: int) -> str | None:
-        """'small', 'main' or None (not resident), for tests and inspection."""
-        state = self._state.get(page_id)
+    def queue_of(self, page: Page | None) -> str | None:
+        """'small', 'main' or None (not resident, or None), for tests and inspection."""
+        state = None if page is None else page.policy_state
         return None if state is None else ("main" if state.queue == MAIN else "small")
 
     def in_ghost(self, page_id: int) -> bool:
@@ -135,12 +143,14 @@ class S3FIFO(Policy):
     def on_insert(self, page: Page) -> None:
         page_id = page.page_id
         position = self._tick()
-        tokens = self._ghost.pop(page_id, None)
-        if tokens is not None:
-            self._ghost_tokens -= tokens
-            self._state[page_id] = PageState(MAIN, position)
+        ghost = self._ghost.pop(page_id, None)
+        if ghost is not None:
+            self._ghost_tokens -= ghost[1]
+            page.policy_state = PageState(MAIN, position)
+            self._tracked += 1
             return
-        self._state[page_id] = PageState(SMALL, position)
+        page.policy_state = PageState(SMALL, position)
+        self._tracked += 1
         self._small_fifo.append((position, page))
         self._small_tokens += page.num_tokens
         if self._small_tokens > self._small_budget:
@@ -149,10 +159,11 @@ class S3FIFO(Policy):
     def _overflow(self) -> None:
         """Mark the oldest within-budget S pages due while S exceeds its budget."""
         fifo = self._small_fifo
-        states = self._state
-        while self._small_tokens > self._small_budget and fifo:
-            at, page = fifo.popleft()
-            state = states.get(page.page_id)
+        head = self._small_head
+        while self._small_tokens > self._small_budget and head < len(fifo):
+            at, page = fifo[head]
+            head += 1
+            state = page.policy_state
             if state is None or state.queue != SMALL or state.position != at:
                 continue  # stale: it left S (or left and came back) since
             self._small_tokens -= page.num_tokens
@@ -164,9 +175,10 @@ class S3FIFO(Policy):
                 state.queue = DUE
             if self._cache is not None:
                 self._cache.requeue(page)
+        self._small_head = _consumed(fifo, head)
 
     def on_access(self, page: Page) -> None:
-        state = self._state[page.page_id]
+        state = page.policy_state
         if state.queue == DUE:  # past S's budget, not yet evicted: as a ghost hit
             state.queue = MAIN
             state.position = self._tick()
@@ -176,7 +188,7 @@ class S3FIFO(Policy):
 
     def reconsider(self, page: Page) -> bool:
         """Whether the popped victim gets a second chance (re-queued at the back of M)."""
-        state = self._state[page.page_id]
+        state = page.policy_state
         frequency = state.frequency
         queue = state.queue
         if queue == MAIN:
@@ -202,7 +214,7 @@ class S3FIFO(Policy):
         if not hand or position > hand[-1]:
             hand.append(position)
             clocks.append(self._tick())
-            if len(hand) > 4 * (len(self._state) + 1024):  # bound the history: a page
+            if len(hand) > 4 * (self._tracked + 1024):  # bound the history: a page
                 del hand[: len(hand) // 2]  # older than it is charged the laps still kept
                 del clocks[: len(clocks) // 2]
             return frequency
@@ -213,9 +225,11 @@ class S3FIFO(Policy):
 
     def _forget(self, page: Page) -> int:
         """Drop `page`'s state; its queue (-1 if it had none)."""
-        state = self._state.pop(page.page_id, None)
+        state = page.policy_state
         if state is None:
             return -1
+        page.policy_state = None
+        self._tracked -= 1
         if state.queue == SMALL:
             self._small_tokens -= page.num_tokens
         return state.queue
@@ -224,14 +238,41 @@ class S3FIFO(Policy):
         if self._forget(page) == MAIN:
             return
         page_id = page.page_id
-        self._ghost[page_id] = page.num_tokens
-        self._ghost_tokens += page.num_tokens
-        while self._ghost_tokens > self._ghost_budget and len(self._ghost) > 1:
-            _, tokens = self._ghost.popitem(last=False)
-            self._ghost_tokens -= tokens
+        tokens = page.num_tokens
+        ghost = self._ghost
+        held = ghost.get(page_id)
+        if held is None:
+            number = self._ghost_entries
+            self._ghost_entries = number + 1
+            self._ghost_order.append((number, page_id))
+        else:  # already in G (evicted again without an insert): it keeps its place
+            number = held[0]
+            self._ghost_tokens -= held[1]
+        ghost[page_id] = (number, tokens)
+        self._ghost_tokens += tokens
+        order = self._ghost_order
+        head = self._ghost_head
+        while self._ghost_tokens > self._ghost_budget and len(ghost) > 1:
+            number, oldest = order[head]  # G's oldest entry, unless it left on a hit
+            head += 1
+            held = ghost.get(oldest)
+            if held is not None and held[0] == number:
+                del ghost[oldest]
+                self._ghost_tokens -= held[1]
+        self._ghost_head = _consumed(order, head)
 
     def on_expire(self, page: Page) -> None:
         self._forget(page)
+
+
+def _consumed(fifo: list, head: int) -> int:
+    """The head index of a list used as a queue from `head` on, after dropping its
+    consumed front once that is at least half of it (and COMPACT_AFTER entries): O(1) a
+    pop, amortised."""
+    if head >= COMPACT_AFTER and 2 * head >= len(fifo):
+        del fifo[:head]
+        return 0
+    return head
 
 
 POLICIES.register("s3fifo")(S3FIFO)

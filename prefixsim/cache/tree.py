@@ -440,14 +440,16 @@ class RadixCache:
         need = num_tokens - (self.capacity_tokens - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
-        if self.block or self._reconsider is not None:
+        if self.block:
             return self._evict_general(need, protect)
         return self._evict_leaves(need, protect)
 
     def _evict_leaves(self, need: int, protect: Page | None) -> bool:
-        """`evict` in radix mode without second chances, `_remove` and `_entry` inlined (the
-        hot path of the timed engine: every page inserted is evicted one by one)."""
+        """`evict` in radix mode, `_remove` and `_entry` inlined (the hot path of the timed
+        engine: every page inserted is evicted one by one). A victim the policy reconsiders
+        (a second chance) is re-queued under its new key and the next one taken."""
         queue = self._victims
+        reconsider = self._reconsider
         pages = self._pages
         skipped = []
         demote = self.on_demote
@@ -481,6 +483,10 @@ class RadixCache:
                         skipped.append(entry)
                         page = None
                         continue
+                if reconsider is not None and reconsider(page):
+                    self._queue(page)
+                    page = None
+                    continue
                 tokens = page.num_tokens
                 need -= tokens
                 # _remove(page, defer=True)
@@ -533,7 +539,8 @@ class RadixCache:
         return need <= 0
 
     def _evict_general(self, need: int, protect: Page | None) -> bool:
-        """`evict` in block mode or with a policy's second chances."""
+        """`evict` in block mode (every unlocked page a victim, the matched path protected
+        whole), with a policy's second chances as in `_evict_leaves`."""
         queue = self._victims
         current = self._current
         protected = set(protect.path()) if self.block and protect is not None else ()

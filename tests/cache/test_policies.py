@@ -189,7 +189,7 @@ def test_s3fifo_ghost_hit_enters_main():
     cache.insert(None, [1], [1], 0.0, 0)
     cache.evict(1)
     cache.insert(None, [1], [1], 1.0, 1)
-    assert cache.policy.queue_of(1) == "main"
+    assert cache.policy.queue_of(cache.get(1)) == "main"
 
 
 # ------------------------------------------------------------------- offline bound
@@ -360,11 +360,11 @@ def test_s3fifo_small_queue_budget_and_leaf_adaptation():
     cache.insert(None, [Y], [1], 2.0, 2)
     cache.insert(None, [Z], [1], 3.0, 3)
     gone.append(evict_one(cache, 10))
-    assert gone == [Y] and policy.queue_of(X) == "main" and policy.in_ghost(Y)
+    assert gone == [Y] and policy.queue_of(cache.get(X)) == "main" and policy.in_ghost(Y)
     gone.append(evict_one(cache, 10))
-    assert gone == [Y, X] and policy.queue_of(Z) == "small"
+    assert gone == [Y, X] and policy.queue_of(cache.get(Z)) == "small"
     cache.insert(None, [Y], [1], 4.0, 4)
-    assert policy.queue_of(Y) == "main" and not policy.in_ghost(Y)
+    assert policy.queue_of(cache.get(Y)) == "main" and not policy.in_ghost(Y)
     cache.insert(None, [P, Q], [1, 1], 5.0, 5)
     for _ in range(4):
         gone.append(evict_one(cache, 10))
@@ -373,10 +373,10 @@ def test_s3fifo_small_queue_budget_and_leaf_adaptation():
     # a hit on a due page (past the budget, not yet evicted) moves it to M
     cache.insert(None, [X], [1], 6.0, 6)
     cache.insert(None, [Y], [1], 7.0, 7)
-    assert policy.queue_of(X) == "small" and policy.key(cache.get(X)) < policy.key(
+    assert policy.queue_of(cache.get(X)) == "small" and policy.key(cache.get(X)) < policy.key(
         cache.get(Y))
     cache.touch([cache.get(X)], 8.0, 8)
-    assert policy.queue_of(X) == "main" and policy.key(cache.get(X)) < policy.key(
+    assert policy.queue_of(cache.get(X)) == "main" and policy.key(cache.get(X)) < policy.key(
         cache.get(Y))  # main (band 1) still before Y, in S within budget (band 2)
 
 
@@ -435,7 +435,7 @@ def test_s3fifo_inner_main_page_loses_the_laps_it_missed():
     cache.insert(None, [A, B], [1, 1], 1.0, 4)
     cache.insert(None, [C], [1], 1.0, 5)
     cache.insert(None, [D], [1], 1.0, 6)
-    assert {policy.queue_of(p) for p in (A, B, C, D)} == {"main"}
+    assert {policy.queue_of(cache.get(p)) for p in (A, B, C, D)} == {"main"}
     cache.touch([cache.get(A), cache.get(B)], 2.0, 7)
     cache.touch([cache.get(A)], 3.0, 8)
     gone = []

@@ -6,7 +6,11 @@ tests/cache/test_policies.py."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.cache.page import Page
 from prefixsim.cache.s3fifo import BAND, S3FIFO
@@ -37,7 +41,7 @@ def band(s3: S3FIFO, made: Page) -> str:
 
 
 def test_an_unknown_page_is_in_no_queue():
-    assert policy(10).queue_of(5) is None
+    assert policy(10).queue_of(page(5, 1)) is None and policy(10).queue_of(None) is None
 
 
 def test_the_ghost_list_holds_its_budget_in_tokens_oldest_out_at_least_one_id():
@@ -53,13 +57,33 @@ def test_the_ghost_list_holds_its_budget_in_tokens_oldest_out_at_least_one_id():
         s3.on_evict(made)
     again = page(1, 4)
     s3.on_insert(again)
-    assert s3.queue_of(1) == "main" and not s3.in_ghost(1)
+    assert s3.queue_of(again) == "main" and not s3.in_ghost(1)
     ghosts = {3: [2, 3], 4: [3, 4], 5: [4, 5], 6: [6], 7: [7]}
     for page_id, tokens in zip(ghosts, (7, 1, 2, 9, 10), strict=True):
         made = page(page_id, tokens)
         s3.on_insert(made)
         s3.on_evict(made)
         assert [i for i in range(1, 8) if s3.in_ghost(i)] == ghosts[page_id], page_id
+
+
+def test_an_id_back_in_the_ghost_list_takes_its_new_place():
+    """Capacity 10 (G's budget 9), pages of 2 tokens. 1 and 2 leave S for G: [1, 2]. 1
+    comes back (a ghost hit: main), is evicted from main (not into G: [2]), comes back
+    into S and leaves it for G again: [2, 1], its first entry stale. 3 and 4: [2, 1, 3, 4],
+    8 tokens. 5: 10 tokens, so the oldest, 2, goes (not 1 by its stale first entry)."""
+    s3 = policy(10)
+    for page_id in (1, 2):
+        s3.on_insert(made := page(page_id, 2))
+        s3.on_evict(made)
+    s3.on_insert(main := page(1, 2))
+    assert s3.queue_of(main) == "main"
+    s3.on_evict(main)
+    assert [i for i in range(1, 6) if s3.in_ghost(i)] == [2]
+    for page_id in (1, 3, 4, 5):
+        s3.on_insert(made := page(page_id, 2))
+        s3.on_evict(made)
+    assert [i for i in range(1, 6) if s3.in_ghost(i)] == [1, 3, 4, 5]
+    assert s3._ghost_tokens == 8
 
 
 def test_small_fraction_must_be_a_number_strictly_between_0_and_1():
@@ -81,7 +105,7 @@ def test_an_unbound_policy_has_no_budgets():
     assert all(s3.in_ghost(i) for i in range(5))
     s3.on_expire(page(42, 1))
     s3.on_evict(page(43, 1))
-    assert s3._state == {}
+    assert s3._tracked == 0 and all(p.policy_state is None for p in pages)
     assert not s3.in_ghost(42) and s3.in_ghost(43)  # evicted without a queue: as from S
 
 
@@ -167,3 +191,81 @@ def test_hits_count_up_to_three_second_chances_in_main():
             s3.on_access(main)
         answers = [s3.reconsider(main) for _ in range(chances + 1)]
         assert answers == [True] * chances + [False], hits
+
+
+class GhostReference:
+    """S3-FIFO's ghost list G as the paper states it, in an OrderedDict: an id evicted from
+    S goes in at the back with its tokens (an id already there keeps its place), an insert
+    of a ghost id takes it out, and while G holds more tokens than its budget (and more
+    than one id) its oldest id goes."""
+
+    def __init__(self, budget: float) -> None:
+        self.budget = budget
+        self.ids: OrderedDict[int, int] = OrderedDict()
+        self.tokens = 0
+
+    def inserted(self, page_id: int) -> None:
+        self.tokens -= self.ids.pop(page_id, 0)
+
+    def evicted_from_s(self, page_id: int, tokens: int) -> None:
+        self.tokens += tokens - self.ids.get(page_id, 0)
+        self.ids[page_id] = tokens
+        while self.tokens > self.budget and len(self.ids) > 1:
+            self.tokens -= self.ids.popitem(last=False)[1]
+
+
+OPS = st.lists(st.tuples(st.sampled_from(("insert", "hit", "evict", "expire")),
+                         st.integers(0, 8), st.integers(1, 6)), max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS, st.integers(5, 30), st.sampled_from((1, 4096)))
+def test_the_ghost_and_s_match_the_papers_queues(ops, capacity, compact_after):
+    """Random inserts, hits, evictions and expiries of ids 0-8: G holds exactly the ids and
+    tokens of GhostReference (its order shows in which ids its budget drops), and a page's
+    queue is S until it is hit in S and S overflows or it becomes due, as the paper's S
+    drops its oldest first. `compact_after` 1 drops the consumed front of S's and G's
+    lists at every pop (4,096 is the default): the same results."""
+    import prefixsim.cache.s3fifo as s3fifo
+
+    before = s3fifo.COMPACT_AFTER
+    s3fifo.COMPACT_AFTER = compact_after
+    try:
+        s3 = policy(capacity)
+        reference = GhostReference(capacity - 0.1 * capacity)
+        resident: dict[int, Page] = {}
+        for op, page_id, tokens in ops:
+            made = resident.get(page_id)
+            if op == "insert" and made is None:
+                resident[page_id] = made = page(page_id, tokens)
+                s3.on_insert(made)
+                reference.inserted(page_id)
+            elif op == "hit" and made is not None:
+                s3.on_access(made)
+            elif op in ("evict", "expire") and made is not None:
+                to_ghost = op == "evict" and s3.queue_of(made) != "main"
+                (s3.on_evict if op == "evict" else s3.on_expire)(made)
+                del resident[page_id]
+                assert made.policy_state is None
+                if to_ghost:
+                    reference.evicted_from_s(page_id, made.num_tokens)
+            assert [i for i in range(9) if s3.in_ghost(i)] == sorted(reference.ids)
+            assert s3._ghost_tokens == reference.tokens
+            assert s3._tracked == len(resident)
+        assert sum(p.num_tokens for p in resident.values()
+                   if s3.queue_of(p) == "small" and band(s3, p) == "small") \
+            == s3._small_tokens
+    finally:
+        s3fifo.COMPACT_AFTER = before
+
+
+def test_a_queue_list_drops_its_consumed_front_once_it_is_half_of_it():
+    """`_consumed(fifo, head)`: with 4,096 entries consumed of 8,192 the front goes (head
+    0, 4,096 left); with 4,095 of 8,190, or 4,096 of 8,193, it stays."""
+    from prefixsim.cache.s3fifo import _consumed
+
+    fifo = list(range(8192))
+    assert _consumed(fifo, 4096) == 0 and fifo == list(range(4096, 8192))
+    for size, head in ((8190, 4095), (8193, 4096)):
+        fifo = list(range(size))
+        assert _consumed(fifo, head) == head and len(fifo) == size
