@@ -71,7 +71,8 @@ cdef class SegmentCache:
 
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
-                   clock=cython.double, queue=OrderedQueue)
+                   clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
+                   tokens_out=cython.longlong)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=tuple, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,

@@ -413,44 +413,49 @@ class SegmentCache:
         clock = self._clock
         aging = self._aging
         skipped = []
-        while need > 0 and queue:
-            entry = queue.pop()
-            node = entry[-1]
-            if entry[-2] != node.version or not node.resident or node.children:
-                continue
-            if node is protect:
-                skipped.append(entry)
-                continue
-            if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
-                aging.clock = entry[0]  # L rises to the leavers' highest, the last page's key
-            seg = node.ids
-            size = len(seg)
-            last = node.last_tokens
-            page = node.page_tokens
-            k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
-            if k > 1 and self._keyed and queue:
-                k = self._keyed_run(node, k, queue.head())
-            if k >= size:
-                need -= node.num_tokens
-                counters.evicted_pages += size
-                counters.evicted_tokens += node.num_tokens
-                ages[bisect_right(EDGES_S, clock - node.last_access_s)] += size
-                self._remove(node)
-                continue
-            tokens = last + page * (k - 1)
-            need -= tokens
-            counters.evicted_pages += k
-            counters.evicted_tokens += tokens
-            ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
-            self._ids.difference_update(seg[size - k:])
-            node.ids = seg[:size - k]
-            if node.keys is not None:
-                node.keys = node.keys[:size - k]
-            node.inserted -= k
-            node.num_tokens -= tokens
-            node.last_tokens = page
-            self.resident_tokens -= tokens
-            self._queue(node, with_deadline=False)  # its deadline entry stays valid
+        pages_out = tokens_out = 0  # added to the counters once, at the end
+        try:
+            while need > 0 and queue:
+                entry = queue.pop()
+                node = entry[-1]
+                if entry[-2] != node.version or not node.resident or node.children:
+                    continue
+                if node is protect:
+                    skipped.append(entry)
+                    continue
+                if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
+                    aging.clock = entry[0]  # L rises to the leavers' highest, the last page's
+                seg = node.ids
+                size = len(seg)
+                last = node.last_tokens
+                page = node.page_tokens
+                k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
+                if k > 1 and self._keyed and queue:
+                    k = self._keyed_run(node, k, queue.head())
+                if k >= size:
+                    need -= node.num_tokens
+                    pages_out += size
+                    tokens_out += node.num_tokens
+                    ages[bisect_right(EDGES_S, clock - node.last_access_s)] += size
+                    self._remove(node)
+                    continue
+                tokens = last + page * (k - 1)
+                need -= tokens
+                pages_out += k
+                tokens_out += tokens
+                ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
+                self._ids.difference_update(seg[size - k:])
+                node.ids = seg[:size - k]
+                if node.keys is not None:
+                    node.keys = node.keys[:size - k]
+                node.inserted -= k
+                node.num_tokens -= tokens
+                node.last_tokens = page
+                self.resident_tokens -= tokens
+                self._queue(node, with_deadline=False)  # its deadline entry stays valid
+        finally:
+            counters.evicted_pages += pages_out
+            counters.evicted_tokens += tokens_out
         for entry in skipped:
             queue.push(entry)
         return need <= 0
