@@ -424,7 +424,7 @@ class SegmentCache:
                     skipped.append(entry)
                     continue
                 if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
-                    aging.clock = entry[0]  # L rises to the leavers' highest, the last page's
+                    aging.clock = entry[0]  # L rises to the leavers' highest key
                 seg = node.ids
                 size = len(seg)
                 last = node.last_tokens
