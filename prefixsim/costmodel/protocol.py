@@ -19,8 +19,10 @@ from typing import Protocol
 
 from prefixsim.registry import Registry
 
+_set_field = object.__setattr__  # how a frozen dataclass's own __init__ sets its fields
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class PrefillChunk:
     """One sequence's prefill work in a step: `new_tokens` computed now, after
     `cached_tokens` whose KV is already present (a cached prefix or earlier chunks).
@@ -31,14 +33,27 @@ class PrefillChunk:
     cached_tokens: int
     emits_token: bool = True
 
+    def __init__(self, new_tokens: int, cached_tokens: int, emits_token: bool = True) -> None:
+        # the dataclass's own __init__, written out: compiled it runs as C, where the
+        # generated one stays interpreted (docs/architecture.md "Compiled hot modules")
+        _set_field(self, "new_tokens", new_tokens)
+        _set_field(self, "cached_tokens", cached_tokens)
+        _set_field(self, "emits_token", emits_token)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class StepBatch:
     """The work of one engine step: prefill chunks, and the context length (tokens whose KV
     is attended to, including the new token's own) of each decoding sequence."""
 
     prefills: tuple[PrefillChunk, ...] = ()
     decode_contexts: tuple[int, ...] = ()
+
+    def __init__(self, prefills: tuple[PrefillChunk, ...] = (),
+                 decode_contexts: tuple[int, ...] = ()) -> None:
+        # written out, as PrefillChunk's
+        _set_field(self, "prefills", prefills)
+        _set_field(self, "decode_contexts", decode_contexts)
 
     @property
     def num_tokens(self) -> int:

@@ -20,13 +20,22 @@ from dataclasses import dataclass
 
 from prefixsim.engine.request_state import RequestState
 
+_set_field = object.__setattr__  # how a frozen dataclass's own __init__ sets its fields
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class StepPlan:
     """One step: the decoding requests and (request, new tokens) prefill chunks."""
 
     decodes: list[RequestState]
     chunks: list[tuple[RequestState, int]]
+
+    def __init__(self, decodes: list[RequestState],
+                 chunks: list[tuple[RequestState, int]]) -> None:
+        # the dataclass's own __init__, written out: compiled it runs as C, where the
+        # generated one stays interpreted (docs/architecture.md "Compiled hot modules")
+        _set_field(self, "decodes", decodes)
+        _set_field(self, "chunks", chunks)
 
     @property
     def is_decode_only(self) -> bool:
