@@ -543,7 +543,7 @@ class RadixCache:
         whole), with a policy's second chances as in `_evict_leaves`."""
         queue = self._victims
         current = self._current
-        protected = set(protect.path()) if self.block and protect is not None else ()
+        protected = set(protect.path()) if protect is not None else ()  # block mode only
         skipped = []
         reconsider = self._reconsider
         demote = self.on_demote
