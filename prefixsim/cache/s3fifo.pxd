@@ -6,6 +6,9 @@ from prefixsim.cache.page cimport Page
 from prefixsim.cache.policy cimport Policy
 
 
+cdef long long DUE, MAIN, SMALL, MAX_FREQUENCY, GHOST_SHIFT, GHOST_TOKENS
+
+
 cdef class PageState:
     cdef public long long queue
     cdef public long long position
@@ -16,15 +19,16 @@ cdef class S3FIFO(Policy):
     cdef public double small_fraction
     cdef public long long _clock
     cdef public long long _tracked
-    cdef public list _small_fifo
+    cdef public list _small_pages
+    cdef public list _small_states
     cdef public Py_ssize_t _small_head
     cdef public long long _small_tokens
     cdef public dict _ghost
     cdef public list _ghost_order
     cdef public Py_ssize_t _ghost_head
-    cdef public long long _ghost_entries
+    cdef public long long _ghost_base
     cdef public long long _ghost_tokens
-    cdef public object _cache
+    cdef public object _requeue
     cdef public list _hand
     cdef public list _hand_clock
     cdef public double _small_budget
@@ -36,11 +40,11 @@ cdef class S3FIFO(Policy):
     @cython.locals(state=PageState, band=cython.double)
     cpdef double key(self, Page page) except? -1
 
-    @cython.locals(position=cython.longlong, ghost=tuple)
+    @cython.locals(position=cython.longlong, ghost=object, held=cython.longlong,
+                   state=PageState)
     cpdef on_insert(self, Page page)
 
-    @cython.locals(state=PageState, page=Page, at=cython.longlong, fifo=list,
-                   head=Py_ssize_t)
+    @cython.locals(state=PageState, page=Page, pages=list, states=list, head=Py_ssize_t)
     cpdef _overflow(self)
 
     @cython.locals(state=PageState)
@@ -55,8 +59,9 @@ cdef class S3FIFO(Policy):
     @cython.locals(state=PageState)
     cpdef long long _forget(self, Page page) except? -2
 
-    @cython.locals(tokens=cython.longlong, ghost=dict, held=tuple, number=cython.longlong,
-                   order=list, head=Py_ssize_t)
+    @cython.locals(page_id=object, tokens=cython.longlong, ghost=dict, order=list,
+                   found=object, held=cython.longlong, number=cython.longlong,
+                   head=Py_ssize_t, kept=Py_ssize_t)
     cpdef on_evict(self, Page page)
 
     cpdef on_expire(self, Page page)

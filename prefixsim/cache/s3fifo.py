@@ -64,6 +64,10 @@ SMALL_FRACTION = 0.1
 DUE, MAIN, SMALL = 0, 1, 2  # queue of a page, also its key band (lowest evicted first)
 COMPACT_AFTER = 4096  # S's and G's lists drop their consumed front past this many (_consumed)
 BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a float
+# A ghost entry is one int: its entry's number shifted left by GHOST_SHIFT, or'ed with the
+# evicted page's tokens (a page holds fewer than 2**32 tokens: on_evict checks)
+GHOST_SHIFT = 32
+GHOST_TOKENS = 0xFFFF_FFFF  # 2**GHOST_SHIFT - 1, written out (a C int shift would overflow)
 
 
 class PageState:
@@ -95,19 +99,23 @@ class S3FIFO(Policy):
         self.small_fraction = float(small_fraction)
         self._clock = 0  # the next sequence number
         self._tracked = 0  # resident pages with a PageState (kept on `page.policy_state`)
-        # S in entry order: (position, page) from `_small_head` on (lazy: an entry whose
-        # page has left S since is skipped; the list drops its consumed front now and then)
-        self._small_fifo: list[tuple[int, Page]] = []
+        # S in entry order: the pages and, side by side, the PageState each had when it
+        # entered, from `_small_head` on (lazy: an entry whose page has left S since, so
+        # holds another state or another queue, is skipped; the lists drop their consumed
+        # front now and then)
+        self._small_pages: list[Page] = []
+        self._small_states: list[PageState] = []
         self._small_head = 0
         self._small_tokens = 0  # tokens of SMALL pages (within-budget S pages)
-        # G: page id -> (its entry's number, tokens); `_ghost_order` holds (number, page id)
-        # oldest first from `_ghost_head` (an id that left G by a hit leaves a stale entry)
-        self._ghost: dict[int, tuple[int, int]] = {}
-        self._ghost_order: list[tuple[int, int]] = []
+        # G: page id -> its entry's number << GHOST_SHIFT | its tokens; `_ghost_order` holds
+        # the ids oldest first from `_ghost_head`, entry number `_ghost_base` + index (an id
+        # that left G by a hit leaves a stale entry: its number no longer matches)
+        self._ghost: dict[int, int] = {}
+        self._ghost_order: list[int] = []
         self._ghost_head = 0
-        self._ghost_entries = 0  # the next entry's number
+        self._ghost_base = 0  # the entry number of `_ghost_order[0]`
         self._ghost_tokens = 0
-        self._cache: RadixCache | None = None
+        self._requeue = None  # the bound cache's `requeue` (bind_cache)
         self._hand: list[int] = []  # positions M's hand passed, increasing
         self._hand_clock: list[int] = []  # the clock at each of those passes
         self._small_budget = float("inf")
@@ -116,7 +124,7 @@ class S3FIFO(Policy):
     def bind_cache(self, cache: RadixCache) -> None:
         """Learn the capacity (S's budget: `small_fraction` of it) and where to `requeue`
         pages."""
-        self._cache = cache
+        self._requeue = cache.requeue
         if cache.capacity_tokens is not None:
             self._small_budget = self.small_fraction * cache.capacity_tokens
             self._ghost_budget = cache.capacity_tokens - self._small_budget
@@ -145,27 +153,30 @@ class S3FIFO(Policy):
         position = self._tick()
         ghost = self._ghost.pop(page_id, None)
         if ghost is not None:
-            self._ghost_tokens -= ghost[1]
+            held = ghost
+            self._ghost_tokens -= held & GHOST_TOKENS
             page.policy_state = PageState(MAIN, position)
             self._tracked += 1
             return
-        page.policy_state = PageState(SMALL, position)
+        page.policy_state = state = PageState(SMALL, position)
         self._tracked += 1
-        self._small_fifo.append((position, page))
+        self._small_pages.append(page)
+        self._small_states.append(state)
         self._small_tokens += page.num_tokens
         if self._small_tokens > self._small_budget:
             self._overflow()
 
     def _overflow(self) -> None:
         """Mark the oldest within-budget S pages due while S exceeds its budget."""
-        fifo = self._small_fifo
+        pages = self._small_pages
+        states = self._small_states
         head = self._small_head
-        while self._small_tokens > self._small_budget and head < len(fifo):
-            at, page = fifo[head]
+        while self._small_tokens > self._small_budget and head < len(pages):
+            page = pages[head]
+            state = states[head]
             head += 1
-            state = page.policy_state
-            if state is None or state.queue != SMALL or state.position != at:
-                continue  # stale: it left S (or left and came back) since
+            if page.policy_state is not state or state.queue != SMALL:
+                continue  # stale: it left S since (a page inserted again has a new state)
             self._small_tokens -= page.num_tokens
             if state.frequency > 0:  # hit while in S: to the back of M, bits cleared
                 state.queue = MAIN
@@ -173,9 +184,10 @@ class S3FIFO(Policy):
                 state.frequency = 0
             else:
                 state.queue = DUE
-            if self._cache is not None:
-                self._cache.requeue(page)
-        self._small_head = _consumed(fifo, head)
+            if self._requeue is not None:
+                self._requeue(page)
+        _consumed(states, head)
+        self._small_head = _consumed(pages, head)
 
     def on_access(self, page: Page) -> None:
         state = page.policy_state
@@ -237,29 +249,36 @@ class S3FIFO(Policy):
     def on_evict(self, page: Page) -> None:
         if self._forget(page) == MAIN:
             return
-        page_id = page.page_id
+        page_id = page.page_id  # one int object for the look-up, the entry and the order
         tokens = page.num_tokens
+        if tokens > GHOST_TOKENS:
+            raise ValueError(f"a page of {tokens} tokens: S3-FIFO's ghost list holds "
+                             f"pages of fewer than 2**{GHOST_SHIFT}")
         ghost = self._ghost
-        held = ghost.get(page_id)
-        if held is None:
-            number = self._ghost_entries
-            self._ghost_entries = number + 1
-            self._ghost_order.append((number, page_id))
-        else:  # already in G (evicted again without an insert): it keeps its place
-            number = held[0]
-            self._ghost_tokens -= held[1]
-        ghost[page_id] = (number, tokens)
-        self._ghost_tokens += tokens
         order = self._ghost_order
+        found = ghost.get(page_id)
+        if found is None:
+            number = self._ghost_base + len(order)
+            order.append(page_id)
+        else:  # already in G (evicted again without an insert): it keeps its place
+            held = found
+            number = held >> GHOST_SHIFT
+            self._ghost_tokens -= held & GHOST_TOKENS
+        ghost[page_id] = (number << GHOST_SHIFT) | tokens
+        self._ghost_tokens += tokens
         head = self._ghost_head
         while self._ghost_tokens > self._ghost_budget and len(ghost) > 1:
-            number, oldest = order[head]  # G's oldest entry, unless it left on a hit
+            oldest = order[head]  # G's oldest entry, unless it left on a hit
+            found = ghost.get(oldest)
+            if found is not None:
+                held = found
+                if held >> GHOST_SHIFT == self._ghost_base + head:
+                    del ghost[oldest]
+                    self._ghost_tokens -= held & GHOST_TOKENS
             head += 1
-            held = ghost.get(oldest)
-            if held is not None and held[0] == number:
-                del ghost[oldest]
-                self._ghost_tokens -= held[1]
-        self._ghost_head = _consumed(order, head)
+        kept = _consumed(order, head)
+        self._ghost_base += head - kept  # the entries dropped from the front
+        self._ghost_head = kept
 
     def on_expire(self, page: Page) -> None:
         self._forget(page)

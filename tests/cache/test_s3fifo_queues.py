@@ -66,6 +66,21 @@ def test_the_ghost_list_holds_its_budget_in_tokens_oldest_out_at_least_one_id():
         assert [i for i in range(1, 8) if s3.in_ghost(i)] == ghosts[page_id], page_id
 
 
+def test_a_ghost_entry_keeps_a_page_of_up_to_2_to_the_32_minus_1_tokens():
+    """A ghost entry packs its number and the page's tokens in one int (32 bits for the
+    tokens): the largest page that fits counts in full; one token more is refused by name
+    rather than corrupting the entry's number."""
+    s3 = policy(2**34)
+    s3.on_insert(big := page(1, 2**32 - 1))
+    s3.on_evict(big)
+    assert s3.in_ghost(1) and s3._ghost_tokens == 2**32 - 1
+    s3.on_insert(again := page(1, 8))  # a ghost hit: into main, its tokens leave G
+    assert s3.queue_of(again) == "main" and s3._ghost_tokens == 0
+    s3.on_insert(huge := page(2, 2**32))
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        s3.on_evict(huge)
+
+
 def test_an_id_back_in_the_ghost_list_takes_its_new_place():
     """Capacity 10 (G's budget 9), pages of 2 tokens. 1 and 2 leave S for G: [1, 2]. 1
     comes back (a ghost hit: main), is evicted from main (not into G: [2]), comes back
