@@ -81,6 +81,22 @@ def test_a_ghost_entry_keeps_a_page_of_up_to_2_to_the_32_minus_1_tokens():
         s3.on_evict(huge)
 
 
+def test_ghost_entries_keep_their_numbers_when_the_order_list_drops_its_front(monkeypatch):
+    """Ghost budget 9 tokens, pages of 5: each id evicted from S pushes the one before out of
+    G. With the consumed front dropped at every pop (COMPACT_AFTER 1), an entry's number is
+    the dropped count plus its index: a count lost or an entry numbered by its index alone
+    trims the wrong id, or none."""
+    import prefixsim.cache.s3fifo as s3fifo
+
+    monkeypatch.setattr(s3fifo, "COMPACT_AFTER", 1)
+    s3 = policy(10)
+    for page_id in range(1, 7):
+        s3.on_insert(made := page(page_id, 5))
+        s3.on_evict(made)
+        assert [i for i in range(8) if s3.in_ghost(i)] == [page_id]
+        assert s3._ghost_tokens == 5 and len(s3._ghost_order) <= 2
+
+
 def test_an_id_back_in_the_ghost_list_takes_its_new_place():
     """Capacity 10 (G's budget 9), pages of 2 tokens. 1 and 2 leave S for G: [1, 2]. 1
     comes back (a ghost hit: main), is evicted from main (not into G: [2]), comes back
