@@ -19,9 +19,12 @@ def replay_cache(
     ttl: TTLRule | None = None,
     mode: CacheMode | str = CacheMode.RADIX,
     plain: bool = True,
+    chained: bool = False,
 ) -> RadixCache | SegmentCache:
     """A fresh cache for a cache-only replay; `plain=False` when the replay adds lower
-    tiers, request classes or a minimum cacheable prompt (RadixCache only)."""
+    tiers, request classes or a minimum cacheable prompt (RadixCache only). `chained`: the
+    page ids are checked chained already (a SegmentCache then keeps no resident-id set:
+    cache/segment_tree.py)."""
     if plain and SegmentCache.supports(policy, mode):
-        return SegmentCache(capacity_tokens, policy, ttl)
+        return SegmentCache(capacity_tokens, policy, ttl, chained=chained)
     return RadixCache(capacity_tokens, policy, ttl, CacheMode(mode))

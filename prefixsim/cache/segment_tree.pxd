@@ -42,6 +42,7 @@ cdef class SegmentCache:
     cdef public long long num_segments
     cdef public dict _roots
     cdef public set _ids
+    cdef public long long _num_pages
     cdef public OrderedQueue _victims
     cdef public OrderedQueue _deadlines
     cdef public object _seq

@@ -43,7 +43,13 @@ Why it is exact:
   its children, R12); a deadline queue over leaf segments frees them whole.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
-  chained) raises ChainConflict at the same page RadixCache would.
+  chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
+  follows the same parent id) are unique by construction: an id fixes its whole prefix, and
+  a resident id's prefix is resident, so the match reaches it before any insert could place
+  it again. A caller whose ids are checked chained already (a streamed run: the trace
+  readers' ChunkChains, trace/chains.py) builds the cache with `chained=True`, which keeps no
+  resident-id set (a fifth of an LRU replay's time and most of its memory per page) and
+  checks nothing; ids it was wrongly promised to be chained would go unnoticed.
 
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting; it leaves out locks, reservations, block mode, tiers, per-request TTL and
@@ -137,7 +143,10 @@ class SegmentCache:
         capacity_tokens: int | None,
         policy: EvictionPolicy,
         ttl: TTLRule | None = None,
+        chained: bool = False,
     ) -> None:
+        """`chained`: the caller vouches that the page ids are chained (see the module
+        docstring); no resident-id set is kept and ChainConflict is never raised."""
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
         if not self.supports(policy):
@@ -154,7 +163,9 @@ class SegmentCache:
         self.reserved_tokens = 0
         self.num_segments = 0
         self._roots: dict[int, Segment] = {}
-        self._ids: set[int] = set()  # resident page ids (ids are unique in the tree)
+        # resident page ids (ids are unique in the tree), None when `chained`
+        self._ids: set[int] | None = None if chained else set()
+        self._num_pages = 0
         self._victims = OrderedQueue()
         self._deadlines = OrderedQueue()
         self._seq = count()
@@ -178,7 +189,7 @@ class SegmentCache:
     # ----------------------------------------------------------------- accounting
     @property
     def num_pages(self) -> int:
-        return len(self._ids)
+        return self._num_pages
 
     def orphan_tokens(self) -> int:
         """Always 0: radix mode has no orphans (for the summary, as RadixCache reports it)."""
@@ -336,10 +347,11 @@ class SegmentCache:
         # Every id placed must be new, and so must the first one that did not fit (RadixCache
         # looks an id up before it checks that its page fits).
         ids = self._ids
-        before = len(ids)
-        ids.update(run)
-        if len(ids) != before + fit or (fit < total and page_ids[start + fit] in ids):
-            self._chain_conflict(page_ids[start:start + fit + 1])
+        if ids is not None:
+            before = len(ids)
+            ids.update(run)
+            if len(ids) != before + fit or (fit < total and page_ids[start + fit] in ids):
+                self._chain_conflict(page_ids[start:start + fit + 1])
         if fit == 0:
             return 0
         ttl = self.ttl
@@ -364,6 +376,7 @@ class SegmentCache:
                     anc.deadline_s = deadline
                     anc = anc.parent
         self.num_segments += 1
+        self._num_pages += fit
         tokens = node.num_tokens
         self.resident_tokens = resident = self.resident_tokens + tokens
         counters = self.counters
@@ -444,7 +457,9 @@ class SegmentCache:
                 pages_out += k
                 tokens_out += tokens
                 ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
-                self._ids.difference_update(seg[size - k:])
+                if self._ids is not None:
+                    self._ids.difference_update(seg[size - k:])
+                self._num_pages -= k
                 node.ids = seg[:size - k]
                 if node.keys is not None:
                     node.keys = node.keys[:size - k]
@@ -482,7 +497,9 @@ class SegmentCache:
     def _remove(self, node: Segment) -> None:
         """Take a whole leaf segment out; a parent it leaves as a leaf is queued."""
         node.resident = False
-        self._ids.difference_update(node.ids)
+        if self._ids is not None:
+            self._ids.difference_update(node.ids)
+        self._num_pages -= len(node.ids)
         self.resident_tokens -= node.num_tokens
         self.num_segments -= 1
         parent = node.parent
@@ -562,7 +579,8 @@ class SegmentCache:
                 assert parent.deadline_s >= node.deadline_s, "parent expires before child"
             else:
                 assert self._roots[node.ids[0]] is node and node.depth == 0
-        assert pages == len(seen) == len(self._ids) and seen == self._ids, "resident ids"
+        assert pages == len(seen) == self._num_pages, "page ids not unique, or page count"
+        assert self._ids is None or seen == self._ids, "resident ids"
         assert segments == self.num_segments, "segment count"
         assert total == self.resident_tokens, "resident tokens"
         if self.capacity_tokens is not None:

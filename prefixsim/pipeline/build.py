@@ -85,10 +85,11 @@ class Components:
 
 
 def build(config: RunConfig, requests: Sequence[Request],
-          policy: EvictionPolicy | None = None) -> Components:
+          policy: EvictionPolicy | None = None, chained: bool = False) -> Components:
     """Every component of a run of `config` over `requests` (in replay order: offline
     policies such as belady learn the future from them). `policy`: a cache-only run's
-    policy, built already (a streamed run's belady learns the future otherwise)."""
+    policy, built already (a streamed run's belady learns the future otherwise).
+    `chained`: a cache-only run's page ids are checked chained already (build_cache)."""
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
     check_tensor_parallel(model, config.hardware.tp)  # a custom model's heads (presets: config)
     cost_model = build_cost_model(config, model, gpu)
@@ -98,7 +99,7 @@ def build(config: RunConfig, requests: Sequence[Request],
     shared = build_shared_pool(config.cache, requests, chunk_time, config.engine.time_scale)
     if config.cache_only:
         cache = build_cache(config.cache, requests, chunk_time, replay_only=True,
-                            policy=policy)
+                            policy=policy, chained=chained)
         return Components(config, model, gpu, cost_model, rules, pricing, [cache],
                           [build_tiers(cache, config.cache)], shared_pool=shared)
     if config.cache.bounds:
@@ -209,6 +210,7 @@ def build_cache(
     replay_only: bool = False,
     time_scale: float = 1.0,
     policy: EvictionPolicy | None = None,
+    chained: bool = False,
 ) -> AnyCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order; a
@@ -216,7 +218,9 @@ def build_cache(
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
     section allows it (radix mode, a node-uniform policy, no tiers, no request classes).
     `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
-    `policy`: one built already, instead of the section's (its params then unused)."""
+    `policy`: one built already, instead of the section's (its params then unused).
+    `chained`: the replay's page ids are checked chained already (a streamed trace's
+    readers check them chunk by chunk): a compressed cache then keeps no resident-id set."""
     ttl_s = config.ttl_s
     if ttl_s is None and any(c.ttl_s is not None for c in config.classes):
         ttl_s = float("inf")  # classes with a TTL need the rule; the rest never expire
@@ -228,15 +232,17 @@ def build_cache(
              and config.disk_capacity_tokens is None and not config.classes
              and config.min_cacheable_tokens == 0 and config.prefix_caching
              and config.pool is None)
-    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain)
+    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
+                        chained=chained)
 
 
-def build_unbounded_cache(config: CacheConfig) -> AnyCache:
+def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCache:
     """The cache `cache_unbounded_token_hit_rate` is read from: the section's TTL and mode
-    with no capacity limit, LRU (no policy matters when nothing is evicted), no pool."""
+    with no capacity limit, LRU (no policy matters when nothing is evicted), no pool.
+    `chained`: as build_cache's."""
     return build_cache(config.model_copy(update={"capacity_tokens": None, "policy": "lru",
                                                  "policy_params": {}, "pool": None}),
-                       replay_only=True)
+                       replay_only=True, chained=chained)
 
 
 def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = None,

@@ -116,7 +116,9 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
               uses: NextUses | None = None) -> RunResult:
     started = time.perf_counter()
     belady = StreamedBelady() if config.cache.policy in OFFLINE_POLICIES else None
-    parts = build(config, [], policy=belady)  # belady learns the future from `uses`
+    # belady learns the future from `uses`; the stream checks every chunk's ids chained
+    # before it yields the chunk (trace/stream.py), so the cache keeps no resident-id set
+    parts = build(config, [], policy=belady, chained=True)
     cache, tiers = parts.caches[0], parts.tiers[0]
     start = stream.first_arrival_s()
     duration_s = stream.last_arrival_s(start)
@@ -299,14 +301,14 @@ def _belady_pass_rate(parts: Components, stream: TraceStream, uses: NextUses | N
     belady = StreamedBelady()
     cache = build_cache(config.model_copy(update={"policy": "belady", "policy_params": {},
                                                   "pool": None}),
-                        replay_only=True, policy=belady)
+                        replay_only=True, policy=belady, chained=True)
     return _pass_rate(parts, stream, cache, belady, uses)
 
 
 def unbounded_pass_rate(parts: Components, stream: TraceStream) -> float:
     """The unbounded bound with a TTL or request classes: an unbounded replay over the
     file read again, its records summed chunk by chunk."""
-    return _pass_rate(parts, stream, build_unbounded_cache(parts.config.cache))
+    return _pass_rate(parts, stream, build_unbounded_cache(parts.config.cache, chained=True))
 
 
 def _pass_rate(parts: Components, stream: TraceStream, cache,

@@ -57,6 +57,19 @@ def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capaci
     assert len(ours[4]["time_s"]) == int(requests[-1].arrival_s // interval) + 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS)
+def test_a_cache_promised_chained_ids_keeps_no_id_set_and_replays_the_same(
+        requests, capacity, policy, ttl):
+    """`chained=True` (a streamed run's ids are checked by the reader) drops the resident-id
+    set: the same hits, counters, resident pages (unique: check_invariants) and state rows
+    (their page counts too) as the cache that keeps it."""
+    promised = SegmentCache(capacity, POLICIES.build(policy), ttl, chained=True)
+    ours = replay_part_a(promised, requests)
+    assert promised._ids is None
+    assert ours == replay_part_a(SegmentCache(capacity, POLICIES.build(policy), ttl), requests)
+
+
 @settings(max_examples=200, deadline=None)
 @given(prefix_traces(chained=False), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS)
 def test_unchained_ids_fail_the_same_way(requests, capacity, policy, ttl):

@@ -340,3 +340,25 @@ def test_cli_timed_run_streams_what_no_stream_writes(chat, tmp_path, monkeypatch
         for key in ("wall_time_s", "command", "simulated_s_per_wall_s"):
             summary.pop(key)
     assert a == b
+
+
+def test_a_streamed_cache_only_run_builds_its_caches_without_the_id_set(chat, monkeypatch):
+    """The stream checks each chunk's ids chained before it yields the chunk, so the streamed
+    run's caches keep no resident-id set (cache/segment_tree.py `chained`); the in-memory
+    run's keeps it (requests handed in are checked by nothing else). Same rows either way
+    (the tests above)."""
+    from prefixsim.pipeline import build as build_module
+    from prefixsim.pipeline import streamed as streamed_module
+
+    made = []
+
+    def recording(*args, **kwargs):
+        parts = build_module.build(*args, **kwargs)
+        made.extend(parts.caches)
+        return parts
+
+    monkeypatch.setattr(streamed_module, "build", recording)
+    config = _config(chat["jsonl"], **{"cache.capacity_tokens": 200_000})
+    simulate(config, stream=True)
+    assert len(made) == 1 and made[0]._ids is None
+    assert build_module.build(config, []).caches[0]._ids == set()
