@@ -6,7 +6,8 @@ command's wall time, and resident bytes per cached page.
 1. Replay speed on the Mooncake conversation trace, in pages per second, for an LRU cache of
    3,000,000 tokens and for an unbounded cache with a 300 s sliding TTL; prefixsim's cache as
    `prefixsim run --cache-only` builds and samples it (pipeline/build.py: build_cache(...,
-   replay_only=True), timeseries rows every simulated second as by default: the
+   replay_only=True, chained=True) as a streamed run does, the reader having checked the
+   ids chained; timeseries rows every simulated second as by default: the
    compressed SegmentCache for these configurations) against a minimal flat page-LRU (an
    OrderedDict of page id -> tokens, capacity counted
    in tokens held, a hit is the run of resident pages from the first page) run in the same
@@ -21,7 +22,8 @@ command's wall time, and resident bytes per cached page.
 2. The whole command (`python -m prefixsim run --trace T --cache-only --cache-tokens 3000000
    -o DIR --quiet`: start-up, load, replay, write), median of 3; target < 3 s.
 3. Resident bytes per page (tracemalloc) of an unbounded replay holding ~1M pages (a
-   synthetic chained trace: 10,000 prompts of a shared 4-page prefix + 100 own pages);
+   synthetic chained trace: 10,000 prompts of a shared 4-page prefix + 100 own pages), the
+   streamed run's cache (and beside it an in-memory run's, which keeps a resident-id set);
    target <= 400 bytes per page. The flat OrderedDict's figure is printed beside it.
 4. Against libCacheSim (`pip install libcachesim`, an optional bench dependency; skipped
    with the reason without it), in each code path's child: every policy both have (LRU,
@@ -122,9 +124,10 @@ def flat_ttl(requests: Sequence[Request], ttl_s: float) -> list[int]:
 
 
 def replay_cache(capacity: int | None, ttl_s: float | None):
-    """The cache `prefixsim run --cache-only` replays through for an LRU `cache` section."""
+    """The cache `prefixsim run --cache-only` replays through for an LRU `cache` section
+    (a streamed run's: the reader checked the ids chained, so no resident-id set)."""
     return build_cache(CacheConfig(policy="lru", capacity_tokens=capacity, ttl_s=ttl_s),
-                       replay_only=True)
+                       replay_only=True, chained=True)
 
 
 def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
@@ -185,7 +188,7 @@ def libcachesim_speed(requests: Sequence[Request], repeat: int) -> None:
 
         def ours(name: str) -> list[int]:
             cache = build_cache(CacheConfig(policy=name, capacity_tokens=pages_held * page_size),
-                                requests, replay_only=True)
+                                requests, replay_only=True, chained=True)
             with paused_gc():
                 result = replay_cache_only(requests, cache,
                                            sample_interval_s=SAMPLE_INTERVAL_S)
@@ -304,19 +307,24 @@ def synthetic_chains(num_prompts: int = 10_000, own_pages: int = 100,
 
 
 def bytes_per_page() -> float:
+    """The streamed run's cache (no resident-id set), then, printed beside it, an in-memory
+    run's (which keeps the set: its requests were checked by nothing)."""
     requests = synthetic_chains()
     gc.collect()
     tracemalloc.start()
     try:
-        before = tracemalloc.get_traced_memory()[0]
-        cache = replay_cache(None, None)
-        result = replay_cache_only(requests, cache)
-        del result  # per-request records are not resident cache state
-        gc.collect()
-        ours = (tracemalloc.get_traced_memory()[0] - before) / cache.num_pages
-        num_pages = cache.num_pages
-        del cache
-        gc.collect()
+        held = {}
+        for chained in (True, False):
+            before = tracemalloc.get_traced_memory()[0]
+            cache = build_cache(CacheConfig(policy="lru"), replay_only=True, chained=chained)
+            result = replay_cache_only(requests, cache)
+            del result  # per-request records are not resident cache state
+            gc.collect()
+            held[chained] = (tracemalloc.get_traced_memory()[0] - before) / cache.num_pages
+            num_pages = cache.num_pages
+            del cache
+            gc.collect()
+        ours = held[True]
         before = tracemalloc.get_traced_memory()[0]
         flat: OrderedDict[int, int] = OrderedDict()
         for request in requests:
@@ -327,6 +335,7 @@ def bytes_per_page() -> float:
         tracemalloc.stop()
     print(f"resident memory, unbounded replay holding {num_pages:,} pages (tracemalloc): "
           f"{ours:.0f} bytes/page (target <= 400) {'OK' if ours <= 400 else 'MISSED'}; "
+          f"{held[False]:.0f} with the resident-id set of an in-memory run; "
           f"flat OrderedDict {base:.0f} bytes/page")
     return ours
 
