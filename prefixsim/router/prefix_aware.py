@@ -24,8 +24,7 @@ have host tiers and no pool; set it to 0.8 for llm-d's rule).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import compress, repeat
-from operator import ge, mul, sub
+from itertools import repeat
 
 from prefixsim.cache import RadixCache
 from prefixsim.router.index import PrefixIndex
@@ -131,26 +130,8 @@ class PrefixAware:
                     best, best_score, best_load = position, score, load
             return best
         count = len(replicas)
-        lows, highs = board.lows, board.highs
         values = list(map(bases.get, range(count), repeat(other, count)))
-        floor = max(map(sub, values, map(mul, repeat(weight, count), highs)))
-        # the rest cannot win or tie: their best score is below another's worst
-        hopeful = compress(range(count), map(ge, map(sub, values, map(mul, repeat(weight, count),
-                                                                     lows)),
-                                             repeat(floor, count)))
-        for position in hopeful:
-            base, high = values[position], highs[position]
-            if lows[position] != high:  # a decode run in progress: its clock's bound first
-                replica = replicas[position]
-                if base - weight * replica.least_load_at(now) < floor:
-                    continue
-                highs[position] = high = replica.load_at(now)  # exact, and a bound
-            score = base - weight * high
-            if score > best_score or (score == best_score and high < best_load):
-                best, best_score, best_load = position, score, high
-                if score > floor:  # a better worst case: the rest must reach it to tie
-                    floor = score
-        return best
+        return _best_on_board(values, board.lows, board.highs, weight, replicas, now)
 
     def _cached(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> list[int]:
         if self.staleness_s == 0:
@@ -174,3 +155,44 @@ class PrefixAware:
             if score > best_score or (score == best_score and load < best_load):
                 best, best_score, best_load = position, score, load
         return best
+
+
+def _best_on_board(values: list, lows: list, highs: list, weight: float,
+                   replicas: Sequence[ReplicaView], now: float) -> int:
+    """`PrefixAware._choose` over a load board: the position of the highest `values[i]` -
+    `weight` x load, ties to the lower load, then the lower position. The floor is the best
+    worst-case score (`highs` are loads not exceeded); a replica whose best case (`lows`)
+    is below it cannot win or tie and is skipped, and one in a decode run is read exactly
+    (`load_at`, written back to `highs` as a bound) only when its run's clock allows a
+    score that reaches the floor. Compiled, a loop over C doubles (prefix_aware.pxd): loads
+    and bases are token counts, exact in a double, and the products and differences are
+    the ones Python's floats make."""
+    count = len(values)
+    floor = -float("inf")
+    for position in range(count):
+        base = values[position]  # each read into a local first: a C double when compiled
+        high = highs[position]
+        worst = base - weight * high
+        if worst > floor:
+            floor = worst
+    start = floor  # the skip test below keeps this first floor, as the candidates were
+    best, best_score, best_load = 0, -float("inf"), 0.0
+    for position in range(count):
+        base = values[position]
+        low = lows[position]
+        if base - weight * low < start:
+            continue  # its best score is below another's worst: it cannot win or tie
+        high = highs[position]
+        if low != high:  # a decode run in progress: its clock's bound first
+            replica = replicas[position]
+            if base - weight * replica.least_load_at(now) < floor:
+                continue
+            exact = replica.load_at(now)
+            highs[position] = exact  # exact, and a bound
+            high = exact
+        score = base - weight * high
+        if score > best_score or (score == best_score and high < best_load):
+            best, best_score, best_load = position, score, high
+            if score > floor:  # a better worst case: the rest must reach it to tie
+                floor = score
+    return best

@@ -9,6 +9,8 @@ board entries through a decode run, by hand (Ticks: every step 1 s).
 from __future__ import annotations
 
 from fakes import Ticks
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.engine.fleet import Fleet, Sampling
@@ -96,6 +98,33 @@ def test_a_sequence_the_board_was_not_made_over_is_read_whole():
     LoadBoard(views)
     assert choose(list(views), {}) == 0
     assert [(v.least_reads, v.exact_reads) for v in views] == [(0, 1), (0, 1), (0, 1)]
+
+
+REPLICA = st.tuples(st.integers(0, 60), st.integers(0, 20), st.integers(0, 20),
+                    st.integers(0, 20))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(REPLICA, min_size=1, max_size=12), st.dictionaries(st.integers(0, 11),
+       st.one_of(st.integers(0, 80), st.floats(0, 80))),
+       st.sampled_from([0.0, 0.5, 1.0, 1, 2.0]), st.integers(0, 30))
+def test_the_board_picks_what_a_scan_of_exact_loads_picks(loads, bases, weight, other):
+    """Random fleets (exact load; how far below it the run's end and the clock's bound lie;
+    how far above it the board's high is), bases of some positions, `other` for the rest:
+    the board's pruned scan (a C loop when compiled) picks the replica a scan of every
+    exact load picks, ties included."""
+    def views():
+        made = []
+        for index, (exact, below_least, below_low, above) in enumerate(loads):
+            least = max(0, exact - below_least)
+            made.append(View(index, exact, max(0, least - below_low), exact + above, least))
+        return made
+
+    on_board = views()
+    LoadBoard(on_board)
+    scanned = views()
+    LoadBoard(scanned)
+    assert choose(on_board, bases, weight, other) == choose(list(scanned), bases, weight, other)
 
 
 class BoardWatch:

@@ -1,0 +1,11 @@
+# Types of prefix_aware.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
+# modules"): the scan of a load board, once per request over every replica, in C doubles.
+cimport cython
+
+
+@cython.locals(count=Py_ssize_t, position=Py_ssize_t, best=Py_ssize_t, floor=cython.double,
+               start=cython.double, worst=cython.double, base=cython.double,
+               high=cython.double, low=cython.double, score=cython.double,
+               best_score=cython.double, best_load=cython.double)
+cpdef Py_ssize_t _best_on_board(list values, list lows, list highs, double weight,
+                                object replicas, double now) except? -1
