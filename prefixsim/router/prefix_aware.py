@@ -164,9 +164,9 @@ def _best_on_board(values: list, lows: list, highs: list, weight: float,
     worst-case score (`highs` are loads not exceeded); a replica whose best case (`lows`)
     is below it cannot win or tie and is skipped, and one in a decode run is read exactly
     (`load_at`, written back to `highs` as a bound) only when its run's clock allows a
-    score that reaches the floor. Compiled, a loop over C doubles (prefix_aware.pxd): loads
-    and bases are token counts, exact in a double, and the products and differences are
-    the ones Python's floats make."""
+    score that reaches the floor. Compiled, a loop in C (prefix_aware.pxd): loads are
+    token counts (64-bit integers there), bases and scores doubles, and the products and
+    differences are the ones Python's floats make (token counts are exact in a double)."""
     count = len(values)
     floor = -float("inf")
     for position in range(count):
@@ -176,7 +176,7 @@ def _best_on_board(values: list, lows: list, highs: list, weight: float,
         if worst > floor:
             floor = worst
     start = floor  # the skip test below keeps this first floor, as the candidates were
-    best, best_score, best_load = 0, -float("inf"), 0.0
+    best, best_score, best_load = 0, -float("inf"), 0
     for position in range(count):
         base = values[position]
         low = lows[position]
