@@ -101,14 +101,14 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         for block in range(0, len(arrivals), ID_BLOCK):  # ids as Python ints a block at once
             last = min(block + ID_BLOCK, len(arrivals))
             base = starts[block]
-            ids = chunk.page_ids[base:starts[last]].tolist()
+            ids = tuple(chunk.page_ids[base:starts[last]].tolist())  # a request's: a slice
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`
                     states.append(state_row(upcoming, cache))
                     upcoming = next_sample(now, sample_interval_s)
                 try:
-                    matched[i] = access(tuple(ids[starts[i] - base:starts[i + 1] - base]), now,
+                    matched[i] = access(ids[starts[i] - base:starts[i + 1] - base], now,
                                         position, sizes[i], inputs[i])
                 except ChainConflict as exc:
                     raise InputError(

@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from prefixsim.trace.record import Request
 
+ID_BLOCK = 4096  # requests whose page ids iteration turns into Python ints at once
+
 
 class RequestColumns(Sequence):
     """Requests 0.. as columns; request i's pages are page_ids[page_start[i]:page_start[i+1]]
@@ -63,11 +65,16 @@ class RequestColumns(Sequence):
         pages = self.page_ids
         sessions = self.sessions.to_pylist() if self.sessions is not None else None
         namespaces = self.namespaces.to_pylist() if self.namespaces is not None else None
-        for i in range(len(arrivals)):
-            yield Request(ids[i], arrivals[i], inputs[i], outputs[i],
-                          tuple(pages[starts[i]:starts[i + 1]].tolist()), sizes[i],
-                          None if sessions is None else sessions[i],
-                          None if namespaces is None else namespaces[i])
+        for block in range(0, len(arrivals), ID_BLOCK):
+            last = min(block + ID_BLOCK, len(arrivals))
+            base = starts[block]
+            # the block's ids as Python ints in one tuple: each request's is a slice of it
+            block_ids = tuple(pages[base:starts[last]].tolist())
+            for i in range(block, last):
+                yield Request(ids[i], arrivals[i], inputs[i], outputs[i],
+                              block_ids[starts[i] - base:starts[i + 1] - base], sizes[i],
+                              None if sessions is None else sessions[i],
+                              None if namespaces is None else namespaces[i])
 
     def take(self, indices: np.ndarray) -> RequestColumns:
         """The requests at `indices` (in that order), as columns."""

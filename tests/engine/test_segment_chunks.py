@@ -51,3 +51,19 @@ def test_drain_hands_over_the_records_and_keeps_appending():
     append((2, "t", "completed", 2.0, 30, 3, 9, 0, 0, 0))
     assert [r.request_id for r in taken] == [0, 1] and taken[1].session_id is None
     assert len(table) == 1 and table[0].session_id == "t" and table[0].cached_tokens == 9
+
+
+@pytest.mark.parametrize("block", [1, 7, 4096])
+def test_iterating_columns_gives_the_requests_across_id_blocks(block, monkeypatch):
+    """RequestColumns turns a block of requests' ids into one tuple of Python ints and
+    slices each request's from it: across block edges (a block of 1 and of 7 requests;
+    some requests with no pages) iteration gives the requests the columns were made of,
+    as indexing each one does."""
+    from prefixsim.trace import Request, columns
+
+    monkeypatch.setattr(columns, "ID_BLOCK", block)
+    requests = generate(load_preset("chat"), 60, seed=9)
+    requests[3] = Request(3, requests[3].arrival_s, 1, 1, (), 16)  # no pages
+    made = as_columns(requests)
+    assert list(made) == requests == [made[i] for i in range(len(made))]
+    assert all(type(r.page_ids) is tuple for r in made)
