@@ -170,7 +170,7 @@ def _best_on_board(values: list, lows: list, highs: list, weight: float,
     count = len(values)
     floor = -float("inf")
     for position in range(count):
-        base = values[position]  # each read into a local first: a C double when compiled
+        base = values[position]  # each read into a typed local first when compiled
         high = highs[position]
         worst = base - weight * high
         if worst > floor:
