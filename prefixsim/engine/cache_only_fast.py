@@ -20,7 +20,7 @@ from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
-from prefixsim.trace.columns import RequestColumns
+from prefixsim.trace.columns import ID_BLOCK, RequestColumns
 
 
 def replay_segments(
@@ -66,9 +66,6 @@ def replay_segments(
     end_of_replay(cache, states if sample_interval_s is not None else None, upcoming,
                   on_progress, (position + 1) % progress_every)
     return records
-
-
-ID_BLOCK = 4096  # requests whose page ids are turned into Python ints at a time
 
 
 def replay_segment_chunks(

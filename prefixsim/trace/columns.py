@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from prefixsim.trace.record import Request
 
-ID_BLOCK = 4096  # requests whose page ids iteration turns into Python ints at once
+ID_BLOCK = 4096  # requests whose page ids become Python ints at once (also the chunk replay)
 
 
 class RequestColumns(Sequence):
