@@ -11,8 +11,12 @@ command's wall time, and resident bytes per cached page.
    compressed SegmentCache for these configurations) against a minimal flat page-LRU (an
    OrderedDict of page id -> tokens, capacity counted
    in tokens held, a hit is the run of resident pages from the first page) run in the same
-   process on the same requests (a list of Request objects built once before the timings;
-   prefixsim's hit tokens read from its record table's column). Medians of N repetitions;
+   process on the same requests, each side reading them as it holds them, built once
+   before the timings (`Trace`): the flat LRU a list of Request objects, prefixsim's
+   compressed cache the trace's columns as the loader returns them (its replay takes each
+   block's ids as one int64 array; the per-page tree, for the policies that need it, reads
+   the Request list); prefixsim's hit tokens read from its record table's column. Medians
+   of N repetitions;
    target: prefixsim <= 1.5x the baseline's time on the pure sources, <= 0.125x on the
    compiled hot modules. Each code path
    runs in a child process of its own (bench/code_paths.py; `--code both`, the default,
@@ -50,15 +54,18 @@ import time
 import tracemalloc
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import code_paths
 
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.pipeline.build import build_cache
 from prefixsim.trace import Request, load_trace
+from prefixsim.trace.columns import RequestColumns
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
@@ -130,13 +137,28 @@ def replay_cache(capacity: int | None, ttl_s: float | None):
                        replay_only=True, chained=True)
 
 
-def prefixsim_replay(requests: Sequence[Request], capacity: int | None,
-                     ttl_s: float | None) -> list[int]:
+def prefixsim_replay(trace: Trace, capacity: int | None, ttl_s: float | None) -> list[int]:
     cache = replay_cache(capacity, ttl_s)
     # sampled every second and the collector paused, as `prefixsim run --cache-only` does
     with paused_gc():
-        result = replay_cache_only(requests, cache, sample_interval_s=SAMPLE_INTERVAL_S)
+        result = replay_cache_only(trace.read_by(cache), cache,
+                                   sample_interval_s=SAMPLE_INTERVAL_S)
     return hit_column(result)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The trace held two ways, both built before the timings: as the loader returns it
+    (`columns`: ids in one int64 array) and as a list of Request objects (`requests`)."""
+
+    columns: RequestColumns
+    requests: list[Request]
+
+    def read_by(self, cache) -> Sequence[Request]:
+        """What `cache`'s replay reads, as a run holds the trace: the compressed cache's
+        replay takes the ids from the columns a block at a time; the per-page tree's
+        replay reads Request objects (built here once, not on every pass)."""
+        return self.columns if isinstance(cache, SegmentCache) else self.requests
 
 
 def hit_column(result) -> list[int]:
@@ -172,8 +194,9 @@ def write_oracle_general(requests: Sequence[Request], path: Path) -> int:
     return len(ids)
 
 
-def libcachesim_speed(requests: Sequence[Request], repeat: int) -> None:
+def libcachesim_speed(trace: Trace, repeat: int) -> None:
     """prefixsim against libCacheSim, policy by policy, same pages and capacity."""
+    requests = trace.requests
     try:
         import libcachesim
     except ImportError:
@@ -183,19 +206,19 @@ def libcachesim_speed(requests: Sequence[Request], repeat: int) -> None:
     page_size = requests[0].page_size_tokens
     pages_held = CAPACITY_TOKENS // page_size
     with tempfile.TemporaryDirectory(prefix="prefixsim-lcs-") as folder:
-        trace = Path(folder) / "pages.oracleGeneral.bin"
-        accesses = write_oracle_general(requests, trace)
+        oracle = Path(folder) / "pages.oracleGeneral.bin"
+        accesses = write_oracle_general(requests, oracle)
 
         def ours(name: str) -> list[int]:
             cache = build_cache(CacheConfig(policy=name, capacity_tokens=pages_held * page_size),
                                 requests, replay_only=True, chained=True)
             with paused_gc():
-                result = replay_cache_only(requests, cache,
+                result = replay_cache_only(trace.read_by(cache), cache,
                                            sample_interval_s=SAMPLE_INTERVAL_S)
             return hit_column(result)
 
         def theirs(name: str) -> list[float]:
-            reader = libcachesim.TraceReader(str(trace),
+            reader = libcachesim.TraceReader(str(oracle),
                                              libcachesim.TraceType.ORACLE_GENERAL_TRACE)
             cache = getattr(libcachesim, LIBCACHESIM_POLICIES[name])(cache_size=pages_held)
             return list(cache.process_trace(reader))
@@ -229,19 +252,20 @@ def timed(fn: Callable[[], list[int]]) -> tuple[float, float, list[int]]:
     return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
-def speed(requests: Sequence[Request], repeat: int) -> list[float]:
+def speed(trace: Trace, repeat: int) -> list[float]:
     """Ratios of prefixsim's to the baseline's median CPU time, per case.
 
     Repetitions alternate between the two so both see the same load on a shared machine;
     the ratio is taken on CPU time (wall time is printed too)."""
+    requests = trace.requests
     pages = sum(r.num_pages for r in requests)
     ratios = []
     cases = [
         (f"LRU {CAPACITY_TOKENS:,} tokens",
-         lambda: prefixsim_replay(requests, CAPACITY_TOKENS, None),
+         lambda: prefixsim_replay(trace, CAPACITY_TOKENS, None),
          lambda: flat_lru(requests, CAPACITY_TOKENS)),
         (f"unbounded, TTL {TTL_S:g} s",
-         lambda: prefixsim_replay(requests, None, TTL_S),
+         lambda: prefixsim_replay(trace, None, TTL_S),
          lambda: flat_ttl(requests, TTL_S)),
     ]
     for (name, ours, base), (capacity, ttl_s) in zip(
@@ -354,12 +378,15 @@ def main() -> None:
         sys.exit(f"trace not found: {args.trace} (pass --trace PATH to a Mooncake JSONL file)")
     if args.speed_only:  # a child: this process's code path
         print(f"code path: {code_paths.describe()}")
-        # Request objects built once, outside the timings: iterating the trace's columns
-        # builds one per request on every pass (~20% of either replay), which is neither
-        # cache's work
-        requests = list(load_trace(args.trace))
-        speed(requests, args.repeat)
-        libcachesim_speed(requests, args.repeat)
+        # Both forms built once, outside the timings (Trace): iterating the trace's columns
+        # builds a Request per request on every pass (~20% of either replay), which is
+        # neither cache's work
+        columns = load_trace(args.trace)
+        if not isinstance(columns, RequestColumns):
+            sys.exit(f"{args.trace}: not read by the columnar reader (a Mooncake JSONL file)")
+        trace = Trace(columns, list(columns))
+        speed(trace, args.repeat)
+        libcachesim_speed(trace, args.repeat)
         return
     child_args = ["--trace", str(args.trace), "--repeat", str(args.repeat), "--speed-only"]
     for code in ("pure", "compiled") if args.code == "both" else (args.code,):

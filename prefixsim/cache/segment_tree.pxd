@@ -8,7 +8,7 @@ from prefixsim.cache.ordered_queue cimport OrderedQueue
 
 
 cdef class Segment:
-    cdef public tuple ids
+    cdef public object ids
     cdef public object parent
     cdef public dict children
     cdef public long long depth
@@ -55,7 +55,7 @@ cdef class SegmentCache:
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
-                   seg=tuple, whole=bint, children=dict, last=cython.longlong,
+                   seg=object, whole=bint, children=dict, last=cython.longlong,
                    new_tokens=cython.longlong, keys=tuple)
     cpdef long long access(self, object page_ids, double now, long long recency,
                            long long page_tokens, long long input_tokens) except? -1
@@ -76,7 +76,7 @@ cdef class SegmentCache:
                    tokens_out=cython.longlong)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
-    @cython.locals(keys=tuple, seg=tuple, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
+    @cython.locals(keys=tuple, seg=object, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
                    recency=cython.longlong, depth=cython.longlong)
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 

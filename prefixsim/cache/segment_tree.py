@@ -2,10 +2,11 @@
 
 RadixCache (tree.py) keeps one Python object per page, which costs more per page than a whole
 flat-LRU replay does. SegmentCache stores a *segment*: a run of consecutive pages that have
-always been touched together, as a tuple of chained page ids with token counts and one set of
-statistics (created, last access, recency, deadline, hits, priority) shared by its pages. It
-replays docs/cache-semantics.md Part A with exactly the results of RadixCache (per-request hits and
-every counter), under these conditions (`SegmentCache.supports` checks the policy and mode,
+always been touched together, as an array of chained page ids (signed 64-bit integers:
+`id_array`) with token counts and one set of statistics (created, last access, recency,
+deadline, hits, priority) shared by its pages. It replays docs/cache-semantics.md Part A
+with exactly the results of RadixCache (per-request hits and every counter), under these
+conditions (`SegmentCache.supports` checks the policy and mode,
 pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
 - radix mode (leaves only are victims), no lower tiers, no request classes, no locks or
@@ -24,9 +25,11 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   per-page state, and stays on RadixCache.
 
 Why it is exact:
-- Match compares id slices at C speed. A match ending inside a segment splits it (R4): both
-  halves keep the statistics and only the prefix half is then refreshed, as per-page touches
-  would leave them. The suffix keeps its object (and so its queued entries).
+- Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
+  block the chunk replay takes from the trace's columns, engine/cache_only_fast.py). A
+  match ending inside a segment splits it (R4): both halves keep the statistics and only
+  the prefix half is then refreshed, as per-page touches would leave them. The suffix keeps
+  its object (and so its queued entries).
 - Eviction stays page-at-a-time (Part A rule 3, edge case 8) by taking pages from the tail of
   the least leaf segment. RadixCache orders leaf pages by (key, recency, -depth, page id); the
   pages of one segment share key and recency, and two distinct leaves never share a recency
@@ -58,6 +61,7 @@ priority classes, and policy hooks.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import count
@@ -76,7 +80,8 @@ class Segment:
     """A run of resident pages touched together: one radix-tree node of the SegmentCache.
 
     Fields:
-      ids            chained page ids, first page first (a tuple)
+      ids            chained page ids, first page first (an `array("q")`: 8 bytes a page,
+                     no int object per page; slices and comparisons run in C)
       parent         the segment holding the page before the first one (None at the root)
       children       child segments by their first page id (None until the first child)
       depth          depth of the first page (0 for a first page of a prompt)
@@ -218,8 +223,8 @@ class SegmentCache:
         self._clock = now
         if self._deadlines and self._deadlines.head()[0] < now:
             self.expire(now)
-        if type(page_ids) is not tuple:
-            page_ids = tuple(page_ids)
+        if type(page_ids) is not array:
+            page_ids = id_array(page_ids)
         n = len(page_ids)
         keys = None
         if self._keyed:
@@ -331,8 +336,8 @@ class SegmentCache:
         pages inserted. Raises ChainConflict, before changing anything, when an id it reaches
         is already resident (or repeats in the run): the ids are not chained."""
         run = page_ids[start:]
-        if type(run) is not tuple:
-            run = tuple(run)
+        if type(run) is not array:
+            run = id_array(run)
         total = len(run)
         if not total:
             return 0
@@ -585,6 +590,17 @@ class SegmentCache:
         assert total == self.resident_tokens, "resident tokens"
         if self.capacity_tokens is not None:
             assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+
+
+def id_array(page_ids: Sequence[int]) -> array:
+    """`page_ids` as the cache keeps them: an array of signed 64-bit integers (the range the
+    trace readers accept). Raises ValueError naming the first id outside it."""
+    try:
+        return array("q", page_ids)
+    except (OverflowError, TypeError):
+        bad = next((i for i in page_ids if type(i) is not int or not -2**63 <= i < 2**63), None)
+        raise ValueError(f"page id {bad!r} is not an integer of 64 bits (signed); the "
+                         "compressed cache keeps ids as such") from None
 
 
 def _live_victim(entry: tuple) -> bool:

@@ -5,11 +5,15 @@ The same steps and records as `replay_cache_only` over a RadixCache, with per-se
 than per-page Python work: match (splitting the segment where the match ends), refresh the
 path, evict leaf pages while the new pages do not fit (the matched path protected), insert the
 rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no rules.
+Requests kept by column (RequestColumns, as the loader returns a trace, and each chunk of a
+streamed one) are replayed a block of requests at a time: the block's ids become one int64
+`array` and each request's ids a slice of it, with no Request and no int object per page.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -39,6 +43,10 @@ def replay_segments(
     `records`: the (empty) table to append to, as `replay_cache_only` takes it."""
     if records is None:
         records = RecordTable(CacheOnlyRecord)
+    if isinstance(requests, RequestColumns):  # the ids read a block at a time, no Request
+        _column_records(requests, cache, on_progress, progress_every, sample_interval_s,
+                        states, records)
+        return records
     append = records.append
     access = cache.access
     position = -1
@@ -68,6 +76,23 @@ def replay_segments(
     return records
 
 
+def _column_records(columns: RequestColumns, cache, on_progress, progress_every,
+                    sample_interval_s, states, records: RecordTable) -> None:
+    """`replay_segments` over requests kept by column: the chunk replay's `access` calls,
+    then the records appended as the per-request loop appends them."""
+    hits = []
+    _replay_chunks([columns], cache, lambda chunk, cached: hits.append(cached), on_progress,
+                   progress_every, sample_interval_s, states)
+    append = records.append
+    cached = hits[0].tolist()
+    sessions = (columns.sessions.to_pylist() if columns.sessions is not None
+                else [None] * len(columns))
+    for row in zip(columns.request_ids.tolist(), sessions, columns.arrival_s.tolist(),
+                   columns.input_tokens.tolist(), columns.output_tokens.tolist(), cached,
+                   strict=True):
+        append((row[0], row[1], "completed", row[2], row[3], row[4], row[5], 0, 0, 0))
+
+
 def replay_segment_chunks(
     chunks: Iterable[RequestColumns],
     cache: SegmentCache,
@@ -95,10 +120,10 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         arrivals, inputs = chunk.arrival_s.tolist(), chunk.input_tokens.tolist()
         sizes, starts = chunk.page_size_tokens.tolist(), chunk.page_start.tolist()
         matched = [0] * len(arrivals)
-        for block in range(0, len(arrivals), ID_BLOCK):  # ids as Python ints a block at once
+        for block in range(0, len(arrivals), ID_BLOCK):  # a block's ids as one int64 array
             last = min(block + ID_BLOCK, len(arrivals))
             base = starts[block]
-            ids = tuple(chunk.page_ids[base:starts[last]].tolist())  # a request's: a slice
+            ids = array("q", chunk.page_ids[base:starts[last]].tobytes())  # a request's: a slice
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`

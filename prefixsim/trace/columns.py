@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from prefixsim.trace.record import Request
 
-ID_BLOCK = 4096  # requests whose page ids become Python ints at once (also the chunk replay)
+ID_BLOCK = 4096  # requests whose page ids are taken out at once (as ints; the chunk replay:
+# as one int64 array)
 
 
 class RequestColumns(Sequence):

@@ -19,7 +19,7 @@ def segment_cache(capacity=None, ttl=None, policy="lru") -> SegmentCache:
 
 
 def leaf_ids(cache: SegmentCache) -> list[tuple[int, ...]]:
-    return sorted(s.ids for s in cache.segments())
+    return sorted(tuple(s.ids) for s in cache.segments())
 
 
 @pytest.mark.parametrize("need, pages_left", [(0, 3), (3, 2), (4, 1), (5, 1), (7, 1), (8, 0),
@@ -82,8 +82,8 @@ def test_a_split_keeps_the_segments_statistics():
     (whole,) = cache.segments()
     whole.priority = 3
     cache.access([1, 2, 9], 5, 1, P, 12)
-    prefix = next(s for s in cache.segments() if s.ids == (1, 2))
-    suffix = next(s for s in cache.segments() if s.ids == (3,))
+    prefix = next(s for s in cache.segments() if tuple(s.ids) == (1, 2))
+    suffix = next(s for s in cache.segments() if tuple(s.ids) == (3,))
     assert (prefix.created_s, prefix.priority, prefix.last_access_s) == (2, 3, 5)
     assert (suffix.created_s, suffix.priority, suffix.last_access_s) == (2, 3, 2)
     assert prefix.page_tokens == prefix.last_tokens == P
@@ -159,7 +159,7 @@ def _corruptible() -> SegmentCache:
 
 
 def _node(cache: SegmentCache, ids: tuple[int, ...]):
-    return next(s for s in cache.segments() if s.ids == ids)
+    return next(s for s in cache.segments() if tuple(s.ids) == ids)
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -250,7 +250,7 @@ def test_an_insert_raises_every_ancestor_deadline():
     cache.access([1, 2, 3], 0, 0, P, 12)
     cache.access([1, 5], 1, 1, P, 8)
     cache.access([1, 5, 7], 2, 2, P, 12)
-    deadlines = {s.ids: s.deadline_s for s in cache.segments()}
+    deadlines = {tuple(s.ids): s.deadline_s for s in cache.segments()}
     assert deadlines == {(1,): 12, (2, 3): 10, (5,): 12, (7,): 12}
     cache.check_invariants()
 
@@ -261,7 +261,7 @@ def test_evict_skips_the_protected_segment_and_takes_the_next():
     cache = segment_cache(capacity=2 * P)
     cache.access([1], 0, 0, P, P)
     cache.access([2], 1, 1, P, P)
-    protect = next(s for s in cache.segments() if s.ids == (1,))
+    protect = next(s for s in cache.segments() if tuple(s.ids) == (1,))
     assert cache.evict(P, protect) and leaf_ids(cache) == [(1,)]
 
 
@@ -270,3 +270,14 @@ def test_expire_counts_every_segment_it_frees():
     cache.access([1, 2, 3], 0, 0, P, 12)
     cache.access([7], 1, 1, P, 4)
     assert cache.expire(20) == 4
+
+
+@pytest.mark.parametrize("bad", [2**63, -2**63 - 1, 1.5, "7"])
+def test_an_id_outside_64_bits_is_refused_by_name(bad):
+    """The compressed cache keeps ids as signed 64-bit integers (the trace readers accept
+    no others); an id handed in through the API outside that range is named."""
+    cache = SegmentCache(100, POLICIES.build("lru"))
+    with pytest.raises(ValueError, match=f"page id {bad!r} is not an integer of 64 bits"):
+        cache.access([1, bad], 0, 0, P, 2 * P)
+    assert cache.num_pages == 0 and cache.segments() == []
+    assert cache.access([2**63 - 1, -2**63], 1, 1, P, 2 * P) == 0 and cache.num_pages == 2

@@ -67,3 +67,35 @@ def test_iterating_columns_gives_the_requests_across_id_blocks(block, monkeypatc
     made = as_columns(requests)
     assert list(made) == requests == [made[i] for i in range(len(made))]
     assert all(type(r.page_ids) is tuple for r in made)
+
+
+@pytest.mark.parametrize("capacity, ttl", [(150_000, None), (None, 20.0)])
+def test_columns_in_give_the_records_of_requests_in(capacity, ttl, monkeypatch):
+    """replay_segments handed columns (as the loader returns a trace) replays them a block
+    of ids at a time, building no Request: every record field, the state rows, the progress
+    reports and the counters are those of the same requests handed in one by one."""
+    monkeypatch.setattr(cache_only_fast, "ID_BLOCK", 61)
+    requests = generate(load_preset("chat"), 900, seed=11)
+    columns = as_columns(requests)
+    assert columns.sessions is not None  # the session column is carried into the records
+
+    def replay(source):
+        rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
+        cache = SegmentCache(capacity, POLICIES.build("lru"), rule)
+        states: list[tuple] = []
+        progress: list[int] = []
+        records = replay_segments(source, cache, progress.append, progress_every=250,
+                                  sample_interval_s=2.0, states=states)
+        return list(records), states, progress, cache.counters
+
+    by_request, by_column = replay(requests), replay(columns)
+    assert by_column[0] == by_request[0] and len(by_column[0]) == len(requests)
+    assert by_column[1:] == by_request[1:]
+    assert sum(r.cached_tokens for r in by_column[0]) > 0
+
+
+def test_an_empty_column_set_replays_to_no_record():
+    cache = SegmentCache(100, POLICIES.build("lru"))
+    states: list[tuple] = []
+    records = replay_segments(as_columns([]), cache, sample_interval_s=1.0, states=states)
+    assert len(records) == 0 and states == [(0.0, 0, 0, 0)]
