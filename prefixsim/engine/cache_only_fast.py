@@ -120,10 +120,11 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         arrivals, inputs = chunk.arrival_s.tolist(), chunk.input_tokens.tolist()
         sizes, starts = chunk.page_size_tokens.tolist(), chunk.page_start.tolist()
         matched = [0] * len(arrivals)
+        page_ids = np.asarray(chunk.page_ids, dtype=np.int64)  # no copy: int64 already
         for block in range(0, len(arrivals), ID_BLOCK):  # a block's ids as one int64 array
             last = min(block + ID_BLOCK, len(arrivals))
             base = starts[block]
-            ids = array("q", chunk.page_ids[base:starts[last]].tobytes())  # a request's: a slice
+            ids = array("q", page_ids[base:starts[last]].tobytes())  # a request's: a slice
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`

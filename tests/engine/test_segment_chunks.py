@@ -99,3 +99,19 @@ def test_an_empty_column_set_replays_to_no_record():
     states: list[tuple] = []
     records = replay_segments(as_columns([]), cache, sample_interval_s=1.0, states=states)
     assert len(records) == 0 and states == [(0.0, 0, 0, 0)]
+
+
+def test_ids_of_a_narrower_integer_type_are_read_as_their_values():
+    """The block's ids are copied into an int64 array: a column of int32 ids (not what the
+    readers make, but a RequestColumns a caller may build) replays as its int64 copy."""
+    requests = generate(load_preset("chat"), 200, seed=3)
+    wide = as_columns(requests)
+    narrow = as_columns(requests)
+    narrow.page_ids = wide.page_ids.astype(np.int32)
+    assert (narrow.page_ids == wide.page_ids).all()
+
+    def hits(columns) -> list[int]:
+        cache = SegmentCache(40_000, POLICIES.build("lru"))
+        return [r.cached_tokens for r in replay_segments(columns, cache)]
+
+    assert hits(narrow) == hits(wide) and sum(hits(wide)) > 0
