@@ -65,7 +65,7 @@ from prefixsim.engine import replay_cache_only
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.pipeline.build import build_cache
 from prefixsim.trace import Request, load_trace
-from prefixsim.trace.columns import RequestColumns
+from prefixsim.trace.columns import RequestColumns, as_columns
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
@@ -381,9 +381,7 @@ def main() -> None:
         # Both forms built once, outside the timings (Trace): iterating the trace's columns
         # builds a Request per request on every pass (~20% of either replay), which is
         # neither cache's work
-        columns = load_trace(args.trace)
-        if not isinstance(columns, RequestColumns):
-            sys.exit(f"{args.trace}: not read by the columnar reader (a Mooncake JSONL file)")
+        columns = as_columns(load_trace(args.trace))  # as read, or records made columns
         trace = Trace(columns, list(columns))
         speed(trace, args.repeat)
         libcachesim_speed(trace, args.repeat)
