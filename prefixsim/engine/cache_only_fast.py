@@ -79,18 +79,18 @@ def replay_segments(
 def _column_records(columns: RequestColumns, cache, on_progress, progress_every,
                     sample_interval_s, states, records: RecordTable) -> None:
     """`replay_segments` over requests kept by column: the chunk replay's `access` calls,
-    then the records appended as the per-request loop appends them."""
+    then the records of all the requests appended at once, by column (the same table as
+    the per-request loop's appends leave)."""
     hits = []
     _replay_chunks([columns], cache, lambda chunk, cached: hits.append(cached), on_progress,
                    progress_every, sample_interval_s, states)
-    append = records.append
-    cached = hits[0].tolist()
+    n = len(columns)
     sessions = (columns.sessions.to_pylist() if columns.sessions is not None
-                else [None] * len(columns))
-    for row in zip(columns.request_ids.tolist(), sessions, columns.arrival_s.tolist(),
-                   columns.input_tokens.tolist(), columns.output_tokens.tolist(), cached,
-                   strict=True):
-        append((row[0], row[1], "completed", row[2], row[3], row[4], row[5], 0, 0, 0))
+                else [None] * n)
+    zeros = np.zeros(n, dtype=np.int64)
+    records.extend_columns((columns.request_ids, sessions, ["completed"] * n,
+                            columns.arrival_s, columns.input_tokens, columns.output_tokens,
+                            hits[0], zeros, zeros, zeros))
 
 
 def replay_segment_chunks(
@@ -113,16 +113,16 @@ def replay_segment_chunks(
 
 def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_interval_s,
                    states) -> int:
-    access = cache.access
     position = 0
     upcoming = 0.0 if sample_interval_s is not None else math.inf
     for chunk in chunks:
         arrivals, inputs = chunk.arrival_s.tolist(), chunk.input_tokens.tolist()
         sizes, starts = chunk.page_size_tokens.tolist(), chunk.page_start.tolist()
-        matched = [0] * len(arrivals)
+        count = len(arrivals)
+        matched = [0] * count
         page_ids = np.asarray(chunk.page_ids, dtype=np.int64)  # no copy: int64 already
-        for block in range(0, len(arrivals), ID_BLOCK):  # a block's ids as one int64 array
-            last = min(block + ID_BLOCK, len(arrivals))
+        for block in range(0, count, ID_BLOCK):  # a block's ids as one int64 array
+            last = min(block + ID_BLOCK, count)
             base = starts[block]
             ids = array("q", page_ids[base:starts[last]].tobytes())  # a request's: a slice
             for i in range(block, last):
@@ -131,8 +131,8 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
                     states.append(state_row(upcoming, cache))
                     upcoming = next_sample(now, sample_interval_s)
                 try:
-                    matched[i] = access(ids[starts[i] - base:starts[i + 1] - base], now,
-                                        position, sizes[i], inputs[i])
+                    matched[i] = cache.access(ids[starts[i] - base:starts[i + 1] - base], now,
+                                              position, sizes[i], inputs[i])
                 except ChainConflict as exc:
                     raise InputError(
                         f"request {int(chunk.request_ids[i])}: {exc} (hash ids are not "

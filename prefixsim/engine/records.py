@@ -206,6 +206,33 @@ class RecordTable(Sequence):
             for column, values in zip(self._columns, zip(*rows, strict=True), strict=True):
                 _extend(column, values)
 
+    def extend_columns(self, values: Sequence[Sequence]) -> None:
+        """Append many records given by column: one sequence per field, in field order, all
+        of one length; the same columns as `append` of each row would leave. A numpy array
+        of whole numbers for an int field, of numbers for a float field, goes in at once;
+        any other number column value by value, refused as `append` refuses a value, and
+        before any column has changed."""
+        if len(values) != len(self._columns):
+            raise ValueError(f"{len(values)} columns for {len(self._columns)} fields")
+        lengths = {len(v) for v in values}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of different lengths: {sorted(lengths)}")
+        converted = []
+        for column, given in zip(self._columns, values, strict=True):
+            if isinstance(column, array):
+                numbers = array(column.typecode)
+                if isinstance(given, np.ndarray) \
+                        and given.dtype.kind in _NUMPY_KINDS[column.typecode]:
+                    numbers.frombytes(
+                        given.astype(_DTYPES[column.typecode], copy=False).tobytes())
+                else:
+                    _extend(numbers, tuple(given))
+                given = numbers
+            converted.append(given)
+        self._flush()
+        for column, given in zip(self._columns, converted, strict=True):
+            column.extend(given)
+
     def __len__(self) -> int:
         return len(self._columns[0]) + len(self._pending)
 
@@ -287,6 +314,9 @@ def _extend(column, values: tuple) -> None:
 
 _TYPECODES = {"int": "q", "float": "d", int: "q", float: "d"}
 _DTYPES = {"q": np.int64, "d": np.float64}
+# numpy dtype kinds an array column takes without a check per value: signed integers for
+# an int column (an unsigned one could exceed int64), integers and floats for a float one
+_NUMPY_KINDS = {"q": "i", "d": "iuf"}
 _STRINGS = {"str", "str | None", str}
 
 

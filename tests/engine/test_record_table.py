@@ -216,3 +216,49 @@ def test_a_block_goes_in_when_full():
         table.append(record)
         assert len(table._columns[0]) == (3 if i >= 2 else 0) and len(table) == i + 1
     assert table[4] == records[4] and len(table._columns[0]) == 5 and table == records
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(CACHE_ONLY, max_size=12), st.lists(CACHE_ONLY, max_size=5),
+       st.booleans())
+def test_extend_columns_reads_as_the_rows_appended(rows, before, as_numpy):
+    """Records given by column (numpy arrays or plain sequences) after some appended one by
+    one: the table reads as all of them appended in order."""
+    table = RecordTable(CacheOnlyRecord, pending_rows=3)
+    for row in before:
+        table.append(row)
+    columns = [list(values) for values in zip(*rows, strict=True)] if rows else \
+        [[] for _ in CacheOnlyRecord._fields]
+    if as_numpy:  # the number fields as the replay hands them: int64 / float64 arrays
+        columns = [np.array(values, dtype=KINDS[name]) if KINDS[name] in (np.int64,
+                   np.float64) else values
+                   for name, values in zip(CACHE_ONLY_FIELDS, columns, strict=True)]
+    table.extend_columns(columns)
+    check_reads_as(table, before + rows)
+
+
+CACHE_ONLY_FIELDS = CacheOnlyRecord._fields
+
+
+def test_extend_columns_checks_what_append_checks():
+    """A float array for an int field goes value by value, refused as `append` refuses a
+    float; an unsigned array for an int field too (it could exceed int64); a wrong count
+    or length of columns is refused; a refused call adds nothing."""
+    row = CacheOnlyRecord(1, None, "completed", 0.5, 10, 2, 3)
+    table = RecordTable(CacheOnlyRecord)
+    table.append(row)
+    columns = [np.array([value]) if isinstance(value, (int, float)) else [value]
+               for value in row]
+    with pytest.raises(ValueError, match="9 columns for 10 fields"):
+        table.extend_columns(columns[:-1])
+    with pytest.raises(ValueError, match="different lengths"):
+        table.extend_columns(columns[:-1] + [np.array([0, 0])])
+    with pytest.raises(TypeError):
+        RecordTable(CacheOnlyRecord, pending_rows=1).append(row._replace(input_tokens=1.5))
+    with pytest.raises(TypeError):
+        table.extend_columns(columns[:4] + [np.array([1.5])] + columns[5:])
+    big = np.array([2**63], dtype=np.uint64)
+    with pytest.raises(OverflowError):
+        table.extend_columns(columns[:4] + [big] + columns[5:])
+    table.extend_columns(columns[:4] + [np.array([7], dtype=np.uint64)] + columns[5:])
+    assert list(table) == [row, row._replace(input_tokens=7)]  # nothing of the refused
