@@ -211,6 +211,35 @@ class SegmentCache:
                 stack.extend(node.children.values())
         return out
 
+    def clear(self) -> None:
+        """Drop every segment at once (no eviction or expiry counted; the counters stay):
+        an empty cache, as built. A segment and its parent reference each other, so a tree
+        dropped whole would be freed only by the cyclic collector, which walks every
+        segment first (half a second for a 1M-request run's tree, and the runs pause it:
+        a curve's trees would pile up); cleared, each segment goes by reference counting
+        as its last reference does. A cache that is itself freed clears its tree
+        (`__del__`), so a replay's caller need not."""
+        stack = list(self._roots.values())
+        while stack:
+            node = stack.pop()
+            node.parent = None
+            node.resident = False
+            children = node.children
+            if children:
+                stack.extend(children.values())
+                node.children = None
+        self._roots = {}
+        if self._ids is not None:
+            self._ids = set()
+        self._victims = OrderedQueue()
+        self._deadlines = OrderedQueue()
+        self.resident_tokens = 0
+        self.num_segments = 0
+        self._num_pages = 0
+
+    def __del__(self) -> None:
+        self.clear()
+
     # ------------------------------------------------------------- one request
     def access(self, page_ids: Sequence[int], now: float, recency: int, page_tokens: int,
                input_tokens: int) -> int:

@@ -105,8 +105,10 @@ def replay_segment_chunks(
     """`replay_segments` over requests kept by column, a chunk at a time, building no
     Request and no record: the same `access` calls in the same order, then the chunk's hit
     tokens at once (Part A's L - 1 cap, `hit_token_array`), handed to `on_chunk(chunk,
-    cached_tokens)`. Returns the number of requests replayed. The tree makes no cycles:
-    callers run it with the cyclic collector paused (engine/gc_pause.py)."""
+    cached_tokens)`. Returns the number of requests replayed. The replay makes no garbage
+    cycles (its tree's, segment and parent, go when the cache is cleared or freed:
+    SegmentCache.clear): callers run it with the cyclic collector paused
+    (engine/gc_pause.py)."""
     return _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every,
                           sample_interval_s, states)
 

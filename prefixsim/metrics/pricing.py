@@ -192,6 +192,46 @@ def prefill_time_s(
     return total
 
 
+def prefill_times_s(
+    cost_model: CostModel, new_tokens: np.ndarray, cached_tokens: np.ndarray,
+    chunk_tokens: int, chunk_times: dict[tuple[int, int], float] | None = None,
+) -> np.ndarray:
+    """`prefill_time_s` of many requests at once (int arrays of new and cached tokens):
+    bit for bit the same seconds, each request's chunk times added in the same order, with
+    the chunks at the same place taken together (one cost-model call per distinct
+    (chunk tokens, context tokens) that `chunk_times` does not hold yet)."""
+    if chunk_times is None:
+        chunk_times = {}
+    chunk_s = chunk_time_function(cost_model)
+    new = np.asarray(new_tokens, dtype=np.int64)
+    cached = np.asarray(cached_tokens, dtype=np.int64)
+    totals = np.zeros(len(new), dtype=np.float64)
+    done = 0
+    live = np.flatnonzero(new > 0)
+    while len(live):
+        sizes = np.minimum(chunk_tokens, new[live] - done)
+        contexts = cached[live] + done
+        span = int(contexts.max()) + 1  # one int64 key a chunk (sizes <= chunk_tokens)
+        if (int(sizes.max()) + 1) * span < 2**62:
+            keys, inverse = np.unique(sizes * span + contexts, return_inverse=True)
+            distinct = zip((keys // span).tolist(), (keys % span).tolist(), strict=True)
+        else:
+            rows, inverse = np.unique(np.stack([sizes, contexts], axis=1), axis=0,
+                                      return_inverse=True)
+            distinct = rows.tolist()
+        steps = []
+        for n, context in distinct:
+            key = (n, context)
+            step_s = chunk_times.get(key)
+            if step_s is None:
+                chunk_times[key] = step_s = chunk_s(n, context)
+            steps.append(step_s)
+        totals[live] += np.array(steps, dtype=np.float64)[inverse.ravel()]
+        done += chunk_tokens
+        live = live[new[live] > done]
+    return totals
+
+
 def prefill_savings(
     requests: pd.DataFrame, cost_model: CostModel, num_gpus: int, chunk_tokens: int
 ) -> dict[str, float]:
@@ -206,20 +246,20 @@ def prefill_savings(
     chunk_times: dict[tuple[int, int], float] = {}
 
     def total_s(new: np.ndarray, done: np.ndarray) -> float:
-        """Sum over requests in order (as a loop would add them), each distinct
-        (new, cached) pair timed once."""
+        """Sum over requests in order (as a loop would add them: a running sum, which
+        `cumsum` is), each distinct (new, cached) pair timed once."""
         if len(new) == 0:
             return 0.0
         span = int(done.max()) + 1
         if (int(new.max()) + 1) * span < 2**62:  # one int64 key a pair, in the pairs' order
             keys, inverse = np.unique(new * span + done, return_inverse=True)
-            pairs = zip((keys // span).tolist(), (keys % span).tolist(), strict=True)
+            pair_new, pair_done = keys // span, keys % span
         else:
             rows, inverse = np.unique(np.stack([new, done], axis=1), axis=0,
                                       return_inverse=True)
-            pairs = rows.tolist()
-        times = [prefill_time_s(cost_model, n, c, chunk_tokens, chunk_times) for n, c in pairs]
-        return sum(map(times.__getitem__, inverse.ravel().tolist()), 0.0)
+            pair_new, pair_done = rows[:, 0], rows[:, 1]
+        times = prefill_times_s(cost_model, pair_new, pair_done, chunk_tokens, chunk_times)
+        return float(np.cumsum(times[inverse.ravel()])[-1])
 
     with_cache = total_s(lengths - cached, cached)
     without = total_s(lengths, np.zeros_like(lengths))

@@ -149,6 +149,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
                 _chunks_told(chunks(), belady, uses), cache,
                 lambda chunk, cached: sink.write(_chunk_frame(chunk, cached)), on_progress,
                 sample_interval_s=interval_s, states=states)
+            cache.clear()  # its tree goes now, before the summary (SegmentCache.clear)
         else:
             states = replay_cache_only(requests(), cache, on_progress=on_progress,
                                        tiers=tiers, rules=parts.rules,

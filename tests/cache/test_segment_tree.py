@@ -172,3 +172,54 @@ def test_cache_only_run_summary_is_the_same(cache, monkeypatch):
     fast.summary.pop("wall_time_s")
     slow.summary.pop("wall_time_s")
     assert fast.summary == slow.summary
+
+
+def live_segments() -> int:
+    import gc
+    return sum(type(o).__name__ == "Segment" for o in gc.get_objects())
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS, st.booleans())
+def test_a_cleared_cache_is_empty_and_replays_as_a_new_one(requests, capacity, policy, ttl,
+                                                           chained):
+    """`clear()` leaves an empty, consistent cache whose counters stay; the requests replayed
+    again after it give what a new cache gives them (hits, counters added on)."""
+    cache = SegmentCache(capacity, POLICIES.build(policy), ttl, chained=chained)
+    first = replay_part_a(cache, requests)
+    counters = cache.counters
+    inserted = counters.inserted_pages
+    cache.clear()
+    cache.check_invariants()
+    assert cache.num_pages == cache.num_segments == cache.resident_tokens == 0
+    assert not cache.segments() and cache.counters is counters
+    assert counters.inserted_pages == inserted
+    again = replay_part_a(cache, requests)
+    fresh = replay_part_a(SegmentCache(capacity, POLICIES.build(policy), ttl, chained=chained),
+                          requests)
+    assert again[0] == fresh[0] == first[0] and again[2] == fresh[2]  # hits, resident ids
+    assert counters.inserted_pages == 2 * inserted == inserted + fresh[1].inserted_pages
+
+
+def test_a_dropped_cache_frees_its_segments_without_the_collector():
+    """A segment and its parent reference each other; a cache freed (the runs pause the
+    cyclic collector) clears its tree, so its segments go with it, not at the next
+    collection (a curve's 20 trees once piled up)."""
+    import gc
+    requests = [Request(i, float(i), 96, 1, tuple(range(i * 10, i * 10 + 5)) + (10**9 + i,),
+                        16) for i in range(200)]
+    requests += [Request(200 + i, 300.0 + i, 48, 1, tuple(range(i * 10, i * 10 + 3)), 16)
+                 for i in range(200)]
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        before = live_segments()
+        cache = SegmentCache(None, POLICIES.build("lru"))
+        replay_cache_only(requests, cache)
+        assert live_segments() - before == cache.num_segments == 400
+        del cache
+        assert live_segments() == before
+    finally:
+        if enabled:
+            gc.enable()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.config import CacheConfig, load_config
 from prefixsim.errors import InputError
@@ -15,6 +17,7 @@ from prefixsim.metrics.pricing import (
     load_pricing,
     prefill_savings,
     prefill_time_s,
+    prefill_times_s,
     pricing_summary,
 )
 from prefixsim.pipeline import simulate
@@ -146,6 +149,21 @@ def test_prefill_savings_times_each_chunk_once_with_the_same_sums():
               for d in range(0, n, 512)}
     chunks |= {(min(512, n - d), d) for n in lengths for d in range(0, n, 512)}
     assert memo_cost.calls == len(chunks) < plain_cost.calls
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 5000)), max_size=30),
+       st.sampled_from([1, 7, 256, 512]), st.booleans())
+def test_prefill_times_are_each_requests_own_loop(pairs, chunk, huge):
+    """Many requests' prefill times at once are bit for bit each request's own chunk loop
+    (`prefill_time_s`, awkward floats), also with no new tokens and with contexts so large
+    that a chunk's (size, context) no longer fits one int64 key."""
+    new = np.array([n for n, _ in pairs], dtype=np.int64)
+    cached = np.array([c for _, c in pairs], dtype=np.int64) + (2**61 if huge else 0)
+    got = prefill_times_s(CountingCost(), new, cached, chunk)
+    want = [prefill_time_s(CountingCost(), int(n), int(c), chunk)
+            for n, c in zip(new, cached, strict=True)]
+    assert got.dtype == np.float64 and got.tolist() == want
 
 
 def test_a_class_ttl_of_zero_is_not_the_cache_ttl():
