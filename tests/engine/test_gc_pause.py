@@ -31,3 +31,27 @@ def test_restored_when_the_block_raises(restore_gc):
     with pytest.raises(RuntimeError, match="inside"), paused_gc():
         raise RuntimeError("inside")
     assert gc.isenabled()
+
+
+def live(name: str) -> int:
+    return sum(type(o).__name__ == name for o in gc.get_objects())
+
+
+def test_a_timed_run_frees_its_replicas_before_it_returns(restore_gc):
+    """A timed run's replicas and their simpy processes reference each other; made while the
+    collector is paused, they are in its youngest generation, which the run collects once
+    the states are sampled: none is left when simulate() returns, though the collector
+    stays off here (they hold the state log and the ITL arrays: 0.5 GB at 1M requests)."""
+    from prefixsim.config import RunConfig
+    from prefixsim.pipeline import simulate
+    from prefixsim.trace import Request
+
+    requests = [Request(i, 0.1 * i, 40 + i, 4, tuple(range(i * 10, i * 10 + 3)), 16)
+                for i in range(30)]
+    config = RunConfig.model_validate({"engine": {"replicas": 2}})
+    gc.collect()
+    gc.disable()
+    before = live("Replica")
+    result = simulate(config, requests)
+    assert result.summary["completed"] == 30
+    assert live("Replica") == before
