@@ -53,8 +53,10 @@ cdef class SegmentCache:
     cdef public bint _sliding
     cdef public double _ttl_s
 
-    @cython.locals(node=Segment, stack=list, children=dict)
     cpdef clear(self)
+
+    @cython.locals(node=Segment, stack=list, children=dict)
+    cpdef _take_apart(self)
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,

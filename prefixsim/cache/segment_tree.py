@@ -217,17 +217,9 @@ class SegmentCache:
         dropped whole would be freed only by the cyclic collector, which walks every
         segment first (half a second for a 1M-request run's tree, and the runs pause it:
         a curve's trees would pile up); cleared, each segment goes by reference counting
-        as its last reference does. A cache that is itself freed clears its tree
+        as its last reference does. A cache that is itself freed takes its tree apart
         (`__del__`), so a replay's caller need not."""
-        stack = list(self._roots.values())
-        while stack:
-            node = stack.pop()
-            node.parent = None
-            node.resident = False
-            children = node.children
-            if children:
-                stack.extend(children.values())
-                node.children = None
+        self._take_apart()
         self._roots = {}
         if self._ids is not None:
             self._ids = set()
@@ -237,8 +229,24 @@ class SegmentCache:
         self.num_segments = 0
         self._num_pages = 0
 
+    def _take_apart(self) -> None:
+        """Unlink every segment from its parent and children (the cycles), marking it gone;
+        reads no module name, so that it also runs as the interpreter shuts down."""
+        roots = getattr(self, "_roots", None)  # None: __init__ stopped before making it
+        if not roots:
+            return
+        stack = list(roots.values())
+        while stack:
+            node = stack.pop()
+            node.parent = None
+            node.resident = False
+            children = node.children
+            if children:
+                stack.extend(children.values())
+                node.children = None
+
     def __del__(self) -> None:
-        self.clear()
+        self._take_apart()
 
     # ------------------------------------------------------------- one request
     def access(self, page_ids: Sequence[int], now: float, recency: int, page_tokens: int,

@@ -223,3 +223,14 @@ def test_a_dropped_cache_frees_its_segments_without_the_collector():
     finally:
         if enabled:
             gc.enable()
+
+
+def test_a_cache_whose_construction_failed_is_freed_quietly(monkeypatch):
+    """A refused construction (a negative capacity) leaves an object without a tree; freeing
+    it raises nothing in `__del__` (Python would print it as an ignored exception)."""
+    import sys
+    ignored = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    with pytest.raises(ValueError, match="capacity_tokens must be >= 0"):
+        SegmentCache(-1, POLICIES.build("lru"))
+    assert ignored == []
