@@ -209,27 +209,31 @@ def prefill_times_s(
     done = 0
     live = np.flatnonzero(new > 0)
     while len(live):
-        sizes = np.minimum(chunk_tokens, new[live] - done)
-        contexts = cached[live] + done
-        span = int(contexts.max()) + 1  # one int64 key a chunk (sizes <= chunk_tokens)
-        if (int(sizes.max()) + 1) * span < 2**62:
-            keys, inverse = np.unique(sizes * span + contexts, return_inverse=True)
-            distinct = zip((keys // span).tolist(), (keys % span).tolist(), strict=True)
-        else:
-            rows, inverse = np.unique(np.stack([sizes, contexts], axis=1), axis=0,
-                                      return_inverse=True)
-            distinct = rows.tolist()
+        sizes, contexts, inverse = _distinct_pairs(np.minimum(chunk_tokens, new[live] - done),
+                                                   cached[live] + done)
         steps = []
-        for n, context in distinct:
-            key = (n, context)
+        for key in zip(sizes.tolist(), contexts.tolist(), strict=True):
             step_s = chunk_times.get(key)
             if step_s is None:
-                chunk_times[key] = step_s = chunk_s(n, context)
+                chunk_times[key] = step_s = chunk_s(*key)
             steps.append(step_s)
-        totals[live] += np.array(steps, dtype=np.float64)[inverse.ravel()]
+        totals[live] += np.array(steps, dtype=np.float64)[inverse]
         done += chunk_tokens
         live = live[new[live] > done]
     return totals
+
+
+def _distinct_pairs(first: np.ndarray, second: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (first, second) pairs of two non-empty arrays of non-negative integers,
+    as two arrays (in sorted order), and each element's index among them: one int64 key a
+    pair where it fits, else a sort of rows."""
+    span = int(second.max()) + 1
+    if (int(first.max()) + 1) * span < 2**62:
+        keys, inverse = np.unique(first * span + second, return_inverse=True)
+        return keys // span, keys % span, inverse.ravel()
+    rows, inverse = np.unique(np.stack([first, second], axis=1), axis=0, return_inverse=True)
+    return rows[:, 0], rows[:, 1], inverse.ravel()
 
 
 def prefill_savings(
@@ -250,16 +254,9 @@ def prefill_savings(
         `cumsum` is), each distinct (new, cached) pair timed once."""
         if len(new) == 0:
             return 0.0
-        span = int(done.max()) + 1
-        if (int(new.max()) + 1) * span < 2**62:  # one int64 key a pair, in the pairs' order
-            keys, inverse = np.unique(new * span + done, return_inverse=True)
-            pair_new, pair_done = keys // span, keys % span
-        else:
-            rows, inverse = np.unique(np.stack([new, done], axis=1), axis=0,
-                                      return_inverse=True)
-            pair_new, pair_done = rows[:, 0], rows[:, 1]
+        pair_new, pair_done, inverse = _distinct_pairs(new, done)
         times = prefill_times_s(cost_model, pair_new, pair_done, chunk_tokens, chunk_times)
-        return float(np.cumsum(times[inverse.ravel()])[-1])
+        return float(np.cumsum(times[inverse])[-1])
 
     with_cache = total_s(lengths - cached, cached)
     without = total_s(lengths, np.zeros_like(lengths))
