@@ -11,6 +11,8 @@ timeseries rows.
 
 from __future__ import annotations
 
+import gc
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,7 +177,6 @@ def test_cache_only_run_summary_is_the_same(cache, monkeypatch):
 
 
 def live_segments() -> int:
-    import gc
     return sum(type(o).__name__ == "Segment" for o in gc.get_objects())
 
 
@@ -205,7 +206,6 @@ def test_a_dropped_cache_frees_its_segments_without_the_collector():
     """A segment and its parent reference each other; a cache freed (the runs pause the
     cyclic collector) clears its tree, so its segments go with it, not at the next
     collection (a curve's 20 trees once piled up)."""
-    import gc
     requests = [Request(i, float(i), 96, 1, tuple(range(i * 10, i * 10 + 5)) + (10**9 + i,),
                         16) for i in range(200)]
     requests += [Request(200 + i, 300.0 + i, 48, 1, tuple(range(i * 10, i * 10 + 3)), 16)
@@ -228,7 +228,6 @@ def test_a_dropped_cache_frees_its_segments_without_the_collector():
 def test_a_cache_whose_construction_failed_is_freed_quietly(monkeypatch):
     """A refused construction (a negative capacity) leaves an object without a tree; freeing
     it raises nothing in `__del__` (Python would print it as an ignored exception)."""
-    import sys
     ignored = []
     monkeypatch.setattr(sys, "unraisablehook", ignored.append)
     with pytest.raises(ValueError, match="capacity_tokens must be >= 0"):
