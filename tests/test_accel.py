@@ -70,10 +70,12 @@ def test_a_compiled_copy_is_named_by_its_source_and_its_types():
 
 
 def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
-    """tree.pxd cimports page's Page (and the ordered queue): the tree's copy is built from
-    page's source and .pxd too, so an edit of either renames (makes stale) both copies; a
-    module that cimports nothing is named by its own files only. s3fifo.pxd cimports two."""
-    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.ordered_queue",
+    """tree.pxd cimports page's Page (and the ordered queue, the age bins): the tree's copy
+    is built from page's source and .pxd too, so an edit of either renames (makes stale)
+    both copies; a module that cimports nothing is named by its own files only. s3fifo.pxd
+    cimports two."""
+    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.idle_ages",
+                                                       "prefixsim.cache.ordered_queue",
                                                        "prefixsim.cache.page"]
     assert accel.cimported("prefixsim.cache.s3fifo") == ["prefixsim.cache.page",
                                                          "prefixsim.cache.policy"]
@@ -85,7 +87,7 @@ def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
     assert all(part in tree for part in page_parts)
     package = tmp_path / "prefixsim"
     for module in ("prefixsim.cache.tree", "prefixsim.cache.page",
-                   "prefixsim.cache.ordered_queue"):
+                   "prefixsim.cache.ordered_queue", "prefixsim.cache.idle_ages"):
         for path in (accel.source_path(module), accel.types_path(module)):
             copy = package.joinpath(*module.split(".")[1:]).with_suffix(path.suffix)
             copy.parent.mkdir(parents=True, exist_ok=True)

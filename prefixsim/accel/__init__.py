@@ -44,6 +44,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.aging",
     "prefixsim.cache.belady",
     "prefixsim.cache.fifo",
+    "prefixsim.cache.idle_ages",
     "prefixsim.cache.gdsf",
     "prefixsim.cache.lfu",
     "prefixsim.cache.lru",

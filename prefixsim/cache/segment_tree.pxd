@@ -4,6 +4,8 @@
 # fields; the methods of one request's replay get C-typed locals. Integers that hold token
 # counts, depths and replay positions are 64-bit; times are doubles.
 cimport cython
+from prefixsim.cache.idle_ages cimport age_bin
+from prefixsim.cache.tree cimport CacheCounters
 from prefixsim.cache.ordered_queue cimport OrderedQueue
 
 
@@ -28,12 +30,22 @@ cdef class Segment:
     cdef public tuple keys
 
 
+@cython.locals(node=Segment)
+cdef Segment _new_segment(object ids, object parent, long long depth, long long page_tokens,
+                          long long last_tokens, double now, long long recency,
+                          double deadline_s, object priority=*)
+
+cdef _fill(Segment node, object ids, object parent, long long depth, long long page_tokens,
+           long long last_tokens, double now, long long recency, double deadline_s,
+           object priority)
+
+
 cdef class SegmentCache:
     cdef public object capacity_tokens
     cdef public object policy
     cdef public object ttl
     cdef public object mode
-    cdef public object counters
+    cdef public CacheCounters counters
     cdef public double _clock
     cdef public list _hit_ages
     cdef public long long resident_tokens
@@ -70,7 +82,8 @@ cdef class SegmentCache:
 
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
-                   resident=cython.longlong, free=cython.longlong)
+                   resident=cython.longlong, free=cython.longlong,
+                   counters=CacheCounters)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*) except? -1
@@ -78,7 +91,7 @@ cdef class SegmentCache:
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
-                   tokens_out=cython.longlong)
+                   tokens_out=cython.longlong, counters=CacheCounters)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=object, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
@@ -86,7 +99,7 @@ cdef class SegmentCache:
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
     @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double,
-                   queue=OrderedQueue)
+                   queue=OrderedQueue, counters=CacheCounters)
     cpdef long long expire(self, double now) except? -1
 
     @cython.locals(parent=Segment, children=dict)

@@ -62,13 +62,12 @@ priority classes, and policy hooks.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import count
 
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
-from prefixsim.cache.idle_ages import EDGES_S
+from prefixsim.cache.idle_ages import age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy
@@ -110,29 +109,47 @@ class Segment:
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
                  page_tokens: int, last_tokens: int, now: float, recency: int,
                  deadline_s: float, priority: int = 0) -> None:
-        self.ids = ids
-        self.parent = parent
-        self.children: dict[int, Segment] | None = None
-        self.depth = depth
-        self.page_tokens = page_tokens
-        self.last_tokens = last_tokens
-        self.num_tokens = page_tokens * (len(ids) - 1) + last_tokens
-        self.created_s = now
-        self.last_access_s = now
-        self.recency = recency
-        self.deadline_s = deadline_s
-        self.num_hits = 0
-        self.priority = priority
-        self.version = 0
-        self.resident = True
-        self.inserted = 0
-        self.aged_base = 0.0
-        self.keys: tuple[float, ...] | None = None
+        _fill(self, ids, parent, depth, page_tokens, last_tokens, now, recency, deadline_s,
+              priority)
 
     def __repr__(self) -> str:
         return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
                 f"depth={self.depth}, tokens={self.num_tokens}, recency={self.recency})")
 
+
+
+def _new_segment(ids, parent: Segment | None, depth: int, page_tokens: int, last_tokens: int,
+                 now: float, recency: int, deadline_s: float, priority: int = 0) -> Segment:
+    """`Segment(...)` as the cache makes them: compiled, a C call (no arguments packed for
+    `__init__`)."""
+    node = Segment.__new__(Segment)
+    _fill(node, ids, parent, depth, page_tokens, last_tokens, now, recency, deadline_s,
+          priority)
+    return node
+
+
+def _fill(node: Segment, ids, parent: Segment | None, depth: int, page_tokens: int,
+          last_tokens: int, now: float, recency: int, deadline_s: float,
+          priority: int) -> None:
+    """A new segment's fields (see Segment): unique statistics, no children, no hits."""
+    node.ids = ids
+    node.parent = parent
+    node.children = None
+    node.depth = depth
+    node.page_tokens = page_tokens
+    node.last_tokens = last_tokens
+    node.num_tokens = page_tokens * (len(ids) - 1) + last_tokens
+    node.created_s = now
+    node.last_access_s = now
+    node.recency = recency
+    node.deadline_s = deadline_s
+    node.num_hits = 0
+    node.priority = priority
+    node.version = 0
+    node.resident = True
+    node.inserted = 0
+    node.aged_base = 0.0
+    node.keys = None
 
 class SegmentCache:
     """A capacity-bounded (in tokens) prefix cache of page segments, for Part A replays.
@@ -301,7 +318,7 @@ class SegmentCache:
                 run_pages += end - pos
             else:
                 if run_pages:
-                    self._hit_ages[bisect_right(EDGES_S, now - run_last)] += run_pages
+                    self._hit_ages[age_bin(now - run_last)] += run_pages
                 run_last = node.last_access_s
                 run_pages = end - pos
             node.last_access_s = now
@@ -319,7 +336,7 @@ class SegmentCache:
                 break
             children = node.children
         if run_pages:
-            self._hit_ages[bisect_right(EDGES_S, now - run_last)] += run_pages
+            self._hit_ages[age_bin(now - run_last)] += run_pages
         try:
             if pos < n:
                 last = input_tokens - page_tokens * (n - 1)
@@ -343,8 +360,9 @@ class SegmentCache:
         suffix keeps the object, its statistics and its queued entries (its tail is
         unchanged); the prefix copies the statistics."""
         seg = node.ids
-        prefix = Segment(seg[:k], node.parent, node.depth, node.page_tokens, node.page_tokens,
-                         node.created_s, node.recency, node.deadline_s, node.priority)
+        prefix = _new_segment(seg[:k], node.parent, node.depth, node.page_tokens,
+                              node.page_tokens, node.created_s, node.recency, node.deadline_s,
+                              node.priority)
         prefix.last_access_s = node.last_access_s
         prefix.num_hits = node.num_hits
         prefix.inserted = node.inserted - (len(seg) - k)  # its last page's order
@@ -399,7 +417,8 @@ class SegmentCache:
         ttl = self.ttl
         deadline = INFINITY if ttl is None else now + ttl.ttl_s
         depth = 0 if parent is None else parent.depth + len(parent.ids)
-        node = Segment(run, parent, depth, page_tokens, last_tokens, now, recency, deadline)
+        node = _new_segment(run, parent, depth, page_tokens, last_tokens, now, recency,
+                            deadline)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         if keys is not None:
             node.keys = keys[start:start + fit]
@@ -491,14 +510,14 @@ class SegmentCache:
                     need -= node.num_tokens
                     pages_out += size
                     tokens_out += node.num_tokens
-                    ages[bisect_right(EDGES_S, clock - node.last_access_s)] += size
+                    ages[age_bin(clock - node.last_access_s)] += size
                     self._remove(node)
                     continue
                 tokens = last + page * (k - 1)
                 need -= tokens
                 pages_out += k
                 tokens_out += tokens
-                ages[bisect_right(EDGES_S, clock - node.last_access_s)] += k
+                ages[age_bin(clock - node.last_access_s)] += k
                 if self._ids is not None:
                     self._ids.difference_update(seg[size - k:])
                 self._num_pages -= k
@@ -531,7 +550,7 @@ class SegmentCache:
             freed += size
             counters.expired_pages += size
             counters.expired_tokens += node.num_tokens
-            ages[bisect_right(EDGES_S, deadline - node.last_access_s)] += size
+            ages[age_bin(deadline - node.last_access_s)] += size
             self._remove(node)
         return freed
 

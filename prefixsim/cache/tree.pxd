@@ -1,7 +1,21 @@
 # Types of tree.py (Cython's pure-Python mode).
 cimport cython
+from prefixsim.cache.idle_ages cimport age_bin
 from prefixsim.cache.ordered_queue cimport OrderedQueue
 from prefixsim.cache.page cimport Page
+
+
+cdef class CacheCounters:
+    cdef public long long evicted_pages
+    cdef public long long evicted_tokens
+    cdef public long long expired_pages
+    cdef public long long expired_tokens
+    cdef public long long inserted_pages
+    cdef public long long inserted_tokens
+    cdef public long long peak_tokens
+    cdef public object hit_ages
+    cdef public object evicted_ages
+    cdef public object expired_ages
 
 
 cpdef bint _is_current(tuple entry, Page page) except? -1
@@ -18,7 +32,7 @@ cdef class RadixCache:
     cdef public object mode
     cdef public bint block
     cdef public object _current
-    cdef public object counters
+    cdef public CacheCounters counters
     cdef public double _clock
     cdef public long long resident_tokens
     cdef public long long locked_tokens
@@ -45,7 +59,8 @@ cdef class RadixCache:
     @cython.locals(page=Page, first_new=Page, tokens=cython.longlong,
                    resident=cython.longlong, start=cython.longlong, new_pages=cython.longlong,
                    inserted=cython.longlong, last_new=Py_ssize_t, limit=cython.double,
-                   deadline=cython.double, placed=list, pages=dict, tip=Page)
+                   deadline=cython.double, placed=list, pages=dict, tip=Page,
+                   counters=CacheCounters)
     cpdef list insert(self, Page parent, object page_ids, object page_tokens, double now,
                       long long recency, object ttl_s=*, long long priority=*)
 
@@ -73,11 +88,11 @@ cdef class RadixCache:
     @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
                    evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
                    bucket=Py_ssize_t, queue=OrderedQueue, pages=dict, ttl=bint,
-                   reconsider=object)
+                   reconsider=object, counters=CacheCounters)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double,
-                   queue=OrderedQueue)
+                   queue=OrderedQueue, counters=CacheCounters)
     cpdef bint _evict_general(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, freed=cython.longlong, queue=OrderedQueue)

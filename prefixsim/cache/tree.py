@@ -31,14 +31,13 @@ The matched path passed to `evict(protect=...)` is protected whole. Lower tiers 
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
 from prefixsim.cache.accounting import TokenAccounting
-from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram
+from prefixsim.cache.idle_ages import AgeHistogram, age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY, Page
 from prefixsim.cache.policy import EvictionPolicy, overrides
@@ -71,10 +70,13 @@ class MatchResult:
         return len(self.pages)
 
 
-@dataclass(slots=True)
+@dataclass
 class CacheCounters:
     """Cumulative counts of what the cache did (tokens as charged against capacity), and
-    the idle ages of pages at hits, evictions and expiries (cache/idle_ages.py)."""
+    the idle ages of pages at hits, evictions and expiries (cache/idle_ages.py).
+
+    Compiled (tree.pxd), an extension type with 64-bit integer counts, which the typed
+    caches add to in C."""
 
     evicted_pages: int = 0
     evicted_tokens: int = 0
@@ -237,7 +239,7 @@ class RadixCache:
         deadline = self._deadline(now, ttl_s) if self._sliding() else None
         ages = self.counters.hit_ages.counts
         for page in pages:
-            ages[bisect_right(EDGES_S, now - page.last_access_s)] += 1
+            ages[age_bin(now - page.last_access_s)] += 1
             page.last_access_s = now
             page.recency = recency
             page.num_hits += 1
@@ -509,7 +511,7 @@ class RadixCache:
                 evicted_tokens += tokens
                 if page.last_access_s != last_access:  # a chain's pages share theirs
                     last_access = page.last_access_s
-                    bucket = bisect_right(EDGES_S, clock - last_access)
+                    bucket = age_bin(clock - last_access)
                 ages[bucket] += 1
                 if demote is not None:
                     demote(page)
@@ -572,7 +574,7 @@ class RadixCache:
             parent_entry = self._remove(page, defer=True)
             counters.evicted_pages += 1
             counters.evicted_tokens += tokens
-            ages[bisect_right(EDGES_S, clock - page.last_access_s)] += 1
+            ages[age_bin(clock - page.last_access_s)] += 1
             if demote is not None:
                 demote(page)
             self._let_go(page)

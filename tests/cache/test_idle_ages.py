@@ -5,11 +5,14 @@ differential suites check the two classes agree on every generated trace."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache, SegmentCache, TTLRule
-from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram
+from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram, age_bin
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 
@@ -112,3 +115,32 @@ def test_histograms_of_different_bins_do_not_add_and_repr_lists_the_nonzero_bins
     assert one != AgeHistogram() and one != one.counts and one == AgeHistogram(one.counts)
     with pytest.raises(ValueError, match="zip"):
         one + AgeHistogram([1, 2])
+
+
+def _near_edges() -> list[float]:
+    """Every edge, the floats on either side of it, the powers of two around the range and
+    the floats just below them, and what lies outside (zero, negatives, infinities, NaN)."""
+    points = [0.0, -0.0, -1.0, 5e-324, 1e300, math.inf, -math.inf, math.nan]
+    for edge in EDGES_S:
+        points += [edge, math.nextafter(edge, 0.0), math.nextafter(edge, math.inf)]
+    for k in range(-14, 24):
+        points += [2.0 ** k, math.nextafter(2.0 ** k, 0.0), 1.5 * 2.0 ** k]
+    return points
+
+
+@pytest.mark.parametrize("age", _near_edges())
+def test_age_bin_is_bisection_at_the_edges(age):
+    """`age_bin` finds the bin from the exponent; it answers as `bisect_right` over the edges
+    does, on each edge and the floats next to it (where a wrong octave or an off-by-one
+    comparison would show)."""
+    assert age_bin(age) == bisect_right(EDGES_S, age)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_age_bin_is_bisection_for_any_float(age):
+    assert age_bin(age) == bisect_right(EDGES_S, age)
+
+
+@given(st.floats(min_value=2.0 ** -11, max_value=2.0 ** 21))
+def test_age_bin_is_bisection_within_the_range(age):
+    assert age_bin(age) == bisect_right(EDGES_S, age)
