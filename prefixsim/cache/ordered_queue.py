@@ -9,10 +9,14 @@ entry of all those pushed and not yet popped, exactly as one binary heap of them
 (entries are distinct), but keeps entries that arrive in order apart: a push after the last
 entry of the sorted run is appended to it (LRU's refreshed and new leaves mostly are, their
 key being the request's position; so are a sliding TTL's deadlines, now + TTL), one before
-its first entry goes in front (a leaf re-queued after losing its tail pages stays the
-least), and any other goes to the heap. A pop compares the two heads. An LRU or TTL replay
-then does one or two comparisons per entry instead of a heap's path of them; entries in no
-order pay one comparison more per push and pop.
+its first entry takes the place the last pop freed in front of it, when there is one (a
+leaf re-queued after losing its tail pages stays the least), and any other goes to the
+heap. A pop compares the two heads. An LRU or TTL replay then does one or two comparisons
+per entry instead of a heap's path of them; entries in no order pay one comparison more
+per push and pop. The run is a list consumed from a head index (`first`), which the
+compiled module reads and writes without a method call (a deque's `popleft` and
+`appendleft` are Python method calls); its consumed front is dropped once it is half the
+list.
 
 It owns the order of entries; it leaves out what they mean (staleness, protection), which
 the caches (cache/tree.py, cache/segment_tree.py) decide as they pop.
@@ -20,51 +24,77 @@ the caches (cache/tree.py, cache/segment_tree.py) decide as they pop.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from heapq import heapify, heappop, heappush
 
 
 class OrderedQueue:
-    """Entries in order: a sorted run (`run`, a deque) and a heap of the rest (`heap`)."""
+    """Entries in order: a sorted run (`run[first:]`, a list) and a heap of the rest
+    (`heap`)."""
 
-    __slots__ = ("run", "heap")
+    __slots__ = ("run", "first", "heap")
 
     def __init__(self) -> None:
-        self.run: deque[tuple] = deque()
+        self.run: list[tuple | None] = []
+        self.first = 0  # run[:first] are consumed (None)
         self.heap: list[tuple] = []
 
     def __len__(self) -> int:
-        return len(self.run) + len(self.heap)
+        return len(self.run) - self.first + len(self.heap)
 
     def __bool__(self) -> bool:
-        return bool(self.run) or bool(self.heap)
+        return self.first < len(self.run) or len(self.heap) > 0
 
     def push(self, entry: tuple) -> None:
         run = self.run
-        if not run or entry > run[-1]:
+        first = self.first
+        if first == len(run) or entry > run[-1]:
             run.append(entry)
-        elif entry < run[0]:
-            run.appendleft(entry)
+        elif first > 0 and entry < run[first]:
+            first -= 1
+            run[first] = entry
+            self.first = first
         else:
             heappush(self.heap, entry)
 
     def pop(self) -> tuple:
         """The least entry, taken out (IndexError when empty)."""
-        run, heap = self.run, self.heap
-        if run and (not heap or run[0] < heap[0]):
-            return run.popleft()
+        run = self.run
+        heap = self.heap
+        first = self.first
+        if first < len(run) and (not heap or run[first] < heap[0]):
+            entry = run[first]
+            run[first] = None
+            first += 1
+            if first == len(run):
+                run.clear()
+                first = 0
+            elif first >= _DROP_AFTER and 2 * first >= len(run):
+                del run[:first]
+                first = 0
+            self.first = first
+            return entry
         return heappop(heap)
 
     def head(self) -> tuple:
         """The least entry, left in (IndexError when empty)."""
-        run, heap = self.run, self.heap
-        if run and (not heap or run[0] < heap[0]):
-            return run[0]
+        run = self.run
+        heap = self.heap
+        first = self.first
+        if first < len(run) and (not heap or run[first] < heap[0]):
+            return run[first]
         return heap[0]
+
+    def run_first(self) -> tuple | None:
+        """The sorted run's least entry (None when the run is empty)."""
+        return self.run[self.first] if self.first < len(self.run) else None
 
     def keep(self, wanted: Callable[[tuple], bool]) -> None:
         """Drop every entry for which `wanted` is false (the run stays sorted)."""
-        self.run = deque(filter(wanted, self.run))
+        self.run = [entry for entry in self.run[self.first:] if wanted(entry)]
+        self.first = 0
         self.heap = list(filter(wanted, self.heap))
         heapify(self.heap)
+
+
+_DROP_AFTER = 1024  # the run's consumed front is dropped once this long and half the list

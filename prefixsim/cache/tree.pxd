@@ -88,7 +88,7 @@ cdef class RadixCache:
     @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
                    evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
                    bucket=Py_ssize_t, queue=OrderedQueue, pages=dict, ttl=bint,
-                   reconsider=object, counters=CacheCounters)
+                   reconsider=object, counters=CacheCounters, run_first=tuple)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double,

@@ -520,8 +520,10 @@ class RadixCache:
                 if ready:
                     # before the queue's least entry: before the heads of its sorted run
                     # and of its heap (two field comparisons, no tuple compared)
+                    run_first = queue.run_first()
                     if need > 0 and parent is not protect and (
-                            not queue.run or _sorts_first(parent_key, parent, queue.run[0])) and (
+                            run_first is None
+                            or _sorts_first(parent_key, parent, run_first)) and (
                             not queue.heap or _sorts_first(parent_key, parent, queue.heap[0])):
                         page = parent  # the very next victim
                         continue

@@ -42,17 +42,42 @@ def test_pops_as_a_heap_does(ops):
             heap = [entry for entry in heap if entry[0] % value != 0]
             heapq.heapify(heap)
         assert len(queue) == len(heap) and bool(queue) == bool(heap)
-        assert list(queue.run) == sorted(queue.run)  # the run stays sorted
+        live = queue.run[queue.first:]
+        assert live == sorted(live)  # the run stays sorted
+        assert all(entry is None for entry in queue.run[:queue.first])  # consumed: let go
     assert [queue.pop() for _ in range(len(heap))] == sorted(heap)
 
 
 def test_entries_in_order_stay_out_of_the_heap():
-    """Keys 5, 6, 7 come in order (the run), 4 goes in front of it, 6.5 falls inside it
-    (the heap); pops give 4, 5, 6, 6.5, 7, the last two by comparing the two heads."""
+    """Keys 5, 6, 7 come in order (the run); 5 is popped, and 4, before the run, takes the
+    place it freed; 6.5 falls inside the run (the heap); pops give 4, 6, 6.5, 7, the last
+    two by comparing the two heads. With no freed place in front (nothing popped yet) an
+    entry before the run goes to the heap; an emptied run starts again at the next push."""
     queue = OrderedQueue()
-    for key in (5, 6, 7, 4, 6.5):
+    for key in (5, 6, 7):
         queue.push((key,))
-    assert list(queue.run) == [(4,), (5,), (6,), (7,)] and queue.heap == [(6.5,)]
-    assert queue.head() == (4,)
-    assert [queue.pop() for _ in range(5)] == [(4,), (5,), (6,), (6.5,), (7,)]
-    assert not queue and len(queue) == 0
+    assert queue.pop() == (5,)
+    for key in (4, 6.5):
+        queue.push((key,))
+    assert queue.run[queue.first:] == [(4,), (6,), (7,)] and queue.heap == [(6.5,)]
+    assert queue.head() == (4,) and queue.run_first() == (4,)
+    assert [queue.pop() for _ in range(4)] == [(4,), (6,), (6.5,), (7,)]
+    assert not queue and len(queue) == 0 and queue.run_first() is None
+    queue.push((9,))
+    queue.push((8,))  # nothing popped from this run: the heap
+    assert queue.run == [(9,)] and queue.heap == [(8,)]
+    assert [queue.pop(), queue.pop()] == [(8,), (9,)]
+
+
+def test_the_consumed_front_is_dropped():
+    """3,000 entries in order, popped one by one: once 1,500 are consumed (at least 1,024,
+    and half the list) the front goes, and the pops go on in order."""
+    queue = OrderedQueue()
+    for key in range(3000):
+        queue.push((key,))
+    popped = [queue.pop() for _ in range(1499)]
+    assert len(queue.run) == 3000 and queue.first == 1499
+    popped.append(queue.pop())
+    assert len(queue.run) == 1500 and queue.first == 0 and queue.run[0] == (1500,)
+    popped += [queue.pop() for _ in range(1500)]
+    assert popped == [(key,) for key in range(3000)] and not queue
