@@ -35,6 +35,13 @@ class EvictionPolicy(Protocol):
     (cache/aging.py), so a cache-only replay may run on SegmentCache
     (cache/segment_tree.py)."""
 
+    key_field: str | None
+    """Class attribute: the one statistic `key` returns as it is ("recency", "inserted" or
+    "deadline_s"), or None. The compressed cache reads that field of a segment itself
+    rather than calling `key` (cache/segment_tree.py: `key_field_code`); it takes the
+    declaration only from the class whose `key` runs, so a subclass that overrides `key`
+    without declaring it again is called as usual."""
+
     offline: bool
     """Class attribute: True for a policy that must learn the future first (`prepare`)."""
 
@@ -107,6 +114,7 @@ class Policy:
     (docs/architecture.md "Compiled hot modules")."""
 
     node_uniform = False
+    key_field: str | None = None
     offline = False
     page_keyed = False
     parameters: Mapping[str, str] = MappingProxyType({})

@@ -40,6 +40,10 @@ cdef _fill(Segment node, object ids, object parent, long long depth, long long p
            object priority)
 
 
+cpdef bint _same_prefix(object page_ids, Py_ssize_t pos, object seg, Py_ssize_t length,
+                        bint chained) except? -1
+
+
 cdef class SegmentCache:
     cdef public object capacity_tokens
     cdef public object policy
@@ -57,7 +61,8 @@ cdef class SegmentCache:
     cdef public long long _num_pages
     cdef public OrderedQueue _victims
     cdef public OrderedQueue _deadlines
-    cdef public object _seq
+    cdef public long long _seq
+    cdef public int _key_field
     cdef public long long _until_compact
     cdef public object _key
     cdef public object _aging
@@ -72,7 +77,8 @@ cdef class SegmentCache:
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
-                   seg=object, whole=bint, children=dict, last=cython.longlong,
+                   seg=object, size=Py_ssize_t, whole=bint, chained=bint, children=dict,
+                   last=cython.longlong,
                    new_tokens=cython.longlong, keys=tuple)
     cpdef long long access(self, object page_ids, double now, long long recency,
                            long long page_tokens, long long input_tokens) except? -1
@@ -83,7 +89,7 @@ cdef class SegmentCache:
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
                    resident=cython.longlong, free=cython.longlong,
-                   counters=CacheCounters)
+                   counters=CacheCounters, seq=cython.longlong)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*) except? -1
@@ -105,5 +111,8 @@ cdef class SegmentCache:
     @cython.locals(parent=Segment, children=dict)
     cpdef _remove(self, Segment node)
 
-    @cython.locals(version=cython.longlong)
+    @cython.locals(version=cython.longlong, seq=cython.longlong)
     cpdef _queue(self, Segment node, bint with_deadline=*)
+
+    @cython.locals(field=int)
+    cpdef object _victim_key(self, Segment node)

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import count
 
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
@@ -190,7 +189,7 @@ class SegmentCache:
         self._num_pages = 0
         self._victims = OrderedQueue()
         self._deadlines = OrderedQueue()
-        self._seq = count()
+        self._seq = 0  # numbers the deadline entries
         # an aging policy (LFU-DA, GDSF): the clock its priorities were set at lives on the
         # segments, its clock on it; a segment's key is its last page's priority
         self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
@@ -198,6 +197,9 @@ class SegmentCache:
         self._keyed = getattr(policy, "page_keyed", False) is True
         self._key = (self._aged_key if self._aging is not None
                      else self._tail_key if self._keyed else policy.key)
+        # a key that is a segment's field is read, not called (`_victim_key`)
+        self._key_field = (key_field_code(policy) if self._aging is None and not self._keyed
+                           else 0)
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
 
@@ -291,24 +293,30 @@ class SegmentCache:
         children: dict[int, Segment] | None = self._roots
         refresh = now + self._ttl_s if self._sliding else None
         aging = self._aging
+        # Chained ids (a caller's promise, `chained`: no resident-id set): an id fixes its
+        # whole prefix, so two runs below the same matched path agree up to a position iff
+        # their ids at that position are equal; no slice of ids is compared.
+        chained = self._ids is None
         while pos < n and children:
             node = children.get(page_ids[pos])
             if node is None:
                 break
             seg = node.ids
-            end = pos + len(seg)
-            whole = end <= n and page_ids[end - 1] == seg[-1] and page_ids[pos:end] == seg
+            size = len(seg)
+            end = pos + size
+            whole = end <= n and page_ids[end - 1] == seg[size - 1] and (
+                chained or page_ids[pos:end] == seg)
             if not whole:
                 # The match ends inside `node`: the longest common prefix, by binary search
                 # on prefix equality (monotone in the length), at least the first page.
-                lo, hi = 1, min(len(seg), n - pos)
-                if page_ids[pos:pos + hi] == seg[:hi]:
+                lo, hi = 1, min(size, n - pos)
+                if _same_prefix(page_ids, pos, seg, hi, chained):
                     lo = hi
                 else:
                     hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
                     while lo < hi:
                         mid = (lo + hi + 1) // 2
-                        if page_ids[pos:pos + mid] == seg[:mid]:
+                        if _same_prefix(page_ids, pos, seg, mid, chained):
                             lo = mid
                         else:
                             hi = mid - 1
@@ -447,10 +455,12 @@ class SegmentCache:
             counters.peak_tokens = resident
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
         if capacity is not None:
-            self._victims.push((self._key(node), recency, -(depth + fit - 1), run[-1], 0,
+            self._victims.push((self._victim_key(node), recency, -(depth + fit - 1), run[-1], 0,
                                 node))
         if ttl is not None:
-            self._deadlines.push((deadline, next(self._seq), node))
+            seq = self._seq
+            self._seq = seq + 1
+            self._deadlines.push((deadline, seq, node))
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
@@ -589,6 +599,18 @@ class SegmentCache:
             taken += 1
         return taken
 
+    def _victim_key(self, node: Segment) -> object:
+        """The policy's key of a leaf segment (its last page's): the field it names, read
+        (`key_field_code`), or a call."""
+        field = self._key_field
+        if field == 1:
+            return node.recency
+        if field == 2:
+            return node.inserted
+        if field == 3:
+            return node.deadline_s
+        return self._key(node)
+
     def _tail_key(self, node: Segment) -> float:
         """A page-keyed policy's key of a leaf segment: its last page's."""
         return node.keys[-1]
@@ -602,11 +624,13 @@ class SegmentCache:
         deadline queue; older victim entries of it go stale."""
         node.version = version = node.version + 1
         if self.capacity_tokens is not None:
-            self._victims.push((self._key(node), node.recency,
+            self._victims.push((self._victim_key(node), node.recency,
                                 -(node.depth + len(node.ids) - 1), node.ids[-1], version,
                                 node))
         if with_deadline and self.ttl is not None:
-            self._deadlines.push((node.deadline_s, next(self._seq), node))
+            seq = self._seq
+            self._seq = seq + 1
+            self._deadlines.push((node.deadline_s, seq, node))
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
@@ -646,6 +670,30 @@ class SegmentCache:
         assert total == self.resident_tokens, "resident tokens"
         if self.capacity_tokens is not None:
             assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+
+
+def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:
+    """Whether `page_ids[pos:pos + length]` equals `seg[:length]`: by their last ids alone
+    when the ids are chained (an id fixes its prefix), else as slices."""
+    if chained:
+        return page_ids[pos + length - 1] == seg[length - 1]
+    return page_ids[pos:pos + length] == seg[:length]
+
+
+_KEY_FIELDS = {"recency": 1, "inserted": 2, "deadline_s": 3}
+
+
+def key_field_code(policy: EvictionPolicy) -> int:
+    """Which segment field `policy.key` returns (1 recency, 2 inserted, 3 deadline_s), from
+    the `key_field` of the class whose `key` runs; 0 when the key must be called (none
+    declared there, another field, or a `key` set on the instance)."""
+    if "key" in getattr(policy, "__dict__", ()):
+        return 0
+    for klass in type(policy).__mro__:
+        if "key" in vars(klass):
+            field = vars(klass).get("key_field")
+            return _KEY_FIELDS.get(field, 0) if isinstance(field, str) else 0
+    return 0
 
 
 def id_array(page_ids: Sequence[int]) -> array:

@@ -233,3 +233,25 @@ def test_a_cache_whose_construction_failed_is_freed_quietly(monkeypatch):
     with pytest.raises(ValueError, match="capacity_tokens must be >= 0"):
         SegmentCache(-1, POLICIES.build("lru"))
     assert ignored == []
+
+
+def test_a_key_that_is_a_field_is_read_and_an_override_is_called():
+    """lru, fifo and ttl declare the field their key returns (read from the segment, not
+    called); priority's key is a conversion (called). A subclass that overrides `key`
+    without declaring a field again is called, and replays as on the per-page tree (here
+    most recent first: the newest leaf goes)."""
+    from prefixsim.cache.lru import LRU
+    from prefixsim.cache.segment_tree import key_field_code
+
+    assert [key_field_code(POLICIES.build(name)) for name in ("lru", "fifo", "ttl", "priority")
+            ] == [1, 2, 3, 0]
+
+    class MostRecentFirst(LRU):
+        def key(self, page):
+            return -page.recency
+
+    assert key_field_code(MostRecentFirst()) == 0
+    requests = [Request(0, 0.0, 4, 1, (1, 2, 3, 4), 1), Request(1, 1.0, 3, 1, (1, 2, 5), 1),
+                Request(2, 2.0, 2, 1, (6, 7), 1), Request(3, 3.0, 4, 1, (1, 2, 3, 4), 1)]
+    ours = replay_part_a(SegmentCache(5, MostRecentFirst()), requests)
+    assert ours == replay_part_a(RadixCache(5, MostRecentFirst()), requests)
