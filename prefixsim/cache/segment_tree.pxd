@@ -40,6 +40,9 @@ cdef _fill(Segment node, object ids, object parent, long long depth, long long p
            object priority)
 
 
+cdef double _NO_TIME
+
+
 cpdef bint _same_prefix(object page_ids, Py_ssize_t pos, object seg, Py_ssize_t length,
                         bint chained) except? -1
 
@@ -78,10 +81,12 @@ cdef class SegmentCache:
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
                    seg=object, size=Py_ssize_t, whole=bint, chained=bint, children=dict,
-                   last=cython.longlong,
+                   last=cython.longlong, run_last=cython.double, refresh=cython.double,
+                   sliding=bint,
                    new_tokens=cython.longlong, keys=tuple)
     cpdef long long access(self, object page_ids, double now, long long recency,
-                           long long page_tokens, long long input_tokens) except? -1
+                           long long page_tokens, long long input_tokens,
+                           Py_ssize_t first=*, Py_ssize_t stop=*) except? -1
 
     @cython.locals(prefix=Segment, parent=Segment, keys=tuple)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
@@ -92,7 +97,8 @@ cdef class SegmentCache:
                    counters=CacheCounters, seq=cython.longlong)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
-                           long long recency, tuple keys=*) except? -1
+                           long long recency, tuple keys=*, Py_ssize_t stop=*,
+                           Py_ssize_t first=*) except? -1
 
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,

@@ -269,29 +269,33 @@ class SegmentCache:
 
     # ------------------------------------------------------------- one request
     def access(self, page_ids: Sequence[int], now: float, recency: int, page_tokens: int,
-               input_tokens: int) -> int:
+               input_tokens: int, first: int = 0, stop: int = -1) -> int:
         """Part A for one request, at `now`, replay position `recency`: drop expired pages,
         match the longest resident prefix of `page_ids` (a match ending inside a segment
         splits it, R4), refresh the matched path (R5), evict while the new pages do not fit
         (the path protected), insert them as one segment as far as they fit. Pages hold
         `page_tokens` but the last, which holds the rest of `input_tokens`. Returns the
-        matched pages. Raises ChainConflict when the ids are not chained."""
+        matched pages. Raises ChainConflict when the ids are not chained. The request's ids
+        may be a part of `page_ids`, `page_ids[first:stop]` (`stop` -1: to the end), as the
+        chunk replay passes a block's array (engine/cache_only_fast.py): positions below
+        are indices into `page_ids`."""
         self._clock = now
         if self._deadlines and self._deadlines.head()[0] < now:
             self.expire(now)
         if type(page_ids) is not array:
             page_ids = id_array(page_ids)
-        n = len(page_ids)
+        n = len(page_ids) if stop < 0 else stop
         keys = None
         if self._keyed:
             keys = tuple(self.policy.request_keys(recency))
         # hit ages (cache/idle_ages.py), added per run of matched segments last used together
-        run_last: float | None = None
+        run_last = _NO_TIME  # equal to no time: no run yet
         run_pages = 0
-        pos = 0
+        pos = first
         tip: Segment | None = None
         children: dict[int, Segment] | None = self._roots
-        refresh = now + self._ttl_s if self._sliding else None
+        sliding = self._sliding
+        refresh = now + self._ttl_s  # a sliding TTL's new deadline
         aging = self._aging
         # Chained ids (a caller's promise, `chained`: no resident-id set): an id fixes its
         # whole prefix, so two runs below the same matched path agree up to a position iff
@@ -333,10 +337,10 @@ class SegmentCache:
             node.recency = recency
             node.num_hits += 1
             if keys is not None:
-                node.keys = keys[pos:end]
+                node.keys = keys[pos - first:end - first]
             if aging is not None:  # GreedyDualPolicy.on_access, for each of its pages
                 node.aged_base = aging.clock
-            if refresh is not None and refresh > node.deadline_s:
+            if sliding and refresh > node.deadline_s:
                 node.deadline_s = refresh
             tip = node
             pos = end
@@ -347,12 +351,13 @@ class SegmentCache:
             self._hit_ages[age_bin(now - run_last)] += run_pages
         try:
             if pos < n:
-                last = input_tokens - page_tokens * (n - 1)
+                last = input_tokens - page_tokens * (n - first - 1)
                 new_tokens = page_tokens * (n - 1 - pos) + last
                 capacity = self.capacity_tokens
                 if capacity is not None and new_tokens > capacity - self.resident_tokens:
                     self.evict(new_tokens, tip)
-                self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys)
+                self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys, n,
+                            first)
         finally:
             # The refreshed path's last segment is queued once the new pages are in, if it
             # is still a leaf: queued before them, its entry would go stale as they land
@@ -361,7 +366,7 @@ class SegmentCache:
             # ChainConflict leaves it queued.
             if tip is not None and not tip.children:
                 self._queue(tip)
-        return pos
+        return pos - first
 
     def _split(self, node: Segment, k: int) -> Segment:
         """Split `node` after its first `k` pages (R4); returns the new prefix half. The
@@ -392,17 +397,19 @@ class SegmentCache:
     # --------------------------------------------------------------------- insert
     def insert(self, parent: Segment | None, page_ids: Sequence[int], start: int,
                page_tokens: int, last_tokens: int, now: float, recency: int,
-               keys: tuple | None = None) -> int:
-        """Add `page_ids[start:]` below `parent` as one segment, as many pages as fit without
-        evicting (every page holds `page_tokens` but the last, `last_tokens`); `keys`: a
-        page-keyed policy's keys of all of `page_ids` (`access` passes them). Returns the
-        pages inserted. Raises ChainConflict, before changing anything, when an id it reaches
-        is already resident (or repeats in the run): the ids are not chained."""
-        run = page_ids[start:]
-        if type(run) is not array:
-            run = id_array(run)
-        total = len(run)
-        if not total:
+               keys: tuple | None = None, stop: int = -1, first: int = 0) -> int:
+        """Add `page_ids[start:stop]` (`stop` -1: to the end) below `parent` as one segment,
+        as many pages as fit without evicting (every page holds `page_tokens` but the last,
+        `last_tokens`); `keys`: a page-keyed policy's keys of the request's pages,
+        `page_ids[first:stop]` (`access` passes them). Returns the pages inserted. Raises
+        ChainConflict, before changing anything, when an id it reaches is already resident
+        (or repeats in the run): the ids are not chained."""
+        if type(page_ids) is not array:
+            page_ids = id_array(page_ids)
+        if stop < 0:
+            stop = len(page_ids)
+        total = stop - start
+        if total <= 0:
             return 0
         capacity = self.capacity_tokens
         fit = total
@@ -410,8 +417,8 @@ class SegmentCache:
             free = capacity - self.resident_tokens
             if page_tokens * (total - 1) + last_tokens > free:
                 fit = min(total - 1, free // page_tokens)
-                run = run[:fit]
                 last_tokens = page_tokens
+        run = page_ids[start:start + fit]
         # Every id placed must be new, and so must the first one that did not fit (RadixCache
         # looks an id up before it checks that its page fits).
         ids = self._ids
@@ -429,7 +436,7 @@ class SegmentCache:
                             deadline)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         if keys is not None:
-            node.keys = keys[start:start + fit]
+            node.keys = keys[start - first:start - first + fit]
         aging = self._aging
         if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
             node.aged_base = aging.clock
@@ -670,6 +677,9 @@ class SegmentCache:
         assert total == self.resident_tokens, "resident tokens"
         if self.capacity_tokens is not None:
             assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+
+
+_NO_TIME = float("nan")  # `access`: the last access of the run of hits so far, before one
 
 
 def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:

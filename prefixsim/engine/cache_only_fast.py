@@ -7,7 +7,8 @@ path, evict leaf pages while the new pages do not fit (the matched path protecte
 rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no rules.
 Requests kept by column (RequestColumns, as the loader returns a trace, and each chunk of a
 streamed one) are replayed a block of requests at a time: the block's ids become one int64
-`array` and each request's ids a slice of it, with no Request and no int object per page.
+`array`, each request's ids a part of it (`access(ids, ..., first, stop)`: no slice made),
+with no Request and no int object per page.
 """
 
 from __future__ import annotations
@@ -126,15 +127,15 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         for block in range(0, count, ID_BLOCK):  # a block's ids as one int64 array
             last = min(block + ID_BLOCK, count)
             base = starts[block]
-            ids = array("q", page_ids[base:starts[last]].tobytes())  # a request's: a slice
+            ids = array("q", page_ids[base:starts[last]].tobytes())  # a request's: a part
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`
                     states.append(state_row(upcoming, cache))
                     upcoming = next_sample(now, sample_interval_s)
                 try:
-                    matched[i] = cache.access(ids[starts[i] - base:starts[i + 1] - base], now,
-                                              position, sizes[i], inputs[i])
+                    matched[i] = cache.access(ids, now, position, sizes[i], inputs[i],
+                                              starts[i] - base, starts[i + 1] - base)
                 except ChainConflict as exc:
                     raise InputError(
                         f"request {int(chunk.request_ids[i])}: {exc} (hash ids are not "

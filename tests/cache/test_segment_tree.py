@@ -255,3 +255,33 @@ def test_a_key_that_is_a_field_is_read_and_an_override_is_called():
                 Request(2, 2.0, 2, 1, (6, 7), 1), Request(3, 3.0, 4, 1, (1, 2, 3, 4), 1)]
     ours = replay_part_a(SegmentCache(5, MostRecentFirst()), requests)
     assert ours == replay_part_a(RadixCache(5, MostRecentFirst()), requests)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM + ["belady"]), TTLS,
+       st.booleans())
+def test_a_request_read_as_part_of_a_larger_array_replays_the_same(
+        requests, capacity, policy, ttl, chained):
+    """`access(ids, ..., first, stop)` (the chunk replay's: a request's ids as a part of its
+    block's array, ids of other requests around them) gives what `access` of the request's
+    own ids gives: the same hits, counters and resident pages after every request."""
+    from prefixsim.cache.segment_tree import id_array
+
+    def built():
+        built_policy = POLICIES.build(policy)
+        if policy == "belady":
+            built_policy.prepare(requests)
+        return SegmentCache(capacity, built_policy, ttl, chained=chained)
+
+    own, part = built(), built()
+    block = id_array([pid for request in requests for pid in request.page_ids] + [10**9])
+    first = 0
+    for position, request in enumerate(requests):
+        stop = first + request.num_pages
+        args = (request.arrival_s, position, request.page_size_tokens, request.input_tokens)
+        assert own.access(request.page_ids, *args) == part.access(block, *args, first, stop)
+        first = stop
+        assert own.counters == part.counters and own.resident_tokens == part.resident_tokens
+    part.check_invariants()
+    assert ([node.ids.tolist() for node in own.segments()]
+            == [node.ids.tolist() for node in part.segments()])
