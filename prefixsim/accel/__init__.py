@@ -64,6 +64,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.costmodel.roofline",
     "prefixsim.costmodel.roofline_base",
     "prefixsim.engine.cache_only_fast",
+    "prefixsim.engine.cache_samples",
     "prefixsim.engine.decode_run",
     "prefixsim.engine.decode_steps",
     "prefixsim.engine.frontend",

@@ -9,6 +9,10 @@ from prefixsim.cache.tree cimport CacheCounters
 from prefixsim.cache.ordered_queue cimport OrderedQueue
 
 
+# Not tracked by the cyclic collector: the tree's cycles (a segment, its parent's child map)
+# are taken apart by the cache (SegmentCache.clear, on being freed), so the collector's
+# passes over a live tree (~25k segments a replay of Mooncake) found nothing to free.
+@cython.no_gc
 cdef class Segment:
     cdef public object ids
     cdef public object parent

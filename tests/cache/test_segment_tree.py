@@ -176,10 +176,6 @@ def test_cache_only_run_summary_is_the_same(cache, monkeypatch):
     assert fast.summary == slow.summary
 
 
-def live_segments() -> int:
-    return sum(type(o).__name__ == "Segment" for o in gc.get_objects())
-
-
 @settings(max_examples=60, deadline=None)
 @given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS, st.booleans())
 def test_a_cleared_cache_is_empty_and_replays_as_a_new_one(requests, capacity, policy, ttl,
@@ -204,8 +200,10 @@ def test_a_cleared_cache_is_empty_and_replays_as_a_new_one(requests, capacity, p
 
 def test_a_dropped_cache_frees_its_segments_without_the_collector():
     """A segment and its parent reference each other; a cache freed (the runs pause the
-    cyclic collector) clears its tree, so its segments go with it, not at the next
-    collection (a curve's 20 trees once piled up)."""
+    cyclic collector, and the compiled Segment is not even tracked by it) takes its tree
+    apart, so its segments go with it by reference counting, not at the next collection (a
+    curve's 20 trees once piled up): once the cache is gone, each of its 400 segments is
+    referenced only by the list that holds them here (no parent or child link left)."""
     requests = [Request(i, float(i), 96, 1, tuple(range(i * 10, i * 10 + 5)) + (10**9 + i,),
                         16) for i in range(200)]
     requests += [Request(200 + i, 300.0 + i, 48, 1, tuple(range(i * 10, i * 10 + 3)), 16)
@@ -214,12 +212,15 @@ def test_a_dropped_cache_frees_its_segments_without_the_collector():
     gc.collect()
     gc.disable()
     try:
-        before = live_segments()
         cache = SegmentCache(None, POLICIES.build("lru"))
         replay_cache_only(requests, cache)
-        assert live_segments() - before == cache.num_segments == 400
+        held = cache.segments()
+        assert len(held) == cache.num_segments == 400
+        linked = sum(sys.getrefcount(held[i]) > 2 for i in range(len(held)))
+        assert linked == 400  # the tree (a parent's child map, a child's parent) holds them
         del cache
-        assert live_segments() == before
+        assert [sys.getrefcount(held[i]) for i in range(len(held))] == [2] * 400
+        assert all(not node.resident and node.parent is None for node in held)
     finally:
         if enabled:
             gc.enable()

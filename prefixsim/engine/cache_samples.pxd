@@ -1,0 +1,9 @@
+# Types of cache_samples.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
+# modules"): the replay loops' sampling calls become C calls (cache_only_fast.pxd).
+cimport cython
+
+
+@cython.locals(k=cython.longlong)
+cpdef double next_sample(double now, double interval_s) except? -1.0
+
+cpdef tuple state_row(double upcoming, object cache)
