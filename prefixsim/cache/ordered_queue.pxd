@@ -20,6 +20,9 @@ cdef class OrderedQueue:
     @cython.locals(run=list, heap=list, first=Py_ssize_t)
     cpdef tuple head(self)
 
+    @cython.locals(run=list, heap=list, first=Py_ssize_t, head=tuple)
+    cpdef bint first_below(self, double bound) except? -1
+
     cpdef tuple run_first(self)
 
     cpdef keep(self, object wanted)

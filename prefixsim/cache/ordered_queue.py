@@ -85,6 +85,22 @@ class OrderedQueue:
             return run[first]
         return heap[0]
 
+    def first_below(self, bound: float) -> bool:
+        """Whether the least entry's first item (a number) is below `bound` (False when
+        empty): the least entry has the least first item of the two heads, so no entries
+        are compared."""
+        run = self.run
+        first = self.first
+        if first < len(run):
+            head = run[first]
+            if head[0] < bound:
+                return True
+        heap = self.heap
+        if heap:
+            head = heap[0]
+            return head[0] < bound
+        return False
+
     def run_first(self) -> tuple | None:
         """The sorted run's least entry (None when the run is empty)."""
         return self.run[self.first] if self.first < len(self.run) else None

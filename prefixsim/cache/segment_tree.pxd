@@ -59,6 +59,7 @@ cdef class SegmentCache:
     cdef public CacheCounters counters
     cdef public double _clock
     cdef public list _hit_ages
+    cdef public list _evicted_ages
     cdef public long long resident_tokens
     cdef public long long locked_tokens
     cdef public long long reserved_tokens
@@ -107,7 +108,8 @@ cdef class SegmentCache:
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
-                   tokens_out=cython.longlong, counters=CacheCounters)
+                   tokens_out=cython.longlong, counters=CacheCounters,
+                   entry=tuple, ages=list)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=object, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,

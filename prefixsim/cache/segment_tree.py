@@ -79,7 +79,8 @@ class Segment:
 
     Fields:
       ids            chained page ids, first page first (an `array("q")`: 8 bytes a page,
-                     no int object per page; slices and comparisons run in C)
+                     no int object per page; slices and comparisons run in C), its own:
+                     no other segment or caller holds it, so eviction shortens it in place
       parent         the segment holding the page before the first one (None at the root)
       children       child segments by their first page id (None until the first child)
       depth          depth of the first page (0 for a first page of a prompt)
@@ -179,6 +180,7 @@ class SegmentCache:
         self.counters = CacheCounters()
         self._clock = 0.0  # the latest request's `now`: when evictions happen (idle ages)
         self._hit_ages = self.counters.hit_ages.counts
+        self._evicted_ages = self.counters.evicted_ages.counts
         self.resident_tokens = 0
         self.locked_tokens = 0
         self.reserved_tokens = 0
@@ -280,7 +282,7 @@ class SegmentCache:
         chunk replay passes a block's array (engine/cache_only_fast.py): positions below
         are indices into `page_ids`."""
         self._clock = now
-        if self._deadlines and self._deadlines.head()[0] < now:
+        if self._deadlines.first_below(now):
             self.expire(now)
         if type(page_ids) is not array:
             page_ids = id_array(page_ids)
@@ -430,7 +432,7 @@ class SegmentCache:
         if fit == 0:
             return 0
         ttl = self.ttl
-        deadline = INFINITY if ttl is None else now + ttl.ttl_s
+        deadline = now + self._ttl_s  # infinite without a TTL
         depth = 0 if parent is None else parent.depth + len(parent.ids)
         node = _new_segment(run, parent, depth, page_tokens, last_tokens, now, recency,
                             deadline)
@@ -500,10 +502,10 @@ class SegmentCache:
             return True
         queue = self._victims
         counters = self.counters
-        ages = counters.evicted_ages.counts
+        ages = self._evicted_ages
         clock = self._clock
         aging = self._aging
-        skipped = []
+        skipped = None  # the protected segment's entries, pushed back after
         pages_out = tokens_out = 0  # added to the counters once, at the end
         try:
             while need > 0 and queue:
@@ -512,6 +514,8 @@ class SegmentCache:
                 if entry[-2] != node.version or not node.resident or node.children:
                     continue
                 if node is protect:
+                    if skipped is None:
+                        skipped = []
                     skipped.append(entry)
                     continue
                 if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
@@ -538,7 +542,7 @@ class SegmentCache:
                 if self._ids is not None:
                     self._ids.difference_update(seg[size - k:])
                 self._num_pages -= k
-                node.ids = seg[:size - k]
+                del seg[size - k:]  # in place: a segment's ids are its own (see Segment)
                 if node.keys is not None:
                     node.keys = node.keys[:size - k]
                 node.inserted -= k
@@ -549,8 +553,9 @@ class SegmentCache:
         finally:
             counters.evicted_pages += pages_out
             counters.evicted_tokens += tokens_out
-        for entry in skipped:
-            queue.push(entry)
+        if skipped is not None:
+            for entry in skipped:
+                queue.push(entry)
         return need <= 0
 
     def expire(self, now: float) -> int:
@@ -559,7 +564,7 @@ class SegmentCache:
         counters = self.counters
         ages = counters.expired_ages.counts
         freed = 0
-        while queue and queue.head()[0] < now:
+        while queue.first_below(now):
             deadline, _, node = queue.pop()
             if not node.resident or node.children or node.deadline_s != deadline:
                 continue

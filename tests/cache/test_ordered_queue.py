@@ -81,3 +81,16 @@ def test_the_consumed_front_is_dropped():
     assert len(queue.run) == 1500 and queue.first == 0 and queue.run[0] == (1500,)
     popped += [queue.pop() for _ in range(1500)]
     assert popped == [(key,) for key in range(3000)] and not queue
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5), st.booleans()), max_size=40), st.floats(-6, 6))
+def test_first_below_is_the_least_entrys_first_item_below(pushes, bound):
+    """`first_below(bound)` answers as `head()[0] < bound` (False when empty), whichever of
+    the run and the heap holds the least entry."""
+    queue = OrderedQueue()
+    for serial, (key, pop) in enumerate(pushes):
+        queue.push((key, serial))
+        if pop:
+            queue.pop()
+        assert queue.first_below(bound) == (bool(queue) and queue.head()[0] < bound)
