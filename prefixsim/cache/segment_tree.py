@@ -389,7 +389,7 @@ class SegmentCache:
         prefix.children = {seg[k]: node}
         parent = node.parent
         (self._roots if parent is None else parent.children)[seg[0]] = prefix
-        node.ids = seg[k:]
+        del seg[:k]  # in place: the suffix keeps its array (its own, see Segment)
         node.parent = prefix
         node.depth += k
         node.num_tokens -= prefix.num_tokens
