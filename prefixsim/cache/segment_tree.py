@@ -117,7 +117,6 @@ class Segment:
                 f"depth={self.depth}, tokens={self.num_tokens}, recency={self.recency})")
 
 
-
 def _new_segment(ids, parent: Segment | None, depth: int, page_tokens: int, last_tokens: int,
                  now: float, recency: int, deadline_s: float, priority: int = 0) -> Segment:
     """`Segment(...)` as the cache makes them: compiled, a C call (no arguments packed for
@@ -150,6 +149,7 @@ def _fill(node: Segment, ids, parent: Segment | None, depth: int, page_tokens: i
     node.inserted = 0
     node.aged_base = 0.0
     node.keys = None
+
 
 class SegmentCache:
     """A capacity-bounded (in tokens) prefix cache of page segments, for Part A replays.
