@@ -99,7 +99,7 @@ cdef class SegmentCache:
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
                    resident=cython.longlong, free=cython.longlong,
-                   counters=CacheCounters, seq=cython.longlong)
+                   counters=CacheCounters)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*, Py_ssize_t stop=*,
@@ -123,8 +123,11 @@ cdef class SegmentCache:
     @cython.locals(parent=Segment, children=dict)
     cpdef _remove(self, Segment node)
 
-    @cython.locals(version=cython.longlong, seq=cython.longlong)
+    @cython.locals(version=cython.longlong)
     cpdef _queue(self, Segment node, bint with_deadline=*)
+
+    @cython.locals(seq=cython.longlong)
+    cdef _push_deadline(self, double deadline, Segment node)
 
     @cython.locals(field=int)
     cpdef object _victim_key(self, Segment node)

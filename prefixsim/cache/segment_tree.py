@@ -467,9 +467,7 @@ class SegmentCache:
             self._victims.push((self._victim_key(node), recency, -(depth + fit - 1), run[-1], 0,
                                 node))
         if ttl is not None:
-            seq = self._seq
-            self._seq = seq + 1
-            self._deadlines.push((deadline, seq, node))
+            self._push_deadline(deadline, node)
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
@@ -640,12 +638,16 @@ class SegmentCache:
                                 -(node.depth + len(node.ids) - 1), node.ids[-1], version,
                                 node))
         if with_deadline and self.ttl is not None:
-            seq = self._seq
-            self._seq = seq + 1
-            self._deadlines.push((node.deadline_s, seq, node))
+            self._push_deadline(node.deadline_s, node)
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
+
+    def _push_deadline(self, deadline: float, node: Segment) -> None:
+        """A deadline entry for `node`, numbered in the order entries are made."""
+        seq = self._seq
+        self._seq = seq + 1
+        self._deadlines.push((deadline, seq, node))
 
     def _compact(self) -> None:
         """Drop stale entries once the queues hold many more entries than segments."""
