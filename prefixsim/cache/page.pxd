@@ -1,5 +1,8 @@
 # Types of page.py (Cython's pure-Python mode): Page becomes an extension type with typed
 # fields, which the tree cimports (cache/tree.pxd).
+cimport cython
+
+
 cdef class Page:
     cdef public object page_id
     cdef public Page parent
@@ -17,3 +20,12 @@ cdef class Page:
     cdef public bint resident
     cdef public long long inserted
     cdef public object policy_state
+
+    cdef _fill(self, object page_id, Page parent, long long num_tokens, double now,
+               long long recency, double deadline_s, long long priority, long long inserted)
+
+
+@cython.locals(page=Page)
+cpdef Page new_page(object page_id, Page parent, long long num_tokens, double now,
+                    long long recency, double deadline_s, long long priority,
+                    long long inserted)

@@ -65,6 +65,11 @@ class Page:
         priority: int = 0,
         inserted: int = 0,
     ) -> None:
+        self._fill(page_id, parent, num_tokens, now, recency, deadline_s, priority, inserted)
+
+    def _fill(self, page_id: int, parent: Page | None, num_tokens: int, now: float,
+              recency: int, deadline_s: float, priority: int, inserted: int) -> None:
+        """A new page's fields (see the class): no children, locks or hits yet."""
         self.page_id = page_id
         self.parent = parent
         self.num_tokens = num_tokens
@@ -102,3 +107,12 @@ class Page:
             f"Page(id={self.page_id}, tokens={self.num_tokens}, depth={self.depth}, "
             f"children={self.num_children}, locks={self.lock_count}, recency={self.recency})"
         )
+
+
+def new_page(page_id: int, parent: Page | None, num_tokens: int, now: float, recency: int,
+             deadline_s: float, priority: int, inserted: int) -> Page:
+    """`Page(...)` as the tree makes them: compiled, a C call (page.pxd), no arguments
+    packed for `__init__`."""
+    page = Page.__new__(Page)
+    page._fill(page_id, parent, num_tokens, now, recency, deadline_s, priority, inserted)
+    return page

@@ -37,10 +37,10 @@ class EvictionPolicy(Protocol):
 
     key_field: str | None
     """Class attribute: the one statistic `key` returns as it is ("recency", "inserted" or
-    "deadline_s"), or None. The compressed cache reads that field of a segment itself
-    rather than calling `key` (cache/segment_tree.py: `key_field_code`); it takes the
-    declaration only from the class whose `key` runs, so a subclass that overrides `key`
-    without declaring it again is called as usual."""
+    "deadline_s"), or None. The caches read that field of a page or segment themselves
+    rather than calling `key` (`key_field_code`); they take the declaration only from the
+    class whose `key` runs, so a subclass that overrides `key` without declaring it again
+    is called as usual."""
 
     offline: bool
     """Class attribute: True for a policy that must learn the future first (`prepare`)."""
@@ -153,6 +153,22 @@ class Policy:
 def overrides(policy: EvictionPolicy, hook: str) -> bool:
     """Whether `policy`'s class overrides `hook` (the caches skip hooks left at default)."""
     return getattr(type(policy), hook) is not getattr(Policy, hook)
+
+
+_KEY_FIELDS = {"recency": 1, "inserted": 2, "deadline_s": 3}
+
+
+def key_field_code(policy: EvictionPolicy) -> int:
+    """Which field of a page or segment `policy.key` returns (1 recency, 2 inserted, 3
+    deadline_s), from the `key_field` of the class whose `key` runs; 0 when the key must be
+    called (none declared there, another field, or a `key` set on the instance)."""
+    if "key" in getattr(policy, "__dict__", ()):
+        return 0
+    for klass in type(policy).__mro__:
+        if "key" in vars(klass):
+            field = vars(klass).get("key_field")
+            return _KEY_FIELDS.get(field, 0) if isinstance(field, str) else 0
+    return 0
 
 
 POLICIES: Registry[EvictionPolicy] = Registry("eviction policy")

@@ -69,7 +69,7 @@ from prefixsim.cache.aging import GreedyDualPolicy
 from prefixsim.cache.idle_ages import age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY
-from prefixsim.cache.policy import EvictionPolicy
+from prefixsim.cache.policy import EvictionPolicy, key_field_code
 from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict
 from prefixsim.cache.ttl import TTLRule
 
@@ -695,22 +695,6 @@ def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:
     if chained:
         return page_ids[pos + length - 1] == seg[length - 1]
     return page_ids[pos:pos + length] == seg[:length]
-
-
-_KEY_FIELDS = {"recency": 1, "inserted": 2, "deadline_s": 3}
-
-
-def key_field_code(policy: EvictionPolicy) -> int:
-    """Which segment field `policy.key` returns (1 recency, 2 inserted, 3 deadline_s), from
-    the `key_field` of the class whose `key` runs; 0 when the key must be called (none
-    declared there, another field, or a `key` set on the instance)."""
-    if "key" in getattr(policy, "__dict__", ()):
-        return 0
-    for klass in type(policy).__mro__:
-        if "key" in vars(klass):
-            field = vars(klass).get("key_field")
-            return _KEY_FIELDS.get(field, 0) if isinstance(field, str) else 0
-    return 0
 
 
 def id_array(page_ids: Sequence[int]) -> array:

@@ -2,7 +2,7 @@
 cimport cython
 from prefixsim.cache.idle_ages cimport age_bin
 from prefixsim.cache.ordered_queue cimport OrderedQueue
-from prefixsim.cache.page cimport Page
+from prefixsim.cache.page cimport Page, new_page
 
 
 cdef class CacheCounters:
@@ -23,6 +23,12 @@ cpdef bint _is_current(tuple entry, Page page) except? -1
 cpdef bint _sorts_first(object key, Page page, tuple entry) except? -1
 
 cpdef bint _is_current_block(tuple entry, Page page) except? -1
+
+
+cdef class PageFeed:
+    cpdef added(self, Page page)
+
+    cpdef removed(self, Page page)
 
 
 cdef class RadixCache:
@@ -46,7 +52,9 @@ cdef class RadixCache:
     cdef public bint _hook_evict
     cdef public object _reconsider
     cdef public object _on_expire
-    cdef public object observer
+    cdef public PageFeed _feed
+    cdef public object _observer
+    cdef public int _key_field
     cdef public object on_demote
 
     @cython.locals(page=Page, parent=Page, pages=list)
@@ -60,7 +68,7 @@ cdef class RadixCache:
                    resident=cython.longlong, start=cython.longlong, new_pages=cython.longlong,
                    inserted=cython.longlong, last_new=Py_ssize_t, limit=cython.double,
                    deadline=cython.double, placed=list, pages=dict, tip=Page,
-                   counters=CacheCounters)
+                   counters=CacheCounters, feed=PageFeed)
     cpdef list insert(self, Page parent, object page_ids, object page_tokens, double now,
                       long long recency, object ttl_s=*, long long priority=*)
 
@@ -88,7 +96,8 @@ cdef class RadixCache:
     @cython.locals(page=Page, parent=Page, tokens=cython.longlong, evicted=cython.longlong,
                    evicted_tokens=cython.longlong, ready=bint, clock=cython.double,
                    bucket=Py_ssize_t, queue=OrderedQueue, pages=dict, ttl=bint,
-                   reconsider=object, counters=CacheCounters, run_first=tuple)
+                   reconsider=object, counters=CacheCounters, run_first=tuple,
+                   feed=PageFeed)
     cpdef bint _evict_leaves(self, long long need, Page protect) except? -1
 
     @cython.locals(page=Page, tokens=cython.longlong, clock=cython.double,
@@ -106,6 +115,9 @@ cdef class RadixCache:
 
     @cython.locals(version=cython.longlong)
     cpdef object _entry(self, Page page)
+
+    @cython.locals(field=int)
+    cpdef object _victim_key(self, Page page)
 
     @cython.locals(parent=Page)
     cpdef object _remove(self, Page page, bint defer=*, bint expired=*)

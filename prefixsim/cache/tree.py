@@ -39,8 +39,8 @@ from typing import Protocol
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.idle_ages import AgeHistogram, age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
-from prefixsim.cache.page import INFINITY, Page
-from prefixsim.cache.policy import EvictionPolicy, overrides
+from prefixsim.cache.page import INFINITY, Page, new_page
+from prefixsim.cache.policy import EvictionPolicy, key_field_code, overrides
 from prefixsim.cache.ttl import TTLRule
 
 
@@ -126,6 +126,21 @@ class CacheObserver(Protocol):
     def removed(self, page: Page) -> None: ...
 
 
+class PageFeed:
+    """A CacheObserver the compiled tree calls in C (tree.pxd: an extension type whose
+    methods are typed), not through a bound method: the base of an observer that hears
+    every page of a busy cache (router/index.py's bit masks). Any other observer is called
+    as a Python object."""
+
+    __slots__ = ()
+
+    def added(self, page: Page) -> None:
+        raise NotImplementedError
+
+    def removed(self, page: Page) -> None:
+        raise NotImplementedError
+
+
 class RadixCache:
     """A capacity-bounded (in tokens) prefix cache over chained page ids.
 
@@ -147,6 +162,7 @@ class RadixCache:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
         self.capacity_tokens = capacity_tokens
         self.policy = policy
+        self._key_field = key_field_code(policy)  # a key that is a field is read (_victim_key)
         self.ttl = ttl
         self.mode = CacheMode(mode)
         self.block = self.mode is CacheMode.BLOCK
@@ -177,12 +193,23 @@ class RadixCache:
         # A policy whose keys change without an access (S3-FIFO's small queue overflowing)
         # is handed the cache by `bind_cache(cache)` to call `requeue(page)`.
         policy.bind_cache(self)
-        # A prefix index (router/index.py) sets this to hear of every page that becomes
-        # resident (`added(page)`) or leaves, by eviction or expiry (`removed(page)`).
-        self.observer: CacheObserver | None = None
+        # A prefix index (router/index.py) sets `observer` to hear of every page that
+        # becomes resident (`added(page)`) or leaves, by eviction or expiry (`removed(page)`).
+        self._feed: PageFeed | None = None
+        self._observer: CacheObserver | None = None
         # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
         # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
         self.on_demote: Callable[[Page], None] | None = None
+
+    @property
+    def observer(self) -> CacheObserver | None:
+        """Told of every page that becomes resident or leaves (None: nobody)."""
+        return self._observer
+
+    @observer.setter
+    def observer(self, observer: CacheObserver | None) -> None:
+        self._observer = observer
+        self._feed = observer if isinstance(observer, PageFeed) else None
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -285,7 +312,9 @@ class RadixCache:
         pages = self._pages
         get = pages.get
         hook = self.policy.on_insert if self._hook_insert else None
-        added = self.observer.added if self.observer is not None else None
+        feed = self._feed
+        added = (self._observer.added if self._observer is not None and feed is None
+                 else None)
         resident = start = self.resident_tokens
         counters = self.counters
         inserted = counters.inserted_pages  # insertion order of the first new page
@@ -304,8 +333,8 @@ class RadixCache:
                     continue
                 if resident + tokens > limit:
                     break
-                page = Page(page_id, parent, tokens, now, recency, deadline, priority,
-                            inserted + new_pages)
+                page = new_page(page_id, parent, tokens, now, recency, deadline, priority,
+                                inserted + new_pages)
                 if first_new is None:
                     first_new = page
                 last_new = len(placed)  # index of the deepest new page in `placed`
@@ -316,7 +345,9 @@ class RadixCache:
                 new_pages += 1
                 if hook is not None:
                     hook(page)
-                if added is not None:
+                if feed is not None:
+                    feed.added(page)
+                elif added is not None:
                     added(page)
                 append(page)
                 parent = page
@@ -455,10 +486,10 @@ class RadixCache:
         pages = self._pages
         skipped = []
         demote = self.on_demote
-        observer = self.observer
-        removed = observer.removed if observer is not None else None
+        feed = self._feed
+        observer = self._observer
+        removed = observer.removed if observer is not None and feed is None else None
         on_evict = self.policy.on_evict if self._hook_evict else None
-        key = self.policy.key
         ttl = self.ttl is not None
         counters = self.counters
         ages = counters.evicted_ages.counts
@@ -494,7 +525,9 @@ class RadixCache:
                 # _remove(page, defer=True)
                 page.resident = False
                 del pages[page.page_id]
-                if removed is not None:
+                if feed is not None:
+                    feed.removed(page)
+                elif removed is not None:
                     removed(page)
                 self.resident_tokens -= tokens
                 parent = page.parent
@@ -504,7 +537,8 @@ class RadixCache:
                     if parent.num_children == 0 and parent.lock_count == 0:
                         ready = True
                         parent_entry = self._entry(parent) if ttl else None
-                        parent_key = key(parent) if parent_entry is None else parent_entry[0]
+                        parent_key = (self._victim_key(parent) if parent_entry is None
+                                      else parent_entry[0])
                 if on_evict is not None:
                     on_evict(page)
                 evicted += 1
@@ -643,7 +677,20 @@ class RadixCache:
             self._compact()
         if self.capacity_tokens is None:
             return None
-        return (self.policy.key(page), page.recency, -page.depth, page.page_id, version, page)
+        return (self._victim_key(page), page.recency, -page.depth, page.page_id, version,
+                page)
+
+    def _victim_key(self, page: Page) -> object:
+        """The policy's key of `page`: the field it names, read (`key_field_code`), or a
+        call."""
+        field = self._key_field
+        if field == 1:
+            return page.recency
+        if field == 2:
+            return page.inserted
+        if field == 3:
+            return page.deadline_s
+        return self.policy.key(page)
 
     def _compact(self) -> None:
         """Drop stale queue entries (lazy invalidation leaves them behind) once the queues
@@ -661,8 +708,10 @@ class RadixCache:
         page goes to the policy's `on_expire` when it has one, else to `on_evict`."""
         page.resident = False
         del self._pages[page.page_id]
-        if self.observer is not None:
-            self.observer.removed(page)
+        if self._feed is not None:
+            self._feed.removed(page)
+        elif self._observer is not None:
+            self._observer.removed(page)
         self.resident_tokens -= page.num_tokens
         parent = page.parent
         entry = None

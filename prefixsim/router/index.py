@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 from prefixsim.cache import RadixCache
 from prefixsim.cache.page import Page
+from prefixsim.cache.tree import PageFeed
 from prefixsim.trace import Request
 
 
@@ -69,10 +70,11 @@ class _ReplicaFeed:
             self.index.event(self.replica, page, False)
 
 
-class _MaskFeed:
+class _MaskFeed(PageFeed):
     """The observer of one replica's cache when the index keeps bit masks (live, no TTL):
     its bit set on a page id when a page is added, cleared when it is removed (a cache
-    holds a page id once, so the events of one replica alternate)."""
+    holds a page id once, so the events of one replica alternate). A PageFeed: the compiled
+    tree calls it in C."""
 
     __slots__ = ("masks", "bit")
 

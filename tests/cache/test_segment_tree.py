@@ -242,7 +242,7 @@ def test_a_key_that_is_a_field_is_read_and_an_override_is_called():
     without declaring a field again is called, and replays as on the per-page tree (here
     most recent first: the newest leaf goes)."""
     from prefixsim.cache.lru import LRU
-    from prefixsim.cache.segment_tree import key_field_code
+    from prefixsim.cache.policy import key_field_code
 
     assert [key_field_code(POLICIES.build(name)) for name in ("lru", "fifo", "ttl", "priority")
             ] == [1, 2, 3, 0]

@@ -276,12 +276,18 @@ def test_block_mode_insert_raises_adopted_pages_between_new_ones():
     tree.check_invariants()
 
 
-def test_an_observer_hears_every_page_added_and_removed():
+@pytest.mark.parametrize("feed", [False, True], ids=["object", "page_feed"])
+def test_an_observer_hears_every_page_added_and_removed(feed):
     """A prefix index (router) sets `observer`: it is told of each new page and of each page
-    evicted or expired, with the page itself."""
+    evicted or expired, with the page itself; a PageFeed (called in C when compiled) as any
+    other object. Setting another observer, or None, silences the first."""
+    from prefixsim.cache.tree import PageFeed
+
     events = []
 
-    class Observer:
+    class Observer(PageFeed if feed else object):
+        __slots__ = ()
+
         def added(self, page):
             events.append(("added", page.page_id))
 
@@ -289,11 +295,55 @@ def test_an_observer_hears_every_page_added_and_removed():
             events.append(("removed", page.page_id))
 
     tree = cache(capacity=2 * P, ttl=10)
-    tree.observer = Observer()
+    tree.observer = first = Observer()
+    assert tree.observer is first
     tree.insert(None, [1, 2], [P, P], now=0, recency=0)
     tree.evict(P)
     tree.expire(20)
     assert events == [("added", 1), ("added", 2), ("removed", 2), ("removed", 1)]
+    tree.observer = None
+    tree.insert(None, [3], [P], now=30, recency=1)
+    tree.evict(P)
+    assert len(events) == 4 and tree.observer is None
+
+
+@pytest.mark.parametrize("name", ["lru", "fifo", "ttl"])
+def test_a_key_read_as_a_field_evicts_as_the_key_called(name):
+    """lru, fifo and ttl declare the field their key returns, which the tree reads rather
+    than calling `key`; a subclass overriding `key` (the same values) without declaring it
+    is called. Both evict the same pages in the same order on a workload of repeated
+    chains, hits and inserts (40 requests over 7 chains, a cache of 6 pages), where lru's
+    and fifo's orders differ."""
+
+    def evictions(policy) -> list[int]:
+        events = []
+
+        class Observer:
+            def added(self, page):
+                pass
+
+            def removed(self, page):
+                events.append(page.page_id)
+
+        tree = RadixCache(6 * P, policy, TTLRule(50) if name == "ttl" else None)
+        tree.observer = Observer()
+        for recency in range(40):
+            chain = (recency * recency + 3 * recency) % 7
+            ids = [chain * 10 + k for k in range(1 + chain % 3)]
+            hit = tree.match(ids, recency)
+            tree.touch(hit.pages, now=recency, recency=recency)
+            tree.evict(P * (len(ids) - hit.num_pages), protect=hit.last)
+            tree.insert(hit.last, ids[hit.num_pages:], [P] * (len(ids) - hit.num_pages),
+                        now=recency, recency=recency)
+        return events
+
+    built = POLICIES.build(name)
+    called = type(f"Called{name}", (type(built),), {"key": lambda self, page:
+                                                   type(built).key(self, page)})()
+    read = evictions(built)
+    assert len(read) >= 8 and read == evictions(called)
+    other = POLICIES.build("fifo" if name == "lru" else "lru")
+    assert evictions(other) != read or name == "ttl"
 
 
 # ---------------------------------------------------------------- removed pages
