@@ -68,7 +68,8 @@ cdef class RadixCache:
                    resident=cython.longlong, start=cython.longlong, new_pages=cython.longlong,
                    inserted=cython.longlong, last_new=Py_ssize_t, limit=cython.double,
                    deadline=cython.double, placed=list, pages=dict, tip=Page,
-                   counters=CacheCounters, feed=PageFeed)
+                   counters=CacheCounters, feed=PageFeed, count=Py_ssize_t,
+                   index=Py_ssize_t)
     cpdef list insert(self, Page parent, object page_ids, object page_tokens, double now,
                       long long recency, object ttl_s=*, long long priority=*)
 

@@ -300,7 +300,8 @@ class RadixCache:
         """Add a chain of pages below `parent`, in order, as many as fit without evicting.
 
         A page already resident under the same parent is reused (R7: the first insert wins).
-        Returns the pages now holding the chain (reused or new), first page first.
+        Returns the pages now holding the chain (reused or new), first page first. Raises
+        ValueError, having inserted nothing, when the two sequences differ in length.
         """
         self._clock = now
         placed: list[Page] = []
@@ -320,8 +321,13 @@ class RadixCache:
         inserted = counters.inserted_pages  # insertion order of the first new page
         new_pages = 0
         append = placed.append
+        count = len(page_ids)
+        if len(page_tokens) != count:
+            raise ValueError(f"{count} page ids but {len(page_tokens)} page token counts")
         try:
-            for page_id, tokens in zip(page_ids, page_tokens, strict=True):
+            for index in range(count):  # (not zip(..., strict=True): a call with a keyword)
+                page_id = page_ids[index]
+                tokens = page_tokens[index]
                 page = get(page_id)
                 if page is not None:
                     if page.parent is not parent and not self._adopt(page, parent):

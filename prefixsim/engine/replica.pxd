@@ -3,6 +3,7 @@
 # queue's and the step loop's state as C fields; the methods of a step's bookkeeping are
 # typed. The step loop's generators stay Python-called (simpy resumes them).
 cimport cython
+from prefixsim.cache.tree cimport RadixCache as TypedCache  # (RadixCache: a Python name here)
 from prefixsim.engine.replica_memory cimport ReplicaMemory
 from prefixsim.engine.request_state cimport RequestState
 from prefixsim.engine.state_log cimport StateLog
@@ -39,6 +40,9 @@ cdef class Replica(ReplicaMemory):
     cpdef _post_load(self)
 
     cpdef tuple state_row(self)
+
+    @cython.locals(cache=TypedCache)
+    cpdef log_state(self, StateLog log)
 
     @cython.locals(elapsed=cython.double, done=cython.longlong)
     cpdef long long load_at(self, double now) except? -1

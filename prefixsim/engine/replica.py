@@ -135,7 +135,7 @@ class Replica(ReplicaMemory):
         self.catch_ups: CatchUps | None = None  # told of each due time (the engine's)
         self._idle_wakeup_s = 0.0  # added to the next step: the replica stood idle
         if state_log is not None:
-            state_log.record(self.state_row())  # the state at t = 0
+            self.log_state(state_log)  # the state at t = 0
         self.process = env.process(self._loop())
 
     # ------------------------------------------------------------ router's view
@@ -207,6 +207,15 @@ class Replica(ReplicaMemory):
                 len(self.waiting) + len(self.loading),  # waiting: with those loading (R15)
                 cache.resident_tokens, cache.reserved_tokens, self.query_tokens,
                 self.hit_tokens, cache.counters.evicted_pages, self.num_preemptions)
+
+    def log_state(self, log: StateLog) -> None:
+        """`log.record(self.state_row())`, the values handed over as they are (compiled: C
+        numbers, no row built, none converted from a Python int)."""
+        cache = self.cache
+        log.record_state(self.env.now, self.index, len(self.running),
+                         len(self.waiting) + len(self.loading), cache.resident_tokens,
+                         cache.reserved_tokens, self.query_tokens, self.hit_tokens,
+                         cache.counters.evicted_pages, self.num_preemptions)
 
     def cached_page_ids(self) -> set[int]:
         return {page.page_id for page in self.cache.pages()}
@@ -293,7 +302,7 @@ class Replica(ReplicaMemory):
         while True:
             if not self.running and not self.waiting and not self.loading:
                 if self.state_log is not None:
-                    self.state_log.record(self.state_row())
+                    self.log_state(self.state_log)
                 yield from self._sleep()
                 self._idle_wakeup_s = self.cost_model.serving_overheads.idle_wakeup_s
                 continue
@@ -365,7 +374,7 @@ class Replica(ReplicaMemory):
         # step waits for the last (R18)
         step_s += max(loads) if self.link is not None else sum(loads)
         if self.state_log is not None:
-            self.state_log.record(self.state_row())
+            self.log_state(self.state_log)
         return step_s
 
     def _end_prefill_step(self, plan: StepPlan, step_s: float) -> None:
@@ -405,7 +414,7 @@ class Replica(ReplicaMemory):
             self._reserve_decode(decodes, done - covered)
             covered = done
             if cut and self.state_log is not None:  # changed now, before the step's end
-                self.state_log.record(self.state_row())
+                self.log_state(self.state_log)
         self._run_decodes = []
         if cut:  # to the end of the step in progress; the router still reads the run's clock
             done_s = cost.decode_steps_time_s(contexts, done)
@@ -435,7 +444,7 @@ class Replica(ReplicaMemory):
         if covered < steps:
             self._due(start + cost.decode_steps_time_s(contexts, covered))
         if self.state_log is not None:
-            self.state_log.record(self.state_row())
+            self.log_state(self.state_log)
         return gaps, steps, contexts, start, total_s, wake
 
     def _end_decode_run(self, decodes: list[RequestState], done: int, covered: int,
@@ -480,7 +489,7 @@ class Replica(ReplicaMemory):
             self._reserve_decode(self._run_decodes, target - covered)
             self._covered = covered = target
             if self.state_log is not None:  # its state changed (the log is after every change)
-                self.state_log.record(self.state_row())
+                self.log_state(self.state_log)
         if covered >= clock.steps:
             self.due_s = INFINITY
         elif covered == target:  # the clock's cursor: target - 1 steps done, next ends next_s

@@ -284,7 +284,7 @@ class _Run:
         chosen.submit(state)
         if log is not None:
             for other in routed if self.record_all else (chosen,):
-                log.record(other.state_row())
+                other.log_state(log)
 
     def _sampled_before(self, now: float, next_send_s: float | None) -> bool:
         """Whether a grid point of the state log's sampling may fall in [now, next_send_s)

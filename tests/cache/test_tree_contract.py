@@ -235,8 +235,12 @@ def test_a_new_page_starts_at_priority_0_and_unhit():
 
 
 def test_insert_refuses_ids_and_token_counts_of_different_lengths():
-    with pytest.raises(ValueError, match="argument 2 is shorter than argument 1"):
-        cache().insert(None, [1, 2], [P], now=0, recency=0)
+    """Refused before anything is inserted."""
+    tree = cache()
+    with pytest.raises(ValueError, match="^2 page ids but 1 page token counts$"):
+        tree.insert(None, [1, 2], [P], now=0, recency=0)
+    assert tree.num_pages == 0 and tree.resident_tokens == 0
+    assert tree.counters.inserted_pages == 0
 
 
 def test_evict_counts_reserved_tokens_as_used():

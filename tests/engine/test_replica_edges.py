@@ -593,3 +593,29 @@ def test_a_queue_head_that_can_never_fit_stops_the_replica_by_name():
     replica._wake.succeed()
     with pytest.raises(RuntimeError, match="^replica 3 cannot admit its queue head$"):
         env.run(until=2.0)
+
+
+def test_a_replica_logs_the_row_its_state_row_gives():
+    """`log_state(log)` hands the state log the values `state_row()` holds (the compiled
+    engine passes them as C numbers): the same logged row as `log.record(state_row())`,
+    mid-run, with requests running and waiting and a page evicted."""
+    import numpy as np
+    import simpy
+
+    from prefixsim.engine.replica import Replica
+    from prefixsim.engine.request_state import RequestState
+    from prefixsim.engine.state_log import StateLog
+
+    env = simpy.Environment()
+    fleet = Fleet([lru(20)], Ticks(), ContinuousBatching(8192, 1), ROUTERS.build("round_robin"))
+    replica = Replica(2, env, fleet.caches[0], fleet, Sampling(), lambda state: None)
+    replica.submit(RequestState(req(0, 0.0, 8, 1, [1, 2]), 0.0))
+    replica.submit(RequestState(req(1, 0.0, 16, 3, [3, 4, 5, 6]), 0.0))
+    env.run(until=2.5)
+    by_call, by_row = StateLog(), StateLog()
+    replica.log_state(by_call)
+    by_row.record(replica.state_row())
+    called, rowed = by_call.columns(), by_row.columns()
+    assert replica.state_row()[2:4] != (0, 0)
+    assert called.keys() == rowed.keys()
+    assert all(np.array_equal(called[k], rowed[k]) for k in called)
