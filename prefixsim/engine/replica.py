@@ -14,6 +14,9 @@ could find it fitting. A router reading
 the load mid-run sees the steps completed by then. With a `StateLog` (state_log.py) the
 replica records its state at the start of each step and when it goes idle (the arrivals
 process records arrivals).
+The clock is read as `env._now`, the value simpy's `now` property returns, without the
+property's call (a Python frame, ~400 instructions; read a few hundred thousand times a
+run): tests/engine/test_replica_edges.py holds simpy to it.
 """
 
 from __future__ import annotations
@@ -164,7 +167,7 @@ class Replica(ReplicaMemory):
 
     @property
     def outstanding_tokens(self) -> int:
-        return self.load_at(self.env.now)
+        return self.load_at(self.env._now)
 
     def load_at(self, now: float) -> int:
         """`outstanding_tokens` at `now` (the engine's clock, handed in by a router that has
@@ -203,7 +206,7 @@ class Replica(ReplicaMemory):
         """This replica's state now, as a row of the state log (engine/state_log.py's
         `STATE_COLUMNS`)."""
         cache = self.cache
-        return (self.env.now, self.index, len(self.running),
+        return (self.env._now, self.index, len(self.running),
                 len(self.waiting) + len(self.loading),  # waiting: with those loading (R15)
                 cache.resident_tokens, cache.reserved_tokens, self.query_tokens,
                 self.hit_tokens, cache.counters.evicted_pages, self.num_preemptions)
@@ -212,7 +215,7 @@ class Replica(ReplicaMemory):
         """`log.record(self.state_row())`, the values handed over as they are (compiled: C
         numbers, no row built, none converted from a Python int)."""
         cache = self.cache
-        log.record_state(self.env.now, self.index, len(self.running),
+        log.record_state(self.env._now, self.index, len(self.running),
                          len(self.waiting) + len(self.loading), cache.resident_tokens,
                          cache.reserved_tokens, self.query_tokens, self.hit_tokens,
                          cache.counters.evicted_pages, self.num_preemptions)
@@ -256,7 +259,7 @@ class Replica(ReplicaMemory):
         self._release(state)
         self.running.remove(state)
         state.status = COMPLETED
-        state.finish_s = self.env.now
+        state.finish_s = self.env._now
         self.on_finish(state)
 
     def _finish_done(self) -> None:
@@ -270,7 +273,7 @@ class Replica(ReplicaMemory):
         self.running.remove(state)
         self.handing_off.append(state)
         self._change_load(-state.outstanding_tokens)
-        state.last_token_s = self.env.now
+        state.last_token_s = self.env._now
         self.transfer.hand_off(state, self)
 
     def release_handed_off(self, state: RequestState) -> None:
@@ -379,7 +382,7 @@ class Replica(ReplicaMemory):
 
     def _end_prefill_step(self, plan: StepPlan, step_s: float) -> None:
         """A prefill step's tokens, chunks and ITL gaps, once it has run."""
-        now = self.env.now
+        now = self.env._now
         self.num_steps += 1
         self.busy_s += step_s
         decodes = plan.decodes
@@ -406,9 +409,9 @@ class Replica(ReplicaMemory):
         self._wake = None
         self.due_s = INFINITY
         done = steps
-        cut = wake.triggered and env.now - start < total_s
+        cut = wake.triggered and env._now - start < total_s
         if cut:
-            done = steps_reaching(cost, contexts, steps, env.now - start - BOUNDARY_TIE_S)
+            done = steps_reaching(cost, contexts, steps, env._now - start - BOUNDARY_TIE_S)
         covered = self._covered  # raised by catch_up during the run
         if done > covered:  # the evictions of the steps started since the last catch_up
             self._reserve_decode(decodes, done - covered)
@@ -418,8 +421,8 @@ class Replica(ReplicaMemory):
         self._run_decodes = []
         if cut:  # to the end of the step in progress; the router still reads the run's clock
             done_s = cost.decode_steps_time_s(contexts, done)
-            if done_s > env.now - start:
-                yield env.timeout(done_s - (env.now - start))
+            if done_s > env._now - start:
+                yield env.timeout(done_s - (env._now - start))
             total_s = done_s
         self._set_run(None)
         self._end_decode_run(decodes, done, covered, total_s, gaps)
@@ -437,7 +440,7 @@ class Replica(ReplicaMemory):
         contexts = tuple([s.request.input_tokens + s.generated_tokens  # context_tokens
                           for s in decodes])
         total_s = cost.decode_steps_time_s(contexts, steps)
-        start = env.now
+        start = env._now
         self._wake = wake = env.event()
         self._set_run((start, RunClock(cost, contexts, steps, total_s)))
         self._run_decodes, self._covered = decodes, covered
@@ -464,7 +467,7 @@ class Replica(ReplicaMemory):
             state.generated_tokens += done
         self._change_load(-done * num)
         if done and gaps:  # handed-off requests' first tokens (engine/disaggregation.py)
-            now = self.env.now
+            now = self.env._now
             for state in gaps:
                 state.gap_pending = False
                 state.first_token_s = now
@@ -483,7 +486,7 @@ class Replica(ReplicaMemory):
         `tie_s`: a step starting less than this before now has not started
         (decode_steps.BOUNDARY_TIE_S, for a landing)."""
         start, clock = self._run_state  # due_s is finite only while a run is in progress
-        target = min(clock.steps, clock.steps_done(self.env.now - start - tie_s) + 1)
+        target = min(clock.steps, clock.steps_done(self.env._now - start - tie_s) + 1)
         covered = self._covered
         if target > covered:
             self._reserve_decode(self._run_decodes, target - covered)

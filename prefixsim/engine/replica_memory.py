@@ -32,6 +32,7 @@ write-through, every inserted chunk) are written to it.
 
 `ReplicaMemory` holds this state and these transitions; replica.py's `Replica` adds the
 queue, the step loop and the router's view on top.
+The clock is read as `env._now` (see engine/replica.py).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class ReplicaMemory:
         HELD when its prefix loads first off the batch (async loads, R15)."""
         if state.loaded_chunk_tokens:
             return self._admit_loaded(state, budget)
-        cache, now, request = self.cache, self.env.now, state.request
+        cache, now, request = self.cache, self.env._now, state.request
         rule = state.rule
         limit = request.matchable_pages(state.prompt_tokens) if rule.cacheable else 0
         pages = cache.match(request.page_ids[:limit], now).pages
@@ -171,7 +172,7 @@ class ReplicaMemory:
         tokens reserved, waits off the batch until its copy ends: lower-tier copies one
         after another on the replica's host link, pool reads when the link has read them
         (booked already, R18). One event at the copy's end."""
-        now = self.env.now
+        now = self.env._now
         if self.link is None:
             start = self._load_link_free_s if self._load_link_free_s > now else now
             self._load_link_free_s = start + state.load_s
@@ -220,13 +221,13 @@ class ReplicaMemory:
         written = self.pool.write_evicted(page, self.link.index)
         if written:
             self.link.write(written * self.kv_bytes_per_token * self.pool.spec.replicas,
-                            self.env.now)
+                            self.env._now)
 
     def _release(self, state: RequestState) -> None:
         self.cache.release(state.private_tokens)
         state.private_tokens = 0
         if state.tip is not None:
-            self.cache.unlock(state.tip, self.env.now)
+            self.cache.unlock(state.tip, self.env._now)
             state.tip = None
 
     def _preempt(self, state: RequestState) -> None:
@@ -234,7 +235,7 @@ class ReplicaMemory:
         self._release(state)
         self.running.remove(state)
         self._change_load(-state.outstanding_tokens)
-        state.last_token_s = self.env.now  # preemption comes at a step boundary
+        state.last_token_s = self.env._now  # preemption comes at a step boundary
         state.status = WAITING
         state.prompt_tokens = state.request.input_tokens + state.generated_tokens
         state.computed_tokens = state.tree_tokens = state.num_tree_pages = 0
@@ -276,7 +277,7 @@ class ReplicaMemory:
             state.generated_tokens += 1
             self._change_load(-1)
             if state.first_token_s is None:
-                state.first_token_s = self.env.now
+                state.first_token_s = self.env._now
 
     def _insert_pages(self, state: RequestState, covered: int, write_through: bool) -> None:
         """Move the request's pages from its tree path up to page `covered` out of its
@@ -290,7 +291,7 @@ class ReplicaMemory:
             self.cache.release(moved)
             state.private_tokens -= moved
             self._recency += 1
-            now = self.env.now
+            now = self.env._now
             try:
                 placed = self.cache.insert(state.tip, request.page_ids[first:covered], tokens,
                                            now, self._recency, state.rule.ttl_s,

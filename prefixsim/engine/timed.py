@@ -13,6 +13,7 @@ in the result); with disaggregation (engine/disaggregation.py) the first replica
 and the rest decode, and the router chooses among the prefill replicas. Building caches and
 cost models from a config is pipeline/build.py's job, pausing the garbage collector the
 caller's (gc_pause.py). No pandas here: records only.
+The clock is read as `env._now` (see engine/replica.py).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class _Run:
         self.links = [] if fleet.pool is None else [PoolLink(fleet.pool.spec, i)
                                                     for i in range(len(caches))]
         if fleet.pool is not None:
-            fleet.pool.clock = lambda: env.now
+            fleet.pool.clock = lambda: env._now
             fleet.pool.links = self.links
         split = fleet.disaggregation
         self.transfer = None
@@ -154,7 +155,7 @@ class _Run:
         router = fleet.router
         indexed = isinstance(router, IndexedRouter) and not any(c.block for c in caches)
         if indexed:
-            router.bind_caches([r.cache for r in self.routed], lambda: env.now)
+            router.bind_caches([r.cache for r in self.routed], lambda: env._now)
             bind_lower = getattr(router, "bind_lower_tiers", None)
             if bind_lower is not None:  # the pool and host tiers below the routed replicas
                 bind_lower(None if fleet.pool is None else fleet.pool.cache,
@@ -164,7 +165,7 @@ class _Run:
         if (self.transfer is not None and isinstance(decode_router, IndexedRouter)
                 and not any(c.block for c in caches)):  # its index follows the decode caches
             decode_router.bind_caches([r.cache for r in self.transfer.decoders],
-                                      lambda: env.now)
+                                      lambda: env._now)
         # a router reading the caches live expires pages of TTL caches (R11) on every replica
         # it looks at (one following them through an index changes nothing)
         self.record_all = not indexed and any(cache.ttl is not None for cache in caches)
@@ -203,7 +204,7 @@ class _Run:
         if on_progress is not None and finished % every == 0:
             on_progress(every)
         if self.clients is not None:  # a closed loop: the client saw it end
-            self.clients.finished(state, self.env.now + (
+            self.clients.finished(state, self.env._now + (
                 self.emission_s if state.status == COMPLETED else 0.0))
         if self.all_arrived and finished == self.arrived and not self.all_done.triggered:
             self.all_done.succeed()
@@ -219,11 +220,11 @@ class _Run:
         request = next(upcoming, None)
         while request is not None:
             arrival_s = request.arrival_s * time_scale
-            if arrival_s + frontend_s > env.now:  # the request reaches the scheduler then
-                yield env.timeout(arrival_s + frontend_s - env.now)
+            if arrival_s + frontend_s > env._now:  # the request reaches the scheduler then
+                yield env.timeout(arrival_s + frontend_s - env._now)
             self.arrived += 1
             following = next(upcoming, None)
-            now = env.now
+            now = env._now
             send(request, now - frontend_s, INFINITY if following is None
                  else max(now, following.arrival_s * time_scale + frontend_s))
             request = following
@@ -252,10 +253,10 @@ class _Run:
         top_up()
         while pending:
             ready_s, _, arrival_s, first = heapq.heappop(pending)
-            if ready_s > env.now:
-                yield env.timeout(ready_s - env.now)
+            if ready_s > env._now:
+                yield env.timeout(ready_s - env._now)
             top_up()
-            now = env.now
+            now = env._now
             self.send(first, arrival_s, max(now, pending[0][0]) if pending else INFINITY)
         self.arrivals_over()
 
@@ -267,7 +268,7 @@ class _Run:
         rules, routed, log = self.fleet.rules, self.routed, self.log
         if rules is not None:
             state.rule = rules.for_request(request)
-        now = self.env.now
+        now = self.env._now
         if self.chosen_only:
             if log is not None and self._sampled_before(now, next_send_s):
                 for replica in routed:  # the states sampled at that grid point
@@ -317,7 +318,7 @@ class _Run:
     # ------------------------------------------------ what clients see (clients.py)
     @property
     def now(self) -> float:
-        return self.env.now
+        return self.env._now
 
     def release(self, request: Request, at_s: float) -> None:
         """A closed loop's `request`, sent at `at_s` (>= now), reaches the scheduler the
@@ -334,12 +335,12 @@ class _Run:
 
     def _send_at(self, ready_s: float, request: Request, arrival_s: float) -> None:
         """`send` the request at `ready_s` (>= now), through the event queue."""
-        timeout = self.env.timeout(max(0.0, ready_s - self.env.now))
+        timeout = self.env.timeout(max(0.0, ready_s - self.env._now))
         timeout.callbacks.append(lambda _event: self.send(request, arrival_s))
 
     def call_at(self, at_s: float, action) -> None:
         """Run `action()` at `at_s` (>= now), through the event queue."""
-        timeout = self.env.timeout(max(0.0, at_s - self.env.now))
+        timeout = self.env.timeout(max(0.0, at_s - self.env._now))
         timeout.callbacks.append(lambda _event: action())
 
     def arrivals_over(self) -> None:
@@ -365,7 +366,7 @@ class _Run:
             r.itl_segments = ItlSegments()
         split = self.fleet.disaggregation
         return TimedResult(records, self.log.columns() if self.log is not None else None,
-                           figures, itl, self.env.now,
+                           figures, itl, self.env._now,
                            sum(r.num_steps for r in replicas) + self.arrived, self.links,
                            [] if self.transfer is None else self.transfer.links,
                            None if split is None else split.prefill_replicas)

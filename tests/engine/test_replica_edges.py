@@ -619,3 +619,22 @@ def test_a_replica_logs_the_row_its_state_row_gives():
     assert replica.state_row()[2:4] != (0, 0)
     assert called.keys() == rowed.keys()
     assert all(np.array_equal(called[k], rowed[k]) for k in called)
+
+
+def test_simpy_keeps_its_clock_where_the_engine_reads_it():
+    """The engine reads simpy's clock as `env._now` (engine/replica.py), the value of its
+    `now` property, at the start, after a run and after each step."""
+    import simpy
+
+    env = simpy.Environment(initial_time=5.0)
+    seen = []
+
+    def ticks():
+        for delay in (0.25, 1.5):
+            yield env.timeout(delay)
+            seen.append((env._now, env.now))
+
+    env.process(ticks())
+    assert env._now == env.now == 5.0
+    env.run()
+    assert seen == [(5.25, 5.25), (6.75, 6.75)] and env._now == env.now == 6.75
