@@ -8,7 +8,8 @@ its exact load when no run is in progress. Replica writes them (`Replica._post_l
 whenever its outstanding-token counter or its decode run changes; a router that reads a
 replica's exact load may lower `highs[slot]` to it (the load only falls until the replica
 next changes, and that change writes the entry again). The board owns no routing rule and
-no replica state; it never reads a clock.
+no replica state; it never reads a clock. Its two lists are made once (a replica holds
+them).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 # typed. The step loop's generators stay Python-called (simpy resumes them).
 cimport cython
 from prefixsim.cache.tree cimport RadixCache as TypedCache  # (RadixCache: a Python name here)
+from prefixsim.engine.decode_steps cimport RunClock
 from prefixsim.engine.replica_memory cimport ReplicaMemory
 from prefixsim.engine.request_state cimport RequestState
 from prefixsim.engine.state_log cimport StateLog
@@ -12,6 +13,8 @@ from prefixsim.engine.state_log cimport StateLog
 cdef class Replica(ReplicaMemory):
     cdef public object load_board
     cdef public Py_ssize_t load_slot
+    cdef public list _board_lows
+    cdef public list _board_highs
     cdef public object _run_state
     cdef public object transfer
     cdef public list handing_off
@@ -37,6 +40,7 @@ cdef class Replica(ReplicaMemory):
 
     cpdef _set_run(self, object run)
 
+    @cython.locals(low=cython.longlong, high=cython.longlong)
     cpdef _post_load(self)
 
     cpdef tuple state_row(self)
@@ -44,12 +48,14 @@ cdef class Replica(ReplicaMemory):
     @cython.locals(cache=TypedCache)
     cpdef log_state(self, StateLog log)
 
-    @cython.locals(elapsed=cython.double, done=cython.longlong)
+    @cython.locals(elapsed=cython.double, done=cython.longlong, clock=RunClock,
+                   start=cython.double)
     cpdef long long load_at(self, double now) except? -1
 
-    @cython.locals(outstanding=cython.longlong)
+    @cython.locals(outstanding=cython.longlong, clock=RunClock)
     cpdef tuple load_bounds(self)
 
+    @cython.locals(clock=RunClock, start=cython.double)
     cpdef long long least_load_at(self, double now) except? -1
 
     @cython.locals(was_empty=bint)
@@ -83,7 +89,8 @@ cdef class Replica(ReplicaMemory):
     cpdef _end_decode_run(self, list decodes, long long done, long long covered,
                           double total_s, list gaps)
 
-    @cython.locals(target=cython.longlong, covered=cython.longlong)
+    @cython.locals(target=cython.longlong, covered=cython.longlong, clock=RunClock,
+                   start=cython.double)
     cpdef catch_up(self, double tie_s=*)
 
     cpdef _due(self, double due_s)

@@ -110,6 +110,8 @@ class Replica(ReplicaMemory):
         pool = fleet.pool
         self.load_board: LoadBoard | None = None  # the router's view of its load bounds
         self.load_slot = 0  # this replica's entry on it
+        self._board_lows: list[int] | None = None  # the board's two lists (`_post_load`)
+        self._board_highs: list[int] | None = None
         # the decode run in progress (its start and clock; None between runs): `_set_run`
         self._run_state: tuple[float, RunClock] | None = None
         super().__init__(env, cache, fleet.cost_model, fleet.tier_stack(index),
@@ -158,12 +160,15 @@ class Replica(ReplicaMemory):
     def attach_load_board(self, board: LoadBoard, slot: int) -> None:
         """Post this replica's load bounds to `board`'s entry `slot` from now on."""
         self.load_board, self.load_slot = board, slot
+        self._board_lows, self._board_highs = board.lows, board.highs
         self._post_load()
 
     def _post_load(self) -> None:
-        """Write `load_bounds()` to the board (engine/load_board.py)."""
-        board, slot = self.load_board, self.load_slot
-        board.lows[slot], board.highs[slot] = self.load_bounds()
+        """Write `load_bounds()` to the board (engine/load_board.py): into its two lists,
+        held here (a board keeps its lists)."""
+        low, high = self.load_bounds()
+        self._board_lows[self.load_slot] = low
+        self._board_highs[self.load_slot] = high
 
     @property
     def outstanding_tokens(self) -> int:
