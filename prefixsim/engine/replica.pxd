@@ -40,7 +40,7 @@ cdef class Replica(ReplicaMemory):
 
     cpdef _set_run(self, object run)
 
-    @cython.locals(low=cython.longlong, high=cython.longlong)
+    @cython.locals(outstanding=cython.longlong, slot=Py_ssize_t, clock=RunClock)
     cpdef _post_load(self)
 
     cpdef tuple state_row(self)

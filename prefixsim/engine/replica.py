@@ -165,10 +165,17 @@ class Replica(ReplicaMemory):
 
     def _post_load(self) -> None:
         """Write `load_bounds()` to the board (engine/load_board.py): into its two lists,
-        held here (a board keeps its lists)."""
-        low, high = self.load_bounds()
-        self._board_lows[self.load_slot] = low
-        self._board_highs[self.load_slot] = high
+        held here (a board keeps its lists). Written out (no tuple made, and compiled, one
+        int object per bound: the run's clock is typed), as it is posted at every change."""
+        outstanding = self._load_tokens
+        slot = self.load_slot
+        run = self._run_state
+        if run is None:
+            self._board_lows[slot] = self._board_highs[slot] = outstanding
+            return
+        clock = run[1]
+        self._board_lows[slot] = outstanding - clock.num_seqs * clock.steps
+        self._board_highs[slot] = outstanding - clock.num_seqs * clock.done
 
     @property
     def outstanding_tokens(self) -> int:
