@@ -11,7 +11,9 @@ all classes in a fresh random order, each shape taking the minimum of a few back
 calls (device synchronised around each call on CUDA); a shape's time is the median over
 passes. CPU attention runs in fp32 (bf16 attention is several times slower
 on CPU); grouped-query heads are handled by the kernels (`enable_gqa`), decode attention runs
-one sequence at a time with the query heads of a KV head as the query rows.
+one sequence at a time with the query heads of a KV head as the query rows; on CUDA the K/V
+are packed token-major and a decode batch is one flash varlen call (docs/cost-models.md
+"Calibration": per-sequence calls would time kernel launches).
 
 Fitting (fit.py): per class, a random 20% of shapes is held out, the rest fits
 t = coefficients . features with coefficients >= 0, and the held-out relative errors are
@@ -85,6 +87,17 @@ def prefill_attention(torch: Any, q: Any, k: Any, v: Any) -> Any:
         q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
 
 
+def decode_attention_varlen(torch: Any, q: Any, k: Any, v: Any, cu_q: Any, cu_k: Any,
+                            max_k: int, out: Any) -> Any:
+    """CUDA (untested without a GPU): a whole decode batch in one flash-attention varlen
+    call, as vLLM's paged decode kernels take it: q [B, Hq, d] (one token per sequence),
+    k, v packed [sum L, Hkv, d], cu_q = 0..B and cu_k the cumulative context lengths
+    (int32), into out [B, Hq, d]."""
+    result = torch.ops.aten._flash_attention_forward(
+        q, k, v, cu_q, cu_k, 1, max_k, 0.0, False, False)
+    return out.copy_(result[0])
+
+
 def decode_attention(torch: Any, q: Any, keys: list, values: list, out: Any) -> Any:
     """One query token per sequence: q [B, Hq, d] over keys[i], values[i] [Hkv, L_i, d],
     into out [B, Hq, d]. The Hq/Hkv query heads sharing a KV head are its query rows."""
@@ -115,6 +128,34 @@ class Bench:
             torch.set_num_threads(threads)
         self._weights: dict[tuple[int, int], Any] = {}
         self._pools: dict[Any, Any] = {}
+        # CUDA: K/V packed token-major (one buffer per step, as varlen kernels read it) and
+        # decode batches in one varlen call where this torch build has the kernel
+        self.packed_kv = device == "cuda"
+        self.varlen_decode = self.packed_kv and self._varlen_works()
+
+    def _varlen_works(self) -> bool:
+        """Whether this torch build runs the flash varlen kernel for the model's heads (CUDA:
+        decode batches then run in one call; otherwise one SDPA call per sequence)."""
+        torch, d = self.torch, self.dims
+        try:
+            q = torch.randn(2, d.num_heads, d.head_dim, dtype=self.attn_dtype,
+                            device=self.device)
+            k = torch.randn(48, d.num_kv_heads, d.head_dim, dtype=self.attn_dtype,
+                            device=self.device)
+            cu_q = torch.tensor([0, 1, 2], dtype=torch.int32, device=self.device)
+            cu_k = torch.tensor([0, 16, 48], dtype=torch.int32, device=self.device)
+            decode_attention_varlen(torch, q, k, k, cu_q, cu_k, 32, torch.empty_like(q))
+            torch.cuda.synchronize()
+        except (RuntimeError, TypeError, NotImplementedError):
+            return False
+        return True
+
+    def _varlen_args(self, contexts: tuple | list) -> tuple[Any, Any, int]:
+        """cu_q (0..B), cu_k (cumulative contexts) as int32 on the device, and the longest."""
+        torch = self.torch
+        cu_k = np.concatenate([[0], np.cumsum(contexts)]).astype(np.int32)
+        return (torch.arange(len(contexts) + 1, dtype=torch.int32, device=self.device),
+                torch.from_numpy(cu_k).to(self.device), int(max(contexts)))
 
     def _view(self, dtype: Any, offset: int, *shape: int) -> Any:
         numel = int(np.prod(shape))
@@ -147,10 +188,28 @@ class Bench:
         assert isinstance(op, DecodeAttention)
         q = self._view(self.attn_dtype, 0, len(op.contexts), hq, d)
         out = torch.empty_like(q)
+        if self.varlen_decode:
+            k, v = self._packed(q.numel(), hkv, d, sum(op.contexts))
+            cu_q, cu_k, max_k = self._varlen_args(op.contexts)
+            return lambda: decode_attention_varlen(torch, q, k, v, cu_q, cu_k, max_k, out)
         keys, values = self._caches(q.numel(), hkv, d, op.contexts)
         return lambda: decode_attention(torch, q, keys, values, out)
 
+    def _packed(self, offset: int, hkv: int, d: int, total: int) -> tuple[Any, Any]:
+        """K and V of `total` tokens packed token-major, [total, hkv, d] each (varlen): one
+        view of both, so growing the pool cannot leave K and V in different pools and calls
+        with the same arguments return views of the same memory."""
+        kv = self._view(self.attn_dtype, offset, 2, total, hkv, d)
+        return kv[0], kv[1]
+
     def _caches(self, offset: int, hkv: int, d: int, lengths: tuple) -> tuple[list, list]:
+        """Per sequence K and V views [hkv, L, d]: contiguous per sequence, or (varlen decode)
+        token-major views into one packed K and one packed V, sequences in order."""
+        if self.packed_kv:
+            k, v = self._packed(offset, hkv, d, sum(lengths))
+            ends = np.cumsum([0, *lengths])
+            return ([k[a:b].transpose(0, 1) for a, b in zip(ends[:-1], ends[1:], strict=True)],
+                    [v[a:b].transpose(0, 1) for a, b in zip(ends[:-1], ends[1:], strict=True)])
         keys, values = [], []
         for length in lengths:
             keys.append(self._view(self.attn_dtype, offset, hkv, length, d))
@@ -177,6 +236,12 @@ class Bench:
         new = [c.new_tokens for c in batch.prefills] + [1] * len(batch.decode_contexts)
         num_prefills = len(batch.prefills)
         attn = self.attn_dtype
+        decode_varlen = None
+        if self.varlen_decode and batch.decode_contexts:  # the decodes' packed K/V follow
+            start = sum(lengths[:num_prefills])           # the prefills' in one buffer
+            k_all, v_all = self._packed(x.numel(), hkv, d, sum(lengths))
+            decode_varlen = (k_all[start:], v_all[start:],
+                             *self._varlen_args(batch.decode_contexts))
 
         def rotate(t: Any) -> Any:
             half = t.shape[-1] // 2
@@ -198,7 +263,10 @@ class Bench:
                     out[row:row + n] = o[0].transpose(0, 1)
                 row += n
             first_decode = m - (len(new) - num_prefills)  # decode rows follow the prefills
-            if first_decode < m:
+            if first_decode < m and decode_varlen is not None:
+                decode_attention_varlen(torch, q[first_decode:].to(attn).contiguous(),
+                                        *decode_varlen, out[first_decode:])
+            elif first_decode < m:
                 decode_attention(torch, q[first_decode:].to(attn).contiguous(),
                                  keys[num_prefills:], values[num_prefills:], out[first_decode:])
             h = x + f.linear(out.view(m, hq * d).to(self.gemm_dtype), w["o"])
@@ -252,8 +320,10 @@ class Bench:
     def backend(self) -> str:
         torch = self.torch
         if self.device.type == "cuda":
-            return (f"cuda {torch.version.cuda}, sdpa (flash where eligible), "
-                    f"F.linear (cuBLAS)")
+            decode = ("flash varlen, one call per batch" if self.varlen_decode
+                      else "one sdpa call per sequence")
+            return (f"cuda {torch.version.cuda}, sdpa (flash where eligible), decode "
+                    f"{decode}, F.linear (cuBLAS)")
         clock = "thread CPU time" if self.clock() is time.thread_time else "wall time"
         return (f"cpu sdpa (lower-right mask materialised), F.linear (mkldnn "
                 f"{'on' if torch.backends.mkldnn.is_available() else 'off'}), "

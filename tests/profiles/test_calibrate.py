@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from prefixsim.cli import app
 from prefixsim.costmodel.fitted import FittedCostModel
-from prefixsim.costmodel.operators import LayerDims
+from prefixsim.costmodel.operators import DecodeAttention, LayerDims
 from prefixsim.costmodel.profile import load_profile
 from prefixsim.costmodel.protocol import PrefillChunk, StepBatch
 from prefixsim.presets import model_from_mapping
@@ -21,6 +21,7 @@ from prefixsim.profiles.calibrate import (
     Bench,
     calibrate,
     decode_attention,
+    decode_attention_varlen,
     guess_hardware_preset,
     prefill_attention,
     validate,
@@ -79,6 +80,42 @@ def test_decode_attention_matches_naive():
         expected = naive_attention(q[i].view(1, 4, 1, 8), keys[i].unsqueeze(0),
                                    values[i].unsqueeze(0), n - 1)
         assert torch.allclose(out[i], expected.view(4, 8), atol=1e-5)
+
+
+def reference_varlen(torch, q, k, v, cu_q, cu_k, max_k, out):
+    """The varlen decode call as one SDPA call per sequence over its slice of packed K/V."""
+    ends = [int(e) for e in cu_k]
+    assert max_k == max(b - a for a, b in zip(ends[:-1], ends[1:], strict=True))
+    assert [int(e) for e in cu_q] == list(range(len(ends)))
+    keys = [k[a:b].transpose(0, 1) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    values = [v[a:b].transpose(0, 1) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    return decode_attention(torch, q, keys, values, out)
+
+
+def packed_bench(varlen: bool, seed: int = 0) -> Bench:
+    """A CPU bench with CUDA's packed K/V layout; `varlen` routes decodes to the varlen call."""
+    bench = Bench(torch, TINY, "cpu", "fp32", "fp32", seed=seed, threads=1)
+    bench.packed_kv, bench.varlen_decode = True, varlen
+    return bench
+
+
+@pytest.mark.parametrize("batch", [StepBatch((), (3, 9, 1)),
+                                   StepBatch((PrefillChunk(4, 5),), (2, 7)),
+                                   StepBatch((PrefillChunk(6, 0), PrefillChunk(2, 3)), (4,))])
+def test_varlen_decode_reads_the_same_cache_as_per_sequence_calls(batch, monkeypatch):
+    """CUDA's decode path (one varlen call over packed K/V) must see each decode sequence's
+    own keys, the KV it wrote this step included: offsets, cu_k and max_k checked here with a
+    per-sequence reference standing in for the CUDA kernel."""
+    import prefixsim.profiles.calibrate as calibrate_module
+
+    monkeypatch.setattr(calibrate_module, "decode_attention_varlen", reference_varlen)
+    per_sequence = packed_bench(varlen=False).layer(batch)()
+    varlen = packed_bench(varlen=True).layer(batch)()
+    assert torch.allclose(varlen, per_sequence, atol=1e-6)
+    op = DecodeAttention(batch.decode_contexts, TINY.num_heads, TINY.num_kv_heads,
+                         TINY.head_dim)
+    assert torch.allclose(packed_bench(varlen=True).operator(op)(),
+                          packed_bench(varlen=False).operator(op)(), atol=1e-6)
 
 
 def test_layer_runs_every_step_kind():
@@ -209,3 +246,22 @@ def test_guess_hardware_preset(name, preset):
 def test_cuda_calibration_measures_bandwidth():
     profile = calibrate(TINY, "cuda", quick=True, seed=1, ranges=RANGES)
     assert profile.bandwidth is not None and profile.rules.prefill_skips_masked
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_varlen_decode_matches_per_sequence_sdpa():
+    """The flash varlen kernel against one SDPA call per sequence, bf16, GQA heads."""
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    contexts = (3, 40, 17, 1)
+    cu_k = torch.tensor(np.cumsum([0, *contexts]), dtype=torch.int32, device="cuda")
+    cu_q = torch.arange(len(contexts) + 1, dtype=torch.int32, device="cuda")
+    q = torch.randn(len(contexts), 8, 64, generator=gen, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(sum(contexts), 2, 64, generator=gen, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(sum(contexts), 2, 64, generator=gen, device="cuda", dtype=torch.bfloat16)
+    got = decode_attention_varlen(torch, q, k, v, cu_q, cu_k, max(contexts),
+                                  torch.empty_like(q))
+    expected = reference_varlen(torch, q, k, v, cu_q, cu_k, max(contexts), torch.empty_like(q))
+    assert torch.allclose(got.float(), expected.float(), atol=2e-2)
+    bench = Bench(torch, TINY, "cuda", "bf16", "bf16", seed=0)
+    assert bench.varlen_decode, bench.backend()
