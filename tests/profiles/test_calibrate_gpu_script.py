@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "calibrate_gpu.sh"
+SESSION = SCRIPT.with_name("gpu_session.sh")
 
 
 def _cuda() -> bool:
@@ -50,3 +51,16 @@ def test_without_cuda_the_script_and_the_command_refuse(tmp_path):
                        .removeprefix("+ "))
     result = CliRunner().invoke(app, args[args.index("calibrate"):])
     assert result.exit_code == 2 and "CUDA" in result.output
+
+
+@pytest.mark.heavy  # torch: .ci/run's second step
+@pytest.mark.skipif(_cuda(), reason="a CUDA GPU is present: the refusal is not reached")
+def test_the_gpu_session_script_refuses_without_cuda(tmp_path):
+    """bench/gpu_session.sh (the prepared device session) stops before measuring or writing
+    anything when torch sees no GPU."""
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(SESSION), str(out)], capture_output=True, text=True,
+                          env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
+                          check=False)
+    assert done.returncode == 2 and "no CUDA GPU" in done.stderr
+    assert not out.exists()
