@@ -76,6 +76,20 @@ def _tiles(rows: int, tile: int) -> int:
     return -(-rows // tile) * tile
 
 
+class GemmTerms:
+    """One weight matrix's GEMM time terms: seconds per padded row (compute), per row of
+    activation bytes and for the weight's bytes (memory). Made once per matrix
+    (`OperatorTimes.gemm_terms`); a roofline keeps its model's so a step reads them rather
+    than looking the shape up (a C object compiled, operator_times.pxd)."""
+
+    __slots__ = ("per_row", "per_token", "weight")
+
+    def __init__(self, per_row: float, per_token: float, weight: float) -> None:
+        self.per_row = per_row
+        self.per_token = per_token
+        self.weight = weight
+
+
 class OperatorTimes:
     """Times of one layer's operators on one GPU of `dims` (per-GPU shapes)."""
 
@@ -104,6 +118,15 @@ class OperatorTimes:
         self._causal = p.attention_causal_factor
         self._elementwise_floor_s = p.elementwise_floor_s
         self._num_heads, self._head_dim = dims.num_heads, dims.head_dim
+        self._hidden = dims.hidden_size
+        self._qkv_width = (dims.num_heads + dims.num_kv_heads) * dims.head_dim  # q, k rotated
+        self._s_per_seq = p.decode_attention_s_per_seq
+        self._prefill_floor_s = p.prefill_attention_floor_s
+        self._decode_floor_s = p.decode_attention_floor_s
+        eff = ELEMENTWISE_EFFICIENCY  # each kind's, read as a field by the per-step methods
+        self._eff_norm, self._eff_rope = eff["norm"], eff["rope"]
+        self._eff_activation, self._eff_residual = eff["activation"], eff["residual"]
+        self._eff_kv_write, self._eff_embedding = eff["kv_write"], eff["embedding"]
 
     def blend(self, compute_s: float, memory_s: float) -> float:
         """The p-norm of compute and memory time (their max when p is infinite)."""
@@ -118,16 +141,26 @@ class OperatorTimes:
         """One GEMM of `tokens` rows through an `in_features` x `out_features` weight."""
         if tokens <= 0:
             return 0.0
+        return self.gemm_with(self.gemm_terms(in_features, out_features), tokens)
+
+    def gemm_terms(self, in_features: int, out_features: int) -> GemmTerms:
+        """The time terms of an `in_features` x `out_features` weight (made once)."""
         shape = (in_features, out_features)
         terms = self._weights.get(shape)
         if terms is None:  # seconds per padded row, per row of bytes, for the weight's bytes
-            terms = self._weights[shape] = (
+            terms = self._weights[shape] = GemmTerms(
                 2.0 * in_features * out_features * self._gemm_flop_s,
                 (in_features + out_features) * ACT_BYTES * self._gemm_byte_s,
                 in_features * out_features * self.weight_bytes * self._gemm_byte_s)
-        per_row, per_token, weight = terms
+        return terms
+
+    def gemm_with(self, terms: GemmTerms, tokens: float) -> float:
+        """`gemm_s` of the weight whose `terms` are given."""
+        if tokens <= 0:
+            return 0.0
         rows = _tiles(ceil(tokens), self._gemm_tile)
-        return self.blend(per_row * rows, per_token * tokens + weight) + self._gemm_floor_s
+        return (self.blend(terms.per_row * rows, terms.per_token * tokens + terms.weight)
+                + self._gemm_floor_s)
 
     def grouped_gemm_s(self, groups: float, tokens: float, in_features: int,
                        out_features: int) -> float:
@@ -144,22 +177,25 @@ class OperatorTimes:
 
     def elementwise_s(self, kind: str, num_bytes: float) -> float:
         """An element-wise kernel moving `num_bytes` (ELEMENTWISE_EFFICIENCY[kind])."""
+        return self.moved_s(num_bytes, ELEMENTWISE_EFFICIENCY[kind])
+
+    def moved_s(self, num_bytes: float, efficiency: float) -> float:
+        """An element-wise kernel moving `num_bytes` at `efficiency` x HBM bandwidth."""
         if num_bytes <= 0:
             return 0.0
-        return num_bytes * self._hbm_s / ELEMENTWISE_EFFICIENCY[kind] + self._elementwise_floor_s
+        return num_bytes * self._hbm_s / efficiency + self._elementwise_floor_s
 
     def layer_elementwise_s(self, tokens: int, routed_rows: float, intermediate: int) -> float:
         """Norms (two), rotary embedding, activation, residual add and the KV-cache write of
         one layer over `tokens` (the activation over `routed_rows` rows of `intermediate`)."""
-        d = self.dims
-        h = d.hidden_size
-        heads = (d.num_heads + d.num_kv_heads) * d.head_dim
-        return (2 * self.elementwise_s("norm", 2 * ACT_BYTES * tokens * h)
-                + self.elementwise_s("rope", 2 * ACT_BYTES * tokens * heads)
-                + self.elementwise_s("activation", 3 * ACT_BYTES * routed_rows * intermediate)
-                + self.elementwise_s("residual", 3 * ACT_BYTES * tokens * h)
-                + self.elementwise_s("kv_write",
-                                     tokens * self.kv_values * (ACT_BYTES + self.kv_bytes)))
+        h = self._hidden
+        heads = self._qkv_width
+        return (2 * self.moved_s(2 * ACT_BYTES * tokens * h, self._eff_norm)
+                + self.moved_s(2 * ACT_BYTES * tokens * heads, self._eff_rope)
+                + self.moved_s(3 * ACT_BYTES * routed_rows * intermediate, self._eff_activation)
+                + self.moved_s(3 * ACT_BYTES * tokens * h, self._eff_residual)
+                + self.moved_s(tokens * self.kv_values * (ACT_BYTES + self.kv_bytes),
+                               self._eff_kv_write))
 
     def prefill_attention_s(self, new_tokens: int, cached_tokens: int,
                             window: int | None = None) -> float:
@@ -184,11 +220,9 @@ class OperatorTimes:
     def decode_attention_fixed_s(self, num_seqs: int) -> float:
         """The context-independent part of decoding `num_seqs` sequences (no floor): their
         queries and outputs, and the per-sequence cost."""
-        d = self.dims
-        q_bytes = 2 * d.num_heads * d.head_dim * ACT_BYTES * num_seqs
-        return q_bytes * self._attn_byte_s + self.params.decode_attention_s_per_seq * num_seqs
+        q_bytes = 2 * self._num_heads * self._head_dim * ACT_BYTES * num_seqs
+        return q_bytes * self._attn_byte_s + self._s_per_seq * num_seqs
 
     def attention_floor_s(self, has_prefill: bool) -> float:
         """One attention call per layer and step (prefill chunks and decodes together)."""
-        p = self.params
-        return p.prefill_attention_floor_s if has_prefill else p.decode_attention_floor_s
+        return self._prefill_floor_s if has_prefill else self._decode_floor_s

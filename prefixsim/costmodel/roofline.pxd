@@ -3,7 +3,7 @@
 # times typed, operator_times.pxd) and whose pieces (a layer's GEMMs, the LM head, a decode
 # step, the CPU time) are typed methods called in C. Arguments stay Python objects where
 # the source's arithmetic on them must stay Python's (exact integers, the same floats).
-from prefixsim.costmodel.operator_times cimport OperatorTimes
+from prefixsim.costmodel.operator_times cimport GemmTerms, OperatorTimes
 from prefixsim.costmodel.roofline_base cimport RooflineBase
 
 
@@ -22,6 +22,15 @@ cdef class Roofline(RooflineBase):
     cdef public dict _decode_step_cache
     cdef public object _s_per_context
     cdef public object _s_per_window_token
+    cdef public GemmTerms _qkv
+    cdef public GemmTerms _o
+    cdef public GemmTerms _lm_head
+    cdef public GemmTerms _gate_up
+    cdef public GemmTerms _down
+    cdef public bint _all_reduces
+    cdef public bint _plain
+    cdef public bint _windowed
+    cdef public object _num_layers
 
     cpdef object _mlp_s(self, object tokens)
 

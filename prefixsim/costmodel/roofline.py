@@ -132,13 +132,26 @@ class Roofline(RooflineBase):
                                * self.ops.decode_attention_s_per_context_token())
         self._s_per_window_token = (self.kinds.window
                                     * self.ops.decode_attention_s_per_context_token())
+        # the model's weight matrices' GEMM terms, read by every step (operator_times.py)
+        ops, d = self.ops, self.dims
+        q_out, kv_out = d.num_heads * d.head_dim, 2 * d.num_kv_heads * d.head_dim
+        self._qkv = ops.gemm_terms(d.hidden_size, q_out + kv_out)
+        self._o = ops.gemm_terms(q_out, d.hidden_size)
+        self._lm_head = ops.gemm_terms(d.hidden_size, self._vocab_per_gpu)
+        dense = d.num_experts is None or d.experts_per_token is None
+        self._gate_up = ops.gemm_terms(d.hidden_size, 2 * d.intermediate_size) if dense else None
+        self._down = ops.gemm_terms(d.intermediate_size, d.hidden_size) if dense else None
+        self._all_reduces = tp > 1  # collectives.py: nothing to add on one GPU
+        # what every step reads of the layer kinds and the model, held as fields
+        self._plain, self._windowed = self.kinds.plain, bool(self.kinds.window)
+        self._num_layers = d.num_layers
 
     # ------------------------------------------------------------------ pieces
     def _mlp_s(self, tokens: int) -> float:
         d, ops = self.dims, self.ops
         h, inter = d.hidden_size, d.intermediate_size
-        if d.num_experts is None or d.experts_per_token is None:
-            return ops.gemm_s(tokens, h, 2 * inter) + ops.gemm_s(tokens, inter, h)
+        if self._gate_up is not None:  # dense
+            return ops.gemm_with(self._gate_up, tokens) + ops.gemm_with(self._down, tokens)
         experts, k, ep = d.num_experts, d.experts_per_token, self.expert_parallel
         if ep > 1:  # each GPU holds experts / ep whole experts, and their share of the rows
             inter = self.model.intermediate_size
@@ -157,23 +170,23 @@ class Roofline(RooflineBase):
         if cached is not None:
             return cached
         d, ops = self.dims, self.ops
-        h = d.hidden_size
-        q_out, kv_out = d.num_heads * d.head_dim, 2 * d.num_kv_heads * d.head_dim
         routed = tokens * (d.experts_per_token or 1)
-        total = (ops.gemm_s(tokens, h, q_out + kv_out) + ops.gemm_s(tokens, q_out, h)
+        total = (ops.gemm_with(self._qkv, tokens) + ops.gemm_with(self._o, tokens)
                  + self._mlp_s(tokens) + ops.layer_elementwise_s(tokens, routed,
-                                                                  d.intermediate_size)
-                 + 2 * self.allreduce.time_s(tokens * h * ACTIVATION_BYTES, graphed))
+                                                                  d.intermediate_size))
+        if self._all_reduces:  # on one GPU the all-reduces are 0.0: nothing added
+            total += 2 * self.allreduce.time_s(tokens * d.hidden_size * ACTIVATION_BYTES,
+                                               graphed)
         if len(memo) < 65536:
             memo[tokens] = total
         return total
 
     def _head_s(self, tokens: int, sampled: int) -> float:
         """LM head over `sampled` sequences, embedding gather and final norm over `tokens`."""
-        d, ops = self.dims, self.ops
-        row = ACTIVATION_BYTES * tokens * d.hidden_size
-        return (ops.gemm_s(sampled, d.hidden_size, self._vocab_per_gpu)
-                + ops.elementwise_s("embedding", 2 * row) + ops.elementwise_s("norm", 2 * row))
+        ops = self.ops
+        row = ACTIVATION_BYTES * tokens * self.dims.hidden_size
+        return (ops.gemm_with(self._lm_head, sampled) + ops.moved_s(2 * row, ops._eff_embedding)
+                + ops.moved_s(2 * row, ops._eff_norm))
 
     def cpu_s(self, num_seqs: int, num_tokens: int) -> float:
         """CPU time of a step scheduling `num_seqs` sequences and `num_tokens` tokens."""
@@ -191,11 +204,11 @@ class Roofline(RooflineBase):
             return step
         ops = self.ops
         attention = ops.attention_floor_s(False) + ops.decode_attention_fixed_s(num_seqs)
-        if self.kinds.plain:
-            total = (self.dims.num_layers * (self.layer_s(num_seqs) + attention)
+        if self._plain:
+            total = (self._num_layers * (self.layer_s(num_seqs) + attention)
                      + self._head_s(num_seqs, num_seqs))
         else:  # state layers make no attention call
-            total = (self.dims.num_layers * self.layer_s(num_seqs)
+            total = (self._num_layers * self.layer_s(num_seqs)
                      + self.kinds.attention * attention + self._head_s(num_seqs, num_seqs))
         step = total, self.cpu_s(num_seqs, num_seqs)
         if len(self._decode_step_cache) < 65536:
@@ -217,13 +230,13 @@ class Roofline(RooflineBase):
         if tokens == 0:
             return 0.0
         window_reads = (self._s_per_window_token * self.kinds.window_context(contexts)
-                        if self.kinds.window else 0.0)
+                        if self._windowed else 0.0)
         if not prefills:
             num_seqs = len(contexts)
             return self._with_cpu(self._decode_fixed_s(num_seqs)
                                   + self._s_per_context * sum(contexts) + window_reads,
                                   num_seqs, num_seqs)
-        if not self.kinds.plain:
+        if not self._plain:
             return self._hybrid_step_s(batch, tokens, window_reads)
         ops = self.ops
         attention = ops.attention_floor_s(True)
@@ -235,7 +248,7 @@ class Roofline(RooflineBase):
         if contexts:
             attention += ops.decode_attention_fixed_s(len(contexts))
         num_seqs = len(contexts) + len(prefills)
-        return self._with_cpu(self.dims.num_layers * (self.layer_s(tokens, False) + attention)
+        return self._with_cpu(self._num_layers * (self.layer_s(tokens, False) + attention)
                               + self._s_per_context * sum(contexts)
                               + self._head_s(tokens, sampled), num_seqs, tokens)
 
@@ -246,12 +259,12 @@ class Roofline(RooflineBase):
         out rather than shared with `step_time_s` through a helper, which would cost the
         engine a call per step (1.8% of a compiled timed run's instructions); the tests
         hold the two equal to the bit."""
-        if new_tokens <= 0 or not self.kinds.plain:
+        if new_tokens <= 0 or not self._plain:
             return super().chunk_time_s(new_tokens, cached_tokens)
         ops = self.ops
         attention = ops.attention_floor_s(True) + ops.prefill_attention_s(new_tokens,
                                                                           cached_tokens)
-        return self._with_cpu(self.dims.num_layers * (self.layer_s(new_tokens, False) + attention)
+        return self._with_cpu(self._num_layers * (self.layer_s(new_tokens, False) + attention)
                               + self._s_per_context * 0 + self._head_s(new_tokens, 1),
                               1, new_tokens)
 
