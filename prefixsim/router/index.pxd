@@ -1,5 +1,7 @@
 # Types of index.py (Cython's pure-Python mode): the bit-mask observer of a replica's cache,
-# called on every page the cache adds or removes, reads the page's id as a C field.
+# called on every page the cache adds or removes, reads the page's id as a C field; a walk's
+# replicas are written into prefix_aware's list of bases by position in C.
+cimport cython
 from prefixsim.cache.page cimport Page
 from prefixsim.cache.tree cimport PageFeed
 
@@ -7,7 +9,12 @@ from prefixsim.cache.tree cimport PageFeed
 cdef class _MaskFeed(PageFeed):
     cdef public dict masks
     cdef public object bit
+    cdef public object others
 
     cpdef added(self, Page page)
 
     cpdef removed(self, Page page)
+
+
+@cython.locals(position=Py_ssize_t)
+cpdef _set_positions(list values, tuple positions, Py_ssize_t count, object tokens)

@@ -76,11 +76,12 @@ class _MaskFeed(PageFeed):
     holds a page id once, so the events of one replica alternate). A PageFeed: the compiled
     tree calls it in C."""
 
-    __slots__ = ("masks", "bit")
+    __slots__ = ("masks", "bit", "others")
 
     def __init__(self, masks: dict[int, int], replica: int) -> None:
         self.masks = masks
         self.bit = 1 << replica
+        self.others = ~self.bit  # made once: an int op less for every page removed
 
     def added(self, page: Page) -> None:
         masks = self.masks
@@ -90,7 +91,7 @@ class _MaskFeed(PageFeed):
     def removed(self, page: Page) -> None:
         masks = self.masks
         page_id = page.page_id
-        mask = masks.get(page_id, 0) & ~self.bit
+        mask = masks.get(page_id, 0) & self.others
         if mask:
             masks[page_id] = mask
         else:
@@ -131,6 +132,15 @@ class _HostFeed:
             self.masks[page_id] = mask
         else:
             self.masks.pop(page_id, None)
+
+
+def _set_positions(values: list, positions: tuple[int, ...], count: int,
+                   tokens: float) -> None:
+    """`values[p] = tokens` for each replica position p below `count` (a loop in C
+    compiled, index.pxd)."""
+    for position in positions:
+        if position < count:
+            values[position] = tokens
 
 
 class PrefixIndex:
@@ -241,14 +251,13 @@ class PrefixIndex:
     def prefix_tokens(self, request: Request, now: float) -> dict[int, int]:
         """Cached prompt tokens per replica that holds at least the first page (others: 0),
         with the page-aligned cap admission uses (R3)."""
-        if not self._live:
-            self._catch_up(now)
-        page_ids = request.page_ids[:request.matchable_pages(request.input_tokens)]
+        page_ids = self._matchable(request, now)
         matched: dict[int, int] = {}
         if not page_ids:
             return matched
         if self._masks is not None:
-            return self._walk_masks(request, page_ids)
+            self._walk_masks(request, page_ids, matched)
+            return matched
         if not self._live or self._immortal:
             return self._walk_sets(request, page_ids)
         still = list(self._holders.get(page_ids[0], ()))  # with TTLs: check each page alive
@@ -272,13 +281,37 @@ class PrefixIndex:
             matched[replica] = depth
         return {replica: request.prefix_tokens(pages) for replica, pages in matched.items()}
 
-    def _walk_masks(self, request: Request, page_ids: tuple[int, ...]) -> dict[int, int]:
+    def prefix_token_list(self, request: Request, now: float, count: int) -> list[float]:
+        """`prefix_tokens` by replica position as floats, 0.0 for the replicas that hold
+        none, positions 0 .. count - 1 (PrefixAware's scan reads each twice as a double:
+        a float costs no conversion there, and its scores are those of the ints)."""
+        values = [0.0] * count
+        if self._masks is None:  # the walks over sets, with TTLs or a delay: the dict's
+            for position, tokens in self.prefix_tokens(request, now).items():
+                if position < count:
+                    values[position] = float(tokens)
+            return values
+        page_ids = self._matchable(request, now)
+        if page_ids:
+            self._walk_masks(request, page_ids, values)
+        return values
+
+    def _matchable(self, request: Request, now: float) -> tuple[int, ...]:
+        """The request's page ids a match may cover (R3), the index caught up to `now`."""
+        if not self._live:
+            self._catch_up(now)
+        return request.page_ids[:request.matchable_pages(request.input_tokens)]
+
+    def _walk_masks(self, request: Request, page_ids: tuple[int, ...], out) -> None:
         """`_walk_sets` over bit masks (live, no TTL): the replicas still matching as one
-        int, narrowed by an AND per page."""
+        int, narrowed by an AND per page. Writes each replica's tokens into `out`: a dict
+        by position, or a list (`prefix_token_list`: floats, positions past its end left
+        out)."""
         masks = self._masks
         get = masks.get
         still = get(page_ids[0], 0)
-        found: dict[int, int] = {}
+        listed = type(out) is list
+        count = len(out)
         depth = 0
         num = len(page_ids)
         while still:
@@ -286,10 +319,12 @@ class PrefixIndex:
             kept = still & get(page_ids[depth], 0) if depth < num else 0
             dropped = still ^ kept
             if dropped:
-                found.update(dict.fromkeys(self._positions(dropped),
-                                           request.prefix_tokens(depth)))
+                tokens = request.prefix_tokens(depth)
+                if listed:
+                    _set_positions(out, self._positions(dropped), count, float(tokens))
+                else:
+                    out.update(dict.fromkeys(self._positions(dropped), tokens))
             still = kept
-        return found
 
     def _positions(self, mask: int) -> tuple[int, ...]:
         """The replicas of a bit mask, remembered: the same masks recur at every arrival

@@ -119,18 +119,22 @@ class PrefixAware:
         run's clock allows now (`least_load_at`), so the exact load (a cost-model walk of
         the run's clock) is read only for replicas that can win or tie; views without a
         board are read whole."""
+        count = len(replicas)
+        return self._choose_values(
+            replicas, list(map(bases.get, range(count), repeat(other, count))), now)
+
+    def _choose_values(self, replicas: Sequence[ReplicaView], values: list, now: float) -> int:
+        """`_choose` with the bases as a list by position (`values`)."""
         weight = self.load_weight
-        best, best_score, best_load = 0, -float("inf"), 0
         board = getattr(replicas[0], "load_board", None) if replicas else None
         if board is None or not board.serves(replicas):
+            best, best_score, best_load = 0, -float("inf"), 0
             for position, replica in enumerate(replicas):
                 load = replica.outstanding_tokens
-                score = bases.get(position, other) - weight * load
+                score = values[position] - weight * load
                 if score > best_score or (score == best_score and load < best_load):
                     best, best_score, best_load = position, score, load
             return best
-        count = len(replicas)
-        values = list(map(bases.get, range(count), repeat(other, count)))
         return _best_on_board(values, board.lows, board.highs, weight, replicas, now)
 
     def _cached(self, request: Request, replicas: Sequence[ReplicaView], now: float) -> list[int]:
@@ -147,7 +151,8 @@ class PrefixAware:
         weight = self.load_weight
         best, best_score, best_load = 0, -float("inf"), 0
         if self._index is not None:  # one walk over the prompt; replicas absent hold none
-            return self._choose(replicas, self._index.prefix_tokens(request, now), 0, now)
+            return self._choose_values(
+                replicas, self._index.prefix_token_list(request, now, len(replicas)), now)
         cached = self._cached(request, replicas, now)
         for position, replica in enumerate(replicas):
             load = replica.outstanding_tokens

@@ -58,8 +58,13 @@ def test_known_answer_by_hand():
     assert index.prefix_tokens(req([1, 2, 3, 4, 5]), 0.0) == {0: 48, 1: 32}
     assert index.prefix_tokens(req([1, 2, 3]), 0.0) == {0: 32, 1: 32}
     assert index.prefix_tokens(req([9]), 0.0) == {}
+    # by position, as floats; 0.0 for replicas holding none, positions past count left out
+    assert index.prefix_token_list(req([1, 2, 3, 4, 5]), 0.0, 3) == [48.0, 32.0, 0.0]
+    assert index.prefix_token_list(req([1, 2, 3, 4, 5]), 0.0, 1) == [48.0]
+    assert index.prefix_token_list(req([9]), 0.0, 3) == [0.0, 0.0, 0.0]
     caches[0].evict(10_000)  # leaf by leaf: 3, 2, 1 leave replica 0; events remove them
     assert index.prefix_tokens(req([1, 2, 3, 4, 5]), 0.0) == {1: 32}
+    assert index.prefix_token_list(req([1, 2, 3, 4, 5]), 0.0, 2) == [0.0, 32.0]
 
 
 def test_dead_pages_do_not_count_and_locked_ones_do():
@@ -71,7 +76,9 @@ def test_dead_pages_do_not_count_and_locked_ones_do():
     index.attach(0, cache)
     probe = req([1, 2, 3])
     assert index.prefix_tokens(probe, 10.0) == {0: 32}
+    assert index.prefix_token_list(probe, 10.0, 2) == [32.0, 0.0]  # the walk over sets
     assert index.prefix_tokens(probe, 10.5) == {}
+    assert index.prefix_token_list(probe, 10.5, 1) == [0.0]
     path = cache.match([1, 2], 5.0)
     cache.lock(path.last)
     assert index.prefix_tokens(probe, 50.0) == {0: 32}
@@ -141,6 +148,8 @@ class ChecksTheIndex:
         found = self.inner._index.prefix_tokens(request, now)
         live = [r.cached_prefix_tokens(request, now) for r in replicas]
         assert [found.get(r.index, 0) for r in replicas] == live
+        listed = self.inner._index.prefix_token_list(request, now, len(replicas))
+        assert listed == live and all(type(tokens) is float for tokens in listed)
         self.checked += 1
         return self.inner.route(request, replicas, now)
 

@@ -115,6 +115,9 @@ class FixedIndex:
     def prefix_tokens(self, request, now):
         return dict(self.found)
 
+    def prefix_token_list(self, request, now, count):
+        return [float(self.found.get(i, 0)) for i in range(count)]
+
 
 def best_by_reading_every_replica(found, loads, weight):
     """The rule, replica by replica: the highest found - weight x load, ties to the lower
