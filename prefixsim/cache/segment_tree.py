@@ -463,9 +463,10 @@ class SegmentCache:
         if resident > counters.peak_tokens:
             counters.peak_tokens = resident
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
-        if capacity is not None:
-            self._victims.push((self._victim_key(node), recency, -(depth + fit - 1), run[-1], 0,
-                                node))
+        if capacity is not None:  # LRU's key is the recency: one int object for both
+            key = self._victim_key(node)
+            self._victims.push((key, key if self._key_field == 1 else recency,
+                                -(depth + fit - 1), run[-1], 0, node))
         if ttl is not None:
             self._push_deadline(deadline, node)
         self._until_compact -= 1
@@ -634,7 +635,8 @@ class SegmentCache:
         deadline queue; older victim entries of it go stale."""
         node.version = version = node.version + 1
         if self.capacity_tokens is not None:
-            self._victims.push((self._victim_key(node), node.recency,
+            key = self._victim_key(node)
+            self._victims.push((key, key if self._key_field == 1 else node.recency,
                                 -(node.depth + len(node.ids) - 1), node.ids[-1], version,
                                 node))
         if with_deadline and self.ttl is not None:

@@ -119,8 +119,10 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
     position = 0
     upcoming = 0.0 if sample_interval_s is not None else math.inf
     for chunk in chunks:
-        arrivals, inputs = chunk.arrival_s.tolist(), chunk.input_tokens.tolist()
-        sizes, starts = chunk.page_size_tokens.tolist(), chunk.page_start.tolist()
+        # arrays of C numbers (read through typed memoryviews compiled; as Python floats
+        # and ints, as `tolist` gave them, on the pure path): no object per value made
+        arrivals, inputs = _doubles(chunk.arrival_s), _longs(chunk.input_tokens)
+        sizes, starts = _longs(chunk.page_size_tokens), _longs(chunk.page_start)
         count = len(arrivals)
         matched = [0] * count
         page_ids = np.asarray(chunk.page_ids, dtype=np.int64)  # no copy: int64 already
@@ -152,3 +154,13 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
     if sample_interval_s is not None:
         states.append(state_row(upcoming, cache))
     return position
+
+
+def _doubles(column: np.ndarray) -> array:
+    """A column as an `array("d")` of its values (a copy of its bytes as float64)."""
+    return array("d", np.asarray(column, dtype=np.float64).tobytes())
+
+
+def _longs(column: np.ndarray) -> array:
+    """A column as an `array("q")` of its values (a copy of its bytes as int64)."""
+    return array("q", np.asarray(column, dtype=np.int64).tobytes())
