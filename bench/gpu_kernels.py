@@ -279,6 +279,7 @@ def write_json(path: Path, payload: dict) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(payload, handle, indent=1)
         handle.write("\n")
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a result is for reading
     os.replace(tmp, path)
 
 
