@@ -190,7 +190,8 @@ def _best_on_board(values: list, lows: list, highs: list, weight: float,
         high = highs[position]
         if low != high:  # a decode run in progress: its clock's bound first
             replica = replicas[position]
-            if base - weight * replica.least_load_at(now) < floor:
+            least = replica.least_load_at(now)  # a C integer compiled: the score in doubles
+            if base - weight * least < floor:
                 continue
             exact = replica.load_at(now)
             highs[position] = exact  # exact, and a bound
