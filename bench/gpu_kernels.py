@@ -343,8 +343,51 @@ def predicted_s(row: dict, gpu: str) -> float | None:
     return None
 
 
+ROW_FIELDS = {"prefill_attention": ("new", "cached"), "decode_attention": ("batch", "context"),
+              "gemm": ("tokens", "in_features", "out_features"),
+              "grouped_gemm": ("tokens", "routed", "groups", "in_features", "out_features"),
+              "hbm_copy": ("bytes_moved",)}
+
+
+def _refuse(message: str) -> None:
+    print(f"gpu_kernels.py compare: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def read_timings(path: Path) -> dict:
+    """A `measure` file, checked: one line naming the file and field otherwise (exit 2)."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        _refuse(f"{path}: cannot read it ({error.strerror or error})")
+    except ValueError as error:
+        _refuse(f"{path}: not JSON ({error})")
+    if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
+        _refuse(f"{path}: field rows: missing (not a `measure` file)")
+    for key in ("device_name", "torch_version", "date"):
+        if key not in payload:
+            _refuse(f"{path}: field {key}: missing")
+    for i, row in enumerate(payload["rows"]):
+        if not isinstance(row, dict) or "kind" not in row:
+            _refuse(f"{path}: rows[{i}].kind: missing")
+        if "time_s" not in row:
+            continue  # a row that recorded its error
+        needed = ROW_FIELDS.get(row["kind"], ())
+        if row["kind"] != "hbm_copy":
+            needed = ("model", "backend", *needed)
+        for key in ("time_s", *needed):
+            value = row.get(key)
+            if key in ("model", "backend"):
+                if not isinstance(value, str) or (key == "model" and "@" not in value):
+                    _refuse(f"{path}: rows[{i}].{key}: {value!r} is not a "
+                            f"{'MODEL@TP name' if key == 'model' else 'name'}")
+            elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                _refuse(f"{path}: rows[{i}].{key}: {value!r} is not a number >= 0")
+    return payload
+
+
 def compare(path: Path, gpu: str) -> None:
-    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload = read_timings(path)
     print(f"{path}: {payload['device_name']}, torch {payload['torch_version']}, "
           f"{payload['date']}; roofline defaults on preset {gpu}")
     by_kind: dict[tuple[str, str], list[float]] = {}

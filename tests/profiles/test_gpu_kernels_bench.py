@@ -87,3 +87,25 @@ def test_measure_without_cuda_exits_2(tmp_path):
                           check=False)
     assert done.returncode == 2
     assert "no CUDA GPU" in done.stderr and not (tmp_path / "k.json").exists()
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    (None, "cannot read it"),
+    ("{not json", "not JSON"),
+    ('{"device_name": "x", "torch_version": "-", "date": "-"}', "field rows: missing"),
+    ('{"rows": []}', "field device_name: missing"),
+    ('{"device_name": "x", "torch_version": "-", "date": "-", "rows": [{"kind": "gemm", '
+     '"model": "llama-3.1-8b@1", "backend": "b", "tokens": 4, "in_features": 8, '
+     '"time_s": 1e-3}]}', "rows[0].out_features: None is not a number"),
+    ('{"device_name": "x", "torch_version": "-", "date": "-", "rows": [{"kind": "gemm", '
+     '"model": "llama-3.1-8b", "backend": "b", "time_s": 1e-3}]}', "rows[0].model"),
+])
+def test_compare_refuses_a_bad_file_in_one_line(tmp_path, text, named):
+    path = tmp_path / "k.json"
+    if text is not None:
+        path.write_text(text)
+    done = subprocess.run([sys.executable, str(SCRIPT), "compare", str(path)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and named in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and str(path) in done.stderr
+    assert done.stdout == ""
