@@ -58,8 +58,9 @@ cdef class SegmentCache:
     cdef public object mode
     cdef public CacheCounters counters
     cdef public double _clock
-    cdef public list _hit_ages
-    cdef public list _evicted_ages
+    # the counters' idle-age bins (AgeHistogram.counts, arrays), added to in C
+    cdef long long[:] _hit_ages
+    cdef long long[:] _evicted_ages
     cdef public long long resident_tokens
     cdef public long long locked_tokens
     cdef public long long reserved_tokens
@@ -76,6 +77,7 @@ cdef class SegmentCache:
     cdef public object _aging
     cdef public bint _keyed
     cdef public bint _sliding
+    cdef public bint _steady_key
     cdef public double _ttl_s
 
     cpdef clear(self)
@@ -109,7 +111,7 @@ cdef class SegmentCache:
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
                    tokens_out=cython.longlong, counters=CacheCounters,
-                   entry=tuple, ages=list)
+                   entry=tuple, ages=cython.longlong[:], steady=bint)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=object, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
@@ -117,7 +119,7 @@ cdef class SegmentCache:
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
     @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double,
-                   queue=OrderedQueue, counters=CacheCounters)
+                   queue=OrderedQueue, counters=CacheCounters, ages=cython.longlong[:])
     cpdef long long expire(self, double now) except? -1
 
     @cython.locals(parent=Segment, children=dict)

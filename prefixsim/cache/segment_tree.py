@@ -42,6 +42,11 @@ Why it is exact:
   Under FIFO the key is the page's insertion order, unique in the cache: a segment's pages
   were inserted together, so each page before the tail has a smaller order than the tail,
   which was the least of all leaves; the same pages go, in the same order.
+  A segment that loses only tail pages keeps its queued entry where its key does not
+  depend on its tail (LRU's recency, ttl's deadline: `_steady_key`): the entry's depth and
+  id are then out of date, but they never decide, since its recency, which no other leaf
+  shares, comes first; where the key moves (FIFO's order, an aging priority) it is queued
+  again.
 - Expiry frees exactly the pages whose deadline is before now (a parent never expires before
   its children, R12); a deadline queue over leaf segments frees them whole.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
@@ -202,6 +207,9 @@ class SegmentCache:
         # a key that is a segment's field is read, not called (`_victim_key`)
         self._key_field = (key_field_code(policy) if self._aging is None and not self._keyed
                            else 0)
+        # A key that losing tail pages leaves alone (recency, deadline): a partly evicted
+        # segment keeps its queued entry (`evict`)
+        self._steady_key = self._key_field == 1 or self._key_field == 3
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
 
@@ -506,17 +514,22 @@ class SegmentCache:
         aging = self._aging
         skipped = None  # the protected segment's entries, pushed back after
         pages_out = tokens_out = 0  # added to the counters once, at the end
+        steady = self._steady_key
         try:
             while need > 0 and queue:
-                entry = queue.pop()
+                entry = queue.head()  # taken out below, unless it stays (`steady`)
                 node = entry[-1]
                 if entry[-2] != node.version or not node.resident or node.children:
+                    queue.pop()
                     continue
                 if node is protect:
+                    queue.pop()
                     if skipped is None:
                         skipped = []
                     skipped.append(entry)
                     continue
+                if not steady:
+                    queue.pop()
                 if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
                     aging.clock = entry[0]  # L rises to the leavers' highest key
                 seg = node.ids
@@ -527,6 +540,8 @@ class SegmentCache:
                 if k > 1 and self._keyed and queue:
                     k = self._keyed_run(node, k, queue.head())
                 if k >= size:
+                    if steady:
+                        queue.pop()
                     need -= node.num_tokens
                     pages_out += size
                     tokens_out += node.num_tokens
@@ -548,7 +563,8 @@ class SegmentCache:
                 node.num_tokens -= tokens
                 node.last_tokens = page
                 self.resident_tokens -= tokens
-                self._queue(node, with_deadline=False)  # its deadline entry stays valid
+                if not steady:  # its key moved: queued again (its deadline entry stays valid)
+                    self._queue(node, with_deadline=False)
         finally:
             counters.evicted_pages += pages_out
             counters.evicted_tokens += tokens_out

@@ -104,6 +104,25 @@ def test_split_then_page_at_a_time_eviction_known_answer():
     assert resident == [1, 2, 5, 6, 7]
 
 
+@pytest.mark.parametrize("policy,kept", [("lru", True), ("ttl", True), ("fifo", False),
+                                           ("lfu", False)])
+def test_partly_evicted_segment_keeps_its_entry_when_its_key_stays(policy, kept):
+    """A leaf segment that loses tail pages keeps its queued victim entry where its key (LRU's
+    recency, ttl's deadline) does not depend on its tail, and is queued again where it does
+    (FIFO's insertion order, an aging priority). By hand: [1..4] fills 4 of 5 tokens; [9, 8]
+    needs 1 more: page 4 goes, the segment [1, 2, 3] stays, then holds 3 tokens."""
+    cache = SegmentCache(5, POLICIES.build(policy), None if policy != "ttl" else TTLRule(50.0))
+    cache.access([1, 2, 3, 4], 0.0, 0, 1, 4)
+    before = cache._victims.head()
+    cache.access([9, 8], 1.0, 1, 1, 2)
+    assert cache.counters.evicted_pages == 1 and cache.resident_tokens == 5
+    first = cache._victims.head()
+    assert list(first[-1].ids) == [1, 2, 3] and len(cache._victims) == 2
+    assert (first is before) is kept  # the same entry, or a new one (version 1)
+    assert first[-2] == first[-1].version == (0 if kept else 1)
+    cache.check_invariants()
+
+
 # ------------------------------------------------------------------- real trace
 real = pytest.mark.skipif(
     not TRACE.is_file(), reason=f"real trace absent: {TRACE} (see ../shared/traces/README.md)")
