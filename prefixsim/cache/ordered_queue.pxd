@@ -6,6 +6,13 @@ cimport cython
 cdef Py_ssize_t _DROP_AFTER
 
 
+@cython.locals(order=int)
+cdef bint _less(tuple a, tuple b) except -1
+
+@cython.locals(u=double, v=double, i=cython.longlong, j=cython.longlong)
+cdef int _order(object x, object y) except? -2
+
+
 cdef class OrderedQueue:
     cdef public list run
     cdef public Py_ssize_t first

@@ -94,3 +94,23 @@ def test_first_below_is_the_least_entrys_first_item_below(pushes, bound):
         if pop:
             queue.pop()
         assert queue.first_below(bound) == (bool(queue) and queue.head()[0] < bound)
+
+
+NUMBERS = st.one_of(st.integers(-2**62, 2**62), st.floats(),
+                    st.sampled_from([0, 0.0, -0.0, 1, 1.0, 2**53, 2.0**53, 2**53 + 1, True]),
+                    st.builds(lambda: float("nan")))  # a NaN object of its own each time
+
+
+@settings(max_examples=500, deadline=None)
+@given(NUMBERS, NUMBERS, NUMBERS, NUMBERS)
+def test_entries_compare_as_tuples(a0, a1, b0, b1):
+    """The queue's comparison (`_less`; compiled, leading floats and ints compared in C) is
+    Python's tuple order, for ints and floats mixed, equal across types, NaN and infinities,
+    ints a double cannot hold: of two entries pushed, the pop takes the first if it is
+    below the second (`a < b`), else the second."""
+    a, b = (a0, a1, 0), (b0, b1, 1)
+    queue = OrderedQueue()
+    queue.push(a)
+    queue.push(b)
+    assert queue.pop() is (a if a < b else b)
+    assert queue.pop() is (b if a < b else a)
