@@ -114,3 +114,30 @@ def test_entries_compare_as_tuples(a0, a1, b0, b1):
     queue.push(b)
     assert queue.pop() is (a if a < b else b)
     assert queue.pop() is (b if a < b else a)
+
+
+def test_head_and_pop_with_only_the_heap_left():
+    """By hand: 1 and 5 arrive in order (the run), 3 between them (the heap); keeping only 3
+    empties the run, and the head and the pop are the heap's."""
+    queue = OrderedQueue()
+    for key in (1, 5, 3):
+        queue.push((key, 0))
+    assert queue.heap == [(3, 0)]
+    queue.keep(lambda entry: entry[0] == 3)
+    assert queue.run_first() is None and queue.head() == (3, 0) and queue.pop() == (3, 0)
+    assert not queue
+
+
+def test_order_tells_apart_two_floats_or_two_ints_only():
+    """`_order`'s answers by hand (the interpreted function: compiled, it is a C function the
+    module does not export, and the test above checks the order it gives)."""
+    from prefixsim.cache import ordered_queue
+
+    order = getattr(ordered_queue, "_order", None)
+    if order is None:
+        pytest.skip("compiled: _order is a C function")
+    nan = float("nan")
+    assert [order(1.0, 2.5), order(2.5, 1.0), order(-0.0, 0.0), order(nan, nan),
+            order(nan, 1.0)] == [-1, 1, 0, 2, 2]
+    assert [order(1, 2), order(2**62, -2**62), order(7, 7)] == [-1, 1, 0]
+    assert [order(1, 1.0), order(2.0, 1), order(True, 0), order("a", "b")] == [2, 2, 2, 2]
