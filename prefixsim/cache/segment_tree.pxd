@@ -52,7 +52,9 @@ cpdef bint _same_prefix(object page_ids, Py_ssize_t pos, object seg, Py_ssize_t 
 
 
 cdef class SegmentCache:
-    cdef public object capacity_tokens
+    cdef object _capacity_tokens
+    cdef public bint _bounded
+    cdef public long long _capacity
     cdef public object policy
     cdef public object ttl
     cdef public object mode
@@ -101,7 +103,7 @@ cdef class SegmentCache:
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
                    resident=cython.longlong, free=cython.longlong,
-                   counters=CacheCounters)
+                   counters=CacheCounters, bounded=bint)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*, Py_ssize_t stop=*,

@@ -178,7 +178,7 @@ class SegmentCache:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
         if not self.supports(policy):
             raise ValueError(f"policy {type(policy).__name__} is not node-uniform")
-        self.capacity_tokens = capacity_tokens
+        self.capacity_tokens = capacity_tokens  # also sets `_bounded` and `_capacity`
         self.policy = policy
         self.ttl = ttl
         self.mode = CacheMode.RADIX
@@ -212,6 +212,19 @@ class SegmentCache:
         self._steady_key = self._key_field == 1 or self._key_field == 3
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
+
+    @property
+    def capacity_tokens(self) -> int | None:
+        """The capacity in tokens (None: unbounded). Kept beside it as `_bounded` and
+        `_capacity` (0 when unbounded), which compiled are C fields: a replay's capacity
+        checks make no int object."""
+        return self._capacity_tokens
+
+    @capacity_tokens.setter
+    def capacity_tokens(self, value: int | None) -> None:
+        self._capacity_tokens = value
+        self._bounded = value is not None
+        self._capacity = 0 if value is None else value
 
     @staticmethod
     def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX) -> bool:
@@ -363,8 +376,7 @@ class SegmentCache:
             if pos < n:
                 last = input_tokens - page_tokens * (n - first - 1)
                 new_tokens = page_tokens * (n - 1 - pos) + last
-                capacity = self.capacity_tokens
-                if capacity is not None and new_tokens > capacity - self.resident_tokens:
+                if self._bounded and new_tokens > self._capacity - self.resident_tokens:
                     self.evict(new_tokens, tip)
                 self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys, n,
                             first)
@@ -421,10 +433,10 @@ class SegmentCache:
         total = stop - start
         if total <= 0:
             return 0
-        capacity = self.capacity_tokens
+        bounded = self._bounded
         fit = total
-        if capacity is not None:
-            free = capacity - self.resident_tokens
+        if bounded:
+            free = self._capacity - self.resident_tokens
             if page_tokens * (total - 1) + last_tokens > free:
                 fit = min(total - 1, free // page_tokens)
                 last_tokens = page_tokens
@@ -471,7 +483,7 @@ class SegmentCache:
         if resident > counters.peak_tokens:
             counters.peak_tokens = resident
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
-        if capacity is not None:  # LRU's key is the recency: one int object for both
+        if bounded:  # LRU's key is the recency: one int object for both
             key = self._victim_key(node)
             self._victims.push((key, key if self._key_field == 1 else recency,
                                 -(depth + fit - 1), run[-1], 0, node))
@@ -501,10 +513,9 @@ class SegmentCache:
         """Evict leaf pages one at a time (from leaf segments' tails) until `num_tokens` are
         free (R10); `protect` (a matched path's last segment) is never evicted. Returns
         whether the space is free; when it cannot be, everything evictable is gone."""
-        capacity = self.capacity_tokens
-        if capacity is None:
+        if not self._bounded:
             return True
-        need = num_tokens - (capacity - self.resident_tokens)
+        need = num_tokens - (self._capacity - self.resident_tokens)
         if need <= 0:
             return True
         queue = self._victims
@@ -650,7 +661,7 @@ class SegmentCache:
         """(Re)enter a leaf segment into the victim queue (when bounded) and, with a TTL, the
         deadline queue; older victim entries of it go stale."""
         node.version = version = node.version + 1
-        if self.capacity_tokens is not None:
+        if self._bounded:
             key = self._victim_key(node)
             self._victims.push((key, key if self._key_field == 1 else node.recency,
                                 -(node.depth + len(node.ids) - 1), node.ids[-1], version,

@@ -123,6 +123,27 @@ def test_partly_evicted_segment_keeps_its_entry_when_its_key_stays(policy, kept)
     cache.check_invariants()
 
 
+def test_capacity_set_after_building_is_the_one_used():
+    """`capacity_tokens` is a property whose setter keeps the replay's C copy (`_bounded`,
+    `_capacity`) in step; set before the replay. By hand: built bounded at 2, made unbounded,
+    [1, 2, 3] stays whole; built unbounded, bounded at 2, [1, 2, 3] keeps [1, 2] (page 3
+    does not fit), and [4] then evicts page 2."""
+    unbounded = SegmentCache(2, POLICIES.build("lru"))
+    unbounded.capacity_tokens = None
+    assert unbounded.capacity_tokens is None and unbounded.free_tokens == float("inf")
+    assert unbounded.access([1, 2, 3], 0.0, 0, 1, 3) == 0 and unbounded.resident_tokens == 3
+    bounded = SegmentCache(None, POLICIES.build("lru"))
+    bounded.capacity_tokens = 2
+    assert bounded.capacity_tokens == 2 and bounded.free_tokens == 2
+    bounded.access([1, 2, 3], 0.0, 0, 1, 3)
+    assert bounded.resident_tokens == 2 and bounded.counters.evicted_pages == 0
+    bounded.access([4], 1.0, 1, 1, 1)
+    assert bounded.counters.evicted_pages == 1
+    assert sorted(list(node.ids) for node in bounded.segments()) == [[1], [4]]
+    unbounded.check_invariants()
+    bounded.check_invariants()
+
+
 # ------------------------------------------------------------------- real trace
 real = pytest.mark.skipif(
     not TRACE.is_file(), reason=f"real trace absent: {TRACE} (see ../shared/traces/README.md)")
