@@ -164,7 +164,7 @@ class Trace:
 def hit_column(result) -> list[int]:
     """The replay's hit tokens per request, read from its record table's column as
     `prefixsim run` writes them (no record object built per request)."""
-    return result.records.columns()["cached_tokens"].tolist()
+    return result.records.column("cached_tokens").tolist()
 
 
 # ------------------------------------------------------------------------- libCacheSim

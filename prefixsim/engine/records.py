@@ -72,7 +72,12 @@ class _Strings:
         self.none.append(value is None)
 
     def extend(self, values: Sequence[str | None]) -> None:
-        """`append` of each of `values`, the bytes and offsets of all at once."""
+        """`append` of each of `values`, the bytes and offsets of all at once (a list of
+        None only, as a trace without sessions gives, without a look at each)."""
+        if type(values) is list and values.count(None) == len(values):
+            self.ends.frombytes(np.full(len(values), len(self.data), np.int64).tobytes())
+            self.none.frombytes(b"\x01" * len(values))
+            return
         encoded = [b"" if value is None else value.encode() for value in values]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)),
                          dtype=np.int64) + len(self.data)
@@ -132,15 +137,24 @@ class _Codes:
         self.index: dict[str, int] = {}
 
     def append(self, value: str) -> None:
+        self.codes.append(self._code(value))
+
+    def _code(self, value: str) -> int:
+        """`value`'s code, given it (the next one) if it is new."""
         code = self.index.get(value)
         if code is None:
             code = self.index[value] = len(self.values_)
             self.values_.append(value)
-        self.codes.append(code)
+        return code
 
     def extend(self, values: Sequence[str]) -> None:
-        """`append` of each of `values`, the codes stored at once."""
+        """`append` of each of `values`, the codes stored at once (a list of one value
+        only, as a replay's statuses are, without a look at each)."""
         index = self.index
+        if type(values) is list and values and values.count(values[0]) == len(values):
+            self._code(values[0])
+            self.codes.extend(array(self.codes.typecode, [index[values[0]]]) * len(values))
+            return
         codes = []
         for value in values:
             code = index.get(value)
@@ -266,6 +280,15 @@ class RecordTable(Sequence):
             else:
                 out[name] = column
         return out
+
+    def column(self, name: str) -> object:
+        """One column as `columns()` gives it, the others left alone."""
+        self._flush()
+        column = self._columns[self.names.index(name)]
+        if isinstance(column, array):
+            return np.frombuffer(column, dtype=_DTYPES[column.typecode]) \
+                if len(column) else np.zeros(0, _DTYPES[column.typecode])
+        return column.values() if isinstance(column, (_Strings, _Codes)) else column
 
     def drain(self) -> RecordTable:
         """The records so far, as a table of their own; this one starts empty (its bound

@@ -262,3 +262,27 @@ def test_extend_columns_checks_what_append_checks():
         table.extend_columns(columns[:4] + [big] + columns[5:])
     table.extend_columns(columns[:4] + [np.array([7], dtype=np.uint64)] + columns[5:])
     assert list(table) == [row, row._replace(input_tokens=7)]  # nothing of the refused
+
+
+@pytest.mark.parametrize("before", [[], ["ok"], ["hit", "ok"]])
+def test_a_column_of_one_value_goes_in_at_once(before):
+    """A status column of one value and a session column of None only (a replay's, where
+    the trace has no sessions) go in without a look at each value, known value or new,
+    and the table reads as the rows appended; `column` is `columns()`'s one column."""
+    table = RecordTable(CacheOnlyRecord, pending_rows=2)
+    rows = [CacheOnlyRecord(i, f"s{i}", status, 0.5, 10, 1, 3, 0, 0, 0)
+            for i, status in enumerate(before)]
+    for row in rows:
+        table.append(row)
+    n = 5
+    added = [CacheOnlyRecord(100 + i, None, "hit", 1.0 + i, 20, 2, i, 0, 0, 0)
+             for i in range(n)]
+    table.extend_columns([list(values) for values in zip(*added, strict=True)])
+    check_reads_as(table, rows + added)
+    assert table._columns[2].values_ == list(dict.fromkeys(before + ["hit"]))
+    everything = table.columns()
+    for name in CACHE_ONLY_FIELDS:
+        one = table.column(name)
+        assert (one.tolist() if hasattr(one, "tolist") else one.to_pylist()) == \
+            (everything[name].tolist() if hasattr(everything[name], "tolist")
+             else everything[name].to_pylist())
