@@ -125,12 +125,11 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         sizes, starts = _longs(chunk.page_size_tokens), _longs(chunk.page_start)
         count = len(arrivals)
         matched = [0] * count
-        page_ids = np.ascontiguousarray(chunk.page_ids, dtype=np.int64)  # no copy: as read
+        page_ids = np.asarray(chunk.page_ids, dtype=np.int64)  # no copy: int64 already
         for block in range(0, count, ID_BLOCK):  # a block's ids as one int64 array
             last = min(block + ID_BLOCK, count)
             base = starts[block]
-            ids = array("q")  # a request's ids: a part of it
-            ids.frombytes(page_ids[base:starts[last]].view(np.uint8))  # one copy
+            ids = _longs(page_ids[base:starts[last]])  # a request's ids: a part of it
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`
@@ -159,13 +158,17 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
 
 def _doubles(column: np.ndarray) -> array:
     """A column as an `array("d")` of its values (a copy of its bytes as float64)."""
-    values = array("d")
-    values.frombytes(np.ascontiguousarray(column, dtype=np.float64).view(np.uint8))
-    return values
+    return _copied(column, "d", np.float64)
 
 
 def _longs(column: np.ndarray) -> array:
     """A column as an `array("q")` of its values (a copy of its bytes as int64)."""
-    values = array("q")
-    values.frombytes(np.ascontiguousarray(column, dtype=np.int64).view(np.uint8))
+    return _copied(column, "q", np.int64)
+
+
+def _copied(column: np.ndarray, typecode: str, dtype: type) -> array:
+    """`column` as an `array(typecode)` of `dtype`'s values: one copy, from numpy's buffer
+    (no `bytes` object in between)."""
+    values = array(typecode)
+    values.frombytes(np.ascontiguousarray(column, dtype=dtype).view(np.uint8))
     return values
