@@ -15,6 +15,7 @@ from prefixsim.cache.ordered_queue cimport OrderedQueue
 @cython.no_gc
 cdef class Segment:
     cdef public object ids
+    cdef public object first
     cdef public object parent
     cdef public dict children
     cdef public long long depth
@@ -35,13 +36,13 @@ cdef class Segment:
 
 
 @cython.locals(node=Segment)
-cdef Segment _new_segment(object ids, object parent, long long depth, long long page_tokens,
-                          long long last_tokens, double now, long long recency,
-                          double deadline_s, object priority=*)
+cdef Segment _new_segment(object ids, object first, object parent, long long depth,
+                          long long page_tokens, long long last_tokens, double now,
+                          long long recency, double deadline_s, object priority=*)
 
-cdef _fill(Segment node, object ids, object parent, long long depth, long long page_tokens,
-           long long last_tokens, double now, long long recency, double deadline_s,
-           object priority)
+cdef _fill(Segment node, object ids, object first, object parent, long long depth,
+           long long page_tokens, long long last_tokens, double now, long long recency,
+           double deadline_s, object priority)
 
 
 cdef double _NO_TIME

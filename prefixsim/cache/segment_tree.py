@@ -86,6 +86,8 @@ class Segment:
       ids            chained page ids, first page first (an `array("q")`: 8 bytes a page,
                      no int object per page; slices and comparisons run in C), its own:
                      no other segment or caller holds it, so eviction shortens it in place
+      first          `ids[0]` as the int object its parent's child map (or the roots) is
+                     keyed by: removing or re-keying the segment makes no int object
       parent         the segment holding the page before the first one (None at the root)
       children       child segments by their first page id (None until the first child)
       depth          depth of the first page (0 for a first page of a prompt)
@@ -106,7 +108,7 @@ class Segment:
     """
 
     __slots__ = (
-        "ids", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
+        "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
         "version", "resident", "inserted", "aged_base", "keys",
     )
@@ -114,29 +116,32 @@ class Segment:
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
                  page_tokens: int, last_tokens: int, now: float, recency: int,
                  deadline_s: float, priority: int = 0) -> None:
-        _fill(self, ids, parent, depth, page_tokens, last_tokens, now, recency, deadline_s,
-              priority)
+        _fill(self, ids, ids[0], parent, depth, page_tokens, last_tokens, now, recency,
+              deadline_s, priority)
 
     def __repr__(self) -> str:
         return (f"Segment(ids={self.ids[0]}..{self.ids[-1]} x{len(self.ids)}, "
                 f"depth={self.depth}, tokens={self.num_tokens}, recency={self.recency})")
 
 
-def _new_segment(ids, parent: Segment | None, depth: int, page_tokens: int, last_tokens: int,
-                 now: float, recency: int, deadline_s: float, priority: int = 0) -> Segment:
-    """`Segment(...)` as the cache makes them: compiled, a C call (no arguments packed for
+def _new_segment(ids, first: int, parent: Segment | None, depth: int, page_tokens: int,
+                 last_tokens: int, now: float, recency: int, deadline_s: float,
+                 priority: int = 0) -> Segment:
+    """`Segment(...)` as the cache makes them, `first` its key (`ids[0]`, the object the
+    caller keys its child map by): compiled, a C call (no arguments packed for
     `__init__`)."""
     node = Segment.__new__(Segment)
-    _fill(node, ids, parent, depth, page_tokens, last_tokens, now, recency, deadline_s,
-          priority)
+    _fill(node, ids, first, parent, depth, page_tokens, last_tokens, now, recency,
+          deadline_s, priority)
     return node
 
 
-def _fill(node: Segment, ids, parent: Segment | None, depth: int, page_tokens: int,
-          last_tokens: int, now: float, recency: int, deadline_s: float,
+def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
+          page_tokens: int, last_tokens: int, now: float, recency: int, deadline_s: float,
           priority: int) -> None:
     """A new segment's fields (see Segment): unique statistics, no children, no hits."""
     node.ids = ids
+    node.first = first
     node.parent = parent
     node.children = None
     node.depth = depth
@@ -395,7 +400,8 @@ class SegmentCache:
         suffix keeps the object, its statistics and its queued entries (its tail is
         unchanged); the prefix copies the statistics."""
         seg = node.ids
-        prefix = _new_segment(seg[:k], node.parent, node.depth, node.page_tokens,
+        first = node.first  # the prefix takes the suffix's place (and key) in its parent
+        prefix = _new_segment(seg[:k], first, node.parent, node.depth, node.page_tokens,
                               node.page_tokens, node.created_s, node.recency, node.deadline_s,
                               node.priority)
         prefix.last_access_s = node.last_access_s
@@ -406,9 +412,10 @@ class SegmentCache:
         if keys is not None:
             prefix.keys = keys[:k]
             node.keys = keys[k:]
-        prefix.children = {seg[k]: node}
+        node.first = key = seg[k]
+        prefix.children = {key: node}
         parent = node.parent
-        (self._roots if parent is None else parent.children)[seg[0]] = prefix
+        (self._roots if parent is None else parent.children)[first] = prefix
         del seg[:k]  # in place: the suffix keeps its array (its own, see Segment)
         node.parent = prefix
         node.depth += k
@@ -454,7 +461,8 @@ class SegmentCache:
         ttl = self.ttl
         deadline = now + self._ttl_s  # infinite without a TTL
         depth = 0 if parent is None else parent.depth + len(parent.ids)
-        node = _new_segment(run, parent, depth, page_tokens, last_tokens, now, recency,
+        first_id = run[0]  # its key in its parent's child map (or the roots)
+        node = _new_segment(run, first_id, parent, depth, page_tokens, last_tokens, now, recency,
                             deadline)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         if keys is not None:
@@ -463,11 +471,11 @@ class SegmentCache:
         if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
             node.aged_base = aging.clock
         if parent is None:
-            self._roots[run[0]] = node
+            self._roots[first_id] = node
         else:
             if parent.children is None:
                 parent.children = {}
-            parent.children[run[0]] = node
+            parent.children[first_id] = node
             if deadline != INFINITY:  # ancestors live as long as the new pages (R12, C11)
                 anc: Segment | None = parent
                 while anc is not None and anc.deadline_s < deadline:
@@ -613,10 +621,10 @@ class SegmentCache:
         self.num_segments -= 1
         parent = node.parent
         if parent is None:
-            del self._roots[node.ids[0]]
+            del self._roots[node.first]
             return
         children = parent.children
-        del children[node.ids[0]]
+        del children[node.first]
         if not children:
             self._queue(parent)
 
@@ -693,6 +701,7 @@ class SegmentCache:
         seen: set[int] = set()
         for node in self.segments():
             assert node.resident and node.ids, "empty or gone segment in the tree"
+            assert node.first == node.ids[0], "a segment's key is its first id"
             segments += 1
             pages += len(node.ids)
             seen.update(node.ids)
