@@ -37,6 +37,9 @@ _LAST_EDGE_S = EDGES_S[-1]
 # `age_bin`: the first edge scaled to 1; the octave (bit length less one) of 1..1023
 _SCALE = 2.0 ** -LOWEST_EXPONENT
 _OCTAVE_OF: tuple[int, ...] = tuple(max(n.bit_length() - 1, 0) for n in range(1024))
+# the two tables as `age_bin` reads them: arrays, which compiled are C arrays (typed views)
+_OCTAVES = array("q", _OCTAVE_OF)
+_EDGES = array("d", EDGES_S)
 assert BINS_PER_DOUBLING == 4 and HIGHEST_EXPONENT - LOWEST_EXPONENT <= 30, "age_bin's reach"
 
 
@@ -55,23 +58,21 @@ def age_bin(age_s: float) -> int:
     if not age_s < _LAST_EDGE_S:  # the last edge or more, or NaN (bisect_right's answers)
         return _NUM_EDGES
     scaled = age_s * _SCALE  # in [1, 2**30)
-    octaves = _OCTAVE_OF
     if scaled < 1024.0:
         whole = int(scaled)
-        octave = octaves[whole]
+        octave = _OCTAVES[whole]
     elif scaled < 1048576.0:
         whole = int(scaled / 1024.0)
-        octave = octaves[whole] + 10
+        octave = _OCTAVES[whole] + 10
     else:
         whole = int(scaled / 1048576.0)
-        octave = octaves[whole] + 20
-    edges = EDGES_S
+        octave = _OCTAVES[whole] + 20
     low = 4 * octave  # the index of the edge 2**e (BINS_PER_DOUBLING of them per octave)
-    middle = edges[low + 2]
+    middle = _EDGES[low + 2]
     if age_s < middle:
-        quarter = edges[low + 1]
+        quarter = _EDGES[low + 1]
         return low + 1 if age_s < quarter else low + 2
-    quarter = edges[low + 3]
+    quarter = _EDGES[low + 3]
     return low + 3 if age_s < quarter else low + 4
 
 
