@@ -33,6 +33,7 @@ cdef class Segment:
     cdef public long long inserted
     cdef public double aged_base
     cdef public tuple keys
+    cdef public long long deadline_entry
 
 
 @cython.locals(node=Segment)
@@ -46,6 +47,24 @@ cdef _fill(Segment node, object ids, object first, object parent, long long dept
 
 
 cdef double _NO_TIME
+cdef long long _NO_ENTRY
+
+
+cdef class DeadlineRun:
+    cdef public list run
+    cdef public Py_ssize_t first
+    cdef public long long base
+    cdef public double last_s
+    cdef public list heap
+    cdef public long long count
+
+    @cython.locals(deadline=double, run=list, count=cython.longlong)
+    cpdef push(self, Segment node)
+
+    @cython.locals(run=list, first=Py_ssize_t, size=Py_ssize_t, base=cython.longlong,
+                   node=Segment, head=Segment, heap=list, entry=tuple,
+                   number=cython.longlong, deadline=double)
+    cpdef Segment pop_below(self, double now)
 
 
 cpdef bint _same_prefix(object page_ids, Py_ssize_t pos, object seg, Py_ssize_t length,
@@ -64,6 +83,7 @@ cdef class SegmentCache:
     # the counters' idle-age bins (AgeHistogram.counts, arrays), added to in C
     cdef long long[:] _hit_ages
     cdef long long[:] _evicted_ages
+    cdef long long[:] _expired_ages
     cdef public long long resident_tokens
     cdef public long long locked_tokens
     cdef public long long reserved_tokens
@@ -72,8 +92,7 @@ cdef class SegmentCache:
     cdef public set _ids
     cdef public long long _num_pages
     cdef public OrderedQueue _victims
-    cdef public OrderedQueue _deadlines
-    cdef public long long _seq
+    cdef public DeadlineRun _deadlines
     cdef public int _key_field
     cdef public long long _until_compact
     cdef public object _key
@@ -121,8 +140,8 @@ cdef class SegmentCache:
                    recency=cython.longlong, depth=cython.longlong)
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
-    @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t, deadline=cython.double,
-                   queue=OrderedQueue, counters=CacheCounters, ages=cython.longlong[:])
+    @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t,
+                   queue=DeadlineRun, counters=CacheCounters, ages=cython.longlong[:])
     cpdef long long expire(self, double now) except? -1
 
     @cython.locals(parent=Segment, children=dict)
@@ -130,9 +149,6 @@ cdef class SegmentCache:
 
     @cython.locals(version=cython.longlong)
     cpdef _queue(self, Segment node, bint with_deadline=*)
-
-    @cython.locals(seq=cython.longlong)
-    cdef _push_deadline(self, double deadline, Segment node)
 
     @cython.locals(field=int)
     cpdef object _victim_key(self, Segment node)

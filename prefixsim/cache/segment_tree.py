@@ -48,7 +48,9 @@ Why it is exact:
   shares, comes first; where the key moves (FIFO's order, an aging priority) it is queued
   again.
 - Expiry frees exactly the pages whose deadline is before now (a parent never expires before
-  its children, R12); a deadline queue over leaf segments frees them whole.
+  its children, R12); a deadline queue over leaf segments frees them whole (`DeadlineRun`:
+  the segments themselves in deadline order, no entry object for one queued in order). All
+  entries below now go in one call, so their order among equal deadlines changes nothing.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -68,6 +70,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from heapq import heapify, heappop, heappush
 
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
@@ -105,12 +108,15 @@ class Segment:
                      priority is L + the policy's value of it
       keys           under a page-keyed policy (belady): each page's key, as `ids` (a
                      tuple), set by the request that last touched the page; else None
+      deadline_entry where its latest deadline-queue entry is (DeadlineRun): a position
+                     in the run, or -1 - the number of an entry out of order; an older
+                     entry of it is stale
     """
 
     __slots__ = (
         "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
-        "version", "resident", "inserted", "aged_base", "keys",
+        "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
     )
 
     def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
@@ -159,6 +165,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.inserted = 0
     node.aged_base = 0.0
     node.keys = None
+    node.deadline_entry = _NO_ENTRY
 
 
 class SegmentCache:
@@ -191,6 +198,7 @@ class SegmentCache:
         self._clock = 0.0  # the latest request's `now`: when evictions happen (idle ages)
         self._hit_ages = self.counters.hit_ages.counts
         self._evicted_ages = self.counters.evicted_ages.counts
+        self._expired_ages = self.counters.expired_ages.counts
         self.resident_tokens = 0
         self.locked_tokens = 0
         self.reserved_tokens = 0
@@ -200,8 +208,7 @@ class SegmentCache:
         self._ids: set[int] | None = None if chained else set()
         self._num_pages = 0
         self._victims = OrderedQueue()
-        self._deadlines = OrderedQueue()
-        self._seq = 0  # numbers the deadline entries
+        self._deadlines = DeadlineRun()
         # an aging policy (LFU-DA, GDSF): the clock its priorities were set at lives on the
         # segments, its clock on it; a segment's key is its last page's priority
         self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
@@ -271,7 +278,7 @@ class SegmentCache:
         if self._ids is not None:
             self._ids = set()
         self._victims = OrderedQueue()
-        self._deadlines = OrderedQueue()
+        self._deadlines = DeadlineRun()
         self.resident_tokens = 0
         self.num_segments = 0
         self._num_pages = 0
@@ -308,7 +315,7 @@ class SegmentCache:
         chunk replay passes a block's array (engine/cache_only_fast.py): positions below
         are indices into `page_ids`."""
         self._clock = now
-        if self._deadlines.first_below(now):
+        if self.ttl is not None:
             self.expire(now)
         if type(page_ids) is not array:
             page_ids = id_array(page_ids)
@@ -496,7 +503,7 @@ class SegmentCache:
             self._victims.push((key, key if self._key_field == 1 else recency,
                                 -(depth + fit - 1), run[-1], 0, node))
         if ttl is not None:
-            self._push_deadline(deadline, node)
+            self._deadlines.push(node)
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
@@ -596,17 +603,17 @@ class SegmentCache:
         """Free every page whose deadline is before `now`; returns pages freed."""
         queue = self._deadlines
         counters = self.counters
-        ages = counters.expired_ages.counts
+        ages = self._expired_ages
         freed = 0
-        while queue.first_below(now):
-            deadline, _, node = queue.pop()
-            if not node.resident or node.children or node.deadline_s != deadline:
-                continue
+        while True:
+            node = queue.pop_below(now)  # a resident leaf, its deadline the entry's
+            if node is None:
+                break
             size = len(node.ids)
             freed += size
             counters.expired_pages += size
             counters.expired_tokens += node.num_tokens
-            ages[age_bin(deadline - node.last_access_s)] += size
+            ages[age_bin(node.deadline_s - node.last_access_s)] += size
             self._remove(node)
         return freed
 
@@ -675,16 +682,10 @@ class SegmentCache:
                                 -(node.depth + len(node.ids) - 1), node.ids[-1], version,
                                 node))
         if with_deadline and self.ttl is not None:
-            self._push_deadline(node.deadline_s, node)
+            self._deadlines.push(node)
         self._until_compact -= 1
         if self._until_compact <= 0:
             self._compact()
-
-    def _push_deadline(self, deadline: float, node: Segment) -> None:
-        """A deadline entry for `node`, numbered in the order entries are made."""
-        seq = self._seq
-        self._seq = seq + 1
-        self._deadlines.push((deadline, seq, node))
 
     def _compact(self) -> None:
         """Drop stale entries once the queues hold many more entries than segments."""
@@ -692,7 +693,7 @@ class SegmentCache:
         if len(self._victims) + len(self._deadlines) <= 4 * self.num_segments + 2048:
             return
         self._victims.keep(_live_victim)
-        self._deadlines.keep(_live_deadline)
+        self._deadlines.keep()
 
     # ----------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
@@ -722,6 +723,8 @@ class SegmentCache:
         assert total == self.resident_tokens, "resident tokens"
         if self.capacity_tokens is not None:
             assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+        if self.ttl is not None:
+            self._deadlines.check(self.segments())
 
 
 _NO_TIME = float("nan")  # `access`: the last access of the run of hits so far, before one
@@ -752,7 +755,128 @@ def _live_victim(entry: tuple) -> bool:
     return entry[-2] == node.version and node.resident and not node.children
 
 
-def _live_deadline(entry: tuple) -> bool:
-    """Whether a deadline entry still stands for its segment (a resident leaf's deadline)."""
-    node = entry[2]
-    return node.resident and not node.children and node.deadline_s == entry[0]
+_NO_ENTRY = -(2**62)  # a segment's `deadline_entry` before its first one
+
+
+class DeadlineRun:
+    """The deadline queue of a SegmentCache's leaf segments: the least deadline first (R12).
+
+    A segment queued at or after the run's last deadline (a new leaf or a sliding TTL's
+    refreshed one: now + TTL, the latest yet) is appended to `run` itself, a list consumed
+    from `first`, with no entry object; the others (a parent left a leaf, its deadline
+    older) go to `heap` as (deadline, number, segment). A segment records where its latest
+    entry is (`Segment.deadline_entry`: the run position `base + index`, positions never
+    reused, or -1 - the heap entry's number), so an entry is live iff it is its segment's
+    latest and the segment is a resident leaf; a live entry's deadline is its segment's (a
+    leaf's deadline changes only where the cache queues it again). Stale entries are dropped
+    as they reach a head, and all of them by `keep`."""
+
+    __slots__ = ("run", "first", "base", "last_s", "heap", "count")
+
+    def __init__(self) -> None:
+        self.run: list[Segment | None] = []  # in order of deadline at the push
+        self.first = 0  # run[:first] are consumed (None)
+        self.base = 0  # the position of run[0]
+        self.last_s = -INFINITY  # the deadline of the run's last entry
+        self.heap: list[tuple[float, int, Segment]] = []
+        self.count = 0  # numbers the heap entries
+
+    def __len__(self) -> int:
+        return len(self.run) - self.first + len(self.heap)
+
+    def push(self, node: Segment) -> None:
+        """Queue `node` at its deadline; its earlier entries go stale."""
+        deadline = node.deadline_s
+        run = self.run
+        if deadline >= self.last_s or self.first == len(run):
+            node.deadline_entry = self.base + len(run)
+            run.append(node)
+            self.last_s = deadline
+        else:
+            count = self.count
+            self.count = count + 1
+            node.deadline_entry = -1 - count
+            heappush(self.heap, (deadline, count, node))
+
+    def pop_below(self, now: float) -> Segment | None:
+        """The segment of the least live entry, taken out, if its deadline is before `now`;
+        else None (stale heads are dropped either way)."""
+        run = self.run
+        first = self.first
+        size = len(run)
+        base = self.base
+        head = None
+        while first < size:
+            node = run[first]
+            if node.deadline_entry == base + first and node.resident and not node.children:
+                head = node
+                break
+            run[first] = None
+            first += 1
+        if first == size and size:
+            run.clear()
+            self.base = base + size
+            first = 0
+        elif first >= 1024 and 2 * first >= size:
+            del run[:first]
+            self.base = base + first
+            first = 0
+        self.first = first
+        heap = self.heap
+        while heap:
+            entry = heap[0]
+            node = entry[2]
+            number = entry[1]
+            if node.deadline_entry == -1 - number and node.resident and not node.children:
+                deadline = entry[0]
+                if head is None or deadline < head.deadline_s:
+                    if deadline < now:
+                        heappop(heap)
+                        return node
+                    return None
+                break
+            heappop(heap)
+        if head is not None and head.deadline_s < now:
+            run[first] = None
+            self.first = first + 1
+            return head
+        return None
+
+    def keep(self) -> None:
+        """Drop every stale entry; the live run entries get new positions."""
+        run = self.run
+        base = self.base
+        live = [node for i, node in enumerate(run[self.first:], self.first)
+                if node.deadline_entry == base + i and node.resident and not node.children]
+        base += len(run)  # past every position given before
+        for i, node in enumerate(live):
+            node.deadline_entry = base + i
+        self.run = live
+        self.first = 0
+        self.base = base
+        self.heap = [entry for entry in self.heap if entry[2].deadline_entry == -1 - entry[1]
+                     and entry[2].resident and not entry[2].children]
+        heapify(self.heap)
+
+    def check(self, segments: Sequence[Segment]) -> None:
+        """Assert that every resident leaf of `segments` has a live entry at its deadline and
+        that the run is in deadline order."""
+        run = self.run
+        previous = -INFINITY
+        for i in range(self.first, len(run)):
+            node = run[i]
+            if node.deadline_entry == self.base + i and node.resident and not node.children:
+                assert node.deadline_s >= previous, "deadline run out of order"
+                previous = node.deadline_s
+        numbers = {entry[1]: entry for entry in self.heap}
+        for node in segments:
+            if node.children:
+                continue
+            entry = node.deadline_entry
+            if entry >= 0:
+                index = entry - self.base
+                assert self.first <= index < len(run) and run[index] is node, "no live entry"
+            else:
+                found = numbers.get(-1 - entry)
+                assert found is not None and found[2] is node, "no live entry"
+                assert found[0] == node.deadline_s, "a live entry off its deadline"

@@ -1,0 +1,160 @@
+"""DeadlineRun, the compressed cache's deadline queue (cache/segment_tree.py): segments in
+order go in the run with no entry object, the others in a heap; an entry is live iff it is
+its segment's latest and the segment is a resident leaf. Known answers by hand, then a
+property test against a plain reference (the least live deadline, searched)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.cache.segment_tree import DeadlineRun, Segment
+
+
+def segment(page_id: int, deadline: float) -> Segment:
+    return Segment((page_id,), None, 0, 4, 4, 0.0, 0, deadline)
+
+
+def drain(queue: DeadlineRun, now: float) -> list[int]:
+    out = []
+    while (node := queue.pop_below(now)) is not None:
+        out.append(node.ids[0])
+    return out
+
+
+def test_segments_in_deadline_order_go_in_the_run_and_leave_while_below_now():
+    """Deadlines 1, 2, 3 pushed in order: all in the run, no heap; below 2.5 the first two
+    leave (2 < 2.5), 3 stays until a later now."""
+    queue = DeadlineRun()
+    nodes = [segment(i, float(i)) for i in (1, 2, 3)]
+    for node in nodes:
+        queue.push(node)
+    assert queue.heap == [] and len(queue) == 3
+    assert [node.deadline_entry for node in nodes] == [0, 1, 2]
+    assert drain(queue, 2.5) == [1, 2]
+    assert drain(queue, 3.0) == []  # 3 is not before 3
+    assert drain(queue, 3.5) == [3]
+    assert len(queue) == 0
+
+
+def test_a_push_before_the_runs_last_deadline_goes_to_the_heap_and_leaves_in_order():
+    """Deadlines 5 then 3 then 4: 3 and 4 are out of order (heap entries -1 and -2); they
+    leave by deadline, before and after the run's 5 as their deadlines say."""
+    queue = DeadlineRun()
+    five, three, four = segment(5, 5.0), segment(3, 3.0), segment(4, 4.0)
+    for node in (five, three, four):
+        queue.push(node)
+    assert five.deadline_entry == 0 and three.deadline_entry == -1 and four.deadline_entry == -2
+    assert len(queue.heap) == 2
+    assert drain(queue, 10.0) == [3, 4, 5]
+
+
+def test_an_entry_goes_stale_when_its_segment_is_queued_again_leaves_or_gets_a_child():
+    """A (deadline 1) refreshed to 4 and queued again: its first entry is stale, so below 2
+    nothing leaves and below 5 A leaves once. B left the cache and C got a child: neither
+    leaves, and their heads are dropped."""
+    queue = DeadlineRun()
+    a, b, c = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
+    for node in (a, b, c):
+        queue.push(node)
+    a.deadline_s = 4.0
+    queue.push(a)
+    b.resident = False
+    c.children = {9: segment(9, 3.0)}
+    assert drain(queue, 2.0) == []
+    assert drain(queue, 5.0) == [1]
+    assert len(queue) == 0 and queue.run == [] and queue.base == 4
+
+
+def test_keep_drops_stale_entries_and_numbers_the_live_ones_past_every_old_position():
+    """Run positions 0-3 with A's first entry stale and B gone: keep leaves C and A's latest,
+    at new positions 4 and 5; the heap keeps its live entry only."""
+    queue = DeadlineRun()
+    a, b, c = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
+    for node in (a, b, c):
+        queue.push(node)
+    a.deadline_s = 4.0
+    queue.push(a)
+    late, gone = segment(7, 3.5), segment(8, 3.6)
+    queue.push(late)
+    queue.push(gone)
+    b.resident = gone.resident = False
+    queue.keep()
+    assert queue.run == [c, a] and (c.deadline_entry, a.deadline_entry) == (4, 5)
+    assert [entry[2] for entry in queue.heap] == [late]
+    queue.check([a, c, late])
+    assert drain(queue, 10.0) == [3, 7, 1]
+
+
+def test_check_finds_a_leaf_without_a_live_entry():
+    queue = DeadlineRun()
+    a = segment(1, 1.0)
+    queue.push(a)
+    queue.check([a])
+    a.deadline_entry = 5
+    try:
+        queue.check([a])
+    except AssertionError as error:
+        assert "no live entry" in str(error)
+    else:  # pragma: no cover
+        raise AssertionError("check passed a leaf without an entry")
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["new", "refresh", "leave", "child", "unchild",
+                                          "pop", "keep"]),
+                         st.integers(0, 9), st.integers(0, 40)), max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_pops_the_least_live_deadline_below_now_as_a_search_would(ops):
+    """Random pushes (new segments, refreshed ones queued again), segments leaving or getting
+    and losing a child (queued again when they lose it, as the cache does), compactions, and
+    pops: each pop returns a live segment of the least live deadline when that is before now,
+    else None, as a search over the live segments says."""
+    queue = DeadlineRun()
+    nodes: list[Segment] = []
+    queued: set[int] = set()  # indices of the live segments the queue should hold
+    clock = 0.0
+    for op, pick, value in ops:
+        if op == "new":
+            node = segment(len(nodes), clock + value)
+            nodes.append(node)
+            queue.push(node)
+            queued.add(len(nodes) - 1)
+            continue
+        if op == "keep":
+            queue.keep()
+            continue
+        if op == "pop":
+            clock += value / 4
+            live = [nodes[i].deadline_s for i in queued]
+            least = min(live) if live else None
+            node = queue.pop_below(clock)
+            if least is None or not least < clock:
+                assert node is None
+            else:
+                assert node is not None and node.deadline_s == least
+                queued.discard(node.ids[0])
+                node.resident = False
+            continue
+        if not nodes:
+            continue
+        index = pick % len(nodes)
+        node = nodes[index]
+        if not node.resident:
+            continue
+        if op == "refresh" and not node.children:
+            node.deadline_s = max(node.deadline_s, clock + value)
+            queue.push(node)
+        elif op == "leave":
+            node.resident = False
+            queued.discard(index)
+        elif op == "child" and not node.children:
+            node.children = {-1: node}
+            queued.discard(index)
+        elif op == "unchild" and node.children:
+            node.children = None
+            queue.push(node)
+            queued.add(index)
+        queue.check([nodes[i] for i in queued])
