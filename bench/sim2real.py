@@ -19,9 +19,11 @@ rate. Target: within 10%. The simulated server's own steady completion rate at t
 saturated stages' rates is printed beside it, to tell the cost model's share of an error
 from the kept-up rule's margin.
 
-Last, one table over every real source (`--sources`, default both): per server config
-here and per kv-cache-tester working-set run and GPU (replayed by bench/kv_cache_tester.py,
-whose docstring gives its settings), the default cost model's median |relative error| per
+Last, one table over every real source (`--sources`, default all three): per server config
+here, per kv-cache-tester working-set run and GPU (replayed by bench/kv_cache_tester.py,
+whose docstring gives its settings) and per test and GPU of vLLM's CI latency benchmark
+(bench/vllm_ci_latency.py: figures transcribed from its build pages, so present without
+../shared), the default cost model's median |relative error| per
 metric with its target, and the count of stages or periods where the real server kept up
 (an open-loop stage; a period within the tester's max TTFT) but the simulation saturated
 (none released, simulated mean TTFT > 10x measured, or, open loop only, the kept-up rule
@@ -34,7 +36,8 @@ cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` paramet
 CPU table by the roofline's formula).
 
     .venv/bin/python bench/sim2real.py [VALIDATION_DIR] [--compare roofline-step] [--quiet]
-        [--tolerance 0.01] [--sources kubecon,kv-cache-tester] [--kv-cache-tester-dir DIR]
+        [--tolerance 0.01] [--sources kubecon,kv-cache-tester,vllm-ci-latency]
+        [--kv-cache-tester-dir DIR]
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_p
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation" / "inference-perf-kubecon-na-2025"
 KV_CACHE_TESTER_DIR = ROOT.parent / "shared" / "validation" / "kv-cache-tester-vllm" / "results"
-SOURCES = ("kubecon", "kv-cache-tester")
+SOURCES = ("kubecon", "kv-cache-tester", "vllm-ci-latency")
 SIM_ONLY_TTFT_RATIO = 10.0  # simulated / measured mean TTFT above which a stage saturates
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
           "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3.1-8b"}
@@ -399,6 +402,20 @@ def kv_cache_tester(folder: Path) -> list[SourceErrors]:
     return table
 
 
+def vllm_ci_latency() -> list[SourceErrors]:
+    """vLLM's CI latency benchmark (bench/vllm_ci_latency.py), default serving engine: one
+    batch's latency per test and GPU (a batch of 8 at once cannot saturate)."""
+    ci = importlib.import_module("vllm_ci_latency")  # bench/ is sys.path[0] (a script)
+    metric = "batch e2el"
+    table = []
+    for test, _, err in ci.errors("vllm-v1"):
+        entry = SourceErrors("vllm-ci-latency", f"{test.test} ({test.model})", test.gpu,
+                             {metric: ci.TARGET}, {metric: []})
+        entry.add(metric, err)
+        table.append(entry)
+    return table
+
+
 def combined_table(table: list[SourceErrors]) -> None:
     """Print the median |relative error| per source configuration and metric, with the
     targets, then every stage that saturates in simulation only."""
@@ -450,6 +467,8 @@ def main() -> int:
         table += kubecon(args, ["default", *args.compare])
     if "kv-cache-tester" in sources:
         table += kv_cache_tester(args.kv_cache_tester_dir)
+    if "vllm-ci-latency" in sources:
+        table += vllm_ci_latency()
     if table:
         combined_table(table)
     return 0
