@@ -46,6 +46,7 @@ def test_a_push_before_the_runs_last_deadline_goes_to_the_heap_and_leaves_in_ord
         queue.push(node)
     assert five.deadline_entry == 0 and three.deadline_entry == -1 and four.deadline_entry == -2
     assert len(queue.heap) == 2
+    assert drain(queue, 3.0) == []  # a heap entry's 3 is not before 3 either
     assert drain(queue, 10.0) == [3, 4, 5]
 
 
