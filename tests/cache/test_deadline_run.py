@@ -22,6 +22,18 @@ def drain(queue: DeadlineRun, now: float) -> list[int]:
     return out
 
 
+def a_refreshed_after_b_and_c() -> tuple[DeadlineRun, Segment, Segment, Segment]:
+    """A, B, C queued at deadlines 1, 2, 3 (run positions 0-2), then A refreshed to 4 and
+    queued again (position 3): A's first entry is stale."""
+    queue = DeadlineRun()
+    a, b, c = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
+    for node in (a, b, c):
+        queue.push(node)
+    a.deadline_s = 4.0
+    queue.push(a)
+    return queue, a, b, c
+
+
 def test_segments_in_deadline_order_go_in_the_run_and_leave_while_below_now():
     """Deadlines 1, 2, 3 pushed in order: all in the run, no heap; below 2.5 the first two
     leave (2 < 2.5), 3 stays until a later now."""
@@ -54,12 +66,7 @@ def test_an_entry_goes_stale_when_its_segment_is_queued_again_leaves_or_gets_a_c
     """A (deadline 1) refreshed to 4 and queued again: its first entry is stale, so below 2
     nothing leaves and below 5 A leaves once. B left the cache and C got a child: neither
     leaves, and their heads are dropped."""
-    queue = DeadlineRun()
-    a, b, c = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
-    for node in (a, b, c):
-        queue.push(node)
-    a.deadline_s = 4.0
-    queue.push(a)
+    queue, a, b, c = a_refreshed_after_b_and_c()
     b.resident = False
     c.children = {9: segment(9, 3.0)}
     assert drain(queue, 2.0) == []
@@ -70,12 +77,7 @@ def test_an_entry_goes_stale_when_its_segment_is_queued_again_leaves_or_gets_a_c
 def test_keep_drops_stale_entries_and_numbers_the_live_ones_past_every_old_position():
     """Run positions 0-3 with A's first entry stale and B gone: keep leaves C and A's latest,
     at new positions 4 and 5; the heap keeps its live entry only."""
-    queue = DeadlineRun()
-    a, b, c = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
-    for node in (a, b, c):
-        queue.push(node)
-    a.deadline_s = 4.0
-    queue.push(a)
+    queue, a, b, c = a_refreshed_after_b_and_c()
     late, gone = segment(7, 3.5), segment(8, 3.6)
     queue.push(late)
     queue.push(gone)
