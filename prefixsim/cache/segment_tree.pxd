@@ -50,6 +50,9 @@ cdef double _NO_TIME
 cdef long long _NO_ENTRY
 
 
+cdef inline bint _live_entry(Segment node, long long entry)
+
+
 cdef class DeadlineRun:
     cdef public list run
     cdef public Py_ssize_t first

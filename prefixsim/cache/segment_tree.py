@@ -758,6 +758,12 @@ def _live_victim(entry: tuple) -> bool:
 _NO_ENTRY = -(2**62)  # a segment's `deadline_entry` before its first one
 
 
+def _live_entry(node: Segment, entry: int) -> bool:
+    """Whether the deadline entry `entry` (a run position, or -1 - a heap entry's number)
+    of `node` is live: its latest, and `node` a resident leaf (DeadlineRun)."""
+    return node.deadline_entry == entry and node.resident and not node.children
+
+
 class DeadlineRun:
     """The deadline queue of a SegmentCache's leaf segments: the least deadline first (R12).
 
@@ -808,7 +814,7 @@ class DeadlineRun:
         head = None
         while first < size:
             node = run[first]
-            if node.deadline_entry == base + first and node.resident and not node.children:
+            if _live_entry(node, base + first):
                 head = node
                 break
             run[first] = None
@@ -827,7 +833,7 @@ class DeadlineRun:
             entry = heap[0]
             node = entry[2]
             number = entry[1]
-            if node.deadline_entry == -1 - number and node.resident and not node.children:
+            if _live_entry(node, -1 - number):
                 deadline = entry[0]
                 if head is None or deadline < head.deadline_s:
                     if deadline < now:
@@ -847,15 +853,14 @@ class DeadlineRun:
         run = self.run
         base = self.base
         live = [node for i, node in enumerate(run[self.first:], self.first)
-                if node.deadline_entry == base + i and node.resident and not node.children]
+                if _live_entry(node, base + i)]
         base += len(run)  # past every position given before
         for i, node in enumerate(live):
             node.deadline_entry = base + i
         self.run = live
         self.first = 0
         self.base = base
-        self.heap = [entry for entry in self.heap if entry[2].deadline_entry == -1 - entry[1]
-                     and entry[2].resident and not entry[2].children]
+        self.heap = [entry for entry in self.heap if _live_entry(entry[2], -1 - entry[1])]
         heapify(self.heap)
 
     def check(self, segments: Sequence[Segment]) -> None:
@@ -865,7 +870,7 @@ class DeadlineRun:
         previous = -INFINITY
         for i in range(self.first, len(run)):
             node = run[i]
-            if node.deadline_entry == self.base + i and node.resident and not node.children:
+            if _live_entry(node, self.base + i):
                 assert node.deadline_s >= previous, "deadline run out of order"
                 previous = node.deadline_s
         numbers = {entry[1]: entry for entry in self.heap}

@@ -152,8 +152,8 @@ class _Codes:
         only, as a replay's statuses are, without a look at each)."""
         index = self.index
         if type(values) is list and values and values.count(values[0]) == len(values):
-            self._code(values[0])
-            self.codes.extend(array(self.codes.typecode, [index[values[0]]]) * len(values))
+            code = self._code(values[0])
+            self.codes.extend(array(self.codes.typecode, [code]) * len(values))
             return
         codes = []
         for value in values:
@@ -270,25 +270,13 @@ class RecordTable(Sequence):
     def columns(self) -> dict[str, object]:
         """Column name -> numpy array (numbers, no copy), Arrow string array or list."""
         self._flush()
-        out: dict[str, object] = {}
-        for name, column in zip(self.names, self._columns, strict=True):
-            if isinstance(column, array):
-                out[name] = np.frombuffer(column, dtype=_DTYPES[column.typecode]) \
-                    if len(column) else np.zeros(0, _DTYPES[column.typecode])
-            elif isinstance(column, (_Strings, _Codes)):
-                out[name] = column.values()
-            else:
-                out[name] = column
-        return out
+        return {name: _column_values(column)
+                for name, column in zip(self.names, self._columns, strict=True)}
 
     def column(self, name: str) -> object:
         """One column as `columns()` gives it, the others left alone."""
         self._flush()
-        column = self._columns[self.names.index(name)]
-        if isinstance(column, array):
-            return np.frombuffer(column, dtype=_DTYPES[column.typecode]) \
-                if len(column) else np.zeros(0, _DTYPES[column.typecode])
-        return column.values() if isinstance(column, (_Strings, _Codes)) else column
+        return _column_values(self._columns[self.names.index(name)])
 
     def drain(self) -> RecordTable:
         """The records so far, as a table of their own; this one starts empty (its bound
@@ -351,3 +339,12 @@ def _column(hint: object):
     if hint in _STRINGS:
         return _Strings()
     return []
+
+
+def _column_values(column: object) -> object:
+    """A stored column as `RecordTable.columns` gives it: numbers as a numpy array over the
+    array's buffer (no copy), string columns as their `values()`, anything else as it is."""
+    if isinstance(column, array):
+        return np.frombuffer(column, dtype=_DTYPES[column.typecode]) \
+            if len(column) else np.zeros(0, _DTYPES[column.typecode])
+    return column.values() if isinstance(column, (_Strings, _Codes)) else column
