@@ -104,6 +104,17 @@ def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
     assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.page"]
 
 
+def test_a_cimported_pxd_without_a_compiled_module_is_part_of_the_build():
+    """id_arrays.pxd gives inline C bodies to the segment tree (and so to the chunk replay that
+    cimports it), id_arrays.py runs on the pure path and is never compiled: its files are part
+    of both modules' build input (an edit makes their copies stale), not a hot module."""
+    module = "prefixsim.cache.id_arrays"
+    assert module not in accel.HOT_MODULES and accel.types_path(module).is_file()
+    for user in ("prefixsim.cache.segment_tree", "prefixsim.engine.cache_only_fast"):
+        assert module in accel.cimported(user)
+        assert accel.types_path(module).read_bytes() in accel.build_input(user)
+
+
 def test_the_digest_follows_the_source():
     assert accel.source_digest(b"a = 1\n") != accel.source_digest(b"a = 2\n")
     assert accel.source_digest(b"a = 1\n") == accel.source_digest(b"a = 1\n")

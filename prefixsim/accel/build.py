@@ -18,6 +18,7 @@ from prefixsim.accel import (
     HOT_MODULES,
     build_input,
     cache_dir,
+    cimported,
     compiled_path,
     source_digest,
     source_path,
@@ -79,7 +80,11 @@ def build(folder: Path | None = None, jobs: int | None = None,
         # The copies keep the package's layout (with empty __init__ files), every hot
         # module's .pxd beside its place, so that `cimport prefixsim.cache.page` finds its
         # declarations and each module gets its dotted name.
-        for module in HOT_MODULES:
+        # A .pxd of another module that a hot one cimports (id_arrays.pxd: inline C
+        # bodies, no compiled module of its own) goes beside its place too.
+        typed = dict.fromkeys([*HOT_MODULES, *(other for module in HOT_MODULES
+                                               for other in cimported(module))])
+        for module in typed:
             parts = module.split(".")
             for depth in range(1, len(parts)):
                 init = work.joinpath("src", *parts[:depth], "__init__.py")

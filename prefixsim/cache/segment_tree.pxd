@@ -4,6 +4,8 @@
 # fields; the methods of one request's replay get C-typed locals. Integers that hold token
 # counts, depths and replay positions are 64-bit; times are doubles.
 cimport cython
+from cpython.array cimport array as IdArray
+cimport prefixsim.cache.id_arrays as _ids
 from prefixsim.cache.idle_ages cimport age_bin
 from prefixsim.cache.tree cimport CacheCounters
 from prefixsim.cache.ordered_queue cimport OrderedQueue
@@ -14,7 +16,7 @@ from prefixsim.cache.ordered_queue cimport OrderedQueue
 # passes over a live tree (~25k segments a replay of Mooncake) found nothing to free.
 @cython.no_gc
 cdef class Segment:
-    cdef public object ids
+    cdef public IdArray ids
     cdef public object first
     cdef public object parent
     cdef public dict children
@@ -37,16 +39,17 @@ cdef class Segment:
 
 
 @cython.locals(node=Segment)
-cdef Segment _new_segment(object ids, object first, object parent, long long depth,
+cdef Segment _new_segment(IdArray ids, object first, object parent, long long depth,
                           long long page_tokens, long long last_tokens, double now,
                           long long recency, double deadline_s, object priority=*)
 
-cdef _fill(Segment node, object ids, object first, object parent, long long depth,
+cdef _fill(Segment node, IdArray ids, object first, object parent, long long depth,
            long long page_tokens, long long last_tokens, double now, long long recency,
            double deadline_s, object priority)
 
 
 cdef double _NO_TIME
+cdef double _NEVER
 cdef long long _NO_ENTRY
 
 
@@ -70,7 +73,7 @@ cdef class DeadlineRun:
     cpdef Segment pop_below(self, double now)
 
 
-cpdef bint _same_prefix(object page_ids, Py_ssize_t pos, object seg, Py_ssize_t length,
+cpdef bint _same_prefix(IdArray page_ids, Py_ssize_t pos, IdArray seg, Py_ssize_t length,
                         bint chained) except? -1
 
 
@@ -112,7 +115,7 @@ cdef class SegmentCache:
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
-                   seg=object, size=Py_ssize_t, whole=bint, chained=bint, children=dict,
+                   seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint, children=dict,
                    last=cython.longlong, run_last=cython.double, refresh=cython.double,
                    sliding=bint,
                    new_tokens=cython.longlong, keys=tuple)
@@ -120,13 +123,14 @@ cdef class SegmentCache:
                            long long page_tokens, long long input_tokens,
                            Py_ssize_t first=*, Py_ssize_t stop=*) except? -1
 
-    @cython.locals(prefix=Segment, parent=Segment, keys=tuple)
+    @cython.locals(prefix=Segment, parent=Segment, keys=tuple, seg=IdArray)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
                    resident=cython.longlong, free=cython.longlong,
-                   counters=CacheCounters, bounded=bint)
+                   counters=CacheCounters, bounded=bint, block=IdArray, run=IdArray,
+                   deadline=cython.double)
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*, Py_ssize_t stop=*,
@@ -136,21 +140,24 @@ cdef class SegmentCache:
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
                    tokens_out=cython.longlong, counters=CacheCounters,
-                   entry=tuple, ages=cython.longlong[:], steady=bint)
+                   entry=tuple, ages=cython.longlong[:], steady=bint, seg=IdArray)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
-    @cython.locals(keys=tuple, seg=object, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
+    @cython.locals(keys=tuple, seg=IdArray, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
                    recency=cython.longlong, depth=cython.longlong)
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
-    @cython.locals(node=Segment, size=Py_ssize_t, freed=Py_ssize_t,
+    @cython.locals(node=Segment, parent=Segment, size=Py_ssize_t, freed=Py_ssize_t,
                    queue=DeadlineRun, counters=CacheCounters, ages=cython.longlong[:])
     cpdef long long expire(self, double now) except? -1
 
-    @cython.locals(parent=Segment, children=dict)
+    @cython.locals(parent=Segment)
     cpdef _remove(self, Segment node)
 
-    @cython.locals(version=cython.longlong)
+    @cython.locals(parent=Segment, children=dict)
+    cpdef Segment _unlink(self, Segment node)
+
+    @cython.locals(version=cython.longlong, seg=IdArray, size=Py_ssize_t)
     cpdef _queue(self, Segment node, bint with_deadline=*)
 
     @cython.locals(field=int)

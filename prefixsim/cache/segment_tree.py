@@ -72,6 +72,7 @@ from array import array
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 
+from prefixsim.cache import id_arrays as _ids
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
 from prefixsim.cache.idle_ages import age_bin
@@ -119,9 +120,10 @@ class Segment:
         "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
     )
 
-    def __init__(self, ids: tuple[int, ...], parent: Segment | None, depth: int,
+    def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
                  page_tokens: int, last_tokens: int, now: float, recency: int,
                  deadline_s: float, priority: int = 0) -> None:
+        ids = ids if _ids.is_id_array(ids) else id_array(ids)  # its own copy otherwise
         _fill(self, ids, ids[0], parent, depth, page_tokens, last_tokens, now, recency,
               deadline_s, priority)
 
@@ -153,7 +155,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.depth = depth
     node.page_tokens = page_tokens
     node.last_tokens = last_tokens
-    node.num_tokens = page_tokens * (len(ids) - 1) + last_tokens
+    node.num_tokens = page_tokens * (_ids.id_count(ids) - 1) + last_tokens
     node.created_s = now
     node.last_access_s = now
     node.recency = recency
@@ -317,9 +319,8 @@ class SegmentCache:
         self._clock = now
         if self.ttl is not None:
             self.expire(now)
-        if type(page_ids) is not array:
-            page_ids = id_array(page_ids)
-        n = len(page_ids) if stop < 0 else stop
+        block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
+        n = _ids.id_count(block) if stop < 0 else stop
         keys = None
         if self._keyed:
             keys = tuple(self.policy.request_keys(recency))
@@ -337,25 +338,25 @@ class SegmentCache:
         # their ids at that position are equal; no slice of ids is compared.
         chained = self._ids is None
         while pos < n and children:
-            node = children.get(page_ids[pos])
+            node = children.get(_ids.id_at(block, pos))
             if node is None:
                 break
             seg = node.ids
-            size = len(seg)
+            size = _ids.id_count(seg)
             end = pos + size
-            whole = end <= n and page_ids[end - 1] == seg[size - 1] and (
-                chained or page_ids[pos:end] == seg)
+            whole = end <= n and _ids.id_at(block, end - 1) == _ids.id_at(seg, size - 1) and (
+                chained or _ids.same_ids(block, pos, seg, size))
             if not whole:
                 # The match ends inside `node`: the longest common prefix, by binary search
                 # on prefix equality (monotone in the length), at least the first page.
                 lo, hi = 1, min(size, n - pos)
-                if _same_prefix(page_ids, pos, seg, hi, chained):
+                if _same_prefix(block, pos, seg, hi, chained):
                     lo = hi
                 else:
                     hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
                     while lo < hi:
                         mid = (lo + hi + 1) // 2
-                        if _same_prefix(page_ids, pos, seg, mid, chained):
+                        if _same_prefix(block, pos, seg, mid, chained):
                             lo = mid
                         else:
                             hi = mid - 1
@@ -390,8 +391,7 @@ class SegmentCache:
                 new_tokens = page_tokens * (n - 1 - pos) + last
                 if self._bounded and new_tokens > self._capacity - self.resident_tokens:
                     self.evict(new_tokens, tip)
-                self.insert(tip, page_ids, pos, page_tokens, last, now, recency, keys, n,
-                            first)
+                self.insert(tip, block, pos, page_tokens, last, now, recency, keys, n, first)
         finally:
             # The refreshed path's last segment is queued once the new pages are in, if it
             # is still a leaf: queued before them, its entry would go stale as they land
@@ -408,22 +408,22 @@ class SegmentCache:
         unchanged); the prefix copies the statistics."""
         seg = node.ids
         first = node.first  # the prefix takes the suffix's place (and key) in its parent
-        prefix = _new_segment(seg[:k], first, node.parent, node.depth, node.page_tokens,
-                              node.page_tokens, node.created_s, node.recency, node.deadline_s,
-                              node.priority)
+        prefix = _new_segment(_ids.id_run(seg, 0, k), first, node.parent, node.depth,
+                              node.page_tokens, node.page_tokens, node.created_s, node.recency,
+                              node.deadline_s, node.priority)
         prefix.last_access_s = node.last_access_s
         prefix.num_hits = node.num_hits
-        prefix.inserted = node.inserted - (len(seg) - k)  # its last page's order
+        prefix.inserted = node.inserted - (_ids.id_count(seg) - k)  # its last page's order
         prefix.aged_base = node.aged_base
         keys = node.keys
         if keys is not None:
             prefix.keys = keys[:k]
             node.keys = keys[k:]
-        node.first = key = seg[k]
+        node.first = key = _ids.id_at(seg, k)
         prefix.children = {key: node}
         parent = node.parent
         (self._roots if parent is None else parent.children)[first] = prefix
-        del seg[:k]  # in place: the suffix keeps its array (its own, see Segment)
+        _ids.drop_first(seg, k)  # in place: the suffix keeps its array (its own, see Segment)
         node.parent = prefix
         node.depth += k
         node.num_tokens -= prefix.num_tokens
@@ -440,10 +440,9 @@ class SegmentCache:
         `page_ids[first:stop]` (`access` passes them). Returns the pages inserted. Raises
         ChainConflict, before changing anything, when an id it reaches is already resident
         (or repeats in the run): the ids are not chained."""
-        if type(page_ids) is not array:
-            page_ids = id_array(page_ids)
+        block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
         if stop < 0:
-            stop = len(page_ids)
+            stop = _ids.id_count(block)
         total = stop - start
         if total <= 0:
             return 0
@@ -454,21 +453,21 @@ class SegmentCache:
             if page_tokens * (total - 1) + last_tokens > free:
                 fit = min(total - 1, free // page_tokens)
                 last_tokens = page_tokens
-        run = page_ids[start:start + fit]
+        run = _ids.id_run(block, start, start + fit)
         # Every id placed must be new, and so must the first one that did not fit (RadixCache
         # looks an id up before it checks that its page fits).
         ids = self._ids
         if ids is not None:
             before = len(ids)
             ids.update(run)
-            if len(ids) != before + fit or (fit < total and page_ids[start + fit] in ids):
-                self._chain_conflict(page_ids[start:start + fit + 1])
+            if len(ids) != before + fit or (fit < total and _ids.id_at(block, start + fit) in ids):
+                self._chain_conflict(_ids.id_run(block, start, min(start + fit + 1, stop)))
         if fit == 0:
             return 0
         ttl = self.ttl
         deadline = now + self._ttl_s  # infinite without a TTL
-        depth = 0 if parent is None else parent.depth + len(parent.ids)
-        first_id = run[0]  # its key in its parent's child map (or the roots)
+        depth = 0 if parent is None else parent.depth + _ids.id_count(parent.ids)
+        first_id = _ids.id_at(run, 0)  # its key in its parent's child map (or the roots)
         node = _new_segment(run, first_id, parent, depth, page_tokens, last_tokens, now, recency,
                             deadline)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
@@ -483,7 +482,7 @@ class SegmentCache:
             if parent.children is None:
                 parent.children = {}
             parent.children[first_id] = node
-            if deadline != INFINITY:  # ancestors live as long as the new pages (R12, C11)
+            if deadline != _NEVER:  # ancestors live as long as the new pages (R12, C11)
                 anc: Segment | None = parent
                 while anc is not None and anc.deadline_s < deadline:
                     anc.deadline_s = deadline
@@ -501,7 +500,7 @@ class SegmentCache:
         if bounded:  # LRU's key is the recency: one int object for both
             key = self._victim_key(node)
             self._victims.push((key, key if self._key_field == 1 else recency,
-                                -(depth + fit - 1), run[-1], 0, node))
+                                -(depth + fit - 1), _ids.id_at(run, fit - 1), 0, node))
         if ttl is not None:
             self._deadlines.push(node)
         self._until_compact -= 1
@@ -559,7 +558,7 @@ class SegmentCache:
                 if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
                     aging.clock = entry[0]  # L rises to the leavers' highest key
                 seg = node.ids
-                size = len(seg)
+                size = _ids.id_count(seg)
                 last = node.last_tokens
                 page = node.page_tokens
                 k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
@@ -580,9 +579,9 @@ class SegmentCache:
                 tokens_out += tokens
                 ages[age_bin(clock - node.last_access_s)] += k
                 if self._ids is not None:
-                    self._ids.difference_update(seg[size - k:])
+                    self._ids.difference_update(_ids.id_run(seg, size - k, size))
                 self._num_pages -= k
-                del seg[size - k:]  # in place: a segment's ids are its own (see Segment)
+                _ids.drop_last(seg, k)  # in place: a segment's ids are its own (see Segment)
                 if node.keys is not None:
                     node.keys = node.keys[:size - k]
                 node.inserted -= k
@@ -600,7 +599,10 @@ class SegmentCache:
         return need <= 0
 
     def expire(self, now: float) -> int:
-        """Free every page whose deadline is before `now`; returns pages freed."""
+        """Free every page whose deadline is before `now`; returns pages freed. A parent
+        that an expired leaf leaves a leaf, its own deadline before `now` too, goes at once
+        rather than through the deadline queue (it would leave in this call either way;
+        their order changes no count)."""
         queue = self._deadlines
         counters = self.counters
         ages = self._expired_ages
@@ -609,31 +611,42 @@ class SegmentCache:
             node = queue.pop_below(now)  # a resident leaf, its deadline the entry's
             if node is None:
                 break
-            size = len(node.ids)
-            freed += size
-            counters.expired_pages += size
-            counters.expired_tokens += node.num_tokens
-            ages[age_bin(node.deadline_s - node.last_access_s)] += size
-            self._remove(node)
+            while node is not None:
+                size = _ids.id_count(node.ids)
+                freed += size
+                counters.expired_pages += size
+                counters.expired_tokens += node.num_tokens
+                ages[age_bin(node.deadline_s - node.last_access_s)] += size
+                parent = self._unlink(node)
+                if parent is not None and not parent.deadline_s < now:
+                    self._queue(parent)
+                    parent = None
+                node = parent
         return freed
 
     # ------------------------------------------------------------------- internal
     def _remove(self, node: Segment) -> None:
         """Take a whole leaf segment out; a parent it leaves as a leaf is queued."""
+        parent = self._unlink(node)
+        if parent is not None:
+            self._queue(parent)
+
+    def _unlink(self, node: Segment) -> Segment | None:
+        """Take a whole leaf segment out; returns its parent if that is left a leaf (for
+        the caller to queue), else None."""
         node.resident = False
         if self._ids is not None:
             self._ids.difference_update(node.ids)
-        self._num_pages -= len(node.ids)
+        self._num_pages -= _ids.id_count(node.ids)
         self.resident_tokens -= node.num_tokens
         self.num_segments -= 1
         parent = node.parent
         if parent is None:
             del self._roots[node.first]
-            return
+            return None
         children = parent.children
         del children[node.first]
-        if not children:
-            self._queue(parent)
+        return None if children else parent
 
     def _keyed_run(self, node: Segment, k: int, head: tuple) -> int:
         """Under a page-keyed policy, how many of the `k` tail pages of the popped `node` go
@@ -643,11 +656,11 @@ class SegmentCache:
         seg = node.ids
         recency = node.recency
         depth = node.depth
-        size = len(seg)
+        size = _ids.id_count(seg)
         taken = 1
         while taken < k and taken < size:
             i = size - 1 - taken
-            if (keys[i], recency, -(depth + i), seg[i]) >= head[:4]:
+            if (keys[i], recency, -(depth + i), _ids.id_at(seg, i)) >= head[:4]:
                 break
             taken += 1
         return taken
@@ -678,8 +691,10 @@ class SegmentCache:
         node.version = version = node.version + 1
         if self._bounded:
             key = self._victim_key(node)
+            seg = node.ids
+            size = _ids.id_count(seg)
             self._victims.push((key, key if self._key_field == 1 else node.recency,
-                                -(node.depth + len(node.ids) - 1), node.ids[-1], version,
+                                -(node.depth + size - 1), _ids.id_at(seg, size - 1), version,
                                 node))
         if with_deadline and self.ttl is not None:
             self._deadlines.push(node)
@@ -728,14 +743,15 @@ class SegmentCache:
 
 
 _NO_TIME = float("nan")  # `access`: the last access of the run of hits so far, before one
+_NEVER = INFINITY  # a deadline without a TTL (a C double compiled, as `_NO_TIME`)
 
 
 def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:
     """Whether `page_ids[pos:pos + length]` equals `seg[:length]`: by their last ids alone
     when the ids are chained (an id fixes its prefix), else as slices."""
     if chained:
-        return page_ids[pos + length - 1] == seg[length - 1]
-    return page_ids[pos:pos + length] == seg[:length]
+        return _ids.id_at(page_ids, pos + length - 1) == _ids.id_at(seg, length - 1)
+    return _ids.same_ids(page_ids, pos, seg, length)
 
 
 def id_array(page_ids: Sequence[int]) -> array:

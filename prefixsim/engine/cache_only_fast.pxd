@@ -9,7 +9,7 @@ from prefixsim.engine.cache_samples cimport next_sample, state_row
 @cython.locals(position=Py_ssize_t, block=Py_ssize_t, last=Py_ssize_t, base=Py_ssize_t,
                i=Py_ssize_t, count=Py_ssize_t, now=cython.double, upcoming=cython.double,
                arrivals=double[:], inputs=cython.longlong[:], sizes=cython.longlong[:],
-               starts=cython.longlong[:], matched=list)
+               starts=cython.longlong[:], matched=cython.longlong[:])
 cpdef Py_ssize_t _replay_chunks(object chunks, SegmentCache cache, object on_chunk,
                                 object on_progress, Py_ssize_t progress_every,
                                 object sample_interval_s, list states) except? -1

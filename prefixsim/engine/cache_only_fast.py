@@ -124,7 +124,8 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         arrivals, inputs = _doubles(chunk.arrival_s), _longs(chunk.input_tokens)
         sizes, starts = _longs(chunk.page_size_tokens), _longs(chunk.page_start)
         count = len(arrivals)
-        matched = [0] * count
+        found = array("q", bytes(8 * count))  # matched pages per request (typed view: C)
+        matched = found
         page_ids = np.asarray(chunk.page_ids, dtype=np.int64)  # no copy: int64 already
         for block in range(0, count, ID_BLOCK):  # a block's ids as one int64 array
             last = min(block + ID_BLOCK, count)
@@ -147,7 +148,7 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
                 if on_progress is not None and position % progress_every == 0:
                     on_progress(progress_every)
         on_chunk(chunk, hit_token_array(chunk.input_tokens, chunk.page_size_tokens,
-                                        np.array(matched, dtype=np.int64),
+                                        np.frombuffer(found, dtype=np.int64),
                                         np.diff(chunk.page_start)))
     if on_progress is not None:
         on_progress(position % progress_every)

@@ -6,6 +6,8 @@ Part A request of L tokens."""
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 
 from prefixsim.cache import POLICIES, TTLRule
@@ -164,7 +166,7 @@ def _node(cache: SegmentCache, ids: tuple[int, ...]):
 
 @pytest.mark.parametrize("edit, message", [
     (lambda c: setattr(_node(c, (3,)), "resident", False), "empty or gone segment in the tree"),
-    (lambda c: setattr(_node(c, (3,)), "ids", ()), None),
+    (lambda c: setattr(_node(c, (3,)), "ids", array("q")), None),
     (lambda c: setattr(_node(c, (3,)), "num_tokens", 5), None),
     (lambda c: setattr(_node(c, (3,)), "last_tokens", 1), None),
     (lambda c: setattr(_node(c, (3,)), "depth", 5), "depth"),

@@ -104,6 +104,39 @@ def test_split_then_page_at_a_time_eviction_known_answer():
     assert resident == [1, 2, 5, 6, 7]
 
 
+def test_a_parent_left_a_leaf_past_its_deadline_expires_without_a_queue_entry():
+    """Sliding TTL 10 s, P=1. t=0 [1,2,3,4] (deadline 10); t=1 [1,2,5] splits it into 1-2
+    (refreshed: 11) | 3-4 (10) and adds 5 (11). At 10.5 only 3-4 goes (1-2 still has 5). At
+    11.5 page 5 goes and leaves 1-2 a leaf whose deadline (11) is past too: it goes in the
+    same call, without a deadline entry of its own; every page counted once."""
+    cache = SegmentCache(None, POLICIES.build("lru"), TTLRule(10.0))
+    cache.access([1, 2, 3, 4], 0.0, 0, 1, 4)
+    cache.access([1, 2, 5], 1.0, 1, 1, 3)
+    assert cache.expire(10.5) == 2 and cache.num_segments == 2
+    assert cache.expire(11.5) == 3 and cache.num_segments == 0
+    queue = cache._deadlines  # entries ever made: run positions 0 (1-4) and 1 (5), no heap's
+    assert (queue.base + len(queue.run), queue.count) == (2, 0)
+    assert (cache.counters.expired_pages, cache.counters.expired_tokens) == (5, 5)
+    assert sum(cache.counters.expired_ages.counts) == 5
+    cache.check_invariants()
+
+
+def test_a_parent_left_a_leaf_before_its_deadline_is_queued_at_it():
+    """t=0 [1,2,3] (deadline 10); t=5 [1,2] splits it into 1-2 (refreshed: 15) | 3 (10).
+    At exactly 15 page 3 goes and leaves 1-2 a leaf due at 15, not before now: it stays,
+    queued (the queue held nothing else, so its one entry), and goes in a later call."""
+    cache = SegmentCache(None, POLICIES.build("lru"), TTLRule(10.0))
+    cache.access([1, 2, 3], 0.0, 0, 1, 3)
+    cache.access([1, 2], 5.0, 1, 1, 2)
+    assert cache.expire(15.0) == 1 and cache.num_segments == 1
+    assert len(cache._deadlines) == 1 and cache._deadlines.last_s == 15.0
+    cache.check_invariants()
+    assert cache.expire(15.0) == 0
+    assert cache.expire(15.5) == 2 and cache.num_segments == 0
+    assert cache.counters.expired_pages == 3
+    cache.check_invariants()
+
+
 @pytest.mark.parametrize("policy,kept", [("lru", True), ("ttl", True), ("fifo", False),
                                            ("lfu", False)])
 def test_partly_evicted_segment_keeps_its_entry_when_its_key_stays(policy, kept):
