@@ -11,10 +11,10 @@ from prefixsim.cache.tree cimport CacheCounters
 from prefixsim.cache.ordered_queue cimport OrderedQueue
 
 
-# Not tracked by the cyclic collector: the tree's cycles (a segment, its parent's child map)
-# are taken apart by the cache (SegmentCache.clear, on being freed), so the collector's
-# passes over a live tree (~25k segments a replay of Mooncake) found nothing to free.
-@cython.no_gc
+# Tracked by the cyclic collector like any object with references (a `@cython.no_gc` here
+# would be ignored: Cython takes class directives from the source only); the tree's cycles
+# (a segment, its parent's child map) are taken apart by the cache itself
+# (SegmentCache.clear, on being freed), and replays pause the collector (engine/gc_pause.py).
 cdef class Segment:
     cdef public IdArray ids
     cdef public object first
