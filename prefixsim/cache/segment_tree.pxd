@@ -115,7 +115,8 @@ cdef class SegmentCache:
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
                    mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
-                   seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint, children=dict,
+                   seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint,
+                   children=dict,
                    last=cython.longlong, run_last=cython.double, refresh=cython.double,
                    sliding=bint,
                    new_tokens=cython.longlong, keys=tuple)

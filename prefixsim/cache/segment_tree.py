@@ -123,7 +123,7 @@ class Segment:
     def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
                  page_tokens: int, last_tokens: int, now: float, recency: int,
                  deadline_s: float, priority: int = 0) -> None:
-        ids = ids if _ids.is_id_array(ids) else id_array(ids)  # its own copy otherwise
+        ids = ids if _ids.is_id_array(ids) else id_array(ids)  # an array is kept, not copied
         _fill(self, ids, ids[0], parent, depth, page_tokens, last_tokens, now, recency,
               deadline_s, priority)
 
@@ -321,6 +321,8 @@ class SegmentCache:
             self.expire(now)
         block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
         n = _ids.id_count(block) if stop < 0 else stop
+        if not 0 <= first <= n <= _ids.id_count(block):  # compiled, ids are read unchecked
+            raise ValueError(f"ids [{first}:{stop}] out of {_ids.id_count(block)} page ids")
         keys = None
         if self._keyed:
             keys = tuple(self.policy.request_keys(recency))
@@ -443,6 +445,8 @@ class SegmentCache:
         block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
         if stop < 0:
             stop = _ids.id_count(block)
+        if not (0 <= start and stop <= _ids.id_count(block)):  # compiled, read unchecked
+            raise ValueError(f"ids [{start}:{stop}] out of {_ids.id_count(block)} page ids")
         total = stop - start
         if total <= 0:
             return 0

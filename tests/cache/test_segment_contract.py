@@ -283,3 +283,18 @@ def test_an_id_outside_64_bits_is_refused_by_name(bad):
         cache.access([1, bad], 0, 0, P, 2 * P)
     assert cache.num_pages == 0 and cache.segments() == []
     assert cache.access([2**63 - 1, -2**63], 1, 1, P, 2 * P) == 0 and cache.num_pages == 2
+
+
+@pytest.mark.parametrize("first,stop", [(0, 4), (4, -1), (-1, 2), (3, 2)])
+def test_bounds_outside_the_ids_are_refused_before_anything_changes(first, stop):
+    """Compiled, the ids are read without bounds checks (cache/id_arrays.py), so `access`
+    and `insert` refuse a part of the ids that is not inside them, on both paths."""
+    cache = SegmentCache(10, POLICIES.build("lru"))
+    ids = array("q", [1, 2, 3])
+    with pytest.raises(ValueError, match="out of 3 page ids"):
+        cache.access(ids, 0.0, 0, 1, 3, first, stop)
+    if first < 0 or stop > 3:  # insert takes an empty or backward part as nothing
+        with pytest.raises(ValueError, match="out of 3 page ids"):
+            cache.insert(None, ids, first, 1, 1, 0.0, 0, stop=stop)
+    assert cache.num_segments == 0 and cache.resident_tokens == 0
+    cache.check_invariants()
