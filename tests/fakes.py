@@ -2,12 +2,15 @@
 (so hand-worked answers stay exact binary fractions), an LRU radix cache, the matching step
 of the brute-force reference caches, the steps that random prefix-tree traces share, and
 random Part A traces with what a replay of them gives (the compressed tree's differential
-tests against RadixCache).
+tests against RadixCache), and why a Cython build cannot run here (`cannot_compile`).
 
 Owns only what several test files need; a fake used by one file stays in that file.
 """
 
+import importlib.util
 import random
+import shutil
+import sysconfig
 from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
@@ -197,3 +200,13 @@ TTLS = st.one_of(
     st.builds(TTLRule, st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0]),
               st.sampled_from(list(TTLMode))),
 )
+
+
+def cannot_compile() -> str | None:
+    """Why a Cython build cannot run here (no Cython, no C compiler), or None."""
+    if importlib.util.find_spec("Cython") is None:
+        return "Cython is not installed"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler ({compiler})"
+    return None

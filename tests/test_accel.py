@@ -10,12 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from fakes import cannot_compile
 
 from prefixsim import accel
 from prefixsim.accel import build as accel_build
@@ -266,16 +266,6 @@ def test_an_install_that_compiled_nothing_says_so_until_something_is_built(
     assert accel.install_notice() is None  # `prefixsim accelerate` has built some
 
 
-def _can_compile() -> str | None:
-    """Why a real build cannot run here, or None."""
-    if importlib.util.find_spec("Cython") is None:
-        return "Cython is not installed"
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None:
-        return f"no C compiler ({compiler})"
-    return None
-
-
 def _run(out: Path, env: dict[str, str], *args: str) -> dict:
     subprocess.run([sys.executable, "-m", "prefixsim", "run", "--trace", str(DEMO),
                     "--max-requests", "400", "-o", str(out), "--quiet", *args],
@@ -301,7 +291,7 @@ def compiled(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.mark.heavy  # Cython: .ci/run's second step
-@pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
+@pytest.mark.skipif(cannot_compile() is not None, reason=str(cannot_compile()))
 def test_compiled_runs_equal_the_sources(tmp_path, compiled):
     """A timed run (two replicas, prefix_aware) and cache-only runs on the compressed cache
     (typed when compiled: bounded LRU, sliding and fixed TTLs, priority) with the compiled
@@ -328,7 +318,7 @@ def test_compiled_runs_equal_the_sources(tmp_path, compiled):
 
 
 @pytest.mark.heavy
-@pytest.mark.skipif(_can_compile() is not None, reason=str(_can_compile()))
+@pytest.mark.skipif(cannot_compile() is not None, reason=str(cannot_compile()))
 def test_the_typed_cache_passes_its_differential_tests_compiled(compiled):
     """The compressed cache's own tests run on the compiled, typed copy (segment_tree.pxd):
     hypothesis against RadixCache on random traces (hits, counters, pages, timeseries),

@@ -4,15 +4,13 @@ here that cimports the .pxd, compared on random arrays and positions."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import subprocess
 import sys
-import sysconfig
 from array import array
 from pathlib import Path
 
 import pytest
+from fakes import cannot_compile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,15 +58,6 @@ def drop_last(array a, Py_ssize_t k): _ids.drop_last(a, k)
 """
 
 
-def _cannot_compile() -> str | None:
-    if importlib.util.find_spec("Cython") is None:
-        return "Cython is not installed"
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None:
-        return f"no C compiler ({compiler})"
-    return None
-
-
 @pytest.fixture(scope="module")
 def c_bodies(tmp_path_factory):
     """The .pxd's inline bodies behind Python-callable wrappers, compiled in a temporary
@@ -91,7 +80,7 @@ id_lists = st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=12)
 
 
 @pytest.mark.heavy  # compiles a module: .ci/run's Cython step
-@pytest.mark.skipif(_cannot_compile() is not None, reason=str(_cannot_compile()))
+@pytest.mark.skipif(cannot_compile() is not None, reason=str(cannot_compile()))
 @settings(max_examples=200, deadline=None)
 @given(values=id_lists, other=id_lists, data=st.data())
 def test_the_c_bodies_do_what_the_python_does(c_bodies, values, other, data):
