@@ -2,8 +2,8 @@
 evictable tokens, derived from the counts each cache keeps (docs/cache-semantics.md R10).
 
 It owns only these derived figures. Each cache owns and updates `capacity_tokens`,
-`resident_tokens`, `locked_tokens` and `reserved_tokens` (a SegmentCache takes no locks or
-reservations and keeps the last two at 0), and its own page count.
+`resident_tokens`, `locked_tokens` and `reserved_tokens` (a cache-only replay takes no locks
+or reservations and keeps the last two at 0), and its own page count.
 """
 
 from __future__ import annotations

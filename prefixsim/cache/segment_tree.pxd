@@ -36,6 +36,7 @@ cdef class Segment:
     cdef public double aged_base
     cdef public tuple keys
     cdef public long long deadline_entry
+    cdef public long long lock_count
 
 
 @cython.locals(node=Segment)
@@ -127,6 +128,22 @@ cdef class SegmentCache:
     @cython.locals(prefix=Segment, parent=Segment, keys=tuple, seg=IdArray)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
+    # a timed replica's steps (Part B)
+    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
+                   mid=Py_ssize_t, node=Segment, seg=IdArray, block=IdArray, size=Py_ssize_t,
+                   whole=bint, chained=bint)
+    cpdef list _walk(self, dict children, object page_ids, list path)
+
+    @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double)
+    cpdef touch_path(self, object path, double now, long long recency, object ttl_s=*,
+                     object priority=*)
+
+    cpdef lock(self, Segment node)
+
+    cpdef relock(self, Segment old, Segment node, double now)
+
+    cpdef unlock(self, Segment node, double now)
+
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
                    resident=cython.longlong, free=cython.longlong,
@@ -135,7 +152,7 @@ cdef class SegmentCache:
     cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*, Py_ssize_t stop=*,
-                           Py_ssize_t first=*) except? -1
+                           Py_ssize_t first=*, double ttl_s=*, object priority=*) except? -1
 
     @cython.locals(need=cython.longlong, node=Segment, size=Py_ssize_t, last=cython.longlong,
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,

@@ -9,8 +9,8 @@ with exactly the results of RadixCache (per-request hits and every counter), und
 conditions (`SegmentCache.supports` checks the policy and mode,
 pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
-- radix mode (leaves only are victims), no lower tiers, no request classes, no locks or
-  reservations (the cache-only replay takes none);
+- radix mode (leaves only are victims), no lower tiers, no request classes (the
+  cache-only replay takes no locks or reservations; a timed replica's do, below);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -62,8 +62,17 @@ Why it is exact:
   checks nothing; ids it was wrongly promised to be chained would go unnoticed.
 
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
-accounting; it leaves out locks, reservations, block mode, tiers, per-request TTL and
-priority classes, and policy hooks.
+accounting; it leaves out block mode, tiers and policy hooks.
+
+A timed replica's steps (docs/cache-semantics.md Part B) are here too, with RadixCache's
+results step for step (`tests/cache/test_segment_locks.py`): `match_path`, `touch_path` and
+`insert_path` (with reuse, R7) work on paths of segments whose last one ends at the run's
+last page (a request's tip: a run ending inside a segment splits it), `lock` / `relock` /
+`unlock` hold a path (R8: a locked segment is neither evicted nor expired; a lock covers
+whole segments, since a tip always ends one and a later split copies the count),
+`reserve` / `release` charge private KV (R13), and per-request TTL and priority (R16) go
+through `touch_path` and `insert`. The timed engine does not drive them yet
+(docs/architecture.md "One prefix cache").
 """
 
 from __future__ import annotations
@@ -112,12 +121,15 @@ class Segment:
       deadline_entry where its latest deadline-queue entry is (DeadlineRun): a position
                      in the run, or -1 - the number of an entry out of order; an older
                      entry of it is stale
+      lock_count     running requests whose path holds its pages (R8; a timed replica's
+                     locks, `lock`): a locked segment is neither evicted nor expired
     """
 
     __slots__ = (
         "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
         "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
+        "lock_count",
     )
 
     def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
@@ -168,6 +180,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.aged_base = 0.0
     node.keys = None
     node.deadline_entry = _NO_ENTRY
+    node.lock_count = 0
 
 
 class SegmentCache:
@@ -417,6 +430,7 @@ class SegmentCache:
         prefix.num_hits = node.num_hits
         prefix.inserted = node.inserted - (_ids.id_count(seg) - k)  # its last page's order
         prefix.aged_base = node.aged_base
+        prefix.lock_count = node.lock_count  # a lock holds a whole path: both halves
         keys = node.keys
         if keys is not None:
             prefix.keys = keys[:k]
@@ -432,14 +446,179 @@ class SegmentCache:
         self.num_segments += 1
         return prefix
 
+    # ------------------------------------------- a timed replica's use (Part B)
+    # The steps of docs/cache-semantics.md Part B on segments, with RadixCache's results: a
+    # path is the list of segments holding a matched or inserted run of pages, root first;
+    # its last segment ends at the run's last page (a run ending inside a segment splits
+    # it, which no count sees), and is what a request locks (its tip).
+    def match_path(self, page_ids: Sequence[int], now: float) -> list[Segment]:
+        """The longest resident prefix of `page_ids` (R3) as a path; expired pages are
+        dropped first, nothing is refreshed."""
+        self._clock = now
+        if self.ttl is not None:
+            self.expire(now)
+        return self._walk(self._roots, page_ids, [])
+
+    def _walk(self, children: dict | None, page_ids: Sequence[int],
+              path: list[Segment]) -> list[Segment]:
+        """Append to `path` the segments matching `page_ids` from the child map `children`
+        down, splitting the last where the match ends inside it; returns `path`."""
+        block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
+        n = _ids.id_count(block)
+        pos = 0
+        chained = self._ids is None
+        while pos < n and children:
+            node = children.get(_ids.id_at(block, pos))
+            if node is None:
+                break
+            seg = node.ids
+            size = _ids.id_count(seg)
+            end = pos + size
+            whole = end <= n and _ids.same_ids(block, pos, seg, size)
+            if not whole:
+                lo, hi = 1, min(size, n - pos)  # as in `access`
+                if _same_prefix(block, pos, seg, hi, chained):
+                    lo = hi
+                else:
+                    hi -= 1
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        if _same_prefix(block, pos, seg, mid, chained):
+                            lo = mid
+                        else:
+                            hi = mid - 1
+                node = self._split(node, lo)
+                end = pos + lo
+            path.append(node)
+            pos = end
+            if not whole:
+                break
+            children = node.children
+        return path
+
+    def touch_path(self, path: Sequence[Segment], now: float, recency: int,
+                   ttl_s: float | None = None, priority: int = 0) -> None:
+        """Refresh a matched path as a hit (R5; RadixCache.touch): last access, recency, hits,
+        a sliding TTL's deadline (`ttl_s`: the request's, R16), priority raised to
+        `priority`; its tip queued if it is an unlocked leaf."""
+        if not path:
+            return
+        sliding = self._sliding
+        refresh = now + (self._ttl_s if ttl_s is None else ttl_s)
+        aging = self._aging
+        for node in path:
+            self._hit_ages[age_bin(now - node.last_access_s)] += _ids.id_count(node.ids)
+            node.last_access_s = now
+            node.recency = recency
+            node.num_hits += 1
+            if priority > node.priority:
+                node.priority = priority
+            if aging is not None:
+                node.aged_base = aging.clock
+            if sliding and refresh > node.deadline_s:
+                node.deadline_s = refresh
+        tip = path[-1]
+        if not tip.children and not tip.lock_count:
+            self._queue(tip)
+
+    def insert_path(self, parent: Segment | None, page_ids: Sequence[int],
+                    page_tokens: Sequence[int], now: float, recency: int,
+                    ttl_s: float | None = None, priority: int = 0) -> list[Segment]:
+        """Add a chain of pages below `parent` (RadixCache.insert): the pages already
+        resident there are reused (R7), the rest go in as one segment, as many as fit
+        beside the reservations without evicting. Returns the path holding the pages
+        placed (reused or new), an empty list when none. `page_tokens`: each page's tokens,
+        equal but for the last (as a prompt's pages are)."""
+        self._clock = now  # when later evictions happen (idle ages), as RadixCache.insert
+        count = len(page_ids)
+        if len(page_tokens) != count:
+            raise ValueError(f"{count} page ids but {len(page_tokens)} page token counts")
+        block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
+        path = self._walk(self._roots if parent is None else parent.children, block, [])
+        placed = sum([_ids.id_count(node.ids) for node in path])
+        tip = path[-1] if path else parent
+        if placed < count:
+            size = page_tokens[placed]
+            if any(tokens != size for tokens in page_tokens[placed:count - 1]):
+                raise ValueError("the compressed cache takes pages of one size but the last")
+            if self.insert(tip, block, placed, size, page_tokens[count - 1], now, recency,
+                           None, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
+                first_id = _ids.id_at(block, placed)
+                path.append(self._roots[first_id] if tip is None else tip.children[first_id])
+                return path
+        if path and not path[-1].children and not path[-1].lock_count:
+            self._queue(path[-1])
+        return path
+
+    def lock(self, node: Segment) -> None:
+        """Lock `node` and its whole prefix for a running request (R8)."""
+        while node is not None:
+            if node.lock_count == 0:
+                self.locked_tokens += node.num_tokens
+            node.lock_count += 1
+            node = node.parent
+
+    def relock(self, old: Segment | None, node: Segment, now: float) -> None:
+        """`lock(node)` then `unlock(old, now)` (RadixCache.relock): where `old` is on
+        `node`'s path only the segments below it gain a lock."""
+        while node is not None and node is not old:
+            if node.lock_count == 0:
+                self.locked_tokens += node.num_tokens
+            node.lock_count += 1
+            node = node.parent
+        if old is None:
+            return
+        if node is None:
+            self.unlock(old, now)
+        elif self.ttl is not None:
+            self.expire(now)
+
+    def unlock(self, node: Segment, now: float) -> None:
+        """Release a lock taken by `lock(node)`; expired pages it held are freed (R12)."""
+        while node is not None:
+            if node.lock_count <= 0:
+                raise ValueError(f"unlock of an unlocked segment: {node!r}")
+            node.lock_count -= 1
+            if node.lock_count == 0:
+                self.locked_tokens -= node.num_tokens
+                if node.resident and not node.children:
+                    self._queue(node)
+            node = node.parent
+        if self.ttl is not None:
+            self.expire(now)
+
+    def available_tokens(self) -> float:
+        """`free_tokens + evictable_tokens` (R10; inf when unbounded)."""
+        if not self._bounded:
+            return INFINITY
+        return self._capacity - self.reserved_tokens - self.locked_tokens
+
+    def reserve(self, num_tokens: int) -> None:
+        """Charge `num_tokens` of private KV against capacity (R13; RadixCache.reserve)."""
+        if num_tokens < 0:
+            raise ValueError(f"cannot reserve {num_tokens} tokens")
+        if self._bounded and (num_tokens
+                              > self._capacity - self.resident_tokens - self.reserved_tokens):
+            raise ValueError(f"reserving {num_tokens} tokens, only {self.free_tokens} free")
+        self.reserved_tokens += num_tokens
+
+    def release(self, num_tokens: int) -> None:
+        """Return `num_tokens` of a `reserve`."""
+        if not 0 <= num_tokens <= self.reserved_tokens:
+            raise ValueError(f"releasing {num_tokens} of {self.reserved_tokens} reserved")
+        self.reserved_tokens -= num_tokens
+
     # --------------------------------------------------------------------- insert
     def insert(self, parent: Segment | None, page_ids: Sequence[int], start: int,
                page_tokens: int, last_tokens: int, now: float, recency: int,
-               keys: tuple | None = None, stop: int = -1, first: int = 0) -> int:
+               keys: tuple | None = None, stop: int = -1, first: int = 0,
+               ttl_s: float = -1.0, priority: int = 0) -> int:
         """Add `page_ids[start:stop]` (`stop` -1: to the end) below `parent` as one segment,
         as many pages as fit without evicting (every page holds `page_tokens` but the last,
         `last_tokens`); `keys`: a page-keyed policy's keys of the request's pages,
-        `page_ids[first:stop]` (`access` passes them). Returns the pages inserted. Raises
+        `page_ids[first:stop]` (`access` passes them); `ttl_s`: the request's TTL (R16:
+        its class's; negative: the cache's), `priority` its pages' priority. Returns the
+        pages inserted. Raises
         ChainConflict, before changing anything, when an id it reaches is already resident
         (or repeats in the run): the ids are not chained."""
         block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
@@ -453,7 +632,7 @@ class SegmentCache:
         bounded = self._bounded
         fit = total
         if bounded:
-            free = self._capacity - self.resident_tokens
+            free = self._capacity - self.resident_tokens - self.reserved_tokens
             if page_tokens * (total - 1) + last_tokens > free:
                 fit = min(total - 1, free // page_tokens)
                 last_tokens = page_tokens
@@ -469,11 +648,12 @@ class SegmentCache:
         if fit == 0:
             return 0
         ttl = self.ttl
-        deadline = now + self._ttl_s  # infinite without a TTL
+        # infinite without a TTL
+        deadline = now + (self._ttl_s if ttl_s < 0 or ttl is None else ttl_s)
         depth = 0 if parent is None else parent.depth + _ids.id_count(parent.ids)
         first_id = _ids.id_at(run, 0)  # its key in its parent's child map (or the roots)
         node = _new_segment(run, first_id, parent, depth, page_tokens, last_tokens, now, recency,
-                            deadline)
+                            deadline, priority)
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         if keys is not None:
             node.keys = keys[start - first:start - first + fit]
@@ -533,7 +713,7 @@ class SegmentCache:
         whether the space is free; when it cannot be, everything evictable is gone."""
         if not self._bounded:
             return True
-        need = num_tokens - (self._capacity - self.resident_tokens)
+        need = num_tokens - (self._capacity - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
         queue = self._victims
@@ -548,7 +728,8 @@ class SegmentCache:
             while need > 0 and queue:
                 entry = queue.head()  # taken out below, unless it stays (`steady`)
                 node = entry[-1]
-                if entry[-2] != node.version or not node.resident or node.children:
+                if (entry[-2] != node.version or not node.resident or node.children
+                        or node.lock_count):
                     queue.pop()
                     continue
                 if node is protect:
@@ -622,8 +803,9 @@ class SegmentCache:
                 counters.expired_tokens += node.num_tokens
                 ages[age_bin(node.deadline_s - node.last_access_s)] += size
                 parent = self._unlink(node)
-                if parent is not None and not parent.deadline_s < now:
-                    self._queue(parent)
+                if parent is not None and (parent.lock_count or not parent.deadline_s < now):
+                    if not parent.lock_count:
+                        self._queue(parent)
                     parent = None
                 node = parent
         return freed
@@ -632,7 +814,7 @@ class SegmentCache:
     def _remove(self, node: Segment) -> None:
         """Take a whole leaf segment out; a parent it leaves as a leaf is queued."""
         parent = self._unlink(node)
-        if parent is not None:
+        if parent is not None and not parent.lock_count:
             self._queue(parent)
 
     def _unlink(self, node: Segment) -> Segment | None:
@@ -717,7 +899,7 @@ class SegmentCache:
     # ----------------------------------------------------------------- invariants
     def check_invariants(self) -> None:
         """Raise AssertionError if accounting, structure or TTL ordering is inconsistent."""
-        total = pages = segments = 0
+        total = pages = segments = locked = 0
         seen: set[int] = set()
         for node in self.segments():
             assert node.resident and node.ids, "empty or gone segment in the tree"
@@ -729,8 +911,11 @@ class SegmentCache:
             assert (node.keys is None) is not self._keyed, "page keys kept iff page-keyed"
             assert node.keys is None or len(node.keys) == len(node.ids), "a key per page"
             total += node.num_tokens
+            if node.lock_count:
+                locked += node.num_tokens
             parent = node.parent
             if parent is not None:
+                assert parent.lock_count >= node.lock_count, "a lock holds the whole path"
                 assert parent.children and parent.children[node.ids[0]] is node
                 assert node.depth == parent.depth + len(parent.ids), "depth"
                 assert parent.deadline_s >= node.deadline_s, "parent expires before child"
@@ -740,8 +925,10 @@ class SegmentCache:
         assert self._ids is None or seen == self._ids, "resident ids"
         assert segments == self.num_segments, "segment count"
         assert total == self.resident_tokens, "resident tokens"
+        assert locked == self.locked_tokens, "locked tokens"
         if self.capacity_tokens is not None:
-            assert self.resident_tokens <= self.capacity_tokens, "capacity exceeded"
+            assert self.resident_tokens + self.reserved_tokens <= self.capacity_tokens, (
+                "capacity exceeded")
         if self.ttl is not None:
             self._deadlines.check(self.segments())
 
@@ -772,7 +959,8 @@ def id_array(page_ids: Sequence[int]) -> array:
 def _live_victim(entry: tuple) -> bool:
     """Whether a victim entry still stands for its segment (its version, a resident leaf)."""
     node = entry[-1]
-    return entry[-2] == node.version and node.resident and not node.children
+    return (entry[-2] == node.version and node.resident and not node.children
+            and not node.lock_count)
 
 
 _NO_ENTRY = -(2**62)  # a segment's `deadline_entry` before its first one
@@ -781,7 +969,8 @@ _NO_ENTRY = -(2**62)  # a segment's `deadline_entry` before its first one
 def _live_entry(node: Segment, entry: int) -> bool:
     """Whether the deadline entry `entry` (a run position, or -1 - a heap entry's number)
     of `node` is live: its latest, and `node` a resident leaf (DeadlineRun)."""
-    return node.deadline_entry == entry and node.resident and not node.children
+    return (node.deadline_entry == entry and node.resident and not node.children
+            and not node.lock_count)
 
 
 class DeadlineRun:
@@ -895,7 +1084,7 @@ class DeadlineRun:
                 previous = node.deadline_s
         numbers = {entry[1]: entry for entry in self.heap}
         for node in segments:
-            if node.children:
+            if node.children or node.lock_count:
                 continue
             entry = node.deadline_entry
             if entry >= 0:
