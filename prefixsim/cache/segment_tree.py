@@ -282,13 +282,16 @@ class SegmentCache:
 
     def clear(self) -> None:
         """Drop every segment at once (no eviction or expiry counted; the counters stay):
-        an empty cache, as built. A segment and its parent reference each other, so a tree
+        an empty cache, as built (an aging policy's clock L back at 0). A segment and its
+        parent reference each other, so a tree
         dropped whole would be freed only by the cyclic collector, which walks every
         segment first (half a second for a 1M-request run's tree, and the runs pause it:
         a curve's trees would pile up); cleared, each segment goes by reference counting
         as its last reference does. A cache that is itself freed takes its tree apart
         (`__del__`), so a replay's caller need not."""
         self._take_apart()
+        if self._aging is not None:  # an aging policy's clock L starts again, as built
+            self._aging.clock = 0.0
         self._roots = {}
         if self._ids is not None:
             self._ids = set()

@@ -359,3 +359,15 @@ def test_a_request_read_as_part_of_a_larger_array_replays_the_same(
     part.check_invariants()
     assert ([node.ids.tolist() for node in own.segments()]
             == [node.ids.tolist() for node in part.segments()])
+
+
+def test_clear_sets_an_aging_policys_clock_back():
+    """GDSF, 8 tokens: three 4-token prompts evict one page, which raises the GreedyDual
+    clock L above 0; a cleared cache starts from L = 0 as a new one does (a later replay
+    would otherwise rank its pages against the old L)."""
+    cache = SegmentCache(8, POLICIES.build("gdsf"), None)
+    for recency, page in enumerate([1, 2, 3]):
+        cache.access([page], float(recency), recency, 4, 4)
+    assert cache.counters.evicted_pages == 1 and cache.policy.clock > 0
+    cache.clear()
+    assert cache.policy.clock == 0.0
