@@ -1,8 +1,9 @@
 """Which cache class a cache-only replay runs on.
 
-SegmentCache gives exactly RadixCache's Part A results, several times faster, when the replay
-is plain (radix mode, a node-uniform policy, no tiers, classes or locks); everything else runs
-on RadixCache. The timed engine always builds RadixCache itself (it needs locks).
+SegmentCache gives exactly RadixCache's Part A results, several times faster, in radix mode
+with a node-uniform policy and no lower tiers or shared pool (request classes and a minimum
+cacheable prompt too, except under a page-keyed policy); everything else runs on RadixCache.
+The timed engine still builds RadixCache itself (docs/architecture.md "One prefix cache").
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ def replay_cache(
     plain: bool = True,
     chained: bool = False,
 ) -> RadixCache | SegmentCache:
-    """A fresh cache for a cache-only replay; `plain=False` when the replay adds lower
-    tiers, request classes or a minimum cacheable prompt (RadixCache only). `chained`: the
+    """A fresh cache for a cache-only replay; `plain=False` when the replay adds what only
+    RadixCache takes (lower tiers, a shared pool; request classes under a page-keyed
+    policy: pipeline/build.py's `build_cache` decides). `chained`: the
     page ids are checked chained already (a SegmentCache then keeps no resident-id set:
     cache/segment_tree.py)."""
     if plain and SegmentCache.supports(policy, mode):

@@ -134,9 +134,9 @@ cdef class SegmentCache:
                    whole=bint, chained=bint)
     cpdef list _walk(self, dict children, object page_ids, list path)
 
-    @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double)
-    cpdef touch_path(self, object path, double now, long long recency, object ttl_s=*,
-                     object priority=*)
+    @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double, path=list)
+    cpdef touch(self, object pages, double now, long long recency, object ttl_s=*,
+                object priority=*)
 
     cpdef lock(self, Segment node)
 
@@ -149,7 +149,7 @@ cdef class SegmentCache:
                    resident=cython.longlong, free=cython.longlong,
                    counters=CacheCounters, bounded=bint, block=IdArray, run=IdArray,
                    deadline=cython.double)
-    cpdef long long insert(self, Segment parent, object page_ids, Py_ssize_t start,
+    cpdef long long insert_run(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*, Py_ssize_t stop=*,
                            Py_ssize_t first=*, double ttl_s=*, object priority=*) except? -1

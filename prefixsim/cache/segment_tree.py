@@ -64,15 +64,16 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting; it leaves out block mode, tiers and policy hooks.
 
-A timed replica's steps (docs/cache-semantics.md Part B) are here too, with RadixCache's
-results step for step (`tests/cache/test_segment_locks.py`): `match_path`, `touch_path` and
-`insert_path` (with reuse, R7) work on paths of segments whose last one ends at the run's
-last page (a request's tip: a run ending inside a segment splits it), `lock` / `relock` /
-`unlock` hold a path (R8: a locked segment is neither evicted nor expired; a lock covers
-whole segments, since a tip always ends one and a later split copies the count),
-`reserve` / `release` charge private KV (R13), and per-request TTL and priority (R16) go
-through `touch_path` and `insert`. The timed engine does not drive them yet
-(docs/architecture.md "One prefix cache").
+RadixCache's own steps are here too, under its names and with its results step for step
+(`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
+timed replica; request classes): `match`, `touch` and `insert` (with reuse, R7) read and
+return a run of pages as a `SegmentRun` (the segments holding it; item i the segment
+holding page i, its last ending at the run's last page: a run ending inside a segment
+splits it), `lock` / `relock` / `unlock` hold a path (R8: a locked segment is neither
+evicted nor expired; a lock covers whole segments, since a tip always ends one and a later
+split copies the count), `reserve` / `release` charge private KV (R13), and per-request
+TTL and priority (R16) go through `touch` and `insert`. The timed engine does not drive
+them yet (docs/architecture.md "One prefix cache").
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ from prefixsim.cache.idle_ages import age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy, key_field_code
-from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict
+from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict, MatchResult
 from prefixsim.cache.ttl import TTLRule
 
 
@@ -181,6 +182,38 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.keys = None
     node.deadline_entry = _NO_ENTRY
     node.lock_count = 0
+
+
+class SegmentRun(Sequence):
+    """A run of pages as the segments holding it, root first (a match's or an insert's):
+    as a sequence of pages, item i is the segment holding page i, so `len` counts pages
+    and `[-1]` is the tip segment, as RadixCache's page lists are read."""
+
+    __slots__ = ("segments", "num_pages")
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+        self.num_pages = sum([_ids.id_count(node.ids) for node in segments])
+
+    def __len__(self) -> int:
+        return self.num_pages
+
+    def __getitem__(self, index: int) -> Segment:
+        if isinstance(index, slice):
+            raise TypeError("a SegmentRun is read by page position, not sliced")
+        if index < 0:
+            index += self.num_pages
+        if not 0 <= index < self.num_pages:
+            raise IndexError("page position out of the run")
+        for node in self.segments:
+            size = _ids.id_count(node.ids)
+            if index < size:
+                return node
+            index -= size
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def __repr__(self) -> str:
+        return f"SegmentRun({self.segments!r})"
 
 
 class SegmentCache:
@@ -283,12 +316,11 @@ class SegmentCache:
     def clear(self) -> None:
         """Drop every segment at once (no eviction or expiry counted; the counters stay):
         an empty cache, as built (an aging policy's clock L back at 0). A segment and its
-        parent reference each other, so a tree
-        dropped whole would be freed only by the cyclic collector, which walks every
-        segment first (half a second for a 1M-request run's tree, and the runs pause it:
-        a curve's trees would pile up); cleared, each segment goes by reference counting
-        as its last reference does. A cache that is itself freed takes its tree apart
-        (`__del__`), so a replay's caller need not."""
+        parent reference each other, so a tree dropped whole would be freed only by the
+        cyclic collector, which walks every segment first (half a second for a 1M-request
+        run's tree, and the runs pause it: a curve's trees would pile up); cleared, each
+        segment goes by reference counting as its last reference does. A cache that is
+        itself freed takes its tree apart (`__del__`), so a replay's caller need not."""
         self._take_apart()
         if self._aging is not None:  # an aging policy's clock L starts again, as built
             self._aging.clock = 0.0
@@ -409,7 +441,8 @@ class SegmentCache:
                 new_tokens = page_tokens * (n - 1 - pos) + last
                 if self._bounded and new_tokens > self._capacity - self.resident_tokens:
                     self.evict(new_tokens, tip)
-                self.insert(tip, block, pos, page_tokens, last, now, recency, keys, n, first)
+                self.insert_run(tip, block, pos, page_tokens, last, now, recency, keys, n,
+                                first)
         finally:
             # The refreshed path's last segment is queued once the new pages are in, if it
             # is still a leaf: queued before them, its entry would go stale as they land
@@ -449,18 +482,19 @@ class SegmentCache:
         self.num_segments += 1
         return prefix
 
-    # ------------------------------------------- a timed replica's use (Part B)
-    # The steps of docs/cache-semantics.md Part B on segments, with RadixCache's results: a
-    # path is the list of segments holding a matched or inserted run of pages, root first;
-    # its last segment ends at the run's last page (a run ending inside a segment splits
-    # it, which no count sees), and is what a request locks (its tip).
-    def match_path(self, page_ids: Sequence[int], now: float) -> list[Segment]:
-        """The longest resident prefix of `page_ids` (R3) as a path; expired pages are
-        dropped first, nothing is refreshed."""
+    # ------------------------------ RadixCache's steps (Part A by request, Part B)
+    # docs/cache-semantics.md's steps one by one, as RadixCache takes them and with its
+    # results, for the replays that drive a cache step by step (request classes; a timed
+    # replica's locks and reservations): a matched or inserted run of pages is a SegmentRun,
+    # the segments holding it, whose last one ends at the run's last page (a run ending
+    # inside a segment splits it, which no count sees) and is what a request locks (its tip).
+    def match(self, page_ids: Sequence[int], now: float) -> MatchResult:
+        """The longest resident prefix of `page_ids` (R3), its pages a SegmentRun; expired
+        pages are dropped first, nothing is refreshed (RadixCache.match)."""
         self._clock = now
         if self.ttl is not None:
             self.expire(now)
-        return self._walk(self._roots, page_ids, [])
+        return MatchResult(SegmentRun(self._walk(self._roots, page_ids, [])))
 
     def _walk(self, children: dict | None, page_ids: Sequence[int],
               path: list[Segment]) -> list[Segment]:
@@ -499,11 +533,12 @@ class SegmentCache:
             children = node.children
         return path
 
-    def touch_path(self, path: Sequence[Segment], now: float, recency: int,
-                   ttl_s: float | None = None, priority: int = 0) -> None:
-        """Refresh a matched path as a hit (R5; RadixCache.touch): last access, recency, hits,
-        a sliding TTL's deadline (`ttl_s`: the request's, R16), priority raised to
-        `priority`; its tip queued if it is an unlocked leaf."""
+    def touch(self, pages: SegmentRun, now: float, recency: int,
+              ttl_s: float | None = None, priority: int = 0) -> None:
+        """Refresh a match's pages as a hit (R5; RadixCache.touch): last access, recency,
+        hits, a sliding TTL's deadline (`ttl_s`: the request's, R16), priority raised to
+        `priority`; the tip queued if it is an unlocked leaf."""
+        path = pages.segments
         if not path:
             return
         sliding = self._sliding
@@ -524,14 +559,14 @@ class SegmentCache:
         if not tip.children and not tip.lock_count:
             self._queue(tip)
 
-    def insert_path(self, parent: Segment | None, page_ids: Sequence[int],
-                    page_tokens: Sequence[int], now: float, recency: int,
-                    ttl_s: float | None = None, priority: int = 0) -> list[Segment]:
+    def insert(self, parent: Segment | None, page_ids: Sequence[int],
+               page_tokens: Sequence[int], now: float, recency: int,
+               ttl_s: float | None = None, priority: int = 0) -> SegmentRun:
         """Add a chain of pages below `parent` (RadixCache.insert): the pages already
         resident there are reused (R7), the rest go in as one segment, as many as fit
-        beside the reservations without evicting. Returns the path holding the pages
-        placed (reused or new), an empty list when none. `page_tokens`: each page's tokens,
-        equal but for the last (as a prompt's pages are)."""
+        beside the reservations without evicting. Returns the pages placed (reused or new;
+        none: empty). `page_tokens`: each page's tokens, equal but for the last (as a
+        prompt's pages are)."""
         self._clock = now  # when later evictions happen (idle ages), as RadixCache.insert
         count = len(page_ids)
         if len(page_tokens) != count:
@@ -544,14 +579,14 @@ class SegmentCache:
             size = page_tokens[placed]
             if any(tokens != size for tokens in page_tokens[placed:count - 1]):
                 raise ValueError("the compressed cache takes pages of one size but the last")
-            if self.insert(tip, block, placed, size, page_tokens[count - 1], now, recency,
-                           None, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
+            if self.insert_run(tip, block, placed, size, page_tokens[count - 1], now, recency,
+                               None, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
                 first_id = _ids.id_at(block, placed)
                 path.append(self._roots[first_id] if tip is None else tip.children[first_id])
-                return path
+                return SegmentRun(path)
         if path and not path[-1].children and not path[-1].lock_count:
             self._queue(path[-1])
-        return path
+        return SegmentRun(path)
 
     def lock(self, node: Segment) -> None:
         """Lock `node` and its whole prefix for a running request (R8)."""
@@ -612,7 +647,7 @@ class SegmentCache:
         self.reserved_tokens -= num_tokens
 
     # --------------------------------------------------------------------- insert
-    def insert(self, parent: Segment | None, page_ids: Sequence[int], start: int,
+    def insert_run(self, parent: Segment | None, page_ids: Sequence[int], start: int,
                page_tokens: int, last_tokens: int, now: float, recency: int,
                keys: tuple | None = None, stop: int = -1, first: int = 0,
                ttl_s: float = -1.0, priority: int = 0) -> int:

@@ -144,7 +144,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
 
     states = None if interval_s is None else []
     try:
-        if isinstance(cache, SegmentCache):  # columns straight in: no Request, no record
+        if isinstance(cache, SegmentCache) and parts.rules is None:  # by column: no Request
             replay_segment_chunks(
                 _chunks_told(chunks(), belady, uses), cache,
                 lambda chunk, cached: sink.write(_chunk_frame(chunk, cached)), on_progress,
@@ -318,7 +318,7 @@ def _pass_rate(parts: Components, stream: TraceStream, cache,
     request classes), its records summed chunk by chunk."""
     records = RecordTable(CacheOnlyRecord)
     sums = [0, 0]
-    if isinstance(cache, SegmentCache):  # by column: no Request, no record
+    if isinstance(cache, SegmentCache) and parts.rules is None:  # by column: no Request
         def tally(chunk: RequestColumns, cached: np.ndarray) -> None:
             sums[0] += int(np.sum(cached))
             sums[1] += int(np.sum(chunk.input_tokens))

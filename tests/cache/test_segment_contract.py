@@ -227,8 +227,8 @@ def test_hits_are_counted_per_segment():
 def test_insert_takes_a_list_and_says_how_many_pages_it_placed():
     """insert([1, 2, 3]) from a list into room for 2 pages places 2; an empty run 0."""
     cache = segment_cache(capacity=2 * P)
-    assert cache.insert(None, [1, 2, 3], 0, P, P, 0, 0) == 2
-    assert cache.insert(None, [7], 1, P, P, 0, 1) == 0
+    assert cache.insert_run(None, [1, 2, 3], 0, P, P, 0, 0) == 2
+    assert cache.insert_run(None, [7], 1, P, P, 0, 1) == 0
     assert leaf_ids(cache) == [(1, 2)]
 
 
@@ -237,7 +237,7 @@ def test_insert_into_a_full_cache_places_nothing_and_says_so():
     nothing changes (insert never evicts)."""
     cache = segment_cache(capacity=2 * P)
     cache.access([1, 2], 0, 0, P, 2 * P)
-    assert cache.insert(None, [7], 0, P, P, 1, 1) == 0
+    assert cache.insert_run(None, [7], 0, P, P, 1, 1) == 0
     assert leaf_ids(cache) == [(1, 2)] and cache.resident_tokens == 2 * P
     assert cache.counters.inserted_pages == 2
 
@@ -295,6 +295,6 @@ def test_bounds_outside_the_ids_are_refused_before_anything_changes(first, stop)
         cache.access(ids, 0.0, 0, 1, 3, first, stop)
     if first < 0 or stop > 3:  # insert takes an empty or backward part as nothing
         with pytest.raises(ValueError, match="out of 3 page ids"):
-            cache.insert(None, ids, first, 1, 1, 0.0, 0, stop=stop)
+            cache.insert_run(None, ids, first, 1, 1, 0.0, 0, stop=stop)
     assert cache.num_segments == 0 and cache.resident_tokens == 0
     cache.check_invariants()

@@ -69,17 +69,19 @@ class SegmentLocksMachine(RuleBasedStateMachine):
         self.now += dt
         ids = self.chain(branches)
         pages = self.radix.match(ids, self.now).pages
-        path = self.segments.match_path(ids, self.now)
-        assert sum(len(node.ids) for node in path) == len(pages)
+        run = self.segments.match(ids, self.now).pages  # the same calls on both trees
+        assert len(run) == len(pages)
+        assert [node.ids[i - node.depth] for i, node in enumerate(run)] == [
+            page.page_id for page in pages]
         radix_tip = pages[-1] if pages else None
-        segment_tip = path[-1] if path else None
+        segment_tip = run[-1] if run else None
         if radix_tip is not None:
             assert segment_tip.ids[-1] == radix_tip.page_id
             self.radix.lock(radix_tip)
             self.segments.lock(segment_tip)
         self.recency += 1
         self.radix.touch(pages, self.now, self.recency)
-        self.segments.touch_path(path, self.now, self.recency)
+        self.segments.touch(run, self.now, self.recency)
         self.running.append(Running(ids, radix_tip, segment_tip, len(pages)))
 
     @precondition(lambda self: self.running)
@@ -102,14 +104,14 @@ class SegmentLocksMachine(RuleBasedStateMachine):
         self.recency += 1
         placed = self.radix.insert(state.radix_tip, state.ids[first:stop], tokens, self.now,
                                    self.recency)
-        path = self.segments.insert_path(state.segment_tip, state.ids[first:stop], tokens,
-                                         self.now, self.recency)
-        assert sum(len(node.ids) for node in path) == len(placed)
+        run = self.segments.insert(state.segment_tip, state.ids[first:stop], tokens,
+                                   self.now, self.recency)
+        assert len(run) == len(placed)
         if placed:
-            assert path[-1].ids[-1] == placed[-1].page_id
+            assert run[-1].ids[-1] == placed[-1].page_id
             self.radix.relock(state.radix_tip, placed[-1], self.now)
-            self.segments.relock(state.segment_tip, path[-1], self.now)
-            state.radix_tip, state.segment_tip = placed[-1], path[-1]
+            self.segments.relock(state.segment_tip, run[-1], self.now)
+            state.radix_tip, state.segment_tip = placed[-1], run[-1]
             state.num_pages = first + len(placed)
 
     @precondition(lambda self: self.running)
@@ -186,12 +188,13 @@ def test_a_lock_holds_the_path_and_an_unlock_frees_what_expired_meanwhile():
     match sees it all (locked pages do not expire) and after the unlock at 5 s all three are
     gone (12 tokens expired); the lock counted 12 tokens while held."""
     cache = SegmentCache(None, POLICIES.build("lru"), TTLRule(1.0), chained=True)
-    path = cache.insert_path(None, [1, 2, 3], [P, P, P], 0.0, 1)
-    cache.lock(path[-1])
+    run = cache.insert(None, [1, 2, 3], [P, P, P], 0.0, 1)
+    cache.lock(run[-1])
     assert cache.locked_tokens == 12 and cache.evictable_tokens == 0
     assert cache.expire(5.0) == 0
-    assert [list(node.ids) for node in cache.match_path([1, 2, 3], 5.0)] == [[1, 2, 3]]
-    cache.unlock(path[-1], 5.0)
+    assert [list(node.ids) for node in cache.match([1, 2, 3], 5.0).pages.segments] == [
+        [1, 2, 3]]
+    cache.unlock(run[-1], 5.0)
     assert cache.num_pages == 0 and cache.counters.expired_tokens == 12
     assert cache.locked_tokens == 0
     cache.check_invariants()
@@ -201,10 +204,11 @@ def test_a_lock_ending_inside_a_segment_splits_it_and_eviction_takes_only_the_re
     """Capacity 16: [1, 2, 3, 4] in one segment; a request matching [1, 2] locks a path
     whose tip splits it; freeing 16 tokens can take pages 4 and 3 only (8 tokens)."""
     cache = SegmentCache(16, POLICIES.build("lru"), chained=True)
-    cache.insert_path(None, [1, 2, 3, 4], [P] * 4, 0.0, 1)
-    path = cache.match_path([1, 2, 9], 1.0)
-    assert [list(node.ids) for node in path] == [[1, 2]]
-    cache.lock(path[-1])
+    cache.insert(None, [1, 2, 3, 4], [P] * 4, 0.0, 1)
+    run = cache.match([1, 2, 9], 1.0).pages
+    assert [list(node.ids) for node in run.segments] == [[1, 2]]
+    assert len(run) == 2 and run[0] is run[1] is run[-1]
+    cache.lock(run[-1])
     assert cache.available_tokens() == 8
     assert cache.evict(16) is False
     assert [list(node.ids) for node in cache.segments()] == [[1, 2]]
@@ -218,8 +222,8 @@ def test_relock_elsewhere_unlocks_the_old_path_and_bad_calls_are_refused():
     release beyond the reservation, ids and token counts of different lengths and pages of
     mixed sizes before the last are refused."""
     cache = SegmentCache(100, POLICIES.build("lru"), chained=True)
-    a = cache.insert_path(None, [1, 2], [P, P], 0.0, 1)[-1]
-    b = cache.insert_path(None, [3], [P], 0.0, 2)[-1]
+    a = cache.insert(None, [1, 2], [P, P], 0.0, 1)[-1]
+    b = cache.insert(None, [3], [P], 0.0, 2)[-1]
     cache.lock(a)
     cache.relock(a, b, 1.0)
     assert (a.lock_count, b.lock_count, cache.locked_tokens) == (0, 1, 4)
@@ -233,10 +237,10 @@ def test_relock_elsewhere_unlocks_the_old_path_and_bad_calls_are_refused():
     with pytest.raises(ValueError, match="releasing 89 of 88"):
         cache.release(89)
     with pytest.raises(ValueError, match="2 page ids but 1"):
-        cache.insert_path(b, [4, 5], [P], 1.0, 3)
+        cache.insert(b, [4, 5], [P], 1.0, 3)
     cache.release(88)
     with pytest.raises(ValueError, match="one size"):
-        cache.insert_path(b, [4, 5, 6], [P, 2, 1], 1.0, 3)
+        cache.insert(b, [4, 5, 6], [P, 2, 1], 1.0, 3)
     assert cache.num_pages == 3
     cache.check_invariants()
 
@@ -246,12 +250,17 @@ def test_an_insert_reuses_what_another_request_placed_and_refuses_what_does_not_
     2 (splitting the segment) and adds 4; with 8 tokens free of a 28-token cache (16 resident,
     4 reserved), an insert of three 4-token pages places two (no eviction)."""
     cache = SegmentCache(28, POLICIES.build("lru"), chained=True)
-    cache.insert_path(None, [1, 2, 3], [P] * 3, 0.0, 1)
-    path = cache.insert_path(None, [1, 2, 4], [P] * 3, 1.0, 2)
-    assert [list(node.ids) for node in path] == [[1, 2], [4]]
+    cache.insert(None, [1, 2, 3], [P] * 3, 0.0, 1)
+    run = cache.insert(None, [1, 2, 4], [P] * 3, 1.0, 2)
+    assert [list(node.ids) for node in run.segments] == [[1, 2], [4]]
+    assert len(run) == 3 and run[1] is not run[2] and run[-1].ids[0] == 4
     assert cache.counters.inserted_pages == 4
     cache.reserve(4)
-    placed = cache.insert_path(path[-1], [5, 6, 7], [P] * 3, 2.0, 3)
-    assert [list(node.ids) for node in placed] == [[5, 6]]
+    placed = cache.insert(run[-1], [5, 6, 7], [P] * 3, 2.0, 3)
+    assert [list(node.ids) for node in placed.segments] == [[5, 6]]
+    with pytest.raises(IndexError):
+        placed[2]
+    with pytest.raises(TypeError):
+        placed[0:1]
     assert cache.resident_tokens == 24 and cache.free_tokens == 0
     cache.check_invariants()

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.engine import replay_cache_only
@@ -218,8 +219,10 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"mode": "block"}, RadixCache),
     ({"host_capacity_tokens": 1000}, RadixCache),
     ({"disk_capacity_tokens": 1000}, RadixCache),
-    ({"min_cacheable_tokens": 10}, RadixCache),
-    ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, RadixCache),
+    ({"min_cacheable_tokens": 10}, SegmentCache),
+    ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, SegmentCache),
+    ({"prefix_caching": False}, SegmentCache),
+    ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, RadixCache),
 ])
 def test_replay_cache_is_segments_only_where_it_applies(update, expected):
     config = CacheConfig(capacity_tokens=1000, **update)
@@ -371,3 +374,42 @@ def test_clear_sets_an_aging_policys_clock_back():
     assert cache.counters.evicted_pages == 1 and cache.policy.clock > 0
     cache.clear()
     assert cache.policy.clock == 0.0
+
+
+# ---------------------------------------------------------------- request classes
+@st.composite
+def class_rules(draw):
+    """Two classes (a share of the requests, and the long prompts) with their own TTL and
+    priority, a minimum cacheable prompt, caching on or off."""
+    ttl = st.one_of(st.none(), st.sampled_from([0.5, 2.0, 30.0]))
+    classes = [RequestClass("some", ttl_s=draw(ttl), priority=draw(st.integers(0, 2)),
+                            share=draw(st.sampled_from([0.3, 0.7]))),
+               RequestClass("long", ttl_s=draw(ttl), priority=draw(st.integers(0, 2)),
+                            min_input_tokens=draw(st.integers(1, 30)))]
+    return CacheRules(classes, draw(st.integers(0, 6)), draw(st.integers(0, 3)),
+                      enabled=draw(st.booleans()) or draw(st.booleans()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS, class_rules())
+def test_request_classes_replay_on_segments_as_on_pages(requests, capacity, policy, ttl,
+                                                        rules):
+    """With request classes (their TTLs and priorities, the minimum cacheable prompt) the
+    step-by-step replay (engine/cache_only.py) drives either tree: the same hits, counters,
+    resident pages and each page's deadline and priority."""
+    if ttl is None and rules.needs_ttl:
+        ttl = TTLRule(float("inf"))  # as build_cache makes it
+    out = []
+    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl),
+                  SegmentCache(capacity, POLICIES.build(policy), ttl)):
+        result = replay_cache_only(requests, cache, rules=rules, sample_interval_s=1.0)
+        cache.check_invariants()
+        if isinstance(cache, SegmentCache):
+            pages = {pid: (node.deadline_s, node.priority, node.recency, node.num_hits)
+                     for node in cache.segments() for pid in node.ids}
+        else:
+            pages = {page.page_id: (page.deadline_s, page.priority, page.recency,
+                                    page.num_hits) for page in cache.pages()}
+        out.append(([r.cached_tokens for r in result.records], result.counters, pages,
+                    result.states))
+    assert out[0] == out[1]
