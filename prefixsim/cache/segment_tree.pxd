@@ -108,6 +108,7 @@ cdef class SegmentCache:
     cdef public bint _sliding
     cdef public bint _steady_key
     cdef public double _ttl_s
+    cdef public object on_demote
 
     cpdef clear(self)
 
@@ -168,6 +169,9 @@ cdef class SegmentCache:
     @cython.locals(node=Segment, parent=Segment, size=Py_ssize_t, freed=Py_ssize_t,
                    queue=DeadlineRun, counters=CacheCounters, ages=cython.longlong[:])
     cpdef long long expire(self, double now) except? -1
+
+    @cython.locals(seg=IdArray, size=Py_ssize_t, i=Py_ssize_t)
+    cpdef _demote(self, Segment node, Py_ssize_t k)
 
     @cython.locals(parent=Segment)
     cpdef _remove(self, Segment node)

@@ -9,8 +9,9 @@ with exactly the results of RadixCache (per-request hits and every counter), und
 conditions (`SegmentCache.supports` checks the policy and mode,
 pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
-- radix mode (leaves only are victims), no lower tiers, no request classes (the
-  cache-only replay takes no locks or reservations; a timed replica's do, below);
+- radix mode (leaves only are victims), no shared pool (lower tiers and request classes
+  go through the step methods below; the cache-only replay takes no locks or
+  reservations, a timed replica's do);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -62,11 +63,14 @@ Why it is exact:
   checks nothing; ids it was wrongly promised to be chained would go unnoticed.
 
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
-accounting; it leaves out block mode, tiers and policy hooks.
+accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py: deepest
+first, as RadixCache evicts them); it leaves out block mode, the shared pool and policy
+hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
-timed replica; request classes): `match`, `touch` and `insert` (with reuse, R7) read and
+timed replica; request classes; lower tiers): `match`, `touch` and `insert` (with reuse,
+R7) read and
 return a run of pages as a `SegmentRun` (the segments holding it; item i the segment
 holding page i, its last ending at the run's last page: a run ending inside a segment
 splits it), `lock` / `relock` / `unlock` hold a path (R8: a locked segment is neither
@@ -184,6 +188,16 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.lock_count = 0
 
 
+class DemotedPage:
+    """A page eviction hands to `SegmentCache.on_demote` (what lower tiers read of it)."""
+
+    __slots__ = ("page_id", "num_tokens")
+
+    def __init__(self, page_id: int, num_tokens: int) -> None:
+        self.page_id = page_id
+        self.num_tokens = num_tokens
+
+
 class SegmentRun(Sequence):
     """A run of pages as the segments holding it, root first (a match's or an insert's):
     as a sequence of pages, item i is the segment holding page i, so `len` counts pages
@@ -272,6 +286,9 @@ class SegmentCache:
         self._steady_key = self._key_field == 1 or self._key_field == 3
         self._sliding = ttl is not None and ttl.refreshes_on_access
         self._ttl_s = INFINITY if ttl is None else ttl.ttl_s
+        # called with each page eviction takes out (lower tiers: cache/tiers.py), as on
+        # RadixCache; None: nothing below
+        self.on_demote = None
 
     @property
     def capacity_tokens(self) -> int | None:
@@ -787,6 +804,8 @@ class SegmentCache:
                 k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
                 if k > 1 and self._keyed and queue:
                     k = self._keyed_run(node, k, queue.head())
+                if self.on_demote is not None:  # lower tiers take what leaves (R15)
+                    self._demote(node, min(k, size))
                 if k >= size:
                     if steady:
                         queue.pop()
@@ -849,6 +868,16 @@ class SegmentCache:
         return freed
 
     # ------------------------------------------------------------------- internal
+    def _demote(self, node: Segment, k: int) -> None:
+        """Hand the `k` tail pages of `node`, about to be evicted, to `on_demote` one by one,
+        deepest first (the order RadixCache evicts them in), each as a DemotedPage."""
+        seg = node.ids
+        size = _ids.id_count(seg)
+        demote = self.on_demote
+        for i in range(size - 1, size - 1 - k, -1):
+            demote(DemotedPage(_ids.id_at(seg, i),
+                               node.last_tokens if i == size - 1 else node.page_tokens))
+
     def _remove(self, node: Segment) -> None:
         """Take a whole leaf segment out; a parent it leaves as a leaf is queued."""
         parent = self._unlink(node)

@@ -216,8 +216,9 @@ def build_cache(
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
-    section allows it (radix mode, a node-uniform policy, no tiers or pool; request classes
-    and a minimum cacheable prompt only where the policy is not page-keyed).
+    section allows it (radix mode, a node-uniform policy, no shared pool; lower tiers,
+    request classes and a minimum cacheable prompt only where the policy is not
+    page-keyed).
     `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
     `policy`: one built already, instead of the section's (its params then unused).
     `chained`: the replay's page ids are checked chained already (a streamed trace's
@@ -229,12 +230,14 @@ def build_cache(
     if policy is None:
         policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
                               config.policy_params)
-    # request classes run on SegmentCache step by step (engine/cache_only.py), which a
-    # page-keyed policy's per-request keys (`access` only) do not take
-    ruled = bool(config.classes) or config.min_cacheable_tokens > 0 or not config.prefix_caching
-    plain = (replay_only and config.host_capacity_tokens is None
-             and config.disk_capacity_tokens is None and config.pool is None
-             and not (ruled and getattr(policy, "page_keyed", False) is True))
+    # request classes and lower tiers run on SegmentCache step by step
+    # (engine/cache_only.py), which a page-keyed policy's per-request keys (`access` only)
+    # do not take; a shared pool (it reads evicted pages' parents) stays on RadixCache
+    stepwise = (bool(config.classes) or config.min_cacheable_tokens > 0
+                or not config.prefix_caching or config.host_capacity_tokens is not None
+                or config.disk_capacity_tokens is not None)
+    plain = (replay_only and config.pool is None
+             and not (stepwise and getattr(policy, "page_keyed", False) is True))
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
                         chained=chained)
 

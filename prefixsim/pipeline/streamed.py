@@ -144,7 +144,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
 
     states = None if interval_s is None else []
     try:
-        if isinstance(cache, SegmentCache) and parts.rules is None:  # by column: no Request
+        if isinstance(cache, SegmentCache) and parts.rules is None and tiers is None:
             replay_segment_chunks(
                 _chunks_told(chunks(), belady, uses), cache,
                 lambda chunk, cached: sink.write(_chunk_frame(chunk, cached)), on_progress,

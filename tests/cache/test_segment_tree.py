@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.cache.tiers import build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig
 from prefixsim.engine import replay_cache_only
 from prefixsim.errors import InputError
@@ -217,8 +218,9 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"policy": "gdsf"}, SegmentCache),
     ({"policy": "s3fifo"}, RadixCache),
     ({"mode": "block"}, RadixCache),
-    ({"host_capacity_tokens": 1000}, RadixCache),
-    ({"disk_capacity_tokens": 1000}, RadixCache),
+    ({"host_capacity_tokens": 1000}, SegmentCache),
+    ({"disk_capacity_tokens": 1000}, SegmentCache),
+    ({"pool": {"capacity_tokens": 1000}}, RadixCache),
     ({"min_cacheable_tokens": 10}, SegmentCache),
     ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, SegmentCache),
     ({"prefix_caching": False}, SegmentCache),
@@ -412,4 +414,29 @@ def test_request_classes_replay_on_segments_as_on_pages(requests, capacity, poli
                                     page.num_hits) for page in cache.pages()}
         out.append(([r.cached_tokens for r in result.records], result.counters, pages,
                     result.states))
+    assert out[0] == out[1]
+
+
+# ------------------------------------------------------------------- lower tiers
+@settings(max_examples=150, deadline=None)
+@given(prefix_traces(), st.integers(0, 60), st.sampled_from(NODE_UNIFORM), TTLS,
+       st.integers(0, 40), st.one_of(st.none(), st.integers(0, 40)), st.integers(0, 8))
+def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, ttl, host,
+                                                    disk, min_load):
+    """Host and disk tiers under HBM (R15): evicted pages go down in the order RadixCache
+    evicts them, so both trees give the same hits per tier, counters, state rows, resident
+    pages and tier contents (in LRU order)."""
+    out = []
+    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl),
+                  SegmentCache(capacity, POLICIES.build(policy), ttl)):
+        tiers = build_tier_stack(cache, host, 1.0, disk, 1.0, min_load)
+        result = replay_cache_only(requests, cache, tiers=tiers, sample_interval_s=1.0)
+        cache.check_invariants()
+        if isinstance(cache, SegmentCache):
+            resident = sorted(pid for node in cache.segments() for pid in node.ids)
+        else:
+            resident = sorted(page.page_id for page in cache.pages())
+        out.append(([(r.cached_tokens, r.cached_tokens_host, r.cached_tokens_disk)
+                     for r in result.records], result.counters, result.states, resident,
+                    [list(tier._pages.items()) for tier in tiers.tiers]))
     assert out[0] == out[1]

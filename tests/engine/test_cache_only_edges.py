@@ -149,14 +149,11 @@ def test_a_segment_cache_is_replayed_by_the_fast_path():
     assert plain.states is None and len(plain.records) == 5
 
 
-@pytest.mark.parametrize("extra", ["tiers", "pool"])
-def test_a_segment_cache_takes_no_tiers_or_pool(extra):
+def test_a_segment_cache_takes_no_pool():
     cache = SegmentCache(None, POLICIES.build("lru"))
-    radix = lru(None)
-    given = {"tiers": TierStack(radix, [TierSpec("host", 8, 1.0)]),
-             "pool": SharedPool(lru(None), PoolSpec(1.0, 1.0), lambda: 0.0)}
-    with pytest.raises(ValueError, match="^a SegmentCache replay takes no tiers or pool$"):
-        replay_cache_only(TRACE, cache, **{extra: given[extra]})
+    pool = SharedPool(lru(None), PoolSpec(1.0, 1.0), lambda: 0.0)
+    with pytest.raises(ValueError, match="^a SegmentCache replay takes no shared pool$"):
+        replay_cache_only(TRACE, cache, pool=pool)
 
 
 # --- request classes
