@@ -102,6 +102,11 @@ class Page:
         pages.reverse()
         return pages
 
+    def chain(self) -> tuple[list[int], list[int]]:
+        """The ids and tokens of `path()`'s pages (what a shared pool's write-back writes)."""
+        pages = self.path()
+        return [p.page_id for p in pages], [p.num_tokens for p in pages]
+
     def __repr__(self) -> str:
         return (
             f"Page(id={self.page_id}, tokens={self.num_tokens}, depth={self.depth}, "

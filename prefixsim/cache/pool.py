@@ -191,9 +191,10 @@ class SharedPool:
         return written
 
     def write_evicted(self, page: Page, holder: int = 0) -> int:
-        """Write an evicted HBM page with the ancestors its pointers still name."""
-        chain = page.path()
-        return self.write([p.page_id for p in chain], [p.num_tokens for p in chain], holder)
+        """Write an evicted HBM page with the ancestors its pointers still name (`chain`:
+        a Page's, or a compressed cache's DemotedPage's)."""
+        ids, tokens = page.chain()
+        return self.write(ids, tokens, holder)
 
 
 @dataclass(frozen=True, slots=True)

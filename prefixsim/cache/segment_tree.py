@@ -9,9 +9,9 @@ with exactly the results of RadixCache (per-request hits and every counter), und
 conditions (`SegmentCache.supports` checks the policy and mode,
 pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
-- radix mode (leaves only are victims), no shared pool (lower tiers and request classes
-  go through the step methods below; the cache-only replay takes no locks or
-  reservations, a timed replica's do);
+- radix mode (leaves only are victims; lower tiers, a shared pool and request classes go
+  through the step methods below; the cache-only replay takes no locks or reservations,
+  a timed replica's do);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -63,14 +63,14 @@ Why it is exact:
   checks nothing; ids it was wrongly promised to be chained would go unnoticed.
 
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
-accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py: deepest
-first, as RadixCache evicts them); it leaves out block mode, the shared pool and policy
-hooks.
+accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
+shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
+leaves out block mode and policy hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
-timed replica; request classes; lower tiers): `match`, `touch` and `insert` (with reuse,
-R7) read and
+timed replica; request classes; lower tiers; a shared pool): `match`, `touch` and
+`insert` (with reuse, R7) read and
 return a run of pages as a `SegmentRun` (the segments holding it; item i the segment
 holding page i, its last ending at the run's last page: a run ending inside a segment
 splits it), `lock` / `relock` / `unlock` hold a path (R8: a locked segment is neither
@@ -189,13 +189,41 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
 
 
 class DemotedPage:
-    """A page eviction hands to `SegmentCache.on_demote` (what lower tiers read of it)."""
+    """A page eviction hands to `SegmentCache.on_demote`: its id and tokens (what lower
+    tiers read) and its chain from the root (`chain`, what a shared pool's write-back
+    writes), read while its segment still holds it."""
 
-    __slots__ = ("page_id", "num_tokens")
+    __slots__ = ("page_id", "num_tokens", "_node", "_index")
 
-    def __init__(self, page_id: int, num_tokens: int) -> None:
+    def __init__(self, page_id: int, num_tokens: int, node: Segment | None = None,
+                 index: int = 0) -> None:
         self.page_id = page_id
         self.num_tokens = num_tokens
+        self._node = node  # the segment holding it, at position `_index`
+        self._index = index
+
+    def chain(self) -> tuple[list[int], list[int]]:
+        """The ids and tokens of the pages from the first of the prefix down to this one
+        (as Page.chain), read from the segments holding them."""
+        ids: list[int] = []
+        tokens: list[int] = []
+        node, upto = self._node, self._index + 1
+        while node is not None:
+            seg = node.ids
+            size = _ids.id_count(seg)
+            run = _ids.id_run(seg, 0, upto).tolist()
+            run.reverse()
+            ids.extend(run)
+            if upto == size:
+                tokens.append(node.last_tokens)
+                tokens.extend([node.page_tokens] * (upto - 1))
+            else:
+                tokens.extend([node.page_tokens] * upto)
+            node = node.parent
+            upto = 0 if node is None else _ids.id_count(node.ids)
+        ids.reverse()
+        tokens.reverse()
+        return ids, tokens
 
 
 class SegmentRun(Sequence):
@@ -876,7 +904,7 @@ class SegmentCache:
         demote = self.on_demote
         for i in range(size - 1, size - 1 - k, -1):
             demote(DemotedPage(_ids.id_at(seg, i),
-                               node.last_tokens if i == size - 1 else node.page_tokens))
+                               node.last_tokens if i == size - 1 else node.page_tokens, node, i))
 
     def _remove(self, node: Segment) -> None:
         """Take a whole leaf segment out; a parent it leaves as a leaf is queued."""

@@ -62,8 +62,8 @@ def replay_cache_only(
     HBM: the pool's run beyond HBM's is a hit of the pool, inserted into HBM like new pages;
     HBM's evictions are written to the pool (or, write-through, every insert).
     A SegmentCache (compressed tree, same results) is replayed by engine/cache_only_fast.py,
-    or with `rules` or `tiers` by the loop here (its steps under RadixCache's names); it
-    takes no pool.
+    or with `rules`, `tiers` or `pool` by the loop here (its steps under RadixCache's
+    names).
     With `sample_interval_s`, the result's `states` are the rows the timeseries is sampled
     from (engine/cache_samples.py): one per arrival that crosses a multiple of the interval.
     `records` (empty) is the table the records go in: a streaming caller drains it between
@@ -72,13 +72,10 @@ def replay_cache_only(
     # Pages only point at their parents, so the loop makes no reference cycles: a caller
     # runs it with the cyclic collector paused (engine/gc_pause.py), as the pipeline does.
     states = None if sample_interval_s is None else []
-    if isinstance(cache, SegmentCache):
-        if pool is not None:
-            raise ValueError("a SegmentCache replay takes no shared pool")
-        if rules is None and tiers is None:
-            records = replay_segments(requests, cache, on_progress, progress_every,
-                                      sample_interval_s, states, records)
-            return CacheOnlyResult(records=records, counters=cache.counters, states=states)
+    if isinstance(cache, SegmentCache) and rules is None and tiers is None and pool is None:
+        records = replay_segments(requests, cache, on_progress, progress_every,
+                                  sample_interval_s, states, records)
+        return CacheOnlyResult(records=records, counters=cache.counters, states=states)
     return _replay(requests, cache, on_progress, progress_every, tiers, rules,
                    sample_interval_s, states, pool,
                    RecordTable(CacheOnlyRecord) if records is None else records)

@@ -216,7 +216,7 @@ def build_cache(
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
-    section allows it (radix mode, a node-uniform policy, no shared pool; lower tiers,
+    section allows it (radix mode, a node-uniform policy; lower tiers, a shared pool,
     request classes and a minimum cacheable prompt only where the policy is not
     page-keyed).
     `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
@@ -230,14 +230,13 @@ def build_cache(
     if policy is None:
         policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
                               config.policy_params)
-    # request classes and lower tiers run on SegmentCache step by step
+    # request classes, lower tiers and a shared pool run on SegmentCache step by step
     # (engine/cache_only.py), which a page-keyed policy's per-request keys (`access` only)
-    # do not take; a shared pool (it reads evicted pages' parents) stays on RadixCache
+    # do not take
     stepwise = (bool(config.classes) or config.min_cacheable_tokens > 0
                 or not config.prefix_caching or config.host_capacity_tokens is not None
-                or config.disk_capacity_tokens is not None)
-    plain = (replay_only and config.pool is None
-             and not (stepwise and getattr(policy, "page_keyed", False) is True))
+                or config.disk_capacity_tokens is not None or config.pool is not None)
+    plain = replay_only and not (stepwise and getattr(policy, "page_keyed", False) is True)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
                         chained=chained)
 

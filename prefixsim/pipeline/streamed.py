@@ -144,7 +144,8 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
 
     states = None if interval_s is None else []
     try:
-        if isinstance(cache, SegmentCache) and parts.rules is None and tiers is None:
+        if (isinstance(cache, SegmentCache) and parts.rules is None and tiers is None
+                and parts.shared_pool is None):  # by column: no Request, no record
             replay_segment_chunks(
                 _chunks_told(chunks(), belady, uses), cache,
                 lambda chunk, cached: sink.write(_chunk_frame(chunk, cached)), on_progress,

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig
@@ -220,7 +221,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"mode": "block"}, RadixCache),
     ({"host_capacity_tokens": 1000}, SegmentCache),
     ({"disk_capacity_tokens": 1000}, SegmentCache),
-    ({"pool": {"capacity_tokens": 1000}}, RadixCache),
+    ({"pool": {"capacity_tokens": 1000}}, SegmentCache),
     ({"min_cacheable_tokens": 10}, SegmentCache),
     ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, SegmentCache),
     ({"prefix_caching": False}, SegmentCache),
@@ -439,4 +440,29 @@ def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, 
         out.append(([(r.cached_tokens, r.cached_tokens_host, r.cached_tokens_disk)
                      for r in result.records], result.counters, result.states, resident,
                     [list(tier._pages.items()) for tier in tiers.tiers]))
+    assert out[0] == out[1]
+
+
+# -------------------------------------------------------------------- shared pool
+@settings(max_examples=150, deadline=None)
+@given(prefix_traces(), st.integers(0, 60), st.sampled_from(NODE_UNIFORM), TTLS,
+       st.one_of(st.none(), st.integers(0, 60)), st.booleans())
+def test_a_shared_pool_replays_on_segments_as_on_pages(requests, capacity, policy, ttl,
+                                                       pool_capacity, write_through):
+    """A KV pool below HBM (R18), written through or with HBM's evictions (each evicted
+    page with the ancestors the pool lacks: its chain, read from the segment holding it):
+    both trees give the same hits in HBM and in the pool, counters, state rows, and the
+    same pool after the run (its counters, pages, tokens read and written)."""
+    out = []
+    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl),
+                  SegmentCache(capacity, POLICIES.build(policy), ttl)):
+        pool = SharedPool(RadixCache(pool_capacity, POLICIES.build("lru")),
+                          PoolSpec(1.0, 1.0, write_through=write_through), lambda: 0.0)
+        result = replay_cache_only(requests, cache, pool=pool, sample_interval_s=1.0)
+        cache.check_invariants()
+        pool.cache.check_invariants()
+        out.append(([(r.cached_tokens, r.cached_tokens_pool) for r in result.records],
+                    result.counters, result.states, pool.cache.counters,
+                    sorted(page.page_id for page in pool.cache.pages()), pool.read_tokens,
+                    pool.write_tokens))
     assert out[0] == out[1]

@@ -149,13 +149,6 @@ def test_a_segment_cache_is_replayed_by_the_fast_path():
     assert plain.states is None and len(plain.records) == 5
 
 
-def test_a_segment_cache_takes_no_pool():
-    cache = SegmentCache(None, POLICIES.build("lru"))
-    pool = SharedPool(lru(None), PoolSpec(1.0, 1.0), lambda: 0.0)
-    with pytest.raises(ValueError, match="^a SegmentCache replay takes no shared pool$"):
-        replay_cache_only(TRACE, cache, pool=pool)
-
-
 # --- request classes
 
 
