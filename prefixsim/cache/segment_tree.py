@@ -69,15 +69,14 @@ leaves out block mode and policy hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
-timed replica; request classes; lower tiers; a shared pool): `match`, `touch` and
-`insert` (with reuse, R7) read and
-return a run of pages as a `SegmentRun` (the segments holding it; item i the segment
-holding page i, its last ending at the run's last page: a run ending inside a segment
-splits it), `lock` / `relock` / `unlock` hold a path (R8: a locked segment is neither
-evicted nor expired; a lock covers whole segments, since a tip always ends one and a later
-split copies the count), `reserve` / `release` charge private KV (R13), and per-request
-TTL and priority (R16) go through `touch` and `insert`. The timed engine does not drive
-them yet (docs/architecture.md "One prefix cache").
+timed replica; request classes; lower tiers; a shared pool): `match`, `touch` and `insert`
+(with reuse, R7) read and return a run of pages as a `SegmentRun` (the segments holding it;
+item i the segment holding page i, its last ending at the run's last page: a run ending
+inside a segment splits it), `lock` / `relock` / `unlock` hold a path (R8: a locked segment
+is neither evicted nor expired; a lock covers whole segments, since a tip always ends one
+and a later split copies the count), `reserve` / `release` charge private KV (R13), and
+per-request TTL and priority (R16) go through `touch` and `insert`. The timed engine does
+not drive them yet (docs/architecture.md "One prefix cache").
 """
 
 from __future__ import annotations
@@ -529,10 +528,11 @@ class SegmentCache:
 
     # ------------------------------ RadixCache's steps (Part A by request, Part B)
     # docs/cache-semantics.md's steps one by one, as RadixCache takes them and with its
-    # results, for the replays that drive a cache step by step (request classes; a timed
-    # replica's locks and reservations): a matched or inserted run of pages is a SegmentRun,
-    # the segments holding it, whose last one ends at the run's last page (a run ending
-    # inside a segment splits it, which no count sees) and is what a request locks (its tip).
+    # results, for the replays that drive a cache step by step (request classes, tiers, a
+    # pool; a timed replica's locks and reservations): a matched or inserted run of pages
+    # is a SegmentRun, the segments holding it, whose last one ends at the run's last page
+    # (a run ending inside a segment splits it, which no count sees) and is what a request
+    # locks (its tip).
     def match(self, page_ids: Sequence[int], now: float) -> MatchResult:
         """The longest resident prefix of `page_ids` (R3), its pages a SegmentRun; expired
         pages are dropped first, nothing is refreshed (RadixCache.match)."""
