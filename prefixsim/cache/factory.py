@@ -1,8 +1,8 @@
 """Which cache class a cache-only replay runs on.
 
 SegmentCache gives exactly RadixCache's Part A results, several times faster, in radix mode
-with a node-uniform policy (with lower tiers, a shared pool, request classes or a minimum
-cacheable prompt too, except under a page-keyed policy); everything else runs on RadixCache.
+with a node-uniform or page-keyed policy (with lower tiers, a shared pool, request classes
+or a minimum cacheable prompt too); everything else runs on RadixCache.
 The timed engine still builds RadixCache itself (docs/architecture.md "One prefix cache").
 """
 
@@ -22,11 +22,9 @@ def replay_cache(
     plain: bool = True,
     chained: bool = False,
 ) -> RadixCache | SegmentCache:
-    """A fresh cache for a cache-only replay; `plain=False` when the replay adds what only
-    RadixCache takes (lower tiers, a pool or request classes under a page-keyed policy:
-    pipeline/build.py's `build_cache` decides). `chained`: the
-    page ids are checked chained already (a SegmentCache then keeps no resident-id set:
-    cache/segment_tree.py)."""
+    """A fresh cache for a cache-only replay (`plain=False`: a RadixCache regardless, as
+    the timed engine's replicas take). `chained`: the page ids are checked chained already
+    (a SegmentCache then keeps no resident-id set: cache/segment_tree.py)."""
     if plain and SegmentCache.supports(policy, mode):
         return SegmentCache(capacity_tokens, policy, ttl, chained=chained)
     return RadixCache(capacity_tokens, policy, ttl, CacheMode(mode))

@@ -589,8 +589,15 @@ class SegmentCache:
         sliding = self._sliding
         refresh = now + (self._ttl_s if ttl_s is None else ttl_s)
         aging = self._aging
+        # a page-keyed policy's keys of the request's pages, from its first (as `access`)
+        keys = tuple(self.policy.request_keys(recency)) if self._keyed else None
+        pos = 0
         for node in path:
-            self._hit_ages[age_bin(now - node.last_access_s)] += _ids.id_count(node.ids)
+            size = _ids.id_count(node.ids)
+            if keys is not None:
+                node.keys = keys[pos:pos + size]
+            pos += size
+            self._hit_ages[age_bin(now - node.last_access_s)] += size
             node.last_access_s = now
             node.recency = recency
             node.num_hits += 1
@@ -617,6 +624,10 @@ class SegmentCache:
         if len(page_tokens) != count:
             raise ValueError(f"{count} page ids but {len(page_tokens)} page token counts")
         block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
+        keys = None
+        if self._keyed:  # the keys of these pages: the request's from the parent's end on
+            start = 0 if parent is None else parent.depth + _ids.id_count(parent.ids)
+            keys = tuple(self.policy.request_keys(recency))[start:start + count]
         path = self._walk(self._roots if parent is None else parent.children, block, [])
         placed = sum([_ids.id_count(node.ids) for node in path])
         tip = path[-1] if path else parent
@@ -625,7 +636,7 @@ class SegmentCache:
             if any(tokens != size for tokens in page_tokens[placed:count - 1]):
                 raise ValueError("the compressed cache takes pages of one size but the last")
             if self.insert_run(tip, block, placed, size, page_tokens[count - 1], now, recency,
-                               None, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
+                               keys, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
                 first_id = _ids.id_at(block, placed)
                 path.append(self._roots[first_id] if tip is None else tip.children[first_id])
                 return SegmentRun(path)

@@ -76,9 +76,6 @@ def replay_cache_only(
         records = replay_segments(requests, cache, on_progress, progress_every,
                                   sample_interval_s, states, records)
         return CacheOnlyResult(records=records, counters=cache.counters, states=states)
-    if isinstance(cache, SegmentCache) and cache._keyed:
-        raise ValueError("a page-keyed policy on a SegmentCache replays without request "
-                         "rules, tiers or a pool")
     return _replay(requests, cache, on_progress, progress_every, tiers, rules,
                    sample_interval_s, states, pool,
                    RecordTable(CacheOnlyRecord) if records is None else records)

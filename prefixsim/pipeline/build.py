@@ -216,9 +216,8 @@ def build_cache(
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
-    section allows it (radix mode, a node-uniform policy; lower tiers, a shared pool,
-    request classes and a minimum cacheable prompt only where the policy is not
-    page-keyed).
+    section allows it (radix mode, a node-uniform or page-keyed policy; with lower tiers,
+    a shared pool, request classes or a minimum cacheable prompt too).
     `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
     `policy`: one built already, instead of the section's (its params then unused).
     `chained`: the replay's page ids are checked chained already (a streamed trace's
@@ -230,14 +229,10 @@ def build_cache(
     if policy is None:
         policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
                               config.policy_params)
-    # request classes, lower tiers and a shared pool run on SegmentCache step by step
-    # (engine/cache_only.py), which a page-keyed policy's per-request keys (`access` only)
-    # do not take
-    stepwise = (bool(config.classes) or config.min_cacheable_tokens > 0
-                or not config.prefix_caching or config.host_capacity_tokens is not None
-                or config.disk_capacity_tokens is not None or config.pool is not None)
-    plain = replay_only and not (stepwise and getattr(policy, "page_keyed", False) is True)
-    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
+    # a cache-only replay, its request classes, lower tiers and shared pool included, runs
+    # on SegmentCache where its policy and mode allow (engine/cache_only.py drives the
+    # step-by-step ones)
+    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=replay_only,
                         chained=chained)
 
 

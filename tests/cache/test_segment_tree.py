@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.segment_tree import SegmentCache
@@ -379,6 +380,19 @@ def test_clear_sets_an_aging_policys_clock_back():
     assert cache.policy.clock == 0.0
 
 
+# ------------------------------------------- step by step: classes, tiers, a pool
+STEPWISE_POLICIES = [*NODE_UNIFORM, "belady"]
+
+
+def stepwise_policy(name, requests):
+    """A policy for one tree's replay of `requests` (belady prepared on them: offline)."""
+    if name != "belady":
+        return POLICIES.build(name)
+    policy = Belady()
+    policy.prepare(requests)
+    return policy
+
+
 # ---------------------------------------------------------------- request classes
 @st.composite
 def class_rules(draw):
@@ -394,7 +408,7 @@ def class_rules(draw):
 
 
 @settings(max_examples=150, deadline=None)
-@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS, class_rules())
+@given(prefix_traces(), CAPACITIES, st.sampled_from(STEPWISE_POLICIES), TTLS, class_rules())
 def test_request_classes_replay_on_segments_as_on_pages(requests, capacity, policy, ttl,
                                                         rules):
     """With request classes (their TTLs and priorities, the minimum cacheable prompt) the
@@ -403,8 +417,8 @@ def test_request_classes_replay_on_segments_as_on_pages(requests, capacity, poli
     if ttl is None and rules.needs_ttl:
         ttl = TTLRule(float("inf"))  # as build_cache makes it
     out = []
-    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl),
-                  SegmentCache(capacity, POLICIES.build(policy), ttl)):
+    for cache in (RadixCache(capacity, stepwise_policy(policy, requests), ttl),
+                  SegmentCache(capacity, stepwise_policy(policy, requests), ttl)):
         result = replay_cache_only(requests, cache, rules=rules, sample_interval_s=1.0)
         cache.check_invariants()
         if isinstance(cache, SegmentCache):
@@ -420,7 +434,7 @@ def test_request_classes_replay_on_segments_as_on_pages(requests, capacity, poli
 
 # ------------------------------------------------------------------- lower tiers
 @settings(max_examples=150, deadline=None)
-@given(prefix_traces(), st.integers(0, 60), st.sampled_from(NODE_UNIFORM), TTLS,
+@given(prefix_traces(), st.integers(0, 60), st.sampled_from(STEPWISE_POLICIES), TTLS,
        st.integers(0, 40), st.one_of(st.none(), st.integers(0, 40)), st.integers(0, 8))
 def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, ttl, host,
                                                     disk, min_load):
@@ -428,8 +442,8 @@ def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, 
     evicts them, so both trees give the same hits per tier, counters, state rows, resident
     pages and tier contents (in LRU order)."""
     out = []
-    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl),
-                  SegmentCache(capacity, POLICIES.build(policy), ttl)):
+    for cache in (RadixCache(capacity, stepwise_policy(policy, requests), ttl),
+                  SegmentCache(capacity, stepwise_policy(policy, requests), ttl)):
         tiers = build_tier_stack(cache, host, 1.0, disk, 1.0, min_load)
         result = replay_cache_only(requests, cache, tiers=tiers, sample_interval_s=1.0)
         cache.check_invariants()
@@ -445,7 +459,7 @@ def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, 
 
 # -------------------------------------------------------------------- shared pool
 @settings(max_examples=150, deadline=None)
-@given(prefix_traces(), st.integers(0, 60), st.sampled_from(NODE_UNIFORM), TTLS,
+@given(prefix_traces(), st.integers(0, 60), st.sampled_from(STEPWISE_POLICIES), TTLS,
        st.one_of(st.none(), st.integers(0, 60)), st.booleans())
 def test_a_shared_pool_replays_on_segments_as_on_pages(requests, capacity, policy, ttl,
                                                        pool_capacity, write_through):
@@ -454,8 +468,8 @@ def test_a_shared_pool_replays_on_segments_as_on_pages(requests, capacity, polic
     both trees give the same hits in HBM and in the pool, counters, state rows, and the
     same pool after the run (its counters, pages, tokens read and written)."""
     out = []
-    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl),
-                  SegmentCache(capacity, POLICIES.build(policy), ttl)):
+    for cache in (RadixCache(capacity, stepwise_policy(policy, requests), ttl),
+                  SegmentCache(capacity, stepwise_policy(policy, requests), ttl)):
         pool = SharedPool(RadixCache(pool_capacity, POLICIES.build("lru")),
                           PoolSpec(1.0, 1.0, write_through=write_through), lambda: 0.0)
         result = replay_cache_only(requests, cache, pool=pool, sample_interval_s=1.0)

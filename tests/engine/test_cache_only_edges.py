@@ -10,7 +10,6 @@ import pytest
 from fakes import HAND_TRACE, lru
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
-from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.segment_tree import SegmentCache
@@ -148,22 +147,6 @@ def test_a_segment_cache_is_replayed_by_the_fast_path():
     assert result.counters is cache.counters
     plain = replay_cache_only(TRACE, SegmentCache(None, POLICIES.build("lru")))
     assert plain.states is None and len(plain.records) == 5
-
-
-@pytest.mark.parametrize("extra", ["tiers", "rules", "pool"])
-def test_a_page_keyed_segment_cache_takes_no_rules_tiers_or_pool(extra):
-    """Belady's keys reach a SegmentCache through its Part A replay only: a step-by-step
-    replay (what rules, tiers and a pool need) is refused before anything runs."""
-    policy = Belady()
-    policy.prepare(TRACE)
-    cache = SegmentCache(16, policy)
-    given = {"tiers": TierStack(cache, [TierSpec("host", 8, 1.0)]),
-             "rules": CacheRules(),
-             "pool": SharedPool(lru(None), PoolSpec(1.0, 1.0), lambda: 0.0)}
-    with pytest.raises(ValueError, match="^a page-keyed policy on a SegmentCache replays "
-                                         "without request rules, tiers or a pool$"):
-        replay_cache_only(TRACE, cache, **{extra: given[extra]})
-    assert cache.num_pages == 0
 
 
 # --- request classes
