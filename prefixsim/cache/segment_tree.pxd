@@ -77,6 +77,10 @@ cdef class DeadlineRun:
 cpdef bint _same_prefix(IdArray page_ids, Py_ssize_t pos, IdArray seg, Py_ssize_t length,
                         bint chained) except? -1
 
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
+cpdef Py_ssize_t _match_length(IdArray page_ids, Py_ssize_t pos, IdArray seg, Py_ssize_t size,
+                               Py_ssize_t n, bint chained) except? -1
+
 
 cdef class SegmentCache:
     cdef object _capacity_tokens
@@ -115,8 +119,8 @@ cdef class SegmentCache:
     @cython.locals(node=Segment, stack=list, children=dict)
     cpdef _take_apart(self)
 
-    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
-                   mid=Py_ssize_t, run_pages=Py_ssize_t, node=Segment, tip=Segment,
+    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t,
+                   run_pages=Py_ssize_t, node=Segment, tip=Segment,
                    seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint,
                    children=dict,
                    last=cython.longlong, run_last=cython.double, refresh=cython.double,
@@ -129,10 +133,9 @@ cdef class SegmentCache:
     @cython.locals(prefix=Segment, parent=Segment, keys=tuple, seg=IdArray)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
-    # a timed replica's steps (Part B)
-    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t,
-                   mid=Py_ssize_t, node=Segment, seg=IdArray, block=IdArray, size=Py_ssize_t,
-                   whole=bint, chained=bint)
+    # RadixCache's steps (step-by-step replays; a timed replica's, Part B)
+    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, node=Segment,
+                   seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint)
     cpdef list _walk(self, dict children, object page_ids, list path)
 
     @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double, path=list)

@@ -440,20 +440,8 @@ class SegmentCache:
             end = pos + size
             whole = end <= n and _ids.id_at(block, end - 1) == _ids.id_at(seg, size - 1) and (
                 chained or _ids.same_ids(block, pos, seg, size))
-            if not whole:
-                # The match ends inside `node`: the longest common prefix, by binary search
-                # on prefix equality (monotone in the length), at least the first page.
-                lo, hi = 1, min(size, n - pos)
-                if _same_prefix(block, pos, seg, hi, chained):
-                    lo = hi
-                else:
-                    hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
-                    while lo < hi:
-                        mid = (lo + hi + 1) // 2
-                        if _same_prefix(block, pos, seg, mid, chained):
-                            lo = mid
-                        else:
-                            hi = mid - 1
+            if not whole:  # the match ends inside `node`
+                lo = _match_length(block, pos, seg, size, n, chained)
                 node = self._split(node, lo)
                 end = pos + lo
             if node.last_access_s == run_last:
@@ -557,18 +545,8 @@ class SegmentCache:
             size = _ids.id_count(seg)
             end = pos + size
             whole = end <= n and _ids.same_ids(block, pos, seg, size)
-            if not whole:
-                lo, hi = 1, min(size, n - pos)  # as in `access`
-                if _same_prefix(block, pos, seg, hi, chained):
-                    lo = hi
-                else:
-                    hi -= 1
-                    while lo < hi:
-                        mid = (lo + hi + 1) // 2
-                        if _same_prefix(block, pos, seg, mid, chained):
-                            lo = mid
-                        else:
-                            hi = mid - 1
+            if not whole:  # the match ends inside `node`
+                lo = _match_length(block, pos, seg, size, n, chained)
                 node = self._split(node, lo)
                 end = pos + lo
             path.append(node)
@@ -1049,6 +1027,23 @@ def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:
     if chained:
         return _ids.id_at(page_ids, pos + length - 1) == _ids.id_at(seg, length - 1)
     return _ids.same_ids(page_ids, pos, seg, length)
+
+
+def _match_length(page_ids, pos: int, seg, size: int, n: int, chained: bool) -> int:
+    """How many of the `size` ids of `seg` `page_ids[pos:n]` starts with, when it does not
+    start with all of them but with the first (the child map found it): the longest common
+    prefix, by binary search on prefix equality (monotone in the length)."""
+    lo, hi = 1, min(size, n - pos)
+    if _same_prefix(page_ids, pos, seg, hi, chained):
+        return hi
+    hi -= 1  # seg[:lo] matches, seg[:hi + 1] does not
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _same_prefix(page_ids, pos, seg, mid, chained):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def id_array(page_ids: Sequence[int]) -> array:
