@@ -110,22 +110,22 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         if num_matched < len(page_ids):
             tip = matched[-1] if matched else None
             new_tokens = request.page_tokens()[num_matched:]
-            cache.evict(sum(new_tokens), protect=tip)
-            try:
+            try:  # a conflict in HBM, or in the pool (an eviction's write-back, a write)
+                cache.evict(sum(new_tokens), protect=tip)
                 placed = cache.insert(tip, page_ids[num_matched:], new_tokens, now, position,
                                       rule.ttl_s, rule.priority)
+                if lower and len(placed) < lower.num_pages:  # HBM kept only part of the run
+                    tiers.put_back(lower, len(placed))
+                if pool is not None and (pool.spec.write_through
+                                         or len(placed) < len(new_tokens)):
+                    # write-through writes every prefilled page; write-back, those HBM could
+                    # not keep (as if inserted and evicted at once)
+                    pool.write(page_ids, request.page_tokens())
             except ChainConflict as exc:
                 raise InputError(
                     f"request {request.request_id}: {exc} (hash ids are not chained)",
                     field="hash_ids",
                 ) from None
-            if lower and len(placed) < lower.num_pages:  # HBM kept only part of the run
-                tiers.put_back(lower, len(placed))
-            if pool is not None and (pool.spec.write_through
-                                     or len(placed) < len(new_tokens)):
-                # write-through writes every prefilled page; write-back, those HBM could not
-                # keep (as if inserted and evicted at once)
-                pool.write(page_ids, request.page_tokens())
         append(_record(request, num_matched, lower, len(pooled)))
         if on_progress is not None and (position + 1) % progress_every == 0:
             on_progress(progress_every)

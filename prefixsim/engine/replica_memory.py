@@ -218,7 +218,11 @@ class ReplicaMemory:
 
     def _write_evicted(self, page) -> None:
         """HBM evicted `page`: write it (and the ancestors the pool lacks) to the pool."""
-        written = self.pool.write_evicted(page, self.link.index)
+        try:
+            written = self.pool.write_evicted(page, self.link.index)
+        except ChainConflict as exc:  # which request's ids crossed is not known here
+            raise InputError(f"{exc} in the shared KV pool, writing back a page evicted "
+                             "from HBM (hash ids are not chained)", field="hash_ids") from None
         if written:
             self.link.write(written * self.kv_bytes_per_token * self.pool.spec.replicas,
                             self.env._now)
@@ -296,6 +300,9 @@ class ReplicaMemory:
                 placed = self.cache.insert(state.tip, request.page_ids[first:covered], tokens,
                                            now, self._recency, state.rule.ttl_s,
                                            state.rule.priority)
+                if write_through:
+                    written = self.pool.write(request.page_ids[:covered],
+                                              request.page_tokens()[:covered], self.link.index)
             except ChainConflict as exc:
                 raise InputError(f"request {request.request_id}: {exc} (hash ids are not "
                                  "chained)", field="hash_ids") from None
@@ -303,8 +310,6 @@ class ReplicaMemory:
                 raise AssertionError("released pages did not fit back into the cache")
             if write_through:
                 pool = self.pool
-                written = pool.write(request.page_ids[:covered],
-                                     request.page_tokens()[:covered], self.link.index)
                 if written:
                     self.link.write(written * self.kv_bytes_per_token * pool.spec.replicas,
                                     now)

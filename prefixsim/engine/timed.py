@@ -42,6 +42,7 @@ from prefixsim.engine.request_state import (
     served_row,
 )
 from prefixsim.engine.state_log import StateLog, grid_point_from_s
+from prefixsim.errors import InputError
 from prefixsim.router.protocol import IndexedRouter
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
@@ -103,7 +104,13 @@ def replay_timed(requests: Iterable[Request], fleet: Fleet,
         env.process(run.arrivals(requests))
     else:
         fleet.clients.start(run, _in_blocks(requests))
-    env.run(until=run.all_done)
+    try:
+        env.run(until=run.all_done)
+    except InputError as exc:
+        # simpy re-raises an event's failure as a copy made from its args alone, which
+        # drops the field (file, line) the error names; the original is its cause
+        cause = exc.__cause__
+        raise (cause if isinstance(cause, InputError) else exc) from None
     return run.result()
 
 

@@ -174,3 +174,23 @@ def test_every_pool_query_costs_its_lookup():
     result = serve([Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 10.0, 8, 1, (1, 2), 4)],
                    100, pool(spec=spec))
     assert [r.ttft_ms for r in result.records] == [1250.0, 1000.0]
+
+
+@pytest.mark.parametrize("cache_only", [True, False])
+@pytest.mark.parametrize("write", ["back", "through"])
+def test_ids_that_cross_in_the_pool_are_an_input_error(cache_only, write):
+    """Page 2 follows 1 in request 0 and 7 in request 2: HBM (64 tokens) has evicted
+    request 0's pages by then, so the conflict is found where they went, in the pool (a
+    write-back of an evicted page, or a write-through), as the input error on `hash_ids`
+    that HBM's own conflicts are, not a crash."""
+    from prefixsim.config import RunConfig
+    from prefixsim.errors import InputError
+    from prefixsim.pipeline import simulate
+    requests = [Request(0, 0.0, 40, 1, (1, 2, 3), 16), Request(1, 0.1, 40, 1, (4, 5, 6), 16),
+                Request(2, 0.2, 40, 1, (7, 2, 8), 16), Request(3, 0.3, 40, 1, (9, 10, 11), 16)]
+    config = RunConfig.model_validate({"cache_only": cache_only, "cache": {
+        "capacity_tokens": 64, "pool": {"capacity_tokens": 400, "write": write}}})
+    with pytest.raises(InputError, match="page id 2 is already cached after a different "
+                       "prefix.*not chained") as caught:
+        simulate(config, requests)
+    assert caught.value.field == "hash_ids"
