@@ -52,8 +52,8 @@ class Ticks(CostModelBase):
 
 
 def without_segment_cache(monkeypatch) -> None:
-    """Cache-only replays build RadixCache where they would pick SegmentCache (whose class
-    cannot be patched itself once compiled: an extension type)."""
+    """Replays, cache-only and timed, build RadixCache where they would pick SegmentCache
+    (whose class cannot be patched itself once compiled: an extension type)."""
     from prefixsim.cache import factory
     from prefixsim.cache.segment_tree import SegmentCache
 

@@ -22,6 +22,10 @@ from prefixsim.cache.tree import (
 )
 from prefixsim.cache.ttl import TTLMode, TTLRule
 
+# either tree: what a replay, cache-only or timed, drives (docs/architecture.md "One prefix
+# cache": the compressed one where the policy and mode allow)
+PrefixCache = RadixCache | SegmentCache
+
 __all__ = [
     "POLICIES",
     "CacheCounters",
@@ -30,6 +34,7 @@ __all__ = [
     "EvictionPolicy",
     "MatchResult",
     "Page",
+    "PrefixCache",
     "RadixCache",
     "SegmentCache",
     "TTLMode",

@@ -2,8 +2,9 @@
 
 SegmentCache gives exactly RadixCache's Part A results, several times faster, in radix mode
 with a node-uniform or page-keyed policy (with lower tiers, a shared pool, request classes
-or a minimum cacheable prompt too); everything else runs on RadixCache.
-The timed engine still builds RadixCache itself (docs/architecture.md "One prefix cache").
+or a minimum cacheable prompt too); everything else runs on RadixCache. A timed replica's
+cache comes from here too (pipeline/build.py: a node-uniform policy; docs/architecture.md
+"One prefix cache").
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ def replay_cache(
     plain: bool = True,
     chained: bool = False,
 ) -> RadixCache | SegmentCache:
-    """A fresh cache for a cache-only replay (`plain=False`: a RadixCache regardless, as
-    the timed engine's replicas take). `chained`: the page ids are checked chained already
+    """A fresh cache for a replay (`plain=False`: a RadixCache regardless, as a timed replica
+    with a page-keyed policy takes). `chained`: the page ids are checked chained already
     (a SegmentCache then keeps no resident-id set: cache/segment_tree.py)."""
     if plain and SegmentCache.supports(policy, mode):
         return SegmentCache(capacity_tokens, policy, ttl, chained=chained)

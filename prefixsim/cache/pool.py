@@ -192,7 +192,7 @@ class SharedPool:
 
     def write_evicted(self, page: Page, holder: int = 0) -> int:
         """Write an evicted HBM page with the ancestors its pointers still name (`chain`:
-        a Page's, or a compressed cache's DemotedPage's)."""
+        a Page's, or a compressed cache's SegmentPage's)."""
         ids, tokens = page.chain()
         return self.write(ids, tokens, holder)
 

@@ -89,6 +89,7 @@ cdef class SegmentCache:
     cdef public object policy
     cdef public object ttl
     cdef public object mode
+    cdef public bint block
     cdef public CacheCounters counters
     cdef public double _clock
     # the counters' idle-age bins (AgeHistogram.counts, arrays), added to in C
@@ -113,6 +114,7 @@ cdef class SegmentCache:
     cdef public bint _steady_key
     cdef public double _ttl_s
     cdef public object on_demote
+    cdef public object observer
 
     cpdef clear(self)
 
@@ -134,6 +136,8 @@ cdef class SegmentCache:
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
     # RadixCache's steps (step-by-step replays; a timed replica's, Part B)
+    cpdef object match(self, object page_ids, double now)
+
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, node=Segment,
                    seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint)
     cpdef list _walk(self, dict children, object page_ids, list path)
@@ -142,11 +146,22 @@ cdef class SegmentCache:
     cpdef touch(self, object pages, double now, long long recency, object ttl_s=*,
                 object priority=*)
 
+    @cython.locals(count=Py_ssize_t, placed=Py_ssize_t, path=list, tip=Segment, block=IdArray,
+                   keys=tuple, start=Py_ssize_t, node=Segment)
+    cpdef object insert(self, Segment parent, object page_ids, object page_tokens, double now,
+                        long long recency, object ttl_s=*, object priority=*)
+
     cpdef lock(self, Segment node)
 
     cpdef relock(self, Segment old, Segment node, double now)
 
     cpdef unlock(self, Segment node, double now)
+
+    cpdef object available_tokens(self)
+
+    cpdef reserve(self, long long num_tokens)
+
+    cpdef release(self, long long num_tokens)
 
     @cython.locals(total=Py_ssize_t, fit=Py_ssize_t, before=Py_ssize_t, node=Segment,
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,

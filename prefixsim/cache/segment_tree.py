@@ -75,15 +75,18 @@ item i the segment holding page i, its last ending at the run's last page: a run
 inside a segment splits it), `lock` / `relock` / `unlock` hold a path (R8: a locked segment
 is neither evicted nor expired; a lock covers whole segments, since a tip always ends one
 and a later split copies the count), `reserve` / `release` charge private KV (R13), and
-per-request TTL and priority (R16) go through `touch` and `insert`. The timed engine does
-not drive them yet (docs/architecture.md "One prefix cache").
+per-request TTL and priority (R16) go through `touch` and `insert`: a timed replica drives
+them (docs/architecture.md "One prefix cache"). A prefix index follows the cache through
+`observer` (a RunFeed: runs of pages added, removed, or passed to the new segment a split
+makes), and `pages()` lists each page as a SegmentPage view.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from heapq import heapify, heappop, heappush
+from typing import Protocol
 
 from prefixsim.cache import id_arrays as _ids
 from prefixsim.cache.accounting import TokenAccounting
@@ -187,10 +190,12 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.lock_count = 0
 
 
-class DemotedPage:
-    """A page eviction hands to `SegmentCache.on_demote`: its id and tokens (what lower
-    tiers read) and its chain from the root (`chain`, what a shared pool's write-back
-    writes), read while its segment still holds it."""
+class SegmentPage:
+    """One page of a segment, read while its segment holds it: what eviction hands to
+    `SegmentCache.on_demote` and what `SegmentCache.pages()` lists. Its id and tokens (what
+    lower tiers read), its segment's lock count and deadline (a replica's invariant check,
+    a prefix index), and its chain from the root (`chain`, what a shared pool's write-back
+    writes)."""
 
     __slots__ = ("page_id", "num_tokens", "_node", "_index")
 
@@ -200,6 +205,16 @@ class DemotedPage:
         self.num_tokens = num_tokens
         self._node = node  # the segment holding it, at position `_index`
         self._index = index
+
+    @property
+    def lock_count(self) -> int:
+        """Running requests whose path holds the page (its segment's, R8)."""
+        return 0 if self._node is None else self._node.lock_count
+
+    @property
+    def deadline_s(self) -> float:
+        """When the page expires (its segment's deadline)."""
+        return INFINITY if self._node is None else self._node.deadline_s
 
     def chain(self) -> tuple[list[int], list[int]]:
         """The ids and tokens of the pages from the first of the prefix down to this one
@@ -225,6 +240,19 @@ class DemotedPage:
         return ids, tokens
 
 
+class RunFeed(Protocol):
+    """Told of every run of pages that enters or leaves a SegmentCache, or passes to
+    another segment when a split makes one (`moved_run`): the pages `ids[start:stop]`, held
+    by `holder` (the Segment whose lock count and deadline are theirs). A removal is told
+    while the segment still holds the pages. RadixCache's CacheObserver, by run."""
+
+    def added_run(self, ids, start: int, stop: int, holder: Segment) -> None: ...
+
+    def removed_run(self, ids, start: int, stop: int, holder: Segment) -> None: ...
+
+    def moved_run(self, ids, start: int, stop: int, holder: Segment) -> None: ...
+
+
 class SegmentRun(Sequence):
     """A run of pages as the segments holding it, root first (a match's or an insert's):
     as a sequence of pages, item i is the segment holding page i, so `len` counts pages
@@ -234,7 +262,10 @@ class SegmentRun(Sequence):
 
     def __init__(self, segments: list[Segment]) -> None:
         self.segments = segments
-        self.num_pages = sum([_ids.id_count(node.ids) for node in segments])
+        num_pages = 0
+        for node in segments:
+            num_pages += _ids.id_count(node.ids)
+        self.num_pages = num_pages
 
     def __len__(self) -> int:
         return self.num_pages
@@ -246,6 +277,8 @@ class SegmentRun(Sequence):
             index += self.num_pages
         if not 0 <= index < self.num_pages:
             raise IndexError("page position out of the run")
+        if index == self.num_pages - 1:  # the tip, as callers mostly read it
+            return self.segments[-1]
         for node in self.segments:
             size = _ids.id_count(node.ids)
             if index < size:
@@ -283,6 +316,7 @@ class SegmentCache:
         self.policy = policy
         self.ttl = ttl
         self.mode = CacheMode.RADIX
+        self.block = False  # radix mode only (RadixCache's flag, read by the engines)
         self.counters = CacheCounters()
         self._clock = 0.0  # the latest request's `now`: when evictions happen (idle ages)
         self._hit_ages = self.counters.hit_ages.counts
@@ -316,6 +350,8 @@ class SegmentCache:
         # called with each page eviction takes out (lower tiers: cache/tiers.py), as on
         # RadixCache; None: nothing below
         self.on_demote = None
+        # a prefix index following this cache (router/index.py): a RunFeed; None: nobody
+        self.observer: RunFeed | None = None
 
     @property
     def capacity_tokens(self) -> int | None:
@@ -356,6 +392,22 @@ class SegmentCache:
             if node.children:
                 stack.extend(node.children.values())
         return out
+
+    def pages(self) -> Iterator[SegmentPage]:
+        """Every resident page, parents before children (as RadixCache.pages)."""
+        for node in self.segments():
+            seg = node.ids
+            size = _ids.id_count(seg)
+            for i in range(size):
+                yield SegmentPage(_ids.id_at(seg, i),
+                                  node.last_tokens if i == size - 1 else node.page_tokens,
+                                  node, i)
+
+    def announce_pages(self, observer) -> None:
+        """Tell `observer` (a RunFeed) of every resident page, as added: a prefix index
+        attached to a cache that holds pages already."""
+        for node in self.segments():
+            observer.added_run(node.ids, 0, _ids.id_count(node.ids), node)
 
     def clear(self) -> None:
         """Drop every segment at once (no eviction or expiry counted; the counters stay):
@@ -512,6 +564,8 @@ class SegmentCache:
         node.depth += k
         node.num_tokens -= prefix.num_tokens
         self.num_segments += 1
+        if self.observer is not None:  # the first k pages are the prefix's now
+            self.observer.moved_run(prefix.ids, 0, k, prefix)
         return prefix
 
     # ------------------------------ RadixCache's steps (Part A by request, Part B)
@@ -611,7 +665,7 @@ class SegmentCache:
         tip = path[-1] if path else parent
         if placed < count:
             size = page_tokens[placed]
-            if any(tokens != size for tokens in page_tokens[placed:count - 1]):
+            if list(page_tokens[placed:count - 1]).count(size) != count - 1 - placed:
                 raise ValueError("the compressed cache takes pages of one size but the last")
             if self.insert_run(tip, block, placed, size, page_tokens[count - 1], now, recency,
                                keys, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
@@ -745,6 +799,8 @@ class SegmentCache:
                     anc = anc.parent
         self.num_segments += 1
         self._num_pages += fit
+        if self.observer is not None:
+            self.observer.added_run(run, 0, fit, node)
         tokens = node.num_tokens
         self.resident_tokens = resident = self.resident_tokens + tokens
         counters = self.counters
@@ -839,6 +895,8 @@ class SegmentCache:
                 ages[age_bin(clock - node.last_access_s)] += k
                 if self._ids is not None:
                     self._ids.difference_update(_ids.id_run(seg, size - k, size))
+                if self.observer is not None:
+                    self.observer.removed_run(seg, size - k, size, node)
                 self._num_pages -= k
                 _ids.drop_last(seg, k)  # in place: a segment's ids are its own (see Segment)
                 if node.keys is not None:
@@ -887,12 +945,12 @@ class SegmentCache:
     # ------------------------------------------------------------------- internal
     def _demote(self, node: Segment, k: int) -> None:
         """Hand the `k` tail pages of `node`, about to be evicted, to `on_demote` one by one,
-        deepest first (the order RadixCache evicts them in), each as a DemotedPage."""
+        deepest first (the order RadixCache evicts them in), each as a SegmentPage."""
         seg = node.ids
         size = _ids.id_count(seg)
         demote = self.on_demote
         for i in range(size - 1, size - 1 - k, -1):
-            demote(DemotedPage(_ids.id_at(seg, i),
+            demote(SegmentPage(_ids.id_at(seg, i),
                                node.last_tokens if i == size - 1 else node.page_tokens, node, i))
 
     def _remove(self, node: Segment) -> None:
@@ -907,6 +965,8 @@ class SegmentCache:
         node.resident = False
         if self._ids is not None:
             self._ids.difference_update(node.ids)
+        if self.observer is not None:
+            self.observer.removed_run(node.ids, 0, _ids.id_count(node.ids), node)
         self._num_pages -= _ids.id_count(node.ids)
         self.resident_tokens -= node.num_tokens
         self.num_segments -= 1

@@ -224,6 +224,12 @@ class RadixCache:
         """All resident pages (no particular order)."""
         return list(self._pages.values())
 
+    def announce_pages(self, observer: CacheObserver) -> None:
+        """Tell `observer` of every resident page, as added: a prefix index attached to a
+        cache that holds pages already."""
+        for page in self.pages():
+            observer.added(page)
+
     def orphan_tokens(self) -> int:
         """Tokens of resident pages whose parent is gone (block mode: charged, unreachable)."""
         return sum(p.num_tokens for p in self._pages.values()

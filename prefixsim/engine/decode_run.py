@@ -14,10 +14,10 @@ timing the run, reserving the memory, waking up (replica.py).
 
 from __future__ import annotations
 
-from prefixsim.cache import RadixCache
+from prefixsim.cache import PrefixCache
 
 
-def plan_decode_run(cache: RadixCache, num_seqs: int, remaining: int, waiting: bool,
+def plan_decode_run(cache: PrefixCache, num_seqs: int, remaining: int, waiting: bool,
                     defers: bool, max_run_steps: int | None,
                     gap_pending: bool) -> tuple[int, int]:
     """(steps, covered) of a run of `num_seqs` sequences whose nearest completion is

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from prefixsim.cache import RadixCache
+from prefixsim.cache import PrefixCache
 from prefixsim.cache.classes import CacheRules
 from prefixsim.cache.pool import SharedPool
 from prefixsim.cache.tiers import TierStack
@@ -46,7 +46,7 @@ class Fleet:
     (docs/cache-semantics.md R15).
     """
 
-    caches: Sequence[RadixCache]
+    caches: Sequence[PrefixCache]
     cost_model: CostModel
     scheduler: ContinuousBatching
     router: Router

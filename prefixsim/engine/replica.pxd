@@ -3,7 +3,6 @@
 # queue's and the step loop's state as C fields; the methods of a step's bookkeeping are
 # typed. The step loop's generators stay Python-called (simpy resumes them).
 cimport cython
-from prefixsim.cache.tree cimport RadixCache as TypedCache  # (RadixCache: a Python name here)
 from prefixsim.engine.decode_steps cimport RunClock
 from prefixsim.engine.replica_memory cimport ReplicaMemory
 from prefixsim.engine.request_state cimport RequestState
@@ -45,7 +44,6 @@ cdef class Replica(ReplicaMemory):
 
     cpdef tuple state_row(self)
 
-    @cython.locals(cache=TypedCache)
     cpdef log_state(self, StateLog log)
 
     @cython.locals(elapsed=cython.double, done=cython.longlong, clock=RunClock,

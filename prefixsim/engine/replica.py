@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import simpy
 from simpy.events import PENDING
 
-from prefixsim.cache import RadixCache
+from prefixsim.cache import PrefixCache
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.pool import PoolLink
 from prefixsim.costmodel import PrefillChunk, StepBatch
@@ -103,7 +103,7 @@ class Replica(ReplicaMemory):
 
     DEFERS_EVICTION = True  # decode runs may outlast free memory (see `catch_up`)
 
-    def __init__(self, index: int, env: simpy.Environment, cache: RadixCache, fleet: Fleet,
+    def __init__(self, index: int, env: simpy.Environment, cache: PrefixCache, fleet: Fleet,
                  sampling: Sampling, on_finish: FinishCallback,
                  state_log: StateLog | None = None, *, link: PoolLink | None = None,
                  transfer: HandOff | None = None) -> None:

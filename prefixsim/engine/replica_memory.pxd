@@ -1,6 +1,7 @@
 # Types of replica_memory.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
 # modules"): ReplicaMemory becomes an extension type. Its counters are C fields, the cache
-# a typed RadixCache (its methods called in C), and the methods a step runs are typed, with
+# an object (either tree, RadixCache or SegmentCache: a Python call per step, 1-3% of a
+# run against a typed RadixCache), and the methods a step runs are typed, with
 # the requests they read as typed RequestStates (request_state.pxd). No instance dict: every
 # attribute is a declared field (a Python subclass, DecodeReplica, has a dict of its own), so
 # a typed method called on a plain replica skips Cython's look-up for a Python override,
@@ -8,13 +9,12 @@
 # the scheduler is handed them as bound methods, which for a typed method Cython would bind
 # to this class's C function, past a subclass's override.
 cimport cython
-from prefixsim.cache.tree cimport RadixCache
 from prefixsim.engine.request_state cimport RequestState
 
 
 cdef class ReplicaMemory:
     cdef public object env
-    cdef public RadixCache cache
+    cdef public object cache
     cdef public long long capacity_tokens
     cdef public object cost_model
     cdef public object tiers
@@ -55,6 +55,6 @@ cdef class ReplicaMemory:
     @cython.locals(covered=cython.longlong)
     cpdef _advance_prefill(self, RequestState state, long long num_tokens)
 
-    @cython.locals(first=cython.longlong, moved=cython.longlong, placed=list,
+    @cython.locals(first=cython.longlong, moved=cython.longlong, placed=object,
                    now=cython.double)
     cpdef _insert_pages(self, RequestState state, long long covered, bint write_through)

@@ -42,9 +42,10 @@ from functools import partial
 
 import simpy
 
+from prefixsim.cache import PrefixCache
 from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
-from prefixsim.cache.tree import ChainConflict, RadixCache
+from prefixsim.cache.tree import ChainConflict
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.cache_only import lower_tier_tokens
 from prefixsim.engine.request_state import HELD, RUNNING, WAITING, RequestState
@@ -54,7 +55,7 @@ from prefixsim.errors import InputError
 class ReplicaMemory:
     """The HBM prefix cache of one replica and the requests charged to it."""
 
-    def __init__(self, env: simpy.Environment, cache: RadixCache, cost_model: CostModel,
+    def __init__(self, env: simpy.Environment, cache: PrefixCache, cost_model: CostModel,
                  tiers: TierStack | None = None, kv_bytes_per_token: int = 0, *,
                  pool: SharedPool | None = None, link: PoolLink | None = None,
                  async_loads: bool = False) -> None:

@@ -49,6 +49,7 @@ from prefixsim.presets import (
 )
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
+from prefixsim.trace.chains import requests_chained
 from prefixsim.trace.sessions import Sessions
 
 DTYPE_BYTES = {"bf16": 2, "fp8": 1}
@@ -89,7 +90,8 @@ def build(config: RunConfig, requests: Sequence[Request],
     """Every component of a run of `config` over `requests` (in replay order: offline
     policies such as belady learn the future from them). `policy`: a cache-only run's
     policy, built already (a streamed run's belady learns the future otherwise).
-    `chained`: a cache-only run's page ids are checked chained already (build_cache)."""
+    `chained`: the page ids are checked chained already (build_cache; a timed run's are
+    checked here otherwise)."""
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
     check_tensor_parallel(model, config.hardware.tp)  # a custom model's heads (presets: config)
     cost_model = build_cost_model(config, model, gpu)
@@ -107,7 +109,12 @@ def build(config: RunConfig, requests: Sequence[Request],
                          field="cache.bounds")
     pool = replica_pool_tokens(config, model, gpu)
     section = config.cache.model_copy(update={"capacity_tokens": pool})
-    caches = [build_cache(section, requests, chunk_time, time_scale=config.engine.time_scale)
+    # ids known chained (a stream checks every chunk; a trace in memory is checked here at
+    # once) cannot conflict in a cache, which then keeps no resident-id set; else a replica
+    # finds a conflict as it inserts (an input error naming the request)
+    chained = chained or requests_chained(requests)
+    caches = [build_cache(section, requests, chunk_time, time_scale=config.engine.time_scale,
+                          chained=chained)
               for _ in range(config.engine.num_replicas)]
     kv_bytes_per_gpu = model.kv_bytes_per_token_per_gpu(config.hardware.tp,
                                                         DTYPE_BYTES[config.model.kv_dtype])
@@ -229,10 +236,12 @@ def build_cache(
     if policy is None:
         policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
                               config.policy_params)
-    # a cache-only replay, its request classes, lower tiers and shared pool included, runs
-    # on SegmentCache where its policy and mode allow (engine/cache_only.py drives the
-    # step-by-step ones)
-    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=replay_only,
+    # a replay runs on SegmentCache where its policy and mode allow: any cache-only one (its
+    # request classes, lower tiers and shared pool included; engine/cache_only.py drives
+    # the step-by-step ones), a timed replica's with a node-uniform policy (a page-keyed
+    # one, belady, keys pages by cache-only request)
+    plain = replay_only or type(policy).node_uniform is True
+    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
                         chained=chained)
 
 

@@ -37,7 +37,9 @@ def serve_streamed(config: RunConfig, stream: TraceStream,
     if config.load.type == "sessions":  # its sessions are found in the whole trace
         raise NotStreamable("a sessions load reads the trace whole (pipeline/closed_loop.py)")
     started = time.perf_counter()
-    parts = build(config, [])  # no offline policy (streamable): nothing learns the future
+    # no offline policy (streamable): nothing learns the future; the stream checks every
+    # chunk's ids chained before it yields the chunk (trace/stream.py)
+    parts = build(config, [], chained=True)
     figures, distinct = _first_pass(parts, stream)
     facts, samples = run_timed(parts, _requests(stream), on_progress, figures)
     trace = TraceData([], stream.format, time_shift_s=stream.first_arrival_s())

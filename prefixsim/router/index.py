@@ -3,8 +3,10 @@
 Looking a prompt up in every replica's cache costs O(replicas x pages) per arrival, so a
 fleet of hundreds of replicas is slow to study. The index keeps, per page id, the replicas
 whose HBM cache holds it, updated by the caches' events (a page added; a page removed by
-eviction or expiry: cache/tree.py's `observer`). A lookup walks the prompt's pages once,
-narrowing the set of replicas still matching: O(pages + holders), whatever the fleet size.
+eviction or expiry: cache/tree.py's `observer`, page by page; a SegmentCache's by runs of
+pages, cache/segment_tree.py's RunFeed, a split passing pages to a new segment). A lookup
+walks the prompt's pages once, narrowing the set of replicas still matching: O(pages +
+holders), whatever the fleet size.
 
 With `event_delay_s` = 0 the index is exact: a page counts for a replica only while it is
 resident and alive (locked, or its deadline not passed: the test `RadixCache.match` applies
@@ -32,7 +34,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from prefixsim.cache import RadixCache
+from prefixsim.cache import PrefixCache, RadixCache
+from prefixsim.cache import id_arrays as _ids
 from prefixsim.cache.page import Page
 from prefixsim.cache.tree import PageFeed
 from prefixsim.trace import Request
@@ -40,34 +43,43 @@ from prefixsim.trace import Request
 
 class _ReplicaFeed:
     """The observer one replica's cache reports to (live: straight into the index's map,
-    one call per page event; delayed: queued)."""
+    one call per page event; delayed: queued). A page's holder is what its liveness is read
+    from: the page itself on a RadixCache, its segment on a SegmentCache (by run: a split
+    passes the prefix's pages to the new segment, `moved_run`)."""
 
-    __slots__ = ("index", "replica", "holders", "live")
+    __slots__ = ("index", "replica", "live")
 
-    def __init__(self, index: PrefixIndex, replica: int) -> None:
+    def __init__(self, index: PrefixIndex, replica: int, live: bool | None = None) -> None:
         self.index, self.replica = index, replica
-        self.holders = index._holders
-        self.live = index._live
+        self.live = index._live if live is None else live  # True: applied at once
 
     def added(self, page: Page) -> None:
         if self.live:
-            holders = self.holders.get(page.page_id)
-            if holders is None:
-                self.holders[page.page_id] = {self.replica: page}
-            else:
-                holders[self.replica] = page
+            self.index._apply(self.replica, page.page_id, page, True)
         else:
-            self.index.event(self.replica, page, True)
+            self.index.event(self.replica, page.page_id, page, True)
 
     def removed(self, page: Page) -> None:
         if self.live:
-            holders = self.holders.get(page.page_id)
-            if holders is not None and holders.get(self.replica) is page:
-                del holders[self.replica]
-                if not holders:
-                    del self.holders[page.page_id]
+            self.index._apply(self.replica, page.page_id, page, False)
         else:
-            self.index.event(self.replica, page, False)
+            self.index.event(self.replica, page.page_id, page, False)
+
+    def added_run(self, ids, start: int, stop: int, holder) -> None:
+        for i in range(start, stop):
+            if self.live:
+                self.index._apply(self.replica, ids[i], holder, True)
+            else:
+                self.index.event(self.replica, ids[i], holder, True)
+
+    def removed_run(self, ids, start: int, stop: int, holder) -> None:
+        for i in range(start, stop):
+            if self.live:
+                self.index._apply(self.replica, ids[i], holder, False)
+            else:
+                self.index.event(self.replica, ids[i], holder, False)
+
+    moved_run = added_run  # the pages' holder is the new segment
 
 
 class _MaskFeed(PageFeed):
@@ -96,6 +108,28 @@ class _MaskFeed(PageFeed):
             masks[page_id] = mask
         else:
             masks.pop(page_id, None)
+
+    def added_run(self, ids, start: int, stop: int, holder) -> None:
+        """A SegmentCache's run of pages (RunFeed): its bit set on each id."""
+        masks = self.masks
+        bit = self.bit
+        for i in range(start, stop):
+            page_id = _ids.id_at(ids, i)
+            masks[page_id] = masks.get(page_id, 0) | bit
+
+    def removed_run(self, ids, start: int, stop: int, holder) -> None:
+        masks = self.masks
+        others = self.others
+        for i in range(start, stop):
+            page_id = _ids.id_at(ids, i)
+            mask = masks.get(page_id, 0) & others
+            if mask:
+                masks[page_id] = mask
+            else:
+                masks.pop(page_id, None)
+
+    def moved_run(self, ids, start: int, stop: int, holder) -> None:
+        """A split: the pages stay, bits know no holders."""
 
 
 class _PoolFeed:
@@ -151,14 +185,15 @@ class PrefixIndex:
             raise ValueError(f"event_delay_s must be >= 0, got {event_delay_s}")
         self.clock = clock
         self.event_delay_s = event_delay_s
-        self._holders: dict[int, dict[int, Page]] = {}
-        self._pending: deque[tuple[float, int, Page, bool]] = deque()
+        self._holders: dict[int, dict[int, object]] = {}  # page id -> {replica: holder}
+        # (when it reaches the index, replica, page id, holder, added)
+        self._pending: deque[tuple[float, int, int, object, bool]] = deque()
         self._live = event_delay_s == 0
         self._immortal = True  # no attached cache has a TTL: every indexed page is alive
         # page id -> replica bits while live and immortal (None: `_holders` instead)
         self._masks: dict[int, int] | None = {} if self._live else None
         self._mask_positions: dict[int, tuple[int, ...]] = {}  # `_positions`' memory
-        self._attached: list[tuple[int, RadixCache]] = []
+        self._attached: list[tuple[int, PrefixCache]] = []
         self._pool: dict[int, Page] | None = None  # the shared pool's pages (attach_pool)
         self._host: dict[int, int] | None = None  # page id -> host-tier replica bits
 
@@ -204,7 +239,7 @@ class PrefixIndex:
                     host[replica] = request.prefix_tokens(depth) - request.prefix_tokens(start)
         return request.prefix_tokens(pool_pages), host
 
-    def attach(self, replica: int, cache: RadixCache) -> None:
+    def attach(self, replica: int, cache: PrefixCache) -> None:
         """Follow `cache` as replica `replica`'s (its resident pages are indexed now)."""
         self._attached.append((replica, cache))
         self._immortal = self._immortal and cache.ttl is None
@@ -213,40 +248,46 @@ class PrefixIndex:
             # the caches attached so far are indexed again that way
             self._masks = None
             for earlier, earlier_cache in self._attached[:-1]:
-                earlier_cache.observer = _ReplicaFeed(self, earlier)
-                for page in earlier_cache.pages():
-                    self._apply(earlier, page, True)
+                feed = _ReplicaFeed(self, earlier)  # live: applied at once
+                earlier_cache.observer = feed
+                earlier_cache.announce_pages(feed)
         if self._masks is not None:
             feed = _MaskFeed(self._masks, replica)
-            cache.observer = feed
-            for page in cache.pages():
-                feed.added(page)
-            return
-        cache.observer = _ReplicaFeed(self, replica)
-        for page in cache.pages():
-            self._apply(replica, page, True)
-
-    def event(self, replica: int, page: Page, added: bool) -> None:
-        if self._live:
-            self._apply(replica, page, added)
         else:
-            self._pending.append((self.clock() + self.event_delay_s, replica, page, added))
+            feed = _ReplicaFeed(self, replica)
+        cache.observer = feed
+        # the pages resident now are known at once, not an event delay later
+        cache.announce_pages(feed if self._masks is not None
+                             else _ReplicaFeed(self, replica, live=True))
 
-    def _apply(self, replica: int, page: Page, added: bool) -> None:
+    def event(self, replica: int, page_id: int, holder, added: bool) -> None:
+        """A page added to or removed from `replica`'s cache, held by `holder` (a Page, or
+        a Segment), applied now (live) or queued to reach the index `event_delay_s` late."""
+        if self._live:
+            self._apply(replica, page_id, holder, added)
+        else:
+            self._pending.append((self.clock() + self.event_delay_s, replica, page_id,
+                                  holder, added))
+
+    def _apply(self, replica: int, page_id: int, holder, added: bool) -> None:
         if added:
-            self._holders.setdefault(page.page_id, {})[replica] = page
+            holders = self._holders.get(page_id)
+            if holders is None:
+                self._holders[page_id] = {replica: holder}
+            else:
+                holders[replica] = holder
             return
-        holders = self._holders.get(page.page_id)
-        if holders is not None and holders.get(replica) is page:
+        holders = self._holders.get(page_id)
+        if holders is not None and holders.get(replica) is holder:
             del holders[replica]
             if not holders:
-                del self._holders[page.page_id]
+                del self._holders[page_id]
 
     def _catch_up(self, now: float) -> None:
         pending = self._pending
         while pending and pending[0][0] <= now:
-            _, replica, page, added = pending.popleft()
-            self._apply(replica, page, added)
+            _, replica, page_id, holder, added = pending.popleft()
+            self._apply(replica, page_id, holder, added)
 
     def prefix_tokens(self, request: Request, now: float) -> dict[int, int]:
         """Cached prompt tokens per replica that holds at least the first page (others: 0),

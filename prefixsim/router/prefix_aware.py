@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from itertools import repeat
 
-from prefixsim.cache import RadixCache
+from prefixsim.cache import PrefixCache, RadixCache
 from prefixsim.router.index import PrefixIndex
 from prefixsim.router.protocol import ROUTERS, ReplicaView, prefix_tokens_in
 from prefixsim.trace import Request
@@ -63,7 +63,7 @@ class PrefixAware:
         self._snapshots: list[set[int]] = []
         self._snapshot_s = -float("inf")
 
-    def bind_caches(self, caches: Sequence[RadixCache], clock: Callable[[], float]) -> None:
+    def bind_caches(self, caches: Sequence[PrefixCache], clock: Callable[[], float]) -> None:
         """Read the caches through one PrefixIndex (unless a stale snapshot is asked for)."""
         if self.staleness_s > 0:
             return

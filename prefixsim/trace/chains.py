@@ -9,14 +9,21 @@ one of their parents: 16 bytes per distinct id, where ChainCheck's dict takes ~1
 new ones merged in. It only says whether the chunks so far are consistent; the reader that
 uses it re-reads a trace that is not with the exact per-line checks, to name the line.
 `check_async` runs the work in a thread (numpy's sorts release the GIL), so a reader's
-parsing and the checking of its previous chunk overlap on two cores.
+parsing and the checking of its previous chunk overlap on two cores. `requests_chained`
+checks a whole trace held in memory at once (the timed engine's caches then keep no
+resident-id set: cache/segment_tree.py).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
+
+from prefixsim.trace.columns import RequestColumns
+from prefixsim.trace.record import Request
 
 NO_PARENT = np.iinfo(np.int64).min  # parent of a prompt's first page (ids are checked < 2^63)
 
@@ -135,3 +142,22 @@ class ChunkChains:
             self._thread.join()
             self._thread = None
         return self.ok
+
+
+def requests_chained(requests: Sequence[Request]) -> bool:
+    """Whether the page ids of `requests` are chained, as ChunkChains checks a chunk (an id
+    that cannot be an int64, or equals its no-parent marker, says no). True for none."""
+    if isinstance(requests, RequestColumns):
+        ids, page_start = requests.page_ids, requests.page_start
+    else:
+        counts = np.fromiter((len(r.page_ids) for r in requests), dtype=np.int64,
+                             count=len(requests))
+        page_start = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=page_start[1:])
+        try:
+            ids = np.fromiter(chain.from_iterable(r.page_ids for r in requests),
+                              dtype=np.int64, count=int(page_start[-1]))
+        except (OverflowError, TypeError, ValueError):
+            return False
+    starts = page_start[:-1][np.diff(page_start) > 0]
+    return ChunkChains().check(ids, starts)

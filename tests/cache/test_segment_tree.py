@@ -231,7 +231,16 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
 def test_replay_cache_is_segments_only_where_it_applies(update, expected):
     config = CacheConfig(capacity_tokens=1000, **update)
     assert type(build_cache(config, replay_only=True)) is expected
-    assert type(build_cache(config)) is RadixCache  # the timed engine's cache
+    assert type(build_cache(config)) is expected  # a timed replica's cache too
+
+
+def test_a_timed_replica_keeps_the_per_page_tree_for_page_keyed_policies():
+    """belady keys pages by cache-only request (its keys per replay position), so a timed
+    replica with it stays on RadixCache; the cache-only replay takes segments."""
+    requests = [Request(0, 0.0, 32, 1, (1, 2), 16), Request(1, 1.0, 32, 1, (1, 3), 16)]
+    config = CacheConfig(capacity_tokens=1000, policy="belady")
+    assert type(build_cache(config, requests, replay_only=True)) is SegmentCache
+    assert type(build_cache(config, requests)) is RadixCache
 
 
 @pytest.mark.parametrize("cache", [

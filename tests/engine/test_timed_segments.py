@@ -1,0 +1,161 @@
+"""The timed engine on the compressed cache (SegmentCache) against the per-page tree
+(RadixCache): the same runs give the same records, summaries and timeseries
+(docs/architecture.md "One prefix cache"), and a prefix index follows a SegmentCache by runs
+of pages as it follows a RadixCache page by page (router/index.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes import prefix_traces, without_segment_cache
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.config import RunConfig
+from prefixsim.errors import InputError
+from prefixsim.pipeline import simulate
+from prefixsim.pipeline.build import build
+from prefixsim.router.index import PrefixIndex
+from prefixsim.trace import Request
+from prefixsim.trace.chains import requests_chained
+from prefixsim.trace.columns import as_columns
+
+
+def outcome(config: RunConfig, requests: list[Request]):
+    """A run's records, summary (less its wall time) and timeseries, or its input error."""
+    try:
+        result = simulate(config, requests)
+    except InputError as exc:
+        return str(exc)
+    summary = {key: value for key, value in result.summary.items()
+               if "wall" not in key}  # the speed figures (wall_time_s, simulated_s_per_wall_s)
+    return result.requests, json.dumps(summary, sort_keys=True), result.timeseries
+
+
+def same(first, second) -> None:
+    if isinstance(first, str) or isinstance(second, str):
+        assert first == second
+        return
+    assert first[0].equals(second[0])
+    assert first[1] == second[1]
+    assert first[2].equals(second[2])
+
+
+ROUTERS = [{"name": "prefix_aware"}, {"name": "prefix_aware", "params": {"event_delay_s": 0.5}},
+           {"name": "prefix_aware", "params": {"staleness_s": 1.0}}, {"name": "least_loaded"},
+           {"name": "round_robin"}, {"name": "session_affinity"}]
+
+
+@settings(max_examples=150, deadline=None)
+@given(requests=prefix_traces(chained=False) | prefix_traces(),
+       replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS),
+       capacity=st.sampled_from([64, 160, 600]),
+       policy=st.sampled_from(["lru", "fifo", "lfu", "gdsf", "priority"]),
+       ttl=st.sampled_from([None, 0.5, 3.0]), mode=st.sampled_from(["sliding", "fixed"]),
+       lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
+                              {"host_capacity_tokens": 100, "disk_capacity_tokens": 300},
+                              {"pool": {"capacity_tokens": 400, "write": "back"}},
+                              {"pool": {"capacity_tokens": 400}}]))
+def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, router, capacity,
+                                                        policy, ttl, mode, lower):
+    """Random prefix trees (chained or not), fleets, routers (live index, delayed events,
+    stale snapshots, live reads), tight capacities, node-uniform policies, TTLs, lower
+    tiers and a shared pool, every step's accounting checked: identical runs."""
+    config = RunConfig.model_validate({
+        "cache": {"capacity_tokens": capacity, "policy": policy, "ttl_s": ttl,
+                  "ttl_mode": mode, **lower},
+        "engine": {"replicas": replicas, "check_invariants": True}, "router": router})
+    parts = build(config, requests)
+    assert all(type(cache) is SegmentCache for cache in parts.caches)
+    segments = outcome(config, requests)
+    with pytest.MonkeyPatch.context() as patch:
+        without_segment_cache(patch)
+        assert all(type(cache) is RadixCache for cache in build(config, requests).caches)
+        pages = outcome(config, requests)
+    same(segments, pages)
+
+
+def test_a_timed_run_over_chained_ids_keeps_no_resident_id_set():
+    """Ids checked chained before the run (here at once; a stream's chunk by chunk) cannot
+    conflict in a cache, so the replicas' caches keep no set of resident ids; ids that are
+    not chained keep it, and a conflict is the input error naming the request."""
+    chained = [Request(0, 0.0, 40, 2, (1, 2, 3), 16), Request(1, 0.5, 40, 2, (1, 2, 4), 16)]
+    config = RunConfig.model_validate({"engine": {"replicas": 2}})
+    assert all(cache._ids is None for cache in build(config, chained).caches)
+    crossed = chained + [Request(2, 1.0, 40, 2, (2, 1, 5), 16)]  # 1 after 2: not chained
+    assert all(cache._ids == set() for cache in build(config, crossed).caches)
+    with pytest.raises(InputError, match="request 2: .*not chained"):
+        simulate(RunConfig.model_validate({}), crossed)
+
+
+def test_requests_chained_reads_lists_and_columns():
+    requests = [Request(0, 0.0, 40, 1, (7, 8, 9), 16), Request(1, 1.0, 20, 1, (7, 8), 16),
+                Request(2, 2.0, 5, 1, (), 16)]
+    assert requests_chained(requests)
+    assert requests_chained([])
+    columns = as_columns(requests)
+    assert requests_chained(columns)
+    assert not requests_chained(requests + [Request(3, 3.0, 20, 1, (8, 7), 16)])
+    assert not requests_chained([Request(0, 0.0, 16, 1, (7, 7), 16)])  # an id after itself
+    assert not requests_chained([Request(0, 0.0, 16, 1, (2**64,), 16)])  # not an int64
+
+
+class Recorder:
+    """page id -> holder, as a prefix index keeps it live (RunFeed)."""
+
+    def __init__(self) -> None:
+        self.holders: dict[int, object] = {}
+
+    def added_run(self, ids, start, stop, holder) -> None:
+        for i in range(start, stop):
+            self.holders[ids[i]] = holder
+
+    moved_run = added_run
+
+    def removed_run(self, ids, start, stop, holder) -> None:
+        for i in range(start, stop):
+            assert self.holders.pop(ids[i]) is holder, "removed by another holder"
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix_traces(), st.sampled_from([20, 60, None]), st.sampled_from([None, 1.0]))
+def test_the_run_feed_names_every_resident_page_and_its_segment(requests, capacity, ttl):
+    """After every step, what the events said equals the cache: each resident page, held by
+    the segment holding it now (splits move pages, evictions and expiry remove them)."""
+    rule = None if ttl is None else TTLRule(ttl, TTLMode.SLIDING)
+    cache = SegmentCache(capacity, POLICIES.build("lru"), rule)
+    feed = Recorder()
+    cache.observer = feed
+    for recency, request in enumerate(requests):
+        pages = cache.match(request.page_ids, request.arrival_s).pages
+        tip = pages[-1] if pages else None
+        cache.touch(pages, request.arrival_s, recency)
+        cache.evict(request.input_tokens, tip)  # the path kept, as admission locks it
+        if len(pages) < request.num_pages:
+            cache.insert(tip, request.page_ids[len(pages):],
+                         request.page_tokens()[len(pages):], request.arrival_s, recency)
+        held = {page.page_id: page._node for page in cache.pages()}
+        assert feed.holders == held
+
+
+def test_a_split_passes_its_pages_liveness_to_the_new_segment():
+    """Known answer: pages 1..4 inserted at 0 s (TTL 10 s), pages 1..2 matched and touched at
+    5 s (a split: their segment is new, its deadline 15 s). At 12 s, before anything
+    expires them, the live index counts pages 1..2 alive for the prompt 1..4: it reads their
+    new segment's deadline, not the old one's (10 s)."""
+    now = [0.0]
+    index = PrefixIndex(lambda: now[0])
+    cache = SegmentCache(None, POLICIES.build("lru"), TTLRule(10.0, TTLMode.SLIDING))
+    index.attach(0, cache)
+    cache.insert(None, (1, 2, 3, 4), (16, 16, 16, 16), 0.0, 1)
+    prompt = Request(0, 12.0, 64, 1, (1, 2, 3, 4), 16)
+    assert index.prefix_tokens(prompt, 9.0) == {0: 48}  # R3's cap: the last page never
+    matched = cache.match((1, 2), 5.0).pages
+    assert len(matched) == 2 and len(cache.segments()) == 2
+    cache.touch(matched, 5.0, 2)
+    assert index.prefix_tokens(prompt, 12.0) == {0: 32}
+    assert index.prefix_tokens(prompt, 16.0) == {}
