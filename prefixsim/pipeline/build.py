@@ -68,6 +68,8 @@ class Components:
     tiers above, cost model, step planner, router, pool, disaggregation and clock; the
     engine's `Fleet`, with the clients of a closed-loop load), None in cache-only mode.
     `sessions`: the trace's sessions under a `sessions` load (pipeline/closed_loop.py).
+    `chained`: the trace's page ids are checked chained (build): the caches built for it,
+    the run's and its bounds', keep no resident-id set (cache/segment_tree.py).
     """
 
     config: RunConfig
@@ -83,6 +85,7 @@ class Components:
     shared_pool: SharedPool | None = None
     fleet: Fleet | None = None
     sessions: Sessions | None = None
+    chained: bool = False  # the page ids are known chained: caches built keep no id set
 
 
 def build(config: RunConfig, requests: Sequence[Request],
@@ -90,8 +93,8 @@ def build(config: RunConfig, requests: Sequence[Request],
     """Every component of a run of `config` over `requests` (in replay order: offline
     policies such as belady learn the future from them). `policy`: a cache-only run's
     policy, built already (a streamed run's belady learns the future otherwise).
-    `chained`: the page ids are checked chained already (build_cache; a timed run's are
-    checked here otherwise)."""
+    `chained`: the page ids are checked chained already (a stream checks every chunk);
+    otherwise `requests` are checked here, at once (trace/chains.py: `requests_chained`)."""
     model, gpu = resolve_model(config.model), resolve_gpu(config.hardware)
     check_tensor_parallel(model, config.hardware.tp)  # a custom model's heads (presets: config)
     cost_model = build_cost_model(config, model, gpu)
@@ -99,20 +102,21 @@ def build(config: RunConfig, requests: Sequence[Request],
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     rules = build_rules(config.cache, config.trace.seed)
     shared = build_shared_pool(config.cache, requests, chunk_time, config.engine.time_scale)
+    # ids known chained cannot conflict in a cache, which then keeps no resident-id set (7%
+    # of a timed run, a fifth of a cache-only LRU replay); ids not chained keep it, and a
+    # conflict is found where a page goes in (the input error naming the request)
+    chained = chained or requests_chained(requests)
     if config.cache_only:
         cache = build_cache(config.cache, requests, chunk_time, replay_only=True,
                             policy=policy, chained=chained)
         return Components(config, model, gpu, cost_model, rules, pricing, [cache],
-                          [build_tiers(cache, config.cache)], shared_pool=shared)
+                          [build_tiers(cache, config.cache)], shared_pool=shared,
+                          chained=chained)
     if config.cache.bounds:
         raise InputError("bounds are cache-only for now; pass --cache-only",
                          field="cache.bounds")
     pool = replica_pool_tokens(config, model, gpu)
     section = config.cache.model_copy(update={"capacity_tokens": pool})
-    # ids known chained (a stream checks every chunk; a trace in memory is checked here at
-    # once) cannot conflict in a cache, which then keeps no resident-id set; else a replica
-    # finds a conflict as it inserts (an input error naming the request)
-    chained = chained or requests_chained(requests)
     caches = [build_cache(section, requests, chunk_time, time_scale=config.engine.time_scale,
                           chained=chained)
               for _ in range(config.engine.num_replicas)]
@@ -134,7 +138,7 @@ def build(config: RunConfig, requests: Sequence[Request],
                   tier_load=config.cache.tier_load)
     return Components(config, model, gpu, cost_model, rules, pricing, caches, tiers,
                       pool_tokens_per_replica=pool, kv_bytes_per_token_per_gpu=kv_bytes_per_gpu,
-                      shared_pool=shared, fleet=fleet, sessions=sessions)
+                      shared_pool=shared, fleet=fleet, sessions=sessions, chained=chained)
 
 
 def resolve_model(config: ModelConfig) -> ModelSpec:

@@ -47,7 +47,7 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
         lambda policy, unbounded: build_cache(config.cache.model_copy(update={
             "policy": policy, "policy_params": {}, "pool": None,
             "capacity_tokens": None if unbounded else config.cache.capacity_tokens,
-        }), requests, replay_only=True),
+        }), requests, replay_only=True, chained=parts.chained),
         parts.rules,
     )
     ttls = (request_ttls(config.cache, parts.rules, requests)

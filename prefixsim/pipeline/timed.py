@@ -49,7 +49,7 @@ def trace_figures(parts: Components, requests: Sequence[Request]) -> TraceFigure
     """`TraceFigures` of `requests` (the whole trace, in memory)."""
     config = parts.config
     engine = config.engine
-    unbounded = build_unbounded_cache(config.cache)
+    unbounded = build_unbounded_cache(config.cache, chained=parts.chained)
     on_engine_clock = requests
     if engine.time_scale != 1.0 and unbounded.ttl is not None:
         # the bound must see the gaps the run saw: TTLs run on the engine's clock
@@ -136,7 +136,7 @@ def as_sent(parts: Components, facts: RunFacts, requests: Iterable[Request]) -> 
     frame = facts.requests
     all_sent = len(frame) == facts.num_requests  # the trace's count until now
     facts = dataclasses.replace(facts, num_requests=len(frame))
-    unbounded = build_unbounded_cache(parts.config.cache)
+    unbounded = build_unbounded_cache(parts.config.cache, chained=parts.chained)
     if not _may_resend(parts) or (all_sent and unbounded.ttl is None and parts.rules is None):
         return facts
     sent_at = dict(zip(frame["request_id"].tolist(), frame["arrival_s"].tolist(), strict=True))

@@ -79,17 +79,20 @@ def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, rout
     same(segments, pages)
 
 
-def test_a_timed_run_over_chained_ids_keeps_no_resident_id_set():
+@pytest.mark.parametrize("cache_only", [False, True])
+def test_a_run_over_chained_ids_keeps_no_resident_id_set(cache_only):
     """Ids checked chained before the run (here at once; a stream's chunk by chunk) cannot
-    conflict in a cache, so the replicas' caches keep no set of resident ids; ids that are
-    not chained keep it, and a conflict is the input error naming the request."""
+    conflict in a cache, so the run's caches keep no set of resident ids; ids that are not
+    chained keep it, and a conflict is the input error naming the request."""
     chained = [Request(0, 0.0, 40, 2, (1, 2, 3), 16), Request(1, 0.5, 40, 2, (1, 2, 4), 16)]
-    config = RunConfig.model_validate({"engine": {"replicas": 2}})
-    assert all(cache._ids is None for cache in build(config, chained).caches)
+    config = RunConfig.model_validate({"cache_only": cache_only, "engine": {"replicas": 2}})
+    parts = build(config, chained)
+    assert parts.chained and all(cache._ids is None for cache in parts.caches)
     crossed = chained + [Request(2, 1.0, 40, 2, (2, 1, 5), 16)]  # 1 after 2: not chained
-    assert all(cache._ids == set() for cache in build(config, crossed).caches)
+    parts = build(config, crossed)
+    assert not parts.chained and all(cache._ids == set() for cache in parts.caches)
     with pytest.raises(InputError, match="request 2: .*not chained"):
-        simulate(RunConfig.model_validate({}), crossed)
+        simulate(config, crossed)
 
 
 def test_requests_chained_reads_lists_and_columns():

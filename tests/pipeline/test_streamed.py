@@ -20,6 +20,7 @@ from prefixsim.cli.app import app
 from prefixsim.config import load_config
 from prefixsim.pipeline import ParquetRows, simulate
 from prefixsim.pipeline.inputs import resolve_trace_defaults
+from prefixsim.trace import Request
 from prefixsim.trace import stream as stream_module
 from prefixsim.trace.generate import generate, load_preset
 from prefixsim.trace.write import mooncake_lines, parquet_table
@@ -344,9 +345,10 @@ def test_cli_timed_run_streams_what_no_stream_writes(chat, tmp_path, monkeypatch
 
 def test_a_streamed_cache_only_run_builds_its_caches_without_the_id_set(chat, monkeypatch):
     """The stream checks each chunk's ids chained before it yields the chunk, so the streamed
-    run's caches keep no resident-id set (cache/segment_tree.py `chained`); the in-memory
-    run's keeps it (requests handed in are checked by nothing else). Same rows either way
-    (the tests above)."""
+    run's caches keep no resident-id set (cache/segment_tree.py `chained`); an in-memory
+    run's requests are checked at once by `build` (trace/chains.py): chained, no set either;
+    not chained, the set, which finds the conflict. Same rows either way (the tests
+    above)."""
     from prefixsim.pipeline import build as build_module
     from prefixsim.pipeline import streamed as streamed_module
 
@@ -361,4 +363,7 @@ def test_a_streamed_cache_only_run_builds_its_caches_without_the_id_set(chat, mo
     config = _config(chat["jsonl"], **{"cache.capacity_tokens": 200_000})
     simulate(config, stream=True)
     assert len(made) == 1 and made[0]._ids is None
-    assert build_module.build(config, []).caches[0]._ids == set()
+    chained = [Request(0, 0.0, 32, 1, (1, 2), 16)]
+    assert build_module.build(config, chained).caches[0]._ids is None
+    crossed = [Request(0, 0.0, 32, 1, (1, 1), 16)]  # an id after itself: not chained
+    assert build_module.build(config, crossed).caches[0]._ids == set()
