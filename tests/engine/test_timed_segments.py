@@ -10,7 +10,7 @@ import json
 
 import pytest
 from fakes import prefix_traces, without_segment_cache
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
@@ -76,6 +76,39 @@ def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, rout
         without_segment_cache(patch)
         assert all(type(cache) is RadixCache for cache in build(config, requests).caches)
         pages = outcome(config, requests)
+    event("an input error" if isinstance(segments, str) else "a run")
+    same(segments, pages)
+
+
+SHAPES = [  # how the fleet serves (beside plain replicas)
+    {"engine": {"prefill_replicas": 1, "decode_replicas": 2}},
+    {"engine": {"prefill_replicas": 2, "decode_replicas": 1,
+                "disaggregation": {"local_prefill_max_tokens": 32}}},
+    {"load": {"type": "concurrency", "users": 3}},
+    {"cache": {"classes": [{"name": "short", "ttl_s": 1.0, "share": 0.5},
+                           {"name": "long", "ttl_s": 30.0, "priority": 1}]}},
+    {"cache": {"min_cacheable_tokens": 24}},
+    {"cache": {"host_capacity_tokens": 200, "tier_load": "blocking"}},
+    {"cache": {"prefix_caching": False}},
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(requests=prefix_traces(), shape=st.sampled_from(SHAPES),
+       capacity=st.sampled_from([64, 160, 600]), ttl=st.sampled_from([None, 2.0]))
+def test_fleet_shapes_on_segments_equal_the_per_page_tree(requests, shape, capacity, ttl):
+    """Disaggregated serving (decode replicas pull into their own caches; local prefill),
+    a closed loop, request classes, a minimum cacheable prompt, blocking tier loads,
+    caching off: identical runs on both trees."""
+    config = RunConfig.model_validate({
+        **shape, "cache": {"capacity_tokens": capacity, "ttl_s": ttl,
+                           **shape.get("cache", {})},
+        "engine": {"check_invariants": True, **shape.get("engine", {})}})
+    segments = outcome(config, requests)
+    with pytest.MonkeyPatch.context() as patch:
+        without_segment_cache(patch)
+        pages = outcome(config, requests)
+    event("an input error" if isinstance(segments, str) else "a run")
     same(segments, pages)
 
 
