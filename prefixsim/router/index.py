@@ -54,30 +54,25 @@ class _ReplicaFeed:
         self.live = index._live if live is None else live  # True: applied at once
 
     def added(self, page: Page) -> None:
-        if self.live:
-            self.index._apply(self.replica, page.page_id, page, True)
-        else:
-            self.index.event(self.replica, page.page_id, page, True)
+        self._page(page.page_id, page, True)
 
     def removed(self, page: Page) -> None:
-        if self.live:
-            self.index._apply(self.replica, page.page_id, page, False)
-        else:
-            self.index.event(self.replica, page.page_id, page, False)
+        self._page(page.page_id, page, False)
 
     def added_run(self, ids, start: int, stop: int, holder) -> None:
         for i in range(start, stop):
-            if self.live:
-                self.index._apply(self.replica, ids[i], holder, True)
-            else:
-                self.index.event(self.replica, ids[i], holder, True)
+            self._page(ids[i], holder, True)
 
     def removed_run(self, ids, start: int, stop: int, holder) -> None:
         for i in range(start, stop):
-            if self.live:
-                self.index._apply(self.replica, ids[i], holder, False)
-            else:
-                self.index.event(self.replica, ids[i], holder, False)
+            self._page(ids[i], holder, False)
+
+    def _page(self, page_id: int, holder, added: bool) -> None:
+        """One page's event: into the index's map now (live), or queued (`event`)."""
+        if self.live:
+            self.index._apply(self.replica, page_id, holder, added)
+        else:
+            self.index.event(self.replica, page_id, holder, added)
 
     moved_run = added_run  # the pages' holder is the new segment
 
