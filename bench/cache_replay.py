@@ -27,7 +27,8 @@ command's wall time, and resident bytes per cached page.
    -o DIR --quiet`: start-up, load, replay, write), median of 3; target < 3 s.
 3. Resident bytes per page (tracemalloc) of an unbounded replay holding ~1M pages (a
    synthetic chained trace: 10,000 prompts of a shared 4-page prefix + 100 own pages), the
-   streamed run's cache (and beside it an in-memory run's, which keeps a resident-id set);
+   streamed run's cache (and beside it one over ids not checked chained, which keeps a
+   resident-id set);
    target <= 400 bytes per page. The flat OrderedDict's figure is printed beside it.
 4. Against libCacheSim (`pip install libcachesim`, an optional bench dependency; skipped
    with the reason without it), in each code path's child: every policy both have (LRU,
@@ -331,8 +332,9 @@ def synthetic_chains(num_prompts: int = 10_000, own_pages: int = 100,
 
 
 def bytes_per_page() -> float:
-    """The streamed run's cache (no resident-id set), then, printed beside it, an in-memory
-    run's (which keeps the set: its requests were checked by nothing)."""
+    """The cache of a run whose ids are checked chained (a stream, or a trace in memory
+    that build() checked: no resident-id set), then, printed beside it, the cache of ids not
+    checked chained (which keeps the set)."""
     requests = synthetic_chains()
     gc.collect()
     tracemalloc.start()
@@ -359,7 +361,7 @@ def bytes_per_page() -> float:
         tracemalloc.stop()
     print(f"resident memory, unbounded replay holding {num_pages:,} pages (tracemalloc): "
           f"{ours:.0f} bytes/page (target <= 400) {'OK' if ours <= 400 else 'MISSED'}; "
-          f"{held[False]:.0f} with the resident-id set of an in-memory run; "
+          f"{held[False]:.0f} with a resident-id set (ids not checked chained); "
           f"flat OrderedDict {base:.0f} bytes/page")
     return ours
 
