@@ -21,7 +21,7 @@ import numpy as np
 
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tree import ChainConflict
-from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
+from prefixsim.engine.cache_samples import end_of_replay, next_sample, row_of, state_row
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -134,7 +134,7 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`
-                    states.append(state_row(upcoming, cache))
+                    states.append(row_of(upcoming, cache.resident_tokens, cache.counters))
                     upcoming = next_sample(now, sample_interval_s)
                 try:
                     matched[i] = cache.access(ids, now, position, sizes[i], inputs[i],

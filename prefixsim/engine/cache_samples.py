@@ -41,5 +41,10 @@ def end_of_replay(cache, states: list[tuple] | None, upcoming: float, on_progres
 
 def state_row(upcoming: float, cache) -> tuple:
     """The row a replay appends at a crossing (RadixCache and SegmentCache alike)."""
-    counters = cache.counters
-    return (upcoming, cache.resident_tokens, counters.evicted_pages, counters.expired_pages)
+    return row_of(upcoming, cache.resident_tokens, cache.counters)
+
+
+def row_of(upcoming: float, resident_tokens: int, counters) -> tuple:
+    """A row from its figures (the chunk replay reads them from its typed cache's C fields,
+    engine/cache_only_fast.py: no attribute looked up by name)."""
+    return (upcoming, resident_tokens, counters.evicted_pages, counters.expired_pages)

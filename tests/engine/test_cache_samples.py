@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
+from prefixsim.cache import CacheCounters
+from prefixsim.engine.cache_samples import end_of_replay, next_sample, row_of, state_row
 
 
 def naive_next_sample(now: float, interval_s: float) -> float:
@@ -41,14 +42,15 @@ def test_next_sample_equals_the_naive_walk(k, interval, ulps):
     assert next_sample(now, interval) == naive_next_sample(now, interval)
 
 
-class Counters:
-    evicted_pages = 7
-    expired_pages = 3
+def counters() -> CacheCounters:
+    made = CacheCounters()  # the real class: compiled, a row reads its C fields
+    made.evicted_pages, made.expired_pages = 7, 3
+    return made
 
 
 class Cache:
     resident_tokens = 40
-    counters = Counters()
+    counters = counters()
 
 
 def test_state_row_and_the_last_row():
@@ -57,3 +59,10 @@ def test_state_row_and_the_last_row():
     end_of_replay(Cache(), states, 4.0, heard.append, 9)
     assert heard == [9] and states == [("earlier",), (4.0, 40, 7, 3)]
     end_of_replay(Cache(), None, 5.0, None, 2)  # no sampling, no progress: nothing to do
+
+
+def test_a_row_from_its_figures_is_the_cache_s_row():
+    """row_of (what the chunk replay appends, from its typed cache's fields) gives the row
+    state_row reads off the cache."""
+    cache = Cache()
+    assert row_of(2.5, cache.resident_tokens, cache.counters) == state_row(2.5, cache)
