@@ -144,20 +144,33 @@ class ChunkChains:
         return self.ok
 
 
+CHECK_BLOCK = 1 << 16  # requests per check of a trace in memory (bounded temporaries)
+
+
 def requests_chained(requests: Sequence[Request]) -> bool:
-    """Whether the page ids of `requests` are chained, as ChunkChains checks a chunk (an id
-    that cannot be an int64, or equals its no-parent marker, says no). True for none."""
-    if isinstance(requests, RequestColumns):
-        ids, page_start = requests.page_ids, requests.page_start
-    else:
-        counts = np.fromiter((len(r.page_ids) for r in requests), dtype=np.int64,
-                             count=len(requests))
-        page_start = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=page_start[1:])
-        try:
-            ids = np.fromiter(chain.from_iterable(r.page_ids for r in requests),
-                              dtype=np.int64, count=int(page_start[-1]))
-        except (OverflowError, TypeError, ValueError):
+    """Whether the page ids of `requests` are chained, as ChunkChains checks a stream's
+    chunks, a block of requests at a time (its temporaries stay a block's: 1M chat requests
+    checked whole held 470 MB more). An id that cannot be an int64, or equals the
+    no-parent marker, says no. True for none."""
+    chains = ChunkChains()
+    columns = requests if isinstance(requests, RequestColumns) else None
+    for first in range(0, len(requests), CHECK_BLOCK):
+        last = min(first + CHECK_BLOCK, len(requests))
+        if columns is not None:
+            bounds = columns.page_start[first:last + 1]
+            ids = columns.page_ids[bounds[0]:bounds[-1]]
+            bounds = bounds - bounds[0]
+        else:
+            block = requests[first:last]
+            counts = np.fromiter((len(r.page_ids) for r in block), dtype=np.int64,
+                                 count=len(block))
+            bounds = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=bounds[1:])
+            try:
+                ids = np.fromiter(chain.from_iterable(r.page_ids for r in block),
+                                  dtype=np.int64, count=int(bounds[-1]))
+            except (OverflowError, TypeError, ValueError):
+                return False
+        if not chains.check(ids, bounds[:-1][np.diff(bounds) > 0]):
             return False
-    starts = page_start[:-1][np.diff(page_start) > 0]
-    return ChunkChains().check(ids, starts)
+    return True

@@ -128,14 +128,21 @@ def test_a_run_over_chained_ids_keeps_no_resident_id_set(cache_only):
         simulate(config, crossed)
 
 
-def test_requests_chained_reads_lists_and_columns():
+@pytest.mark.parametrize("block", [1, 2, 1 << 16])
+def test_requests_chained_reads_lists_and_columns(block, monkeypatch):
+    """Known answers, checked a block of requests at a time (a conflict across blocks
+    too)."""
+    from prefixsim.trace import chains
+    monkeypatch.setattr(chains, "CHECK_BLOCK", block)
     requests = [Request(0, 0.0, 40, 1, (7, 8, 9), 16), Request(1, 1.0, 20, 1, (7, 8), 16),
                 Request(2, 2.0, 5, 1, (), 16)]
     assert requests_chained(requests)
     assert requests_chained([])
     columns = as_columns(requests)
     assert requests_chained(columns)
-    assert not requests_chained(requests + [Request(3, 3.0, 20, 1, (8, 7), 16)])
+    crossed = requests + [Request(3, 3.0, 20, 1, (8, 7), 16)]
+    assert not requests_chained(crossed)
+    assert not requests_chained(as_columns(crossed))
     assert not requests_chained([Request(0, 0.0, 16, 1, (7, 7), 16)])  # an id after itself
     assert not requests_chained([Request(0, 0.0, 16, 1, (2**64,), 16)])  # not an int64
 
