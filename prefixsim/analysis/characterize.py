@@ -19,6 +19,7 @@ from prefixsim.engine import replay_cache_only
 from prefixsim.engine.cache_only_fast import replay_segment_chunks
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.trace import Request
+from prefixsim.trace.chains import requests_chained
 from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.pages import distinct_ids
 
@@ -44,7 +45,7 @@ def _stats(values: np.ndarray) -> dict[str, float]:
 def token_hit_rate(requests: Sequence[Request], ttl_s: float | None = None) -> float:
     """Token hit rate of an unbounded LRU cache (optionally with a sliding TTL)."""
     ttl = None if ttl_s is None else TTLRule(ttl_s)
-    cache = replay_cache(None, POLICIES.build("lru"), ttl)
+    cache = replay_cache(None, POLICIES.build("lru"), ttl, chained=requests_chained(requests))
     if isinstance(requests, RequestColumns) and isinstance(cache, SegmentCache):
         hits = [0]
 

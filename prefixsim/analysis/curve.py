@@ -37,6 +37,7 @@ from prefixsim.cache import build_policy, replay_cache
 from prefixsim.engine import hit_tokens, replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
+from prefixsim.trace.chains import requests_chained
 
 INF = float("inf")
 
@@ -192,9 +193,10 @@ def replay_curve(
     """The curve by one cache-only replay per capacity (any policy; the reference);
     `on_progress(n)` is told of every n requests replayed, during each replay."""
     query = sum(r.input_tokens for r in requests)
+    chained = requests_chained(requests)  # then no resident-id set (cache/segment_tree.py)
     points = []
     for capacity in capacities:
-        cache = replay_cache(int(capacity), build_policy(policy, requests))
+        cache = replay_cache(int(capacity), build_policy(policy, requests), chained=chained)
         records = replay_cache_only(requests, cache, on_progress).records
         points.append(CurvePoint(int(capacity), sum(r.cached_tokens for r in records), query))
     return points

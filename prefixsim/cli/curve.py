@@ -23,6 +23,7 @@ from prefixsim.errors import InputError
 from prefixsim.report import png_bytes
 from prefixsim.report.curves import miss_ratio_figure
 from prefixsim.trace import READERS, load_trace
+from prefixsim.trace.chains import requests_chained
 
 
 def parse_capacities(text: str) -> list[int]:
@@ -110,7 +111,8 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
 
         curves = policy_curves(requests, caps, names, sample_rate, force_replay, told)
         bar.set_postfix({"policy": "unbounded"})
-        unbounded = unbounded_hit_rate(requests, replay_cache(None, POLICIES.build("lru")))
+        unbounded = unbounded_hit_rate(requests, replay_cache(
+            None, POLICIES.build("lru"), chained=requests_chained(requests)))
         bar.update(len(requests))
     rows = {c.policy: [{"capacity_tokens": p.capacity_tokens, "hit_tokens": p.hit_tokens,
                         "token_hit_rate": p.token_hit_rate} for p in c.points] for c in curves}
