@@ -138,13 +138,19 @@ class TierStack:
 
     def peek_run(self, page_ids: Sequence[int]) -> LowerHit:
         """The run of `page_ids` (those after the HBM match) found in lower tiers, in order,
-        stopping at the first page found nowhere; empty when the run holds fewer than
+        stopping at the first page found nowhere, or at an id the run has found already
+        (ids that are not chained: a tier holds a page once, so it cannot be loaded twice;
+        HBM's insert then reports the conflict); empty when the run holds fewer than
         `min_load_tokens` (too short to be worth loading: recomputed, R15). Changes nothing
         (see `take`)."""
         found_tiers: list[int] = []
         found_tokens: list[int] = []
         found_ids: list[int] = []
+        seen: set[int] = set()
         for page_id in page_ids:
+            if page_id in seen:
+                break
+            seen.add(page_id)
             for index, tier in enumerate(self.tiers):
                 tokens = tier.tokens_of(page_id)
                 if tokens is not None:

@@ -13,6 +13,7 @@ from prefixsim.cache import POLICIES, RadixCache
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.engine import replay_cache_only
+from prefixsim.errors import InputError
 from prefixsim.pipeline import simulate
 from prefixsim.trace import Request
 
@@ -67,6 +68,36 @@ def test_full_host_pushes_pages_down_to_disk():
     tiered, _ = run(1, 10)
     last = tiered.records[-1]
     assert (last.cached_tokens_host, last.cached_tokens_disk) == (1, 1)
+
+
+def test_a_run_below_hbm_stops_at_an_id_it_found_already():
+    """Ids that are not chained may repeat in a request: the host holds page 2 once, so a
+    run [2, 2, 1] loads it once (taking it twice failed with a KeyError in timed runs);
+    HBM's insert then reports the conflict as the input error."""
+    cache = RadixCache(2, POLICIES.build("lru"))
+    tiers = TierStack(cache, [TierSpec("host", 10, 50e9)])
+    tiers.tiers[0].put(2, 1)
+    tiers.tiers[0].put(1, 1)
+    hit = tiers.peek_run([2, 2, 1])
+    assert hit.page_ids == (2,) and hit.tokens == (1,)
+    tiers.take(hit)
+    assert 2 not in tiers.tiers[0] and 1 in tiers.tiers[0]
+
+
+def test_a_timed_run_with_repeated_ids_below_hbm_is_an_input_error():
+    """A timed replica with a host tier and ids that repeat inside a request (not chained)
+    stops with the input error naming the request, not a KeyError (hypothesis found it)."""
+    trace = [Request(0, 0.0, 17, 1, (2, 1), 16), Request(1, 0.0, 33, 1, (3, 1, 1), 16),
+             Request(2, 0.0, 17, 1, (2, 1), 16), *[Request(i, 0.0, 1, 1, (1,), 16)
+                                                  for i in range(3, 7)],
+             Request(7, 0.0, 17, 1, (1, 1), 16), Request(8, 0.0, 33, 1, (2, 2, 1), 16),
+             *[Request(i, 0.0, 1, 1, (1,), 16) for i in range(9, 13)]]
+    config = load_config(overrides={"cache.capacity_tokens": 64,
+                                    "cache.host_capacity_tokens": 200,
+                                    "engine.check_invariants": True,
+                                    "router.name": "prefix_aware"})
+    with pytest.raises(InputError, match="request 8: page id 2 .*not chained"):
+        simulate(config, trace)
 
 
 def test_load_time_is_bytes_over_bandwidth():
