@@ -1,15 +1,18 @@
 """A KV pool shared by every replica (docs/cache-semantics.md R18), as Mooncake's store,
 LMCache or Dynamo pool cluster DRAM/SSD.
 
-The pool is one radix tree of its own (a `RadixCache`: capacity in tokens, eviction policy,
-TTL rule) that every replica reads and writes. It is inclusive: a page read into a
-replica's HBM stays in the pool for the others. Pages enter it as soon as a prefill inserts
-them into HBM (`write_through`, the config's default `write: through`) or when a replica's
-HBM evicts them (write-back, `PoolSpec`'s default: the evicted page and whichever of its
-ancestors the pool lacks, so its chain stays whole). A request's match continues in the
-pool after its HBM match: the pool's run from the root, beyond the pages HBM holds, is a
-hit of the pool, copied into HBM over the replica's link. Pool pages are never locked
-(copies in flight are not modelled, like the tiers').
+The pool is one prefix tree of its own (capacity in tokens, eviction policy, TTL rule) that
+every replica reads and writes: a `SegmentCache` where its policy is node-uniform, as an HBM
+cache's (pipeline/build.py), else a `RadixCache`; the pool reads either through the same
+steps (a run of pages is a list of pages or a `SegmentRun`). It is inclusive: a page read
+into a replica's HBM stays in the pool for the others. Pages enter it as soon as a prefill
+inserts them into HBM (`write_through`, the config's default `write: through`) or when a
+replica's HBM evicts them (write-back, `PoolSpec`'s default: the evicted page and
+whichever of its ancestors the pool lacks, so its chain stays whole). A request's match
+continues in the pool after its HBM match: the pool's run from the root, beyond the pages
+HBM holds, is a hit of the pool, copied into HBM over the replica's link (only that part
+is refreshed; its ancestors take its deadline, R12). Pool pages are never locked (copies
+in flight are not modelled, like the tiers').
 
 Each replica reaches the pool over a `PoolLink` (per GPU, as each GPU moves its share of a
 token's KV over its own NIC): a read takes latency + bytes / read bandwidth after the link's
@@ -31,7 +34,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.cache.page import Page
+from prefixsim.cache.segment_tree import SegmentCache, SegmentRun
 from prefixsim.cache.tree import CacheCounters, RadixCache
+
+PageRun = list[Page] | SegmentRun  # a run of a pool's pages, as its tree gives it
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +124,8 @@ class SharedPool:
     the replicas' links, by replica index (set by the timed engine; their `serves`
     directions are the holders')."""
 
-    def __init__(self, cache: RadixCache, spec: PoolSpec, clock: Callable[[], float]) -> None:
+    def __init__(self, cache: RadixCache | SegmentCache, spec: PoolSpec,
+                 clock: Callable[[], float]) -> None:
         self.cache = cache
         self.spec = spec
         self.clock = clock
@@ -128,20 +135,27 @@ class SharedPool:
         self.read_tokens = 0  # hit tokens read from the pool, all replicas
         self.write_tokens = 0  # tokens written into it
 
-    def run_after(self, page_ids: Sequence[int], num_hbm_pages: int, now: float) -> list[Page]:
+    def run_after(self, page_ids: Sequence[int], num_hbm_pages: int, now: float) -> PageRun:
         """The pages of `page_ids` beyond the first `num_hbm_pages` that the pool's match
-        from the root finds (empty when it finds no more than HBM did). Changes nothing."""
-        found = self.cache.match(page_ids, now).pages
-        return found[num_hbm_pages:] if len(found) > num_hbm_pages else []
+        from the root finds (empty when it finds no more than HBM did). Changes no page
+        (on a SegmentCache the run starts a segment: one holding pages on both sides of
+        `num_hbm_pages` is split there, as a match ending there would split it)."""
+        cache = self.cache
+        found = cache.match(page_ids, now).pages
+        if len(found) <= num_hbm_pages:
+            return []
+        if isinstance(found, SegmentRun):
+            return cache.run_from(found, num_hbm_pages)
+        return found[num_hbm_pages:]
 
-    def read(self, pages: Sequence[Page], num_tokens: int, now: float) -> None:
+    def read(self, pages: PageRun, num_tokens: int, now: float) -> None:
         """Refresh the pages a request read from the pool (a hit of the pool, R5), counting
         the `num_tokens` it read."""
         self._recency += 1
         self.cache.touch(pages, now, self._recency)
         self.read_tokens += num_tokens
 
-    def fetch(self, pages: Sequence[Page], reader: PoolLink, kv_bytes_per_token: int,
+    def fetch(self, pages: PageRun, reader: PoolLink, kv_bytes_per_token: int,
               now: float, transfer_time_s: Callable[[int, float], float] | None = None
               ) -> float:
         """Book the read of `pages` (a request's pool run) over `reader`'s link and their
@@ -151,14 +165,14 @@ class SharedPool:
         links, holder, copies = self.links, self.holder, self.spec.replicas
         num = len(links)
         parts: dict[int, int] = {}
-        for page in pages:
-            first = holder.get(page.page_id, reader.index)
+        for page_id, tokens in page_sizes(pages):
+            first = holder.get(page_id, reader.index)
             best = first
             for k in range(1, min(copies, num)):
                 other = (first + k) % num
                 if links[other].serves.free_s < links[best].serves.free_s:
                     best = other
-            parts[best] = parts.get(best, 0) + page.num_tokens
+            parts[best] = parts.get(best, 0) + tokens
         lookup = self.spec.lookup_s
         done = lookup
         for index, tokens in parts.items():
@@ -172,8 +186,14 @@ class SharedPool:
         """Write the chain `page_ids` (from the root) into the pool, now, held by replica
         `holder` (and the next ones, `spec.replicas` copies); returns the tokens it did not
         hold already (one copy's: what crosses the link is that times the copies). Evicts
-        by the pool's policy."""
+        by the pool's policy. The pages go in as one insert, or, where a page shorter than
+        the first ends the chain before its end (a prompt's partial last page that later
+        prompts named as a page of theirs), as one insert per such stretch, each below the
+        last: the pages a SegmentCache holds together share a size but the last."""
         cache, now = self.cache, self.clock()
+        if (isinstance(cache, SegmentCache)
+                and cache.matched_pages(page_ids, now) == len(page_ids)):
+            return 0  # held whole: no segment split where the chain ends
         have = cache.match(page_ids, now).pages
         if len(have) == len(page_ids):
             return 0
@@ -181,12 +201,20 @@ class SharedPool:
         tip = have[-1] if have else None
         cache.evict(sum(rest_tokens), protect=tip)  # the chain written onto stays
         self._recency += 1
-        placed = cache.insert(tip, rest_ids, rest_tokens, now, self._recency)
+        written = start = 0
+        while start < len(rest_ids):
+            stop = _stretch_end(rest_tokens, start)
+            placed = cache.insert(tip, rest_ids[start:stop], rest_tokens[start:stop], now,
+                                  self._recency)
+            written += sum([tokens for _, tokens in page_sizes(placed)])
+            if len(placed) < stop - start:  # the pool is full: the rest stays out
+                break
+            tip = placed[-1]
+            start = stop
         if self.links:  # timed: who holds each page (a cache-only run times no read)
             owners = self.holder
             for page_id in rest_ids:
                 owners[page_id] = holder
-        written = sum(page.num_tokens for page in placed)
         self.write_tokens += written
         return written
 
@@ -195,6 +223,25 @@ class SharedPool:
         a Page's, or a compressed cache's SegmentPage's)."""
         ids, tokens = page.chain()
         return self.write(ids, tokens, holder)
+
+
+def page_sizes(pages: PageRun) -> list[tuple[int, int]]:
+    """(page id, tokens) of each page of a run a pool's tree gave (a SegmentRun's
+    segments are whole: a match, an insert and `run_from` start and end runs on a
+    segment's bounds)."""
+    if isinstance(pages, SegmentRun):
+        return pages.page_sizes()
+    return [(page.page_id, page.num_tokens) for page in pages]
+
+
+def _stretch_end(page_tokens: Sequence[int], start: int) -> int:
+    """The end of the stretch of `page_tokens` from `start` whose pages share the first's
+    size but the last: just past the first page smaller than the first (its end)."""
+    size = page_tokens[start]
+    for i in range(start + 1, len(page_tokens)):
+        if page_tokens[i] != size:
+            return i + 1 if page_tokens[i] < size else i
+    return len(page_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,12 @@ cdef class SegmentCache:
                    seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint)
     cpdef list _walk(self, dict children, object page_ids, list path)
 
-    @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double, path=list)
+    @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, node=Segment, seg=IdArray, block=IdArray,
+                   size=Py_ssize_t, chained=bint, children=dict)
+    cpdef Py_ssize_t matched_pages(self, object page_ids, double now) except -1
+
+    @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double, path=list,
+                   deadline=cython.double)
     cpdef touch(self, object pages, double now, long long recency, object ttl_s=*,
                 object priority=*)
 

@@ -286,6 +286,19 @@ class SegmentRun(Sequence):
             index -= size
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def page_sizes(self) -> list[tuple[int, int]]:
+        """(page id, tokens) of each page, first first (its segments whole, as a match,
+        an insert and `SegmentCache.run_from` give them)."""
+        out: list[tuple[int, int]] = []
+        for node in self.segments:
+            ids = node.ids
+            size = _ids.id_count(ids)
+            tokens = node.page_tokens
+            for i in range(size - 1):
+                out.append((_ids.id_at(ids, i), tokens))
+            out.append((_ids.id_at(ids, size - 1), node.last_tokens))
+        return out
+
     def __repr__(self) -> str:
         return f"SegmentRun({self.segments!r})"
 
@@ -583,6 +596,31 @@ class SegmentCache:
             self.expire(now)
         return MatchResult(SegmentRun(self._walk(self._roots, page_ids, [])))
 
+    def matched_pages(self, page_ids: Sequence[int], now: float) -> int:
+        """How many pages `match(page_ids, now)` would find (expired pages dropped first),
+        without splitting the segment where it ends: a shared pool's write of a chain it
+        may hold whole already (cache/pool.py; each page HBM evicts writes its chain, one
+        page shorter than the last, which a match would split off one page at a time)."""
+        self._clock = now
+        if self.ttl is not None:
+            self.expire(now)
+        block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
+        n = _ids.id_count(block)
+        pos = 0
+        chained = self._ids is None
+        children = self._roots
+        while pos < n and children:
+            node = children.get(_ids.id_at(block, pos))
+            if node is None:
+                break
+            seg = node.ids
+            size = _ids.id_count(seg)
+            if pos + size > n or not _ids.same_ids(block, pos, seg, size):
+                return pos + _match_length(block, pos, seg, size, n, chained)
+            pos += size
+            children = node.children
+        return pos
+
     def _walk(self, children: dict | None, page_ids: Sequence[int],
               path: list[Segment]) -> list[Segment]:
         """Append to `path` the segments matching `page_ids` from the child map `children`
@@ -610,11 +648,30 @@ class SegmentCache:
             children = node.children
         return path
 
+    def run_from(self, run: SegmentRun, start: int) -> SegmentRun:
+        """The pages of `run` (a match's, from the root) from position `start` on, as a run
+        of their own (a RadixCache page list's `[start:]`): the segment holding pages on
+        both sides of `start` is split there (R4: no page or count changes). A shared pool
+        refreshes only what it adds to HBM's match (cache/pool.py)."""
+        segments = run.segments
+        pos = 0
+        for i in range(len(segments)):
+            node = segments[i]
+            size = _ids.id_count(node.ids)
+            if pos + size > start:
+                if start > pos:
+                    self._split(node, start - pos)  # `node` keeps the pages from `start`
+                return SegmentRun(segments[i:])
+            pos += size
+        return SegmentRun([])
+
     def touch(self, pages: SegmentRun, now: float, recency: int,
               ttl_s: float | None = None, priority: int = 0) -> None:
         """Refresh a match's pages as a hit (R5; RadixCache.touch): last access, recency,
         hits, a sliding TTL's deadline (`ttl_s`: the request's, R16), priority raised to
-        `priority`; the tip queued if it is an unlocked leaf."""
+        `priority`; the tip queued if it is an unlocked leaf. A run that starts below the
+        root (a shared pool's, `run_from`) raises its ancestors' deadlines to its first
+        segment's (R12), as RadixCache.touch."""
         path = pages.segments
         if not path:
             return
@@ -639,6 +696,13 @@ class SegmentCache:
                 node.aged_base = aging.clock
             if sliding and refresh > node.deadline_s:
                 node.deadline_s = refresh
+        if sliding:  # a run below the root (`run_from`): its ancestors live as long (R12)
+            node = path[0]
+            deadline = node.deadline_s
+            node = node.parent
+            while node is not None and node.deadline_s < deadline:
+                node.deadline_s = deadline
+                node = node.parent
         tip = path[-1]
         if not tip.children and not tip.lock_count:
             self._queue(tip)

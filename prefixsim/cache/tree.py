@@ -266,7 +266,10 @@ class RadixCache:
         priority: int = 0,
     ) -> None:
         """Refresh a matched path as a hit (R5): last access, recency, hit count, TTL;
-        a page's priority rises to the request's `priority` (R16)."""
+        a page's priority rises to the request's `priority` (R16). A run that starts below
+        the root (a shared pool's beyond HBM's match, R18) raises its ancestors' deadlines
+        to its first page's (R12), their other statistics unchanged; not in block mode,
+        where a page touched alone may outlive its parent (an orphan)."""
         if not pages:
             return
         deadline = self._deadline(now, ttl_s) if self._sliding() else None
@@ -280,6 +283,9 @@ class RadixCache:
                 page.priority = priority
             if deadline is not None and deadline > page.deadline_s:
                 page.deadline_s = deadline
+        if deadline is not None and not self.block:  # a run below the root (a pool's,
+            first = pages[0]  # beyond HBM's match): its ancestors live as long (R12)
+            self._raise_deadlines(first.parent, first.deadline_s)
         if self._hook_access:
             for page in pages:
                 self.policy.on_access(page)

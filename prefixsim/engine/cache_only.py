@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
 from prefixsim.cache.classes import DEFAULT_RULE, CacheRules
-from prefixsim.cache.pool import SharedPool
+from prefixsim.cache.pool import SharedPool, page_sizes
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
@@ -106,7 +106,7 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
         lower = tiers.take_run(page_ids[num_matched:]) if tiers is not None else None
         pooled = [] if pool is None else pool.run_after(page_ids, num_matched, now)
         if pooled:
-            pool.read(pooled, sum(p.num_tokens for p in pooled), now)
+            pool.read(pooled, sum([tokens for _, tokens in page_sizes(pooled)]), now)
         if num_matched < len(page_ids):
             tip = matched[-1] if matched else None
             new_tokens = request.page_tokens()[num_matched:]

@@ -131,6 +131,12 @@ class ReplicaMemory:
             return 0
         if lower:  # before _reserve: its evictions demote pages and could push these out
             self.tiers.take(lower)
+        from_pool = 0
+        if pooled:  # read at lookup, before _reserve: its evictions write back to the pool
+            from_pool = hit - min(matched, state.prompt_tokens - 1)
+            self.pool.read(pooled, from_pool, now)  # (R18), which could change these pages
+            pool_load_s = self.pool.fetch(pooled, self.link, self.kv_bytes_per_token, now,
+                                          self.cost_model.transfer_time_s)
         self._reserve(need)
         self._recency += 1
         cache.touch(pages, now, self._recency, rule.ttl_s, rule.priority)
@@ -141,16 +147,13 @@ class ReplicaMemory:
         state.computed_tokens = hit
         self._change_load(-hit)
         state.private_tokens = need
-        host = disk = from_pool = 0
+        host = disk = 0
         if lower:
             state.load_s = self.tiers.load_time_s(lower, self.kv_bytes_per_token,
                                                   self.cost_model.transfer_time_s)
             host, disk = lower_tier_tokens(request, num, lower)
         elif pooled:  # read over the links, charged to the first chunk's step (R18)
-            from_pool = hit - min(matched, state.prompt_tokens - 1)
-            self.pool.read(pooled, from_pool, now)
-            state.load_s = self.pool.fetch(pooled, self.link, self.kv_bytes_per_token, now,
-                                           self.cost_model.transfer_time_s)
+            state.load_s = pool_load_s
         elif self.pool is not None and num < limit:  # a miss of the pool costs its lookup
             state.load_s = self.pool.spec.lookup_s
         if state.admitted_s is None:

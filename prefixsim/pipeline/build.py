@@ -101,11 +101,12 @@ def build(config: RunConfig, requests: Sequence[Request],
     chunk_time = chunk_time_function(cost_model)
     pricing = None if config.cache.pricing is None else load_pricing(config.cache.pricing)
     rules = build_rules(config.cache, config.trace.seed)
-    shared = build_shared_pool(config.cache, requests, chunk_time, config.engine.time_scale)
     # ids known chained cannot conflict in a cache, which then keeps no resident-id set (7%
     # of a timed run, a fifth of a cache-only LRU replay); ids not chained keep it, and a
     # conflict is found where a page goes in (the input error naming the request)
     chained = chained or requests_chained(requests)
+    shared = build_shared_pool(config.cache, requests, chunk_time, config.engine.time_scale,
+                               chained)
     if config.cache_only:
         cache = build_cache(config.cache, requests, chunk_time, replay_only=True,
                             policy=policy, chained=chained)
@@ -260,9 +261,12 @@ def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCach
 
 def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = None,
                       prefill_time_s: Callable[[int, int], float] | None = None,
-                      time_scale: float = 1.0) -> SharedPool | None:
+                      time_scale: float = 1.0, chained: bool = False) -> SharedPool | None:
     """The KV pool of `cache.pool` (R18): its own tree, policy and TTL (sliding, as the
-    cache's mode), and the link figures; its clock is set by the engine that runs it."""
+    cache's mode), and the link figures; its clock is set by the engine that runs it. The
+    tree is a SegmentCache where the policy is node-uniform (the pool's pages are touched
+    and written as runs, as a timed replica's), else a RadixCache. `chained`: as
+    build_cache's."""
     section = config.pool
     if section is None:
         return None
@@ -270,7 +274,8 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
     policy = build_policy(section.policy, requests, prefill_time_s, time_scale)
     spec = PoolSpec(section.read_gb_s * 1e9, section.write_gb_s * 1e9, section.latency_s,
                     section.write == "through", section.replicas, section.lookup_s)
-    cache = RadixCache(section.capacity_tokens, policy, ttl)
+    cache = replay_cache(section.capacity_tokens, policy, ttl,
+                         plain=type(policy).node_uniform is True, chained=chained)
     return SharedPool(cache, spec, lambda: 0.0)
 
 

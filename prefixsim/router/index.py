@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from prefixsim.cache import PrefixCache, RadixCache
+from prefixsim.cache import PrefixCache
 from prefixsim.cache import id_arrays as _ids
 from prefixsim.cache.page import Page
 from prefixsim.cache.tree import PageFeed
@@ -128,11 +128,13 @@ class _MaskFeed(PageFeed):
 
 
 class _PoolFeed:
-    """The observer of the shared pool's tree: page id -> page."""
+    """The observer of the shared pool's tree: page id -> its holder (a RadixCache's Page,
+    or the Segment holding it in a SegmentCache: a RunFeed), whose lock count and deadline
+    are the page's."""
 
     __slots__ = ("pages",)
 
-    def __init__(self, pages: dict[int, Page]) -> None:
+    def __init__(self, pages: dict[int, object]) -> None:
         self.pages = pages
 
     def added(self, page: Page) -> None:
@@ -141,6 +143,19 @@ class _PoolFeed:
     def removed(self, page: Page) -> None:
         if self.pages.get(page.page_id) is page:
             del self.pages[page.page_id]
+
+    def added_run(self, ids, start: int, stop: int, holder) -> None:
+        pages = self.pages
+        for i in range(start, stop):
+            pages[ids[i]] = holder
+
+    def removed_run(self, ids, start: int, stop: int, holder) -> None:
+        pages = self.pages
+        for i in range(start, stop):
+            if pages.get(ids[i]) is holder:
+                del pages[ids[i]]
+
+    moved_run = added_run  # a split: the pages' holder is the new segment
 
 
 class _HostFeed:
@@ -189,13 +204,15 @@ class PrefixIndex:
         self._masks: dict[int, int] | None = {} if self._live else None
         self._mask_positions: dict[int, tuple[int, ...]] = {}  # `_positions`' memory
         self._attached: list[tuple[int, PrefixCache]] = []
-        self._pool: dict[int, Page] | None = None  # the shared pool's pages (attach_pool)
+        self._pool: dict[int, object] | None = None  # the shared pool's (attach_pool)
         self._host: dict[int, int] | None = None  # page id -> host-tier replica bits
 
-    def attach_pool(self, cache: RadixCache) -> None:
+    def attach_pool(self, cache: PrefixCache) -> None:
         """Follow the shared KV pool's tree (its resident pages are indexed now)."""
-        self._pool = {page.page_id: page for page in cache.pages()}
-        cache.observer = _PoolFeed(self._pool)
+        self._pool = {}
+        feed = _PoolFeed(self._pool)
+        cache.observer = feed
+        cache.announce_pages(feed)
 
     def attach_host(self, replica: int, tier) -> None:
         """Follow replica `replica`'s host tier (a FlatTier; empty when attached)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from itertools import repeat
 
-from prefixsim.cache import PrefixCache, RadixCache
+from prefixsim.cache import PrefixCache
 from prefixsim.router.index import PrefixIndex
 from prefixsim.router.protocol import ROUTERS, ReplicaView, prefix_tokens_in
 from prefixsim.trace import Request
@@ -79,7 +79,7 @@ class PrefixAware:
         up only the chosen replica's deferred evictions (engine/timed.py)."""
         return self._index is not None and self.event_delay_s == 0 and not self._tiered
 
-    def bind_lower_tiers(self, pool: RadixCache | None, host_tiers: Sequence) -> None:
+    def bind_lower_tiers(self, pool: PrefixCache | None, host_tiers: Sequence) -> None:
         """Follow the shared pool's tree and each replica's host tier (None: none) through
         the index, when it reads the caches through one and their weights are not 0."""
         index, weights = self._index, self.tier_weights

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
-from prefixsim.cache.pool import PoolSpec, SharedPool
+from prefixsim.cache.pool import PoolSpec, SharedPool, page_sizes
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import build_tier_stack
 from prefixsim.config import CacheConfig, RunConfig
@@ -489,3 +489,107 @@ def test_a_shared_pool_replays_on_segments_as_on_pages(requests, capacity, polic
                     sorted(page.page_id for page in pool.cache.pages()), pool.read_tokens,
                     pool.write_tokens))
     assert out[0] == out[1]
+
+
+def pool_pages(cache) -> dict[int, tuple]:
+    """Each pool page's id -> (tokens, last access, recency, hits, deadline, priority), from
+    either tree."""
+    if isinstance(cache, SegmentCache):
+        return {pid: (tokens, node.last_access_s, node.recency, node.num_hits,
+                      node.deadline_s, node.priority)
+                for node in cache.segments()
+                for pid, tokens in zip(node.ids, [node.page_tokens] * (len(node.ids) - 1)
+                                       + [node.last_tokens], strict=True)}
+    return {page.page_id: (page.num_tokens, page.last_access_s, page.recency, page.num_hits,
+                           page.deadline_s, page.priority) for page in cache.pages()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(prefix_traces(), prefix_traces(chained=False)), st.integers(0, 60),
+       st.sampled_from(NODE_UNIFORM), st.one_of(st.none(), st.integers(0, 60)),
+       st.sampled_from(NODE_UNIFORM), TTLS, st.booleans())
+def test_the_pool_s_own_tree_on_segments_as_on_pages(requests, capacity, policy,
+                                                     pool_capacity, pool_policy, pool_ttl,
+                                                     write_through):
+    """The pool's own tree (R18) a SegmentCache, as pipeline/build.py makes it for a
+    node-uniform policy, or a RadixCache: the same hits in HBM and in the pool, counters,
+    the same pool pages with the same statistics (a hit refreshes only the pages beyond
+    HBM's match: `run_from` splits a segment there), tokens read and written, or the
+    same input error (ids not chained crossing in HBM or in the pool)."""
+    out = []
+    for pool_tree in (RadixCache, SegmentCache):
+        cache = SegmentCache(capacity, POLICIES.build(policy))
+        pool = SharedPool(pool_tree(pool_capacity, POLICIES.build(pool_policy), pool_ttl),
+                          PoolSpec(1.0, 1.0, write_through=write_through), lambda: 0.0)
+        try:
+            result = replay_cache_only(requests, cache, pool=pool, sample_interval_s=1.0)
+        except InputError as exc:
+            out.append(str(exc))
+            continue
+        pool.cache.check_invariants()
+        out.append(([(r.cached_tokens, r.cached_tokens_pool) for r in result.records],
+                    result.counters, result.states, pool.cache.counters,
+                    pool_pages(pool.cache), pool.read_tokens, pool.write_tokens))
+    assert out[0] == out[1]
+
+
+def test_a_pool_write_across_a_partial_page_goes_in_by_stretches():
+    """A chain whose pages are not all one size but the last (a prompt's partial last page
+    that a later prompt named as a full page of its own) goes into a compressed pool as one
+    segment per stretch, each below the last, all of it written (known answer)."""
+    for tree in (RadixCache, SegmentCache):
+        pool = SharedPool(tree(None, POLICIES.build("lru")), PoolSpec(1.0, 1.0), lambda: 0.0)
+        assert pool.write([1, 2, 3, 4, 5], [4, 1, 4, 4, 2]) == 15
+        assert pool.write([1, 2, 3, 4, 5], [4, 1, 4, 4, 2]) == 0
+        assert pool.write([7, 8], [3, 4]) == 7  # a short first page, then a longer one
+        assert pool.cache.num_pages == 7 and pool.cache.resident_tokens == 22
+        if tree is SegmentCache:
+            assert segment_ids(pool.cache) == [[1, 2], [3, 4, 5], [7], [8]]
+        assert page_sizes(pool.run_after([1, 2, 3, 4, 5], 1, 0.0)) == [
+            (2, 1), (3, 4), (4, 4), (5, 2)]
+        if tree is SegmentCache:  # the run starts a segment: [1, 2] split after 1
+            assert segment_ids(pool.cache) == [[1], [2], [3, 4, 5], [7], [8]]
+
+
+def segment_ids(cache: SegmentCache) -> list[list[int]]:
+    return sorted(list(node.ids) for node in cache.segments())
+
+
+def test_a_pool_hit_beyond_hbm_keeps_its_ancestors_alive_as_long():
+    """R12 in the pool: a hit of the pool refreshes only the pages beyond HBM's match (R18),
+    and their ancestors take the new deadline (their other statistics unchanged), so a
+    parent never expires before its child there either (known answer, both trees: chain
+    [1, 2, 3] written at 0 with a 1 s TTL, pages 2 and 3 read from the pool at 0.5)."""
+    for tree in (RadixCache, SegmentCache):
+        clock = [0.0]
+        pool = SharedPool(tree(None, POLICIES.build("lru"), TTLRule(1.0)), PoolSpec(1.0, 1.0),
+                          lambda clock=clock: clock[0])
+        pool.write([1, 2, 3], [4, 4, 4])
+        clock[0] = 0.5
+        run = pool.run_after([1, 2, 3], 1, 0.5)
+        pool.read(run, 8, 0.5)
+        pages = pool_pages(pool.cache)
+        assert {pid: stats[4] for pid, stats in pages.items()} == {1: 1.5, 2: 1.5, 3: 1.5}
+        assert pages[1][1:4] == (0.0, 1, 0) and pages[2][1:4] == (0.5, 2, 1)
+        pool.cache.check_invariants()
+        assert len(pool.cache.match([1, 2, 3], 1.2).pages) == 3
+        assert len(pool.cache.match([1, 2, 3], 1.6).pages) == 0
+
+
+def test_matched_pages_counts_a_match_without_splitting():
+    """`matched_pages` counts what `match` finds (expired pages dropped first) and leaves
+    the segment whole; a pool write of a chain it holds whole splits nothing either (each
+    page HBM evicts writes its chain, one page shorter than the last)."""
+    cache = SegmentCache(None, POLICIES.build("lru"), TTLRule(5.0))
+    cache.insert(None, [1, 2, 3], [4, 4, 4], 0.0, 1)
+    assert [cache.matched_pages(ids, 1.0) for ids in ([1, 2], [1, 2, 3, 4], [1, 9], [7])] == [
+        2, 3, 1, 0]
+    assert segment_ids(cache) == [[1, 2, 3]]
+    assert cache.matched_pages([1, 2], 5.5) == 0 and cache.num_pages == 0  # expired
+    pool = SharedPool(SegmentCache(None, POLICIES.build("lru")), PoolSpec(1.0, 1.0),
+                      lambda: 0.0)
+    assert pool.write([1, 2, 3], [4, 4, 4]) == 12
+    assert pool.write([1, 2], [4, 4]) == 0 and pool.write([1], [4]) == 0
+    assert segment_ids(pool.cache) == [[1, 2, 3]]
+    assert pool.write([1, 5], [4, 4]) == 4  # a branch after 1: the split is needed
+    assert segment_ids(pool.cache) == [[1], [2, 3], [5]]

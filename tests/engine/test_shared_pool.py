@@ -10,7 +10,9 @@ from fakes import Ticks, lru
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prefixsim.cache import POLICIES
 from prefixsim.cache.pool import PoolFigures, PoolLink, PoolSpec, SharedPool
+from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.engine.cache_only import replay_cache_only
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -19,6 +21,11 @@ from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
 
 SPEC = PoolSpec(read_bytes_s=1000.0, write_bytes_s=1000.0, latency_s=0.5)
+
+
+def segment_lru(capacity: int | None) -> SegmentCache:
+    """The compressed tree under LRU, as a pool with a node-uniform policy is built."""
+    return SegmentCache(capacity, POLICIES.build("lru"))
 
 
 def pool(capacity=None, spec=SPEC):
@@ -102,6 +109,30 @@ def test_write_back_keeps_the_pools_chain_whole_and_write_through_writes_at_inse
     result = serve([Request(0, 0.0, 8, 1, (1, 2), 4)], 100, through)
     assert result.records[0].status == "completed"
     assert sorted(p.page_id for p in through.cache.pages()) == [1, 2]
+
+
+@pytest.mark.parametrize("tree", ["pages", "segments"])
+def test_a_pool_hit_is_read_before_the_admission_s_write_backs(tree):
+    """A full 8-token LRU pool holds page 1 (written first) and page 9; HBM (12 tokens)
+    holds page 5, then page 6. R (L=8: pages 1, 2; the cap matches page 1 only) finds page
+    1 in the pool at t=1 and needs 8 tokens of HBM, 4 free: page 5 (least recent) is
+    evicted and written back, and the full pool evicts its least recent page. The read
+    comes first (at the lookup, R18), so page 1 is the most recent and page 9 goes: the
+    pool ends with pages 1 and 5 (reading after the write-back evicted page 1, the page
+    just found, and still read it). R's pages 1, 2 then fit beside page 6."""
+    shared = SharedPool((lru if tree == "pages" else segment_lru)(8), SPEC, lambda: 0.0)
+    shared.write([1], [4])
+    shared.write([9], [4])
+    hbm = lru(12)
+    hbm.insert(None, [5], [4], 0.0, 0)
+    hbm.insert(None, [6], [4], 0.0, 1)
+    result = replay_timed([Request(0, 1.0, 8, 1, (1, 2), 4)],
+                          Fleet([hbm], Ticks(), ContinuousBatching(64, 8),
+                                ROUTERS.build("round_robin"), pool=shared,
+                                kv_bytes_per_token=1000), Sampling(check_invariants=True))
+    assert result.records[0].cached_tokens_pool == 4
+    assert sorted(p.page_id for p in shared.cache.pages()) == [1, 5]
+    assert shared.cache.counters.evicted_pages == 1 and shared.read_tokens == 4
 
 
 def test_a_bounded_pool_evicts_by_its_own_policy():

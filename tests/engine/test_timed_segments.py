@@ -59,22 +59,30 @@ ROUTERS = [{"name": "prefix_aware"}, {"name": "prefix_aware", "params": {"event_
        lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
                               {"host_capacity_tokens": 100, "disk_capacity_tokens": 300},
                               {"pool": {"capacity_tokens": 400, "write": "back"}},
-                              {"pool": {"capacity_tokens": 400}}]))
+                              {"pool": {"capacity_tokens": 400}},
+                              {"pool": {"capacity_tokens": 150, "write": "back",
+                                        "policy": "fifo", "ttl_s": 2.0, "replicas": 2}},
+                              {"pool": {"capacity_tokens": 100, "policy": "lfu",
+                                        "ttl_s": 1.0}}]))
 def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, router, capacity,
                                                         policy, ttl, mode, lower):
     """Random prefix trees (chained or not), fleets, routers (live index, delayed events,
     stale snapshots, live reads), tight capacities, node-uniform policies, TTLs, lower
-    tiers and a shared pool, every step's accounting checked: identical runs."""
+    tiers and a shared pool (its own tree on segments too: node-uniform policies, a TTL,
+    two holders a page), every step's accounting checked: identical runs."""
     config = RunConfig.model_validate({
         "cache": {"capacity_tokens": capacity, "policy": policy, "ttl_s": ttl,
                   "ttl_mode": mode, **lower},
         "engine": {"replicas": replicas, "check_invariants": True}, "router": router})
     parts = build(config, requests)
     assert all(type(cache) is SegmentCache for cache in parts.caches)
+    assert parts.shared_pool is None or type(parts.shared_pool.cache) is SegmentCache
     segments = outcome(config, requests)
     with pytest.MonkeyPatch.context() as patch:
         without_segment_cache(patch)
-        assert all(type(cache) is RadixCache for cache in build(config, requests).caches)
+        parts = build(config, requests)
+        assert all(type(cache) is RadixCache for cache in parts.caches)
+        assert parts.shared_pool is None or type(parts.shared_pool.cache) is RadixCache
         pages = outcome(config, requests)
     event("an input error" if isinstance(segments, str) else "a run")
     same(segments, pages)
