@@ -15,7 +15,10 @@ A cache-only replay runs it on SegmentCache (`page_keyed`): there a page's key i
 the request that last touched it, so `request_keys(position)` gives that request's keys
 up front, from the next use of every page use in replay order (8 bytes more a use; with
 arrivals in replay order, the first use after (arrival, position) is the next position
-naming the page). A trace whose arrivals go back in time keeps RadixCache.
+naming the page). A trace whose arrivals go back in time keeps RadixCache. A timed replica's
+cache and a shared pool's (whose recency is not the replay position) run on a SegmentCache
+built `by_access`, which reads a page's key from its segment's last access and recency
+(`access_keyed`, `access_key`) whenever RadixCache would call `key`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Belady(Policy):
 
     offline = True
     page_keyed = True
+    access_keyed = True
 
     def __init__(self) -> None:
         self._uses: _Uses | None = None
@@ -58,9 +62,14 @@ class Belady(Policy):
         return self._uses.next_keys[starts[recency]:starts[recency + 1]].tolist()
 
     def key(self, page: Page) -> float:
+        return self.access_key(page.page_id, page.last_access_s, page.recency)
+
+    def access_key(self, page_id: int, last_access_s: float, recency: int) -> float:
+        """The key of page `page_id` last accessed at `last_access_s` by `recency` (what
+        `key` reads of a page; a SegmentCache built `by_access` reads them of a segment)."""
         if self._uses is None:
             raise RuntimeError("belady is offline: call prepare(requests) before the replay")
-        position = self._uses.next_use(page.page_id, page.last_access_s, page.recency)
+        position = self._uses.next_use(page_id, last_access_s, recency)
         return -INFINITY if position is None else -position
 
 
@@ -153,6 +162,8 @@ class StreamedBelady(Belady):
     chunk's next uses at once (`begin_chunk`): a replay by chunk on SegmentCache then reads
     `request_keys`, one by request on RadixCache calls `begin_request(i)` for each. Not
     registered: the streamed pipeline builds it for `belady`."""
+
+    access_keyed = False  # its keys come from `begin`, not from a page's last access
 
     def __init__(self) -> None:
         super().__init__()

@@ -22,10 +22,14 @@ def replay_cache(
     mode: CacheMode | str = CacheMode.RADIX,
     plain: bool = True,
     chained: bool = False,
+    by_access: bool = False,
 ) -> RadixCache | SegmentCache:
     """A fresh cache for a replay (`plain=False`: a RadixCache regardless, as a timed replica
-    with a page-keyed policy takes). `chained`: the page ids are checked chained already
-    (a SegmentCache then keeps no resident-id set: cache/segment_tree.py)."""
-    if plain and SegmentCache.supports(policy, mode):
-        return SegmentCache(capacity_tokens, policy, ttl, chained=chained)
+    with a per-page policy takes). `chained`: the page ids are checked chained already
+    (a SegmentCache then keeps no resident-id set: cache/segment_tree.py). `by_access`: an
+    `access_keyed` policy's keys read from a page's last access (a timed replica's or a
+    pool's cache: SegmentCache's constructor)."""
+    if plain and SegmentCache.supports(policy, mode, by_access):
+        return SegmentCache(capacity_tokens, policy, ttl, chained=chained,
+                            by_access=by_access)
     return RadixCache(capacity_tokens, policy, ttl, CacheMode(mode))

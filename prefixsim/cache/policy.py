@@ -53,6 +53,12 @@ class EvictionPolicy(Protocol):
     SegmentCache, which keeps the keys of a segment's pages (cache/segment_tree.py). An
     instance may clear it (a trace its keys cannot be read from that way)."""
 
+    access_keyed: bool
+    """True when `key(page)` reads only the page's id, last access time and recency, as
+    `access_key(page_id, last_access_s, recency)` (belady): a SegmentCache built
+    `by_access` (a timed replica's, a shared pool's) then reads a page's key from its
+    segment's statistics whenever RadixCache would call `key`."""
+
     parameters: Mapping[str, str]
     """Class attribute: the policy's own knobs (keyword arguments of its constructor) ->
     what each means, e.g. S3-FIFO's `small_fraction`; `cache.policy_params` sets them. The
@@ -117,6 +123,7 @@ class Policy:
     key_field: str | None = None
     offline = False
     page_keyed = False
+    access_keyed = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:

@@ -110,6 +110,7 @@ cdef class SegmentCache:
     cdef public object _key
     cdef public object _aging
     cdef public bint _keyed
+    cdef public bint _lazy
     cdef public bint _sliding
     cdef public bint _steady_key
     cdef public double _ttl_s
@@ -186,7 +187,7 @@ cdef class SegmentCache:
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=IdArray, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
-                   recency=cython.longlong, depth=cython.longlong)
+                   recency=cython.longlong, depth=cython.longlong, key=object)
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
     @cython.locals(node=Segment, parent=Segment, size=Py_ssize_t, freed=Py_ssize_t,

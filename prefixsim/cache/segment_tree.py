@@ -22,8 +22,12 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   segment's key and the highest of its pages, to which L rises when they leave; or a policy
   that declares `page_keyed` (belady): a page's key is fixed by the request that last
   touched it, which gives the keys of all its pages up front (`request_keys`), and the
-  segment keeps them page by page (`keys`). The rest (s3fifo, workload-aware) keeps
-  per-page state, and stays on RadixCache.
+  segment keeps them page by page (`keys`); or, built `by_access` (a timed replica's
+  cache, a shared pool's: their recency is not the replay position), a policy that
+  declares `access_keyed` (belady again): a page's key is read from its id and its
+  segment's last access and recency whenever RadixCache would call `key` (queued, or
+  weighed for eviction). The rest (s3fifo, workload-aware) keeps per-page state, and
+  stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -318,12 +322,18 @@ class SegmentCache:
         policy: EvictionPolicy,
         ttl: TTLRule | None = None,
         chained: bool = False,
+        by_access: bool = False,
     ) -> None:
         """`chained`: the caller vouches that the page ids are chained (see the module
-        docstring); no resident-id set is kept and ChainConflict is never raised."""
+        docstring); no resident-id set is kept and ChainConflict is never raised.
+        `by_access`: a policy that declares `access_keyed` (belady) keys each page from
+        its segment's last access and recency when it is queued or may be evicted, as
+        RadixCache calls `key` (a timed replica's cache, whose recency counts its steps,
+        or a shared pool's), rather than from the request's keys up front (`page_keyed`:
+        a cache-only replay, whose recency is the replay position)."""
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
-        if not self.supports(policy):
+        if not self.supports(policy, CacheMode.RADIX, by_access):
             raise ValueError(f"policy {type(policy).__name__} is not node-uniform")
         self.capacity_tokens = capacity_tokens  # also sets `_bounded` and `_capacity`
         self.policy = policy
@@ -349,11 +359,15 @@ class SegmentCache:
         # segments, its clock on it; a segment's key is its last page's priority
         self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
         self._until_compact = 1024
-        self._keyed = getattr(policy, "page_keyed", False) is True
+        # keys per page: read from the segment's last access when queued (`by_access`),
+        # else a page-keyed policy's kept per page from the request's (`keys`)
+        self._lazy = by_access and getattr(policy, "access_keyed", False) is True
+        self._keyed = not self._lazy and getattr(policy, "page_keyed", False) is True
+        per_page = self._keyed or self._lazy
         self._key = (self._aged_key if self._aging is not None
-                     else self._tail_key if self._keyed else policy.key)
+                     else self._tail_key if per_page else policy.key)
         # a key that is a segment's field is read, not called (`_victim_key`)
-        self._key_field = (key_field_code(policy) if self._aging is None and not self._keyed
+        self._key_field = (key_field_code(policy) if self._aging is None and not per_page
                            else 0)
         # A key that losing tail pages leaves alone (recency, deadline): a partly evicted
         # segment keeps its queued entry (`evict`)
@@ -380,11 +394,14 @@ class SegmentCache:
         self._capacity = 0 if value is None else value
 
     @staticmethod
-    def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX) -> bool:
-        """Whether a replay with `policy` in `mode` can run here (see the module docstring)."""
+    def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX,
+                 by_access: bool = False) -> bool:
+        """Whether a replay with `policy` in `mode` can run here (see the module docstring;
+        `by_access`: as the constructor's)."""
         return (CacheMode(mode) is CacheMode.RADIX
                 and (type(policy).node_uniform is True
-                     or getattr(policy, "page_keyed", False) is True))
+                     or getattr(policy, "page_keyed", False) is True
+                     or (by_access and getattr(policy, "access_keyed", False) is True)))
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -939,7 +956,7 @@ class SegmentCache:
                 last = node.last_tokens
                 page = node.page_tokens
                 k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
-                if k > 1 and self._keyed and queue:
+                if k > 1 and (self._keyed or self._lazy) and queue:
                     k = self._keyed_run(node, k, queue.head())
                 if self.on_demote is not None:  # lower tiers take what leaves (R15)
                     self._demote(node, min(k, size))
@@ -1054,7 +1071,10 @@ class SegmentCache:
         taken = 1
         while taken < k and taken < size:
             i = size - 1 - taken
-            if (keys[i], recency, -(depth + i), _ids.id_at(seg, i)) >= head[:4]:
+            key = (keys[i] if keys is not None
+                   else self.policy.access_key(_ids.id_at(seg, i), node.last_access_s,
+                                               recency))
+            if (key, recency, -(depth + i), _ids.id_at(seg, i)) >= head[:4]:
                 break
             taken += 1
         return taken
@@ -1072,8 +1092,14 @@ class SegmentCache:
         return self._key(node)
 
     def _tail_key(self, node: Segment) -> float:
-        """A page-keyed policy's key of a leaf segment: its last page's."""
-        return node.keys[-1]
+        """A page-keyed policy's key of a leaf segment: its last page's (kept, or read from
+        the segment's last access: `by_access`)."""
+        keys = node.keys
+        if keys is not None:
+            return keys[-1]
+        seg = node.ids
+        return self.policy.access_key(_ids.id_at(seg, _ids.id_count(seg) - 1),
+                                      node.last_access_s, node.recency)
 
     def _aged_key(self, node: Segment) -> float:
         """An aging policy's key of a leaf segment: its last page's GreedyDual priority."""

@@ -243,11 +243,12 @@ def build_cache(
                               config.policy_params)
     # a replay runs on SegmentCache where its policy and mode allow: any cache-only one (its
     # request classes, lower tiers and shared pool included; engine/cache_only.py drives
-    # the step-by-step ones), a timed replica's with a node-uniform policy (a page-keyed
-    # one, belady, keys pages by cache-only request)
-    plain = replay_only or type(policy).node_uniform is True
+    # the step-by-step ones), a timed replica's with a node-uniform policy or belady (its
+    # keys read from each page's last access, `by_access`: a timed recency counts steps)
+    plain = (replay_only or type(policy).node_uniform is True
+             or getattr(policy, "access_keyed", False) is True)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
-                        chained=chained)
+                        chained=chained, by_access=not replay_only)
 
 
 def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCache:
@@ -264,9 +265,9 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
                       time_scale: float = 1.0, chained: bool = False) -> SharedPool | None:
     """The KV pool of `cache.pool` (R18): its own tree, policy and TTL (sliding, as the
     cache's mode), and the link figures; its clock is set by the engine that runs it. The
-    tree is a SegmentCache where the policy is node-uniform (the pool's pages are touched
-    and written as runs, as a timed replica's), else a RadixCache. `chained`: as
-    build_cache's."""
+    tree is a SegmentCache where the policy is node-uniform or keyed by a page's last access
+    (belady: its recency is the pool's own count of reads and writes), else a RadixCache.
+    `chained`: as build_cache's."""
     section = config.pool
     if section is None:
         return None
@@ -275,7 +276,9 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
     spec = PoolSpec(section.read_gb_s * 1e9, section.write_gb_s * 1e9, section.latency_s,
                     section.write == "through", section.replicas, section.lookup_s)
     cache = replay_cache(section.capacity_tokens, policy, ttl,
-                         plain=type(policy).node_uniform is True, chained=chained)
+                         plain=(type(policy).node_uniform is True
+                                or getattr(policy, "access_keyed", False) is True),
+                         chained=chained, by_access=True)
     return SharedPool(cache, spec, lambda: 0.0)
 
 

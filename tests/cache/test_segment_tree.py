@@ -234,13 +234,57 @@ def test_replay_cache_is_segments_only_where_it_applies(update, expected):
     assert type(build_cache(config)) is expected  # a timed replica's cache too
 
 
-def test_a_timed_replica_keeps_the_per_page_tree_for_page_keyed_policies():
-    """belady keys pages by cache-only request (its keys per replay position), so a timed
-    replica with it stays on RadixCache; the cache-only replay takes segments."""
+def test_belady_keys_a_timed_replica_s_segments_by_their_last_access():
+    """belady keys pages by cache-only request in a cache-only replay (its keys per replay
+    position, kept per page); a timed replica's recency counts its steps, so its segments
+    read a page's key from their last access and recency instead (`by_access`), as
+    RadixCache's `key` does; a trace whose arrivals go back in time too."""
     requests = [Request(0, 0.0, 32, 1, (1, 2), 16), Request(1, 1.0, 32, 1, (1, 3), 16)]
     config = CacheConfig(capacity_tokens=1000, policy="belady")
-    assert type(build_cache(config, requests, replay_only=True)) is SegmentCache
-    assert type(build_cache(config, requests)) is RadixCache
+    replay = build_cache(config, requests, replay_only=True)
+    timed = build_cache(config, requests)
+    assert type(replay) is SegmentCache and (replay._keyed, replay._lazy) == (True, False)
+    assert type(timed) is SegmentCache and (timed._keyed, timed._lazy) == (False, True)
+    back = [Request(0, 1.0, 32, 1, (1, 2), 16), Request(1, 0.0, 32, 1, (1, 3), 16)]
+    assert type(build_cache(config, back, replay_only=True)) is RadixCache
+    assert type(build_cache(config, back)) is SegmentCache
+
+
+def test_a_segment_keyed_by_access_evicts_as_belady_s_pages_would():
+    """Known answer, P=16, capacity 64: [1, 2] inserted at t=0 (position 0), [5, 6] at t=1
+    (position 1); later requests use 5 (position 2), 1 and 2 (3), 5 and 6 (4). Keys from
+    each page's last access: 1 and 2 -3, 5 -2, 6 -4. Freeing one page takes leaf 6 (-4;
+    LRU would take 2); freeing two more takes 2 (-3, before leaf 5's -2), then 1. Then a
+    segment whose inner page is wanted sooner than another leaf loses only its tail."""
+    requests = [Request(0, 0.0, 32, 1, (1, 2), 16), Request(1, 1.0, 32, 1, (5, 6), 16),
+                Request(2, 2.0, 16, 1, (5,), 16), Request(3, 3.0, 32, 1, (1, 2), 16),
+                Request(4, 4.0, 32, 1, (5, 6), 16)]
+    for tree in (RadixCache, SegmentCache):
+        policy = Belady()
+        policy.prepare(requests)
+        cache = (RadixCache(64, policy) if tree is RadixCache
+                 else SegmentCache(64, policy, by_access=True))
+        cache.insert(None, [1, 2], [16, 16], 0.0, 0)
+        cache.insert(None, [5, 6], [16, 16], 1.0, 1)
+        cache.evict(16)
+        assert sorted(page.page_id for page in cache.pages()) == [1, 2, 5], tree
+        cache.evict(48)
+        assert [page.page_id for page in cache.pages()] == [5], tree
+        cache.check_invariants()
+    # two pages to free at once, the segment's inner page wanted sooner than another leaf:
+    # [1, 2] and [5] with keys 1 -2, 2 -4, 5 -3 free 2 (-4) then 5 (-3), not 1
+    requests = [Request(0, 0.0, 32, 1, (1, 2), 16), Request(1, 1.0, 16, 1, (5,), 16),
+                Request(2, 2.0, 16, 1, (1,), 16), Request(3, 3.0, 16, 1, (5,), 16),
+                Request(4, 4.0, 32, 1, (1, 2), 16)]
+    for tree in (RadixCache, SegmentCache):
+        policy = Belady()
+        policy.prepare(requests)
+        cache = (RadixCache(48, policy) if tree is RadixCache
+                 else SegmentCache(48, policy, by_access=True))
+        cache.insert(None, [1, 2], [16, 16], 0.0, 0)
+        cache.insert(None, [5], [16], 1.0, 1)
+        cache.evict(32)
+        assert [page.page_id for page in cache.pages()] == [1], tree
 
 
 @pytest.mark.parametrize("cache", [
@@ -507,20 +551,23 @@ def pool_pages(cache) -> dict[int, tuple]:
 @settings(max_examples=150, deadline=None)
 @given(st.one_of(prefix_traces(), prefix_traces(chained=False)), st.integers(0, 60),
        st.sampled_from(NODE_UNIFORM), st.one_of(st.none(), st.integers(0, 60)),
-       st.sampled_from(NODE_UNIFORM), TTLS, st.booleans())
+       st.sampled_from(STEPWISE_POLICIES), TTLS, st.booleans())
 def test_the_pool_s_own_tree_on_segments_as_on_pages(requests, capacity, policy,
                                                      pool_capacity, pool_policy, pool_ttl,
                                                      write_through):
     """The pool's own tree (R18) a SegmentCache, as pipeline/build.py makes it for a
-    node-uniform policy, or a RadixCache: the same hits in HBM and in the pool, counters,
+    node-uniform policy or belady (keys read by access: the pool's recency counts its
+    reads and writes), or a RadixCache: the same hits in HBM and in the pool, counters,
     the same pool pages with the same statistics (a hit refreshes only the pages beyond
     HBM's match: `run_from` splits a segment there), tokens read and written, or the
     same input error (ids not chained crossing in HBM or in the pool)."""
     out = []
     for pool_tree in (RadixCache, SegmentCache):
         cache = SegmentCache(capacity, POLICIES.build(policy))
-        pool = SharedPool(pool_tree(pool_capacity, POLICIES.build(pool_policy), pool_ttl),
-                          PoolSpec(1.0, 1.0, write_through=write_through), lambda: 0.0)
+        keyed = stepwise_policy(pool_policy, requests)
+        tree = (RadixCache(pool_capacity, keyed, pool_ttl) if pool_tree is RadixCache
+                else SegmentCache(pool_capacity, keyed, pool_ttl, by_access=True))
+        pool = SharedPool(tree, PoolSpec(1.0, 1.0, write_through=write_through), lambda: 0.0)
         try:
             result = replay_cache_only(requests, cache, pool=pool, sample_interval_s=1.0)
         except InputError as exc:

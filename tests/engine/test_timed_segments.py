@@ -54,7 +54,7 @@ ROUTERS = [{"name": "prefix_aware"}, {"name": "prefix_aware", "params": {"event_
 @given(requests=prefix_traces(chained=False) | prefix_traces(),
        replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS),
        capacity=st.sampled_from([64, 160, 600]),
-       policy=st.sampled_from(["lru", "fifo", "lfu", "gdsf", "priority"]),
+       policy=st.sampled_from(["lru", "fifo", "lfu", "gdsf", "priority", "belady"]),
        ttl=st.sampled_from([None, 0.5, 3.0]), mode=st.sampled_from(["sliding", "fixed"]),
        lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
                               {"host_capacity_tokens": 100, "disk_capacity_tokens": 300},
@@ -63,13 +63,16 @@ ROUTERS = [{"name": "prefix_aware"}, {"name": "prefix_aware", "params": {"event_
                               {"pool": {"capacity_tokens": 150, "write": "back",
                                         "policy": "fifo", "ttl_s": 2.0, "replicas": 2}},
                               {"pool": {"capacity_tokens": 100, "policy": "lfu",
-                                        "ttl_s": 1.0}}]))
+                                        "ttl_s": 1.0}},
+                              {"pool": {"capacity_tokens": 150, "policy": "belady",
+                                        "write": "back"}}]))
 def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, router, capacity,
                                                         policy, ttl, mode, lower):
     """Random prefix trees (chained or not), fleets, routers (live index, delayed events,
-    stale snapshots, live reads), tight capacities, node-uniform policies, TTLs, lower
-    tiers and a shared pool (its own tree on segments too: node-uniform policies, a TTL,
-    two holders a page), every step's accounting checked: identical runs."""
+    stale snapshots, live reads), tight capacities, node-uniform policies and belady (its
+    keys read from each segment's last access), TTLs, lower tiers and a shared pool (its
+    own tree on segments too: node-uniform policies or belady, a TTL, two holders a
+    page), every step's accounting checked: identical runs."""
     config = RunConfig.model_validate({
         "cache": {"capacity_tokens": capacity, "policy": policy, "ttl_s": ttl,
                   "ttl_mode": mode, **lower},
