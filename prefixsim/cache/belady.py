@@ -15,9 +15,9 @@ A cache-only replay runs it on SegmentCache (`page_keyed`): there a page's key i
 the request that last touched it, so `request_keys(position)` gives that request's keys
 up front, from the next use of every page use in replay order (8 bytes more a use; with
 arrivals in replay order, the first use after (arrival, position) is the next position
-naming the page). A trace whose arrivals go back in time keeps RadixCache. A timed replica's
-cache and a shared pool's (whose recency is not the replay position) run on a SegmentCache
-built `by_access`, which reads a page's key from its segment's last access and recency
+naming the page). A trace whose arrivals go back in time, a timed replica's cache and a
+shared pool's (whose recency is not the replay position) run on a SegmentCache built
+`by_access`, which reads a page's key from its segment's last access and recency
 (`access_keyed`, `access_key`) whenever RadixCache would call `key`.
 """
 

@@ -243,12 +243,14 @@ def build_cache(
                               config.policy_params)
     # a replay runs on SegmentCache where its policy and mode allow: any cache-only one (its
     # request classes, lower tiers and shared pool included; engine/cache_only.py drives
-    # the step-by-step ones), a timed replica's with a node-uniform policy or belady (its
-    # keys read from each page's last access, `by_access`: a timed recency counts steps)
+    # the step-by-step ones), a timed replica's with a node-uniform policy or belady. Belady
+    # keys pages by request up front in a cache-only replay whose arrivals are in order,
+    # else from each page's last access (`by_access`: a timed recency counts steps)
     plain = (replay_only or type(policy).node_uniform is True
              or getattr(policy, "access_keyed", False) is True)
+    by_access = not (replay_only and getattr(policy, "page_keyed", False) is True)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
-                        chained=chained, by_access=not replay_only)
+                        chained=chained, by_access=by_access)
 
 
 def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCache:

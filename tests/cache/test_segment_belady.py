@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from prefixsim.cache import RadixCache, TTLRule
 from prefixsim.cache.belady import Belady, StreamedBelady
+from prefixsim.cache.classes import CacheRules
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig
+from prefixsim.engine import replay_cache_only
 from prefixsim.engine.cache_only_fast import replay_segment_chunks
 from prefixsim.pipeline.build import build_cache
 from prefixsim.trace import Request, load_trace
@@ -56,13 +58,52 @@ def test_request_keys_are_minus_the_next_position():
     assert policy.page_keyed
 
 
-def test_arrivals_out_of_order_stay_on_radix_cache():
-    """Next uses in time are not the next positions there: no page keys, no SegmentCache."""
+def test_arrivals_out_of_order_read_keys_by_access():
+    """Next uses in time are not the next positions there: no keys up front; the segments
+    read each page's key from its last access (`by_access`), as RadixCache's `key`."""
     requests = [Request(0, 5.0, 16, 1, (1,), 16), Request(1, 1.0, 16, 1, (1,), 16)]
     config = CacheConfig(policy="belady", capacity_tokens=64)
-    assert type(build_cache(config, requests, replay_only=True)) is RadixCache
+    cache = build_cache(config, requests, replay_only=True)
+    assert type(cache) is SegmentCache and (cache._keyed, cache._lazy) == (False, True)
     in_order = [Request(0, 1.0, 16, 1, (1,), 16), Request(1, 5.0, 16, 1, (1,), 16)]
-    assert type(build_cache(config, in_order, replay_only=True)) is SegmentCache
+    cache = build_cache(config, in_order, replay_only=True)
+    assert type(cache) is SegmentCache and (cache._keyed, cache._lazy) == (True, False)
+
+
+@st.composite
+def shuffled_arrivals(draw):
+    """A prefix trace whose arrival times are drawn again, so they go back and forth."""
+    requests = draw(prefix_traces())
+    times = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 4.0, 7.5]),
+                          min_size=len(requests), max_size=len(requests)))
+    return [Request(r.request_id, t, r.input_tokens, r.output_tokens, r.page_ids,
+                    r.page_size_tokens) for r, t in zip(requests, times, strict=True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(shuffled_arrivals(), CAPACITIES, TTLS, st.sampled_from([0.3, 1.0, 2.5]))
+def test_out_of_order_arrivals_on_segments_keyed_by_access(requests, capacity, ttl,
+                                                          interval):
+    """A trace whose arrivals go back in time: the segments keyed by access give the per-page
+    tree's hits, counters, pages and timeseries (both replay loops: the chunk replay, and
+    the step-by-step one with a minimum cacheable prompt)."""
+    policy = prepared(requests)
+    assert not policy.page_keyed or sorted(r.arrival_s for r in requests) == [
+        r.arrival_s for r in requests]
+    ours = replay_part_a(SegmentCache(capacity, policy, ttl, by_access=True), requests,
+                         interval)
+    reference = replay_part_a(RadixCache(capacity, prepared(requests), ttl), requests,
+                              interval)
+    assert ours == reference
+    stepwise = []
+    for cache in (SegmentCache(capacity, prepared(requests), ttl, by_access=True),
+                  RadixCache(capacity, prepared(requests), ttl)):
+        result = replay_cache_only(requests, cache, rules=CacheRules([], 20, 0),
+                                   sample_interval_s=interval)
+        cache.check_invariants()
+        stepwise.append(([r.cached_tokens for r in result.records], result.counters,
+                         result.states))
+    assert stepwise[0] == stepwise[1]
 
 
 def test_segment_pages_leave_between_another_segments_known_answer():
