@@ -433,6 +433,13 @@ class SegmentCache:
                                   node.last_tokens if i == size - 1 else node.page_tokens,
                                   node, i)
 
+    def page_ids(self) -> set[int]:
+        """The ids of all resident pages (a router's snapshot; no page views built)."""
+        out: set[int] = set()
+        for node in self.segments():
+            out.update(node.ids)
+        return out
+
     def announce_pages(self, observer) -> None:
         """Tell `observer` (a RunFeed) of every resident page, as added: a prefix index
         attached to a cache that holds pages already."""

@@ -224,6 +224,10 @@ class RadixCache:
         """All resident pages (no particular order)."""
         return list(self._pages.values())
 
+    def page_ids(self) -> set[int]:
+        """The ids of all resident pages (a router's snapshot)."""
+        return set(self._pages)
+
     def announce_pages(self, observer: CacheObserver) -> None:
         """Tell `observer` of every resident page, as added: a prefix index attached to a
         cache that holds pages already."""

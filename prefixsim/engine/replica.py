@@ -233,7 +233,7 @@ class Replica(ReplicaMemory):
                          cache.counters.evicted_pages, self.num_preemptions)
 
     def cached_page_ids(self) -> set[int]:
-        return {page.page_id for page in self.cache.pages()}
+        return self.cache.page_ids()
 
     def cached_prefix_tokens(self, request: Request, now: float) -> int:
         """Tokens admission would find cached now (the page-aligned cap of R3)."""

@@ -640,3 +640,14 @@ def test_matched_pages_counts_a_match_without_splitting():
     assert segment_ids(pool.cache) == [[1, 2, 3]]
     assert pool.write([1, 5], [4, 4]) == 4  # a branch after 1: the split is needed
     assert segment_ids(pool.cache) == [[1], [2, 3], [5]]
+
+
+@settings(max_examples=100, deadline=None)
+@given(prefix_traces(), CAPACITIES, TTLS)
+def test_page_ids_are_the_resident_pages_ids(requests, capacity, ttl):
+    """`page_ids()` (a router's snapshot) lists what `pages()` does, on either tree."""
+    for cache in (RadixCache(capacity, POLICIES.build("lru"), ttl),
+                  SegmentCache(capacity, POLICIES.build("lru"), ttl)):
+        replay_cache_only(requests, cache)
+        assert cache.page_ids() == {page.page_id for page in cache.pages()}
+        assert len(cache.page_ids()) == cache.num_pages
