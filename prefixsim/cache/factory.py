@@ -24,11 +24,12 @@ def replay_cache(
     chained: bool = False,
     by_access: bool = False,
 ) -> RadixCache | SegmentCache:
-    """A fresh cache for a replay (`plain=False`: a RadixCache regardless, as a timed replica
-    with a per-page policy takes). `chained`: the page ids are checked chained already
-    (a SegmentCache then keeps no resident-id set: cache/segment_tree.py). `by_access`: an
-    `access_keyed` policy's keys read from a page's last access (a timed replica's or a
-    pool's cache: SegmentCache's constructor)."""
+    """A fresh cache for a replay: a SegmentCache where `SegmentCache.supports` the policy
+    and mode, else a RadixCache (`plain=False`: a RadixCache regardless). `chained`: the
+    page ids are checked chained already (a SegmentCache then keeps no resident-id set:
+    cache/segment_tree.py). `by_access`: a page-keyed policy's keys read from a page's last
+    access, so it must be `access_keyed` (a timed replica's or a pool's cache, a cache-only
+    belady over arrivals out of order: SegmentCache's constructor)."""
     if plain and SegmentCache.supports(policy, mode, by_access):
         return SegmentCache(capacity_tokens, policy, ttl, chained=chained,
                             by_access=by_access)

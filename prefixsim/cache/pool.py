@@ -206,7 +206,7 @@ class SharedPool:
             stop = _stretch_end(rest_tokens, start)
             placed = cache.insert(tip, rest_ids[start:stop], rest_tokens[start:stop], now,
                                   self._recency)
-            written += sum([tokens for _, tokens in page_sizes(placed)])
+            written += sum(rest_tokens[start:start + len(placed)])  # new pages, in order
             if len(placed) < stop - start:  # the pool is full: the rest stays out
                 break
             tip = placed[-1]

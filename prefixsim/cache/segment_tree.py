@@ -397,11 +397,12 @@ class SegmentCache:
     def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX,
                  by_access: bool = False) -> bool:
         """Whether a replay with `policy` in `mode` can run here (see the module docstring;
-        `by_access`: as the constructor's)."""
-        return (CacheMode(mode) is CacheMode.RADIX
-                and (type(policy).node_uniform is True
-                     or getattr(policy, "page_keyed", False) is True
-                     or (by_access and getattr(policy, "access_keyed", False) is True)))
+        `by_access`: as the constructor's, where a policy's keys come from each page's
+        access, so a page-keyed one must be `access_keyed`)."""
+        if CacheMode(mode) is not CacheMode.RADIX:
+            return False
+        keyed = "access_keyed" if by_access else "page_keyed"
+        return type(policy).node_uniform is True or getattr(policy, keyed, False) is True
 
     # ----------------------------------------------------------------- accounting
     @property

@@ -241,16 +241,14 @@ def build_cache(
     if policy is None:
         policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
                               config.policy_params)
-    # a replay runs on SegmentCache where its policy and mode allow: any cache-only one (its
+    # a replay runs on SegmentCache where its policy and mode allow: a cache-only one (its
     # request classes, lower tiers and shared pool included; engine/cache_only.py drives
-    # the step-by-step ones), a timed replica's with a node-uniform policy or belady. Belady
-    # keys pages by request up front in a cache-only replay whose arrivals are in order,
-    # else from each page's last access (`by_access`: a timed recency counts steps)
-    plain = (replay_only or type(policy).node_uniform is True
-             or getattr(policy, "access_keyed", False) is True)
+    # the step-by-step ones) or a timed replica's, with a node-uniform policy or belady.
+    # Belady keys pages by request up front in a cache-only replay whose arrivals are in
+    # order, else from each page's last access (`by_access`: a timed recency counts steps)
     by_access = not (replay_only and getattr(policy, "page_keyed", False) is True)
-    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, plain=plain,
-                        chained=chained, by_access=by_access)
+    return replay_cache(config.capacity_tokens, policy, ttl, config.mode, chained=chained,
+                        by_access=by_access)
 
 
 def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCache:
@@ -277,10 +275,8 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
     policy = build_policy(section.policy, requests, prefill_time_s, time_scale)
     spec = PoolSpec(section.read_gb_s * 1e9, section.write_gb_s * 1e9, section.latency_s,
                     section.write == "through", section.replicas, section.lookup_s)
-    cache = replay_cache(section.capacity_tokens, policy, ttl,
-                         plain=(type(policy).node_uniform is True
-                                or getattr(policy, "access_keyed", False) is True),
-                         chained=chained, by_access=True)
+    cache = replay_cache(section.capacity_tokens, policy, ttl, chained=chained,
+                         by_access=True)
     return SharedPool(cache, spec, lambda: 0.0)
 
 
