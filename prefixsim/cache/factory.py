@@ -1,9 +1,9 @@
 """Which cache class a cache-only replay runs on.
 
 SegmentCache gives exactly RadixCache's Part A results, several times faster, in radix mode
-with a node-uniform or page-keyed policy (with lower tiers, a shared pool, request classes
-or a minimum cacheable prompt too); everything else runs on RadixCache. A timed replica's
-cache comes from here too (pipeline/build.py: a node-uniform policy; docs/architecture.md
+with a node-uniform, page-keyed or run-keyed policy (with lower tiers, a shared pool,
+request classes or a minimum cacheable prompt too); everything else runs on RadixCache. A
+timed replica's cache comes from here too (pipeline/build.py; docs/architecture.md
 "One prefix cache").
 """
 

@@ -59,6 +59,14 @@ class EvictionPolicy(Protocol):
     `by_access` (a timed replica's, a shared pool's) then reads a page's key from its
     segment's statistics whenever RadixCache would call `key`."""
 
+    run_keyed: bool
+    """Class attribute: True when a page's key is fixed when a request touches it (a hit or
+    its insert), from the policy's own statistics then (workload-aware: a GreedyDual
+    priority learned per prompt head and position), and `run_keys` gives the keys of a run
+    of pages touched together, updating those statistics as `on_insert` / `on_access` do
+    page by page. A SegmentCache keeps the keys per page (cache/segment_tree.py), without
+    the page hooks."""
+
     parameters: Mapping[str, str]
     """Class attribute: the policy's own knobs (keyword arguments of its constructor) ->
     what each means, e.g. S3-FIFO's `small_fraction`; `cache.policy_params` sets them. The
@@ -112,6 +120,14 @@ class EvictionPolicy(Protocol):
         `recency`, first page first (module docstring of cache/segment_tree.py)."""
         ...
 
+    def run_keys(self, category: int, depth: int, count: int,
+                 num_hits: int) -> tuple[float, ...]:
+        """A `run_keyed` policy: the keys of `count` pages at depths `depth`, `depth + 1`,
+        ... of a prompt whose first page id is `category`, touched in that order with
+        `num_hits` hits each, counted (0: just inserted), as its hooks would key them page
+        by page, its statistics updated as they would be."""
+        ...
+
 
 class Policy:
     """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses.
@@ -124,6 +140,7 @@ class Policy:
     offline = False
     page_keyed = False
     access_keyed = False
+    run_keyed = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:
@@ -154,6 +171,10 @@ class Policy:
         return None
 
     def request_keys(self, recency: int) -> Sequence[float]:
+        raise NotImplementedError
+
+    def run_keys(self, category: int, depth: int, count: int,
+                 num_hits: int) -> tuple[float, ...]:
         raise NotImplementedError
 
 

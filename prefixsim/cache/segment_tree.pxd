@@ -57,6 +57,9 @@ cdef long long _NO_ENTRY
 cdef inline bint _live_entry(Segment node, long long entry)
 
 
+cdef object _category(Segment node)
+
+
 cdef class DeadlineRun:
     cdef public list run
     cdef public Py_ssize_t first
@@ -111,6 +114,7 @@ cdef class SegmentCache:
     cdef public object _aging
     cdef public bint _keyed
     cdef public bint _lazy
+    cdef public bint _run_keyed
     cdef public bint _sliding
     cdef public bint _steady_key
     cdef public double _ttl_s
@@ -127,7 +131,7 @@ cdef class SegmentCache:
                    seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint,
                    children=dict,
                    last=cython.longlong, run_last=cython.double, refresh=cython.double,
-                   sliding=bint,
+                   sliding=bint, run_keyed=bint,
                    new_tokens=cython.longlong, keys=tuple)
     cpdef long long access(self, object page_ids, double now, long long recency,
                            long long page_tokens, long long input_tokens,
@@ -148,7 +152,7 @@ cdef class SegmentCache:
     cpdef Py_ssize_t matched_pages(self, object page_ids, double now) except -1
 
     @cython.locals(node=Segment, tip=Segment, sliding=bint, refresh=cython.double, path=list,
-                   deadline=cython.double)
+                   deadline=cython.double, run_keyed=bint)
     cpdef touch(self, object pages, double now, long long recency, object ttl_s=*,
                 object priority=*)
 
@@ -183,7 +187,8 @@ cdef class SegmentCache:
                    page=cython.longlong, k=cython.longlong, tokens=cython.longlong,
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
                    tokens_out=cython.longlong, counters=CacheCounters,
-                   entry=tuple, ages=cython.longlong[:], steady=bint, seg=IdArray)
+                   entry=tuple, ages=cython.longlong[:], steady=bint, seg=IdArray,
+                   run_keyed=bint, per_page=bint)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(keys=tuple, seg=IdArray, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,

@@ -26,8 +26,12 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   cache, a shared pool's: their recency is not the replay position), a policy that
   declares `access_keyed` (belady again): a page's key is read from its id and its
   segment's last access and recency whenever RadixCache would call `key` (queued, or
-  weighed for eviction). The rest (s3fifo, workload-aware) keeps per-page state, and
-  stays on RadixCache.
+  weighed for eviction); or a policy that declares `run_keyed` (workload-aware): a page's
+  key is set when a request touches it, from the policy's statistics then, which
+  `run_keys` gives for a run of pages at once (counting them as its page hooks would), and
+  the segment keeps them page by page (`keys`; a GreedyDual one's clock L rises to the
+  highest key of the pages that leave). The rest (s3fifo) keeps state per page that
+  changes without a touch, and stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -40,10 +44,10 @@ Why it is exact:
   pages of one segment share key and recency, and two distinct leaves never share a recency
   (one request touches one root-to-leaf path), so the tail pages of the least leaf segment are
   exactly the next victims, deepest first, until it is gone and its parent may become a leaf.
-  Under a page-keyed policy a segment is queued under its tail page's key (the only leaf
-  page it has), and its next pages go on only while each is below every other queued entry
-  (the victim queue's head, stale or not: stopping early only re-queues the segment), so again the
-  pages go in RadixCache's order.
+  Under a page-keyed (or run-keyed) policy a segment is queued under its tail page's key
+  (the only leaf page it has), and its next pages go on only while each is below every
+  other queued entry (the victim queue's head, stale or not: stopping early only re-queues
+  the segment), so again the pages go in RadixCache's order.
   Under FIFO the key is the page's insertion order, unique in the cache: a segment's pages
   were inserted together, so each page before the tail has a smaller order than the tail,
   which was the least of all leaves; the same pages go, in the same order.
@@ -363,9 +367,12 @@ class SegmentCache:
         # else a page-keyed policy's kept per page from the request's (`keys`)
         self._lazy = by_access and getattr(policy, "access_keyed", False) is True
         self._keyed = not self._lazy and getattr(policy, "page_keyed", False) is True
-        per_page = self._keyed or self._lazy
-        self._key = (self._aged_key if self._aging is not None
-                     else self._tail_key if per_page else policy.key)
+        # keys per page set by the policy as a request touches the pages (`run_keyed`:
+        # workload-aware; its GreedyDual clock still rises as its pages leave, `_aging`)
+        self._run_keyed = getattr(policy, "run_keyed", False) is True
+        per_page = self._keyed or self._lazy or self._run_keyed
+        self._key = (self._tail_key if per_page
+                     else self._aged_key if self._aging is not None else policy.key)
         # a key that is a segment's field is read, not called (`_victim_key`)
         self._key_field = (key_field_code(policy) if self._aging is None and not per_page
                            else 0)
@@ -402,7 +409,8 @@ class SegmentCache:
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
         keyed = "access_keyed" if by_access else "page_keyed"
-        return type(policy).node_uniform is True or getattr(policy, keyed, False) is True
+        return (type(policy).node_uniform is True or getattr(policy, keyed, False) is True
+                or getattr(policy, "run_keyed", False) is True)
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -449,7 +457,8 @@ class SegmentCache:
 
     def clear(self) -> None:
         """Drop every segment at once (no eviction or expiry counted; the counters stay):
-        an empty cache, as built (an aging policy's clock L back at 0). A segment and its
+        an empty cache, as built (an aging policy's clock L back at 0; what a policy has
+        learned, workload-aware's counts, stays with the policy). A segment and its
         parent reference each other, so a tree dropped whole would be freed only by the
         cyclic collector, which walks every segment first (half a second for a 1M-request
         run's tree, and the runs pause it: a curve's trees would pile up); cleared, each
@@ -508,6 +517,8 @@ class SegmentCache:
         keys = None
         if self._keyed:
             keys = tuple(self.policy.request_keys(recency))
+        run_keyed = self._run_keyed
+        category = _ids.id_at(block, first) if run_keyed and first < n else 0
         # hit ages (cache/idle_ages.py), added per run of matched segments last used together
         run_last = _NO_TIME  # equal to no time: no run yet
         run_pages = 0
@@ -546,6 +557,9 @@ class SegmentCache:
             node.num_hits += 1
             if keys is not None:
                 node.keys = keys[pos - first:end - first]
+            elif run_keyed:  # the policy's on_access, page by page
+                node.keys = tuple(self.policy.run_keys(category, node.depth, end - pos,
+                                                       node.num_hits))
             if aging is not None:  # GreedyDualPolicy.on_access, for each of its pages
                 node.aged_base = aging.clock
             if sliding and refresh > node.deadline_s:
@@ -705,6 +719,8 @@ class SegmentCache:
         aging = self._aging
         # a page-keyed policy's keys of the request's pages, from its first (as `access`)
         keys = tuple(self.policy.request_keys(recency)) if self._keyed else None
+        run_keyed = self._run_keyed
+        category = _category(path[0]) if run_keyed else 0
         pos = 0
         for node in path:
             size = _ids.id_count(node.ids)
@@ -715,6 +731,9 @@ class SegmentCache:
             node.last_access_s = now
             node.recency = recency
             node.num_hits += 1
+            if run_keyed:  # the policy's on_access, page by page
+                node.keys = tuple(self.policy.run_keys(category, node.depth, size,
+                                                       node.num_hits))
             if priority > node.priority:
                 node.priority = priority
             if aging is not None:
@@ -872,6 +891,9 @@ class SegmentCache:
         node.inserted = self.counters.inserted_pages + fit - 1  # as RadixCache numbers pages
         if keys is not None:
             node.keys = keys[start - first:start - first + fit]
+        elif self._run_keyed:  # the policy's on_insert, page by page
+            node.keys = tuple(self.policy.run_keys(first_id if parent is None
+                                                   else _category(parent), depth, fit, 0))
         aging = self._aging
         if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
             node.aged_base = aging.clock
@@ -941,6 +963,8 @@ class SegmentCache:
         skipped = None  # the protected segment's entries, pushed back after
         pages_out = tokens_out = 0  # added to the counters once, at the end
         steady = self._steady_key
+        run_keyed = self._run_keyed
+        per_page = self._keyed or self._lazy or run_keyed
         try:
             while need > 0 and queue:
                 entry = queue.head()  # taken out below, unless it stays (`steady`)
@@ -957,15 +981,20 @@ class SegmentCache:
                     continue
                 if not steady:
                     queue.pop()
-                if aging is not None and entry[0] > aging.clock:  # GreedyDualPolicy.on_evict:
-                    aging.clock = entry[0]  # L rises to the leavers' highest key
+                if (aging is not None and not run_keyed
+                        and entry[0] > aging.clock):  # GreedyDualPolicy.on_evict: L rises
+                    aging.clock = entry[0]  # to the leavers' highest key (the tail's)
                 seg = node.ids
                 size = _ids.id_count(seg)
                 last = node.last_tokens
                 page = node.page_tokens
                 k = 1 if need <= last else 2 + (need - last - 1) // page  # pages to free
-                if k > 1 and (self._keyed or self._lazy) and queue:
+                if k > 1 and per_page and queue:
                     k = self._keyed_run(node, k, queue.head())
+                if run_keyed and aging is not None:  # L rises to the leavers' highest key
+                    top = max(node.keys[size - min(k, size):])
+                    if top > aging.clock:
+                        aging.clock = top
                 if self.on_demote is not None:  # lower tiers take what leaves (R15)
                     self._demote(node, min(k, size))
                 if k >= size:
@@ -1150,7 +1179,8 @@ class SegmentCache:
             pages += len(node.ids)
             seen.update(node.ids)
             assert node.num_tokens == node.page_tokens * (len(node.ids) - 1) + node.last_tokens
-            assert (node.keys is None) is not self._keyed, "page keys kept iff page-keyed"
+            assert (node.keys is None) is not (self._keyed or self._run_keyed), (
+                "page keys kept iff page-keyed or run-keyed")
             assert node.keys is None or len(node.keys) == len(node.ids), "a key per page"
             total += node.num_tokens
             if node.lock_count:
@@ -1177,6 +1207,14 @@ class SegmentCache:
 
 _NO_TIME = float("nan")  # `access`: the last access of the run of hits so far, before one
 _NEVER = INFINITY  # a deadline without a TTL (a C double compiled, as `_NO_TIME`)
+
+
+def _category(node: Segment) -> int:
+    """The first page id of the prompt `node`'s pages belong to (its root segment's first
+    id): a `run_keyed` policy's category of them (`run_keys`)."""
+    while node.parent is not None:
+        node = node.parent
+    return node.first
 
 
 def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:

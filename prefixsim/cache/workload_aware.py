@@ -26,7 +26,13 @@ def position_bucket(depth: int) -> int:
 
 @POLICIES.register("workload_aware")
 class WorkloadAware(GreedyDualPolicy):
-    """Key = L + P(reuse | category, position bucket), learned online."""
+    """Key = L + P(reuse | category, position bucket), learned online.
+
+    `run_keyed`: a page's key is set when a request touches it, so a SegmentCache keeps
+    each page's and asks `run_keys` for a run of them (their category is the prompt's
+    first page id, as `on_insert` derives it page by page from the parent)."""
+
+    run_keyed = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,19 +50,33 @@ class WorkloadAware(GreedyDualPolicy):
     def value(self, page: Page) -> float:
         return self.reuse_probability(page)
 
+    def _touched(self, category: int, depth: int, num_hits: int) -> float:
+        """Count a page of `category` at `depth` as inserted (`num_hits` 0) or first reused
+        (1), and return its priority L + P(reuse) after the count."""
+        cls = (category, position_bucket(depth))
+        inserted = self._inserted
+        reused = self._reused
+        if num_hits == 0:
+            inserted[cls] = inserted.get(cls, 0) + 1
+        elif num_hits == 1:
+            reused[cls] = reused.get(cls, 0) + 1
+        return self.clock + (reused.get(cls, 0) + 1) / (inserted.get(cls, 0) + 2)
+
+    def run_keys(self, category: int, depth: int, count: int,
+                 num_hits: int) -> tuple[float, ...]:
+        return tuple([self._touched(category, d, num_hits)
+                      for d in range(depth, depth + count)])
+
     def on_insert(self, page: Page) -> None:
         parent = page.parent
         root = page.page_id if parent is None else self._category.get(parent.page_id)
-        self._category[page.page_id] = page.page_id if root is None else root
-        cls = self._class_of(page)
-        self._inserted[cls] = self._inserted.get(cls, 0) + 1
-        super().on_insert(page)
+        category = page.page_id if root is None else root
+        self._category[page.page_id] = category
+        self._priority[page.page_id] = self._touched(category, page.depth, 0)
 
     def on_access(self, page: Page) -> None:
-        if page.num_hits == 1:
-            cls = self._class_of(page)
-            self._reused[cls] = self._reused.get(cls, 0) + 1
-        super().on_access(page)
+        self._priority[page.page_id] = self._touched(self._category[page.page_id],
+                                                     page.depth, page.num_hits)
 
     def forget(self, page: Page) -> None:
         self._category.pop(page.page_id, None)

@@ -37,6 +37,9 @@ TRACE = Path(__file__).parents[3] / "shared" / "traces" / "mooncake" / "conversa
 
 NODE_UNIFORM = [name for name in POLICIES.names()
                 if getattr(type(POLICIES.build(name)), "node_uniform", False)]
+# on segments without learning the future: the node-uniform ones and workload-aware (its
+# keys set per page as a request touches them, `run_keyed`)
+ON_SEGMENTS = [*NODE_UNIFORM, "workload_aware"]
 
 
 def test_node_uniform_policies_are_the_stateless_per_node_ones():
@@ -53,7 +56,7 @@ def both(requests, capacity, policy, ttl, interval=1.0):
 
 
 @settings(max_examples=400, deadline=None)
-@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS,
+@given(prefix_traces(), CAPACITIES, st.sampled_from(ON_SEGMENTS), TTLS,
        st.sampled_from([0.3, 1.0, 2.5]))
 def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capacity, policy,
                                                                  ttl, interval):
@@ -64,7 +67,7 @@ def test_same_hits_counters_pages_and_timeseries_as_radix_cache(requests, capaci
 
 
 @settings(max_examples=300, deadline=None)
-@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS)
+@given(prefix_traces(), CAPACITIES, st.sampled_from(ON_SEGMENTS), TTLS)
 def test_a_cache_promised_chained_ids_keeps_no_id_set_and_replays_the_same(
         requests, capacity, policy, ttl):
     """`chained=True` (a streamed run's ids are checked by the reader) drops the resident-id
@@ -77,7 +80,7 @@ def test_a_cache_promised_chained_ids_keeps_no_id_set_and_replays_the_same(
 
 
 @settings(max_examples=200, deadline=None)
-@given(prefix_traces(chained=False), CAPACITIES, st.sampled_from(NODE_UNIFORM), TTLS)
+@given(prefix_traces(chained=False), CAPACITIES, st.sampled_from(ON_SEGMENTS), TTLS)
 def test_unchained_ids_fail_the_same_way(requests, capacity, policy, ttl):
     """Same error message (request and page id) or the same results when no conflict is hit."""
     ours, reference = both(requests, capacity, policy, ttl)
@@ -204,7 +207,7 @@ def test_mooncake_full_trace_matches_radix_cache(mooncake, capacity, ttl):
 
 
 @real
-@pytest.mark.parametrize("policy", NODE_UNIFORM)
+@pytest.mark.parametrize("policy", ON_SEGMENTS)
 def test_mooncake_first_requests_every_policy(mooncake, policy):
     ours, reference = both(mooncake[:3000], 400_000, policy, TTLRule(60.0))
     assert ours == reference
@@ -218,6 +221,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"policy": "fifo"}, SegmentCache),
     ({"policy": "lfu"}, SegmentCache),
     ({"policy": "gdsf"}, SegmentCache),
+    ({"policy": "workload_aware"}, SegmentCache),
     ({"policy": "s3fifo"}, RadixCache),
     ({"mode": "block"}, RadixCache),
     ({"host_capacity_tokens": 1000}, SegmentCache),
@@ -392,7 +396,7 @@ def test_a_key_that_is_a_field_is_read_and_an_override_is_called():
 
 
 @settings(max_examples=200, deadline=None)
-@given(prefix_traces(), CAPACITIES, st.sampled_from(NODE_UNIFORM + ["belady"]), TTLS,
+@given(prefix_traces(), CAPACITIES, st.sampled_from([*ON_SEGMENTS, "belady"]), TTLS,
        st.booleans())
 def test_a_request_read_as_part_of_a_larger_array_replays_the_same(
         requests, capacity, policy, ttl, chained):
@@ -421,6 +425,39 @@ def test_a_request_read_as_part_of_a_larger_array_replays_the_same(
             == [node.ids.tolist() for node in part.segments()])
 
 
+def test_workload_aware_run_keys_count_pages_as_the_hooks_do():
+    """Known answer: P(reuse) = (reused + 1) / (inserted + 2) per (category, log2 depth
+    bucket), counted page by page. Depths 0, 1, 2 are buckets 0, 1, 2: first inserts,
+    1/3 each; depths 2 and 3 (bucket 2) again: 1/4, then 1/5; a first hit on depths 0-1
+    counts a reuse: 2/3; a second hit counts nothing."""
+    policy = POLICIES.build("workload_aware")
+    assert policy.run_keys(7, 0, 3, 0) == (1 / 3, 1 / 3, 1 / 3)
+    assert policy.run_keys(7, 2, 2, 0) == (1 / 4, 1 / 5)
+    assert policy.run_keys(7, 0, 2, 1) == (2 / 3, 2 / 3)
+    assert policy.run_keys(7, 0, 1, 2) == (2 / 3,)
+    assert policy.run_keys(8, 0, 1, 0) == (1 / 3,)  # another category
+    policy.clock = 1.0
+    assert policy.run_keys(8, 1, 1, 0) == (1.0 + 1 / 3,)
+
+
+def test_workload_aware_evicts_a_segment_s_pages_by_their_own_keys():
+    """Known answer, 4 tokens of 1-token pages. [1, 2, 3, 4] goes in as one segment keyed
+    1/3, 1/3, 1/3, 1/4 (depth 3 is bucket 2's second page). [5] needs a page: the tail 4
+    (1/4) goes and L rises to 1/4; 5 is keyed 1/4 + 1/3. [6, 7] needs two: 3 then 2 (1/3
+    each, below 5's key), L = 1/3. Both trees."""
+    requests = [Request(i, float(i), len(ids), 1, ids, 1)
+                for i, ids in enumerate([(1, 2, 3, 4), (5,), (6, 7)])]
+    for tree in (RadixCache, SegmentCache):
+        cache = tree(4, POLICIES.build("workload_aware"))
+        replay_cache_only(requests[:2], cache)
+        assert cache.policy.clock == 1 / 4
+        cache = tree(4, POLICIES.build("workload_aware"))
+        replay_cache_only(requests, cache)
+        assert cache.policy.clock == 1 / 3
+        assert sorted(page.page_id for page in cache.pages()) == [1, 5, 6, 7]
+        assert cache.counters.evicted_pages == 3
+
+
 def test_clear_sets_an_aging_policys_clock_back():
     """GDSF, 8 tokens: three 4-token prompts evict one page, which raises the GreedyDual
     clock L above 0; a cleared cache starts from L = 0 as a new one does (a later replay
@@ -434,7 +471,7 @@ def test_clear_sets_an_aging_policys_clock_back():
 
 
 # ------------------------------------------- step by step: classes, tiers, a pool
-STEPWISE_POLICIES = [*NODE_UNIFORM, "belady"]
+STEPWISE_POLICIES = [*ON_SEGMENTS, "belady"]
 
 
 def stepwise_policy(name, requests):
@@ -550,7 +587,7 @@ def pool_pages(cache) -> dict[int, tuple]:
 
 @settings(max_examples=150, deadline=None)
 @given(st.one_of(prefix_traces(), prefix_traces(chained=False)), st.integers(0, 60),
-       st.sampled_from(NODE_UNIFORM), st.one_of(st.none(), st.integers(0, 60)),
+       st.sampled_from(ON_SEGMENTS), st.one_of(st.none(), st.integers(0, 60)),
        st.sampled_from(STEPWISE_POLICIES), TTLS, st.booleans())
 def test_the_pool_s_own_tree_on_segments_as_on_pages(requests, capacity, policy,
                                                      pool_capacity, pool_policy, pool_ttl,
