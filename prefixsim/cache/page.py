@@ -3,7 +3,8 @@
 A page is the unit of storage and matching (docs/cache-semantics.md R1). The tree owns every field
 but `policy_state`; eviction policies read them to compute a victim key and never write them.
 `policy_state` is the policy's own: where a policy that keeps state per page (S3-FIFO's
-queue and frequency) keeps it, so that reading it is a field, not a look-up by page id.
+queue and frequency) keeps it, so that reading it is a field, not a look-up by page id
+(a SegmentCache keeps such states per segment position instead: cache/segment_tree.py).
 """
 
 from __future__ import annotations

@@ -67,6 +67,13 @@ class EvictionPolicy(Protocol):
     page by page. A SegmentCache keeps the keys per page (cache/segment_tree.py), without
     the page hooks."""
 
+    page_states: bool
+    """Class attribute: True when the policy keeps a state per page that changes without
+    a touch (S3-FIFO: S overflowing marks pages due, a second chance moves a page to M),
+    and offers it state by state (`enter_run`, `hit_run`, `key_of`, `second_chance`,
+    `leave`, and `requeue` taking a state where the cache `requeues_states`): a
+    SegmentCache keeps the states per page of a segment (cache/s3fifo.py)."""
+
     parameters: Mapping[str, str]
     """Class attribute: the policy's own knobs (keyword arguments of its constructor) ->
     what each means, e.g. S3-FIFO's `small_fraction`; `cache.policy_params` sets them. The
@@ -101,7 +108,7 @@ class EvictionPolicy(Protocol):
         ...
 
     def bind_cache(self, cache: object) -> None:
-        """Called by the RadixCache built over the policy (S3-FIFO learns the capacity and
+        """Called by the cache built over the policy (S3-FIFO learns the capacity and
         calls `cache.requeue(page)` when a key changes without an access)."""
         ...
 
@@ -141,6 +148,7 @@ class Policy:
     page_keyed = False
     access_keyed = False
     run_keyed = False
+    page_states = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:

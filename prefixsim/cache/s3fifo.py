@@ -30,6 +30,14 @@ it to M (as the ghost hit it would have been had it been evicted). When M has no
 leaf, S pages within the budget are taken as a last resort (hit ones move to M). A page
 removed by TTL expiry leaves its queue without entering G (not an S eviction).
 
+On the compressed tree (cache/segment_tree.py) the same logic runs on states: a segment
+keeps one PageState per page (its pages entered together, but S overflowing, hits on due
+pages and second chances set them apart), each naming the segment as its `holder`, which
+a split updates; `requeue` of a state re-keys its segment when that page is its tail, and
+eviction offers the tail page its second chance, one page at a time, as the tree above
+pops leaves. The page hooks (`on_insert`, ...) and the run calls (`enter_run`, ...) are
+the same functions on the states.
+
 M's hand passing an inner page counts as a visit: in a flat S3-FIFO it would have been
 reinserted with one frequency less at the clock of that pass. The passes are recorded
 (position passed, clock then), and when an M page is popped with an old position (it
@@ -62,6 +70,7 @@ MAX_FREQUENCY = 3
 SMALL_FRACTION = 0.1
 
 DUE, MAIN, SMALL = 0, 1, 2  # queue of a page, also its key band (lowest evicted first)
+GONE = -1  # the queue of a state whose page has left
 COMPACT_AFTER = 4096  # S's and G's lists drop their consumed front past this many (_consumed)
 BAND = float(2**50)  # sequence numbers stay below this; 3 * BAND is exact in a float
 # A ghost entry is one int: its entry's number shifted left by GHOST_SHIFT, or'ed with the
@@ -71,21 +80,32 @@ GHOST_TOKENS = 0xFFFF_FFFF  # 2**GHOST_SHIFT - 1, written out (a C int shift wou
 
 
 class PageState:
-    """What S3-FIFO keeps of one resident page, on the page's `policy_state`: its queue
-    (DUE / MAIN / SMALL), its sequence number in that queue and its 2-bit access frequency."""
+    """What S3-FIFO keeps of one resident page: its queue (DUE / MAIN / SMALL; GONE once the
+    page has left), its sequence number in that queue, its 2-bit access frequency, its
+    tokens, and what holds it in the cache (`holder`: the Page on a RadixCache, the Segment
+    on a SegmentCache, which `requeue` is told of; None once gone)."""
 
-    __slots__ = ("queue", "position", "frequency")
+    __slots__ = ("queue", "position", "frequency", "tokens", "holder")
 
-    def __init__(self, queue: int, position: int) -> None:
+    def __init__(self, queue: int, position: int, tokens: int = 0,
+                 holder: object = None) -> None:
         self.queue = queue
         self.position = position
         self.frequency = 0
+        self.tokens = tokens
+        self.holder = holder
 
 
 class S3FIFO(Policy):
     """Small/main FIFO queues with a ghost list; see the module docstring. (An extension
-    type when compiled, s3fifo.pxd: registered below rather than by a decorator.)"""
+    type when compiled, s3fifo.pxd: registered below rather than by a decorator.)
 
+    Its logic works on PageStates (`_enter`, `_hit`, `second_chance`, `_drop`): a
+    RadixCache calls the page hooks, which keep a page's state on `page.policy_state`; a
+    SegmentCache keeps the states per page of a segment (`page_states`) and calls
+    `enter_run`, `hit_run`, `key_of`, `second_chance` and `leave` itself."""
+
+    page_states = True
     parameters = MappingProxyType({
         "small_fraction": "share of the capacity (tokens) the small FIFO S holds, "
                           "0 < f < 1 (the paper's 10%)",
@@ -98,12 +118,10 @@ class S3FIFO(Policy):
                              f"{small_fraction!r}")
         self.small_fraction = float(small_fraction)
         self._clock = 0  # the next sequence number
-        self._tracked = 0  # resident pages with a PageState (kept on `page.policy_state`)
-        # S in entry order: the pages and, side by side, the PageState each had when it
-        # entered, from `_small_head` on (lazy: an entry whose page has left S since, so
-        # holds another state or another queue, is skipped; the lists drop their consumed
-        # front now and then)
-        self._small_pages: list[Page] = []
+        self._tracked = 0  # resident pages with a PageState
+        # S in entry order: the PageState each page had when it entered, from `_small_head`
+        # on (lazy: an entry whose page has left S since, so whose state is in another
+        # queue or GONE, is skipped; the list drops its consumed front now and then)
         self._small_states: list[PageState] = []
         self._small_head = 0
         self._small_tokens = 0  # tokens of SMALL pages (within-budget S pages)
@@ -116,6 +134,7 @@ class S3FIFO(Policy):
         self._ghost_base = 0  # the entry number of `_ghost_order[0]`
         self._ghost_tokens = 0
         self._requeue = None  # the bound cache's `requeue` (bind_cache)
+        self._by_state = False  # whether it takes a PageState (a SegmentCache's) or a page
         self._hand: list[int] = []  # positions M's hand passed, increasing
         self._hand_clock: list[int] = []  # the clock at each of those passes
         self._small_budget = float("inf")
@@ -123,8 +142,9 @@ class S3FIFO(Policy):
 
     def bind_cache(self, cache: RadixCache) -> None:
         """Learn the capacity (S's budget: `small_fraction` of it) and where to `requeue`
-        pages."""
+        pages (a SegmentCache's `requeue` takes the PageState: `requeues_states`)."""
         self._requeue = cache.requeue
+        self._by_state = getattr(cache, "requeues_states", False) is True
         if cache.capacity_tokens is not None:
             self._small_budget = self.small_fraction * cache.capacity_tokens
             self._ghost_budget = cache.capacity_tokens - self._small_budget
@@ -136,7 +156,10 @@ class S3FIFO(Policy):
         return position
 
     def key(self, page: Page) -> float:
-        state = page.policy_state
+        return self.key_of(page.policy_state)
+
+    def key_of(self, state: PageState) -> float:
+        """The victim key of a page in `state`: its queue's band, then its position."""
         band = BAND  # a C double when compiled
         return state.queue * band + state.position
 
@@ -148,36 +171,49 @@ class S3FIFO(Policy):
     def in_ghost(self, page_id: int) -> bool:
         return page_id in self._ghost
 
+    # ------------------------------------------------------------ a page enters
     def on_insert(self, page: Page) -> None:
-        page_id = page.page_id
+        page.policy_state = self._enter(page.page_id, page.num_tokens, page)
+        if self._small_tokens > self._small_budget:
+            self._overflow()
+
+    def enter_run(self, page_ids, start: int, count: int, page_tokens: int,
+                  last_tokens: int, holder: object) -> list[PageState]:
+        """The states of `count` new pages, `page_ids[start:start + count]`, each of
+        `page_tokens` but the last (`last_tokens`), held by `holder`: as `on_insert` of
+        each in turn (S overflowing after each)."""
+        states: list[PageState] = []
+        for i in range(count):
+            states.append(self._enter(page_ids[start + i],
+                                      last_tokens if i == count - 1 else page_tokens, holder))
+            if self._small_tokens > self._small_budget:
+                self._overflow()
+        return states
+
+    def _enter(self, page_id: int, tokens: int, holder: object) -> PageState:
+        """A new page's state: into M on a ghost hit, else at the back of S."""
         position = self._tick()
+        self._tracked += 1
         ghost = self._ghost.pop(page_id, None)
         if ghost is not None:
             held = ghost
             self._ghost_tokens -= held & GHOST_TOKENS
-            page.policy_state = PageState(MAIN, position)
-            self._tracked += 1
-            return
-        page.policy_state = state = PageState(SMALL, position)
-        self._tracked += 1
-        self._small_pages.append(page)
+            return PageState(MAIN, position, tokens, holder)
+        state = PageState(SMALL, position, tokens, holder)
         self._small_states.append(state)
-        self._small_tokens += page.num_tokens
-        if self._small_tokens > self._small_budget:
-            self._overflow()
+        self._small_tokens += tokens
+        return state
 
     def _overflow(self) -> None:
         """Mark the oldest within-budget S pages due while S exceeds its budget."""
-        pages = self._small_pages
         states = self._small_states
         head = self._small_head
-        while self._small_tokens > self._small_budget and head < len(pages):
-            page = pages[head]
+        while self._small_tokens > self._small_budget and head < len(states):
             state = states[head]
             head += 1
-            if page.policy_state is not state or state.queue != SMALL:
+            if state.queue != SMALL:
                 continue  # stale: it left S since (a page inserted again has a new state)
-            self._small_tokens -= page.num_tokens
+            self._small_tokens -= state.tokens
             if state.frequency > 0:  # hit while in S: to the back of M, bits cleared
                 state.queue = MAIN
                 state.position = self._tick()
@@ -185,12 +221,19 @@ class S3FIFO(Policy):
             else:
                 state.queue = DUE
             if self._requeue is not None:
-                self._requeue(page)
-        _consumed(states, head)
-        self._small_head = _consumed(pages, head)
+                self._requeue(state if self._by_state else state.holder)
+        self._small_head = _consumed(states, head)
 
+    # ------------------------------------------------------------------ a hit
     def on_access(self, page: Page) -> None:
-        state = page.policy_state
+        self._hit(page.policy_state)
+
+    def hit_run(self, states: list[PageState]) -> None:
+        """`on_access` of the pages in `states`, in order."""
+        for state in states:
+            self._hit(state)
+
+    def _hit(self, state: PageState) -> None:
         if state.queue == DUE:  # past S's budget, not yet evicted: as a ghost hit
             state.queue = MAIN
             state.position = self._tick()
@@ -198,9 +241,12 @@ class S3FIFO(Policy):
         if state.frequency < MAX_FREQUENCY:
             state.frequency += 1
 
+    # ------------------------------------------------------------ a victim
     def reconsider(self, page: Page) -> bool:
+        return self.second_chance(page.policy_state)
+
+    def second_chance(self, state: PageState) -> bool:
         """Whether the popped victim gets a second chance (re-queued at the back of M)."""
-        state = page.policy_state
         frequency = state.frequency
         queue = state.queue
         if queue == MAIN:
@@ -211,7 +257,7 @@ class S3FIFO(Policy):
             state.frequency = frequency - 1
         else:  # S -> M, access bits cleared
             if queue == SMALL:
-                self._small_tokens -= page.num_tokens
+                self._small_tokens -= state.tokens
             state.queue = MAIN
             state.frequency = 0
         state.position = self._tick()
@@ -235,22 +281,41 @@ class S3FIFO(Policy):
             frequency -= 1
         return frequency
 
+    # ------------------------------------------------------------- a page leaves
+    def _drop(self, state: PageState | None) -> int:
+        """Mark `state`'s page gone; its queue (-1 if it had no state)."""
+        if state is None:
+            return GONE
+        queue = state.queue
+        state.queue = GONE
+        state.holder = None
+        self._tracked -= 1
+        if queue == SMALL:
+            self._small_tokens -= state.tokens
+        return queue
+
     def _forget(self, page: Page) -> int:
         """Drop `page`'s state; its queue (-1 if it had none)."""
-        state = page.policy_state
-        if state is None:
-            return -1
+        queue = self._drop(page.policy_state)
         page.policy_state = None
-        self._tracked -= 1
-        if state.queue == SMALL:
-            self._small_tokens -= page.num_tokens
-        return state.queue
+        return queue
 
     def on_evict(self, page: Page) -> None:
-        if self._forget(page) == MAIN:
-            return
-        page_id = page.page_id  # one int object for the look-up, the entry and the order
-        tokens = page.num_tokens
+        if self._forget(page) != MAIN:
+            self._to_ghost(page.page_id, page.num_tokens)
+
+    def on_expire(self, page: Page) -> None:
+        self._forget(page)
+
+    def leave(self, state: PageState, page_id: int, evicted: bool) -> None:
+        """A page in `state` left the cache: evicted (`on_evict`: into G unless it was in
+        M) or expired (`on_expire`)."""
+        tokens = state.tokens
+        if self._drop(state) != MAIN and evicted:
+            self._to_ghost(page_id, tokens)
+
+    def _to_ghost(self, page_id: int, tokens: int) -> None:
+        """Enter an id evicted from S (or never queued) into G, trimming G to its budget."""
         if tokens > GHOST_TOKENS:
             raise ValueError(f"a page of {tokens} tokens: S3-FIFO's ghost list holds "
                              f"pages of fewer than 2**{GHOST_SHIFT}")
@@ -279,9 +344,6 @@ class S3FIFO(Policy):
         kept = _consumed(order, head)
         self._ghost_base += head - kept  # the entries dropped from the front
         self._ghost_head = kept
-
-    def on_expire(self, page: Page) -> None:
-        self._forget(page)
 
 
 def _consumed(fifo: list, head: int) -> int:

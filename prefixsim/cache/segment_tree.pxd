@@ -37,6 +37,7 @@ cdef class Segment:
     cdef public tuple keys
     cdef public long long deadline_entry
     cdef public long long lock_count
+    cdef public list states
 
 
 @cython.locals(node=Segment)
@@ -115,6 +116,7 @@ cdef class SegmentCache:
     cdef public bint _keyed
     cdef public bint _lazy
     cdef public bint _run_keyed
+    cdef public bint _stateful
     cdef public bint _sliding
     cdef public bint _steady_key
     cdef public double _ttl_s
@@ -190,6 +192,17 @@ cdef class SegmentCache:
                    entry=tuple, ages=cython.longlong[:], steady=bint, seg=IdArray,
                    run_keyed=bint, per_page=bint)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
+
+    @cython.locals(node=Segment, size=Py_ssize_t, tokens=cython.longlong, queue=OrderedQueue,
+                   counters=CacheCounters, entry=tuple, ages=cython.longlong[:],
+                   clock=cython.double, seg=IdArray, states=list)
+    cpdef bint _evict_states(self, long long need, Segment protect) except? -1
+
+    @cython.locals(node=Segment)
+    cpdef requeue(self, object state)
+
+    @cython.locals(seg=IdArray, states=list, i=Py_ssize_t)
+    cpdef _leave_states(self, Segment node, bint evicted)
 
     @cython.locals(keys=tuple, seg=IdArray, size=Py_ssize_t, taken=Py_ssize_t, i=Py_ssize_t,
                    recency=cython.longlong, depth=cython.longlong, key=object)

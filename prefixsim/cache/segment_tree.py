@@ -30,8 +30,12 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   key is set when a request touches it, from the policy's statistics then, which
   `run_keys` gives for a run of pages at once (counting them as its page hooks would), and
   the segment keeps them page by page (`keys`; a GreedyDual one's clock L rises to the
-  highest key of the pages that leave). The rest (s3fifo) keeps state per page that
-  changes without a touch, and stays on RadixCache.
+  highest key of the pages that leave); or a policy that declares `page_states` (s3fifo):
+  its state of each page changes without a touch (S overflowing, a second chance), so the
+  segment keeps the states page by page (`states`, each naming its segment as `holder`),
+  the policy's `requeue` of a state re-keys its segment where that page is the tail, and
+  eviction takes one tail page at a time, each offered its second chance
+  (`_evict_states`). Block mode stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -138,13 +142,16 @@ class Segment:
                      entry of it is stale
       lock_count     running requests whose path holds its pages (R8; a timed replica's
                      locks, `lock`): a locked segment is neither evicted nor expired
+      states         under a policy that keeps a state per page (S3-FIFO, `page_states`):
+                     each page's, as `ids` (a list; each state's `holder` is this
+                     segment); else None
     """
 
     __slots__ = (
         "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
         "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
-        "lock_count",
+        "lock_count", "states",
     )
 
     def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
@@ -196,6 +203,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.keys = None
     node.deadline_entry = _NO_ENTRY
     node.lock_count = 0
+    node.states = None
 
 
 class SegmentPage:
@@ -319,6 +327,7 @@ class SegmentCache:
 
     free_tokens = TokenAccounting.free_tokens  # docs/cache-semantics.md R10
     evictable_tokens = TokenAccounting.evictable_tokens
+    requeues_states = True  # `requeue` takes a page-state policy's PageState
 
     def __init__(
         self,
@@ -338,7 +347,8 @@ class SegmentCache:
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
         if not self.supports(policy, CacheMode.RADIX, by_access):
-            raise ValueError(f"policy {type(policy).__name__} is not node-uniform")
+            raise ValueError(f"policy {type(policy).__name__} cannot run on segments (not "
+                             "node-uniform, keyed or with page states)")
         self.capacity_tokens = capacity_tokens  # also sets `_bounded` and `_capacity`
         self.policy = policy
         self.ttl = ttl
@@ -370,11 +380,15 @@ class SegmentCache:
         # keys per page set by the policy as a request touches the pages (`run_keyed`:
         # workload-aware; its GreedyDual clock still rises as its pages leave, `_aging`)
         self._run_keyed = getattr(policy, "run_keyed", False) is True
+        # a state per page, which the policy changes (S3-FIFO, `page_states`): kept on the
+        # segments, a victim offered a second chance page by page (`_evict_states`)
+        self._stateful = getattr(policy, "page_states", False) is True
         per_page = self._keyed or self._lazy or self._run_keyed
-        self._key = (self._tail_key if per_page
+        self._key = (self._tail_key if per_page else self._state_key if self._stateful
                      else self._aged_key if self._aging is not None else policy.key)
         # a key that is a segment's field is read, not called (`_victim_key`)
-        self._key_field = (key_field_code(policy) if self._aging is None and not per_page
+        self._key_field = (key_field_code(policy)
+                           if self._aging is None and not per_page and not self._stateful
                            else 0)
         # A key that losing tail pages leaves alone (recency, deadline): a partly evicted
         # segment keeps its queued entry (`evict`)
@@ -386,6 +400,8 @@ class SegmentCache:
         self.on_demote = None
         # a prefix index following this cache (router/index.py): a RunFeed; None: nobody
         self.observer: RunFeed | None = None
+        if self._stateful:  # its budgets from the capacity; `requeue` when a key moves
+            policy.bind_cache(self)
 
     @property
     def capacity_tokens(self) -> int | None:
@@ -410,7 +426,8 @@ class SegmentCache:
             return False
         keyed = "access_keyed" if by_access else "page_keyed"
         return (type(policy).node_uniform is True or getattr(policy, keyed, False) is True
-                or getattr(policy, "run_keyed", False) is True)
+                or getattr(policy, "run_keyed", False) is True
+                or getattr(policy, "page_states", False) is True)
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -463,7 +480,11 @@ class SegmentCache:
         cyclic collector, which walks every segment first (half a second for a 1M-request
         run's tree, and the runs pause it: a curve's trees would pile up); cleared, each
         segment goes by reference counting as its last reference does. A cache that is
-        itself freed takes its tree apart (`__del__`), so a replay's caller need not."""
+        itself freed takes its tree apart (`__del__`), so a replay's caller need not. A
+        page-state policy (S3-FIFO) is told the pages left, as by expiry."""
+        if self._stateful:
+            for node in self.segments():
+                self._leave_states(node, False)
         self._take_apart()
         if self._aging is not None:  # an aging policy's clock L starts again, as built
             self._aging.clock = 0.0
@@ -560,6 +581,8 @@ class SegmentCache:
             elif run_keyed:  # the policy's on_access, page by page
                 node.keys = tuple(self.policy.run_keys(category, node.depth, end - pos,
                                                        node.num_hits))
+            elif node.states is not None:  # the policy's on_access, page by page
+                self.policy.hit_run(node.states)
             if aging is not None:  # GreedyDualPolicy.on_access, for each of its pages
                 node.aged_base = aging.clock
             if sliding and refresh > node.deadline_s:
@@ -607,6 +630,12 @@ class SegmentCache:
         if keys is not None:
             prefix.keys = keys[:k]
             node.keys = keys[k:]
+        states = node.states
+        if states is not None:
+            prefix.states = states[:k]
+            node.states = states[k:]
+            for state in prefix.states:
+                state.holder = prefix
         node.first = key = _ids.id_at(seg, k)
         prefix.children = {key: node}
         parent = node.parent
@@ -734,6 +763,8 @@ class SegmentCache:
             if run_keyed:  # the policy's on_access, page by page
                 node.keys = tuple(self.policy.run_keys(category, node.depth, size,
                                                        node.num_hits))
+            elif node.states is not None:
+                self.policy.hit_run(node.states)
             if priority > node.priority:
                 node.priority = priority
             if aging is not None:
@@ -908,6 +939,9 @@ class SegmentCache:
                 while anc is not None and anc.deadline_s < deadline:
                     anc.deadline_s = deadline
                     anc = anc.parent
+        if self._stateful:  # the policy's on_insert, page by page (once linked: its
+            # overflow may re-key other segments, and the parent is no leaf now)
+            node.states = self.policy.enter_run(run, 0, fit, page_tokens, last_tokens, node)
         self.num_segments += 1
         self._num_pages += fit
         if self.observer is not None:
@@ -955,6 +989,8 @@ class SegmentCache:
         need = num_tokens - (self._capacity - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
+        if self._stateful:
+            return self._evict_states(need, protect)
         queue = self._victims
         counters = self.counters
         ages = self._evicted_ages
@@ -1033,6 +1069,99 @@ class SegmentCache:
                 queue.push(entry)
         return need <= 0
 
+    def _evict_states(self, need: int, protect: Segment | None) -> bool:
+        """`evict` under a policy that keeps a state per page (S3-FIFO): the least leaf
+        segment's tail page goes unless the policy gives it a second chance (the segment
+        is then queued again under its tail's new key), one page at a time, as RadixCache
+        takes leaves with `reconsider`."""
+        queue = self._victims
+        policy = self.policy
+        counters = self.counters
+        ages = self._evicted_ages
+        clock = self._clock
+        skipped = None
+        pending = None  # a segment's entry after its tail left, when it is the next victim
+        while need > 0:
+            if pending is not None:
+                entry = pending
+                pending = None
+            elif queue:
+                entry = queue.pop()
+            else:
+                break
+            node = entry[-1]
+            if (entry[-2] != node.version or not node.resident or node.children
+                    or node.lock_count):
+                continue
+            if node is protect:
+                if skipped is None:
+                    skipped = []
+                skipped.append(entry)
+                continue
+            states = node.states
+            state = states[-1]
+            if policy.second_chance(state):
+                self._queue(node, with_deadline=False)
+                continue
+            seg = node.ids
+            size = _ids.id_count(seg)
+            tokens = node.last_tokens
+            if self.on_demote is not None:
+                self._demote(node, 1)
+            policy.leave(state, _ids.id_at(seg, size - 1), True)
+            need -= tokens
+            counters.evicted_pages += 1
+            counters.evicted_tokens += tokens
+            ages[age_bin(clock - node.last_access_s)] += 1
+            if size == 1:
+                self._remove(node)
+                continue
+            if self._ids is not None:
+                self._ids.discard(_ids.id_at(seg, size - 1))
+            if self.observer is not None:
+                self.observer.removed_run(seg, size - 1, size, node)
+            self._num_pages -= 1
+            _ids.drop_last(seg, 1)
+            states.pop()
+            node.inserted -= 1
+            node.num_tokens -= tokens
+            node.last_tokens = node.page_tokens
+            self.resident_tokens -= tokens
+            # self._queue(node, with_deadline=False), its entry kept back while it is the
+            # least (its new tail is often the next victim: no heap push and pop)
+            node.version += 1
+            entry = (policy.key_of(states[-1]), node.recency, -(node.depth + size - 2),
+                     _ids.id_at(seg, size - 2), node.version, node)
+            if need > 0 and (not queue or entry < queue.head()):
+                pending = entry
+            else:
+                queue.push(entry)
+                self._until_compact -= 1
+                if self._until_compact <= 0:
+                    self._compact()
+        if pending is not None:
+            queue.push(pending)
+        if skipped is not None:
+            for entry in skipped:
+                queue.push(entry)
+        return need <= 0
+
+    def requeue(self, state) -> None:
+        """A page's key moved without an access (S3-FIFO's S overflowing: `state`, a
+        PageState, is the page's): its segment is queued again where that page is its tail
+        and it is an evictable leaf (RadixCache.requeue, by state)."""
+        node = state.holder
+        if (node is not None and node.resident and not node.children and not node.lock_count
+                and node.states is not None and node.states[-1] is state):
+            self._queue(node, with_deadline=False)
+
+    def _leave_states(self, node: Segment, evicted: bool) -> None:
+        """Tell a page-state policy that every page of `node` left."""
+        seg = node.ids
+        states = node.states
+        for i in range(len(states)):
+            self.policy.leave(states[i], _ids.id_at(seg, i), evicted)
+
     def expire(self, now: float) -> int:
         """Free every page whose deadline is before `now`; returns pages freed. A parent
         that an expired leaf leaves a leaf, its own deadline before `now` too, goes at once
@@ -1052,6 +1181,8 @@ class SegmentCache:
                 counters.expired_pages += size
                 counters.expired_tokens += node.num_tokens
                 ages[age_bin(node.deadline_s - node.last_access_s)] += size
+                if node.states is not None:  # the policy's on_expire, page by page
+                    self._leave_states(node, False)
                 parent = self._unlink(node)
                 if parent is not None and (parent.lock_count or not parent.deadline_s < now):
                     if not parent.lock_count:
@@ -1138,6 +1269,10 @@ class SegmentCache:
         return self.policy.access_key(_ids.id_at(seg, _ids.id_count(seg) - 1),
                                       node.last_access_s, node.recency)
 
+    def _state_key(self, node: Segment) -> float:
+        """A page-state policy's key of a leaf segment: its last page's."""
+        return self.policy.key_of(node.states[-1])
+
     def _aged_key(self, node: Segment) -> float:
         """An aging policy's key of a leaf segment: its last page's GreedyDual priority."""
         return node.aged_base + self._aging.segment_value(node)
@@ -1182,6 +1317,9 @@ class SegmentCache:
             assert (node.keys is None) is not (self._keyed or self._run_keyed), (
                 "page keys kept iff page-keyed or run-keyed")
             assert node.keys is None or len(node.keys) == len(node.ids), "a key per page"
+            assert (node.states is None) is not self._stateful, "states kept iff stateful"
+            assert node.states is None or (len(node.states) == len(node.ids) and all(
+                state.holder is node for state in node.states)), "a state per page, held"
             total += node.num_tokens
             if node.lock_count:
                 locked += node.num_tokens

@@ -11,6 +11,7 @@ from array import array
 import pytest
 
 from prefixsim.cache import POLICIES, TTLRule
+from prefixsim.cache.policy import Policy
 from prefixsim.cache.segment_tree import SegmentCache
 
 P = 4
@@ -212,8 +213,12 @@ def test_the_constructor_checks_and_keeps_what_it_is_given():
     assert (cache.locked_tokens, cache.reserved_tokens, cache.evictable_tokens) == (0, 0, 0)
     with pytest.raises(ValueError, match="^capacity_tokens must be >= 0, got -1$"):
         SegmentCache(-1, policy)
-    with pytest.raises(ValueError, match="^policy S3FIFO is not node-uniform$"):
-        SegmentCache(None, POLICIES.build("s3fifo"))
+    class PerPage(Policy):  # a key per page, declaring none of what segments need
+        def key(self, page):
+            return page.page_id
+
+    with pytest.raises(ValueError, match="^policy PerPage cannot run on segments "):
+        SegmentCache(None, PerPage())
 
 
 def test_hits_are_counted_per_segment():

@@ -37,9 +37,10 @@ TRACE = Path(__file__).parents[3] / "shared" / "traces" / "mooncake" / "conversa
 
 NODE_UNIFORM = [name for name in POLICIES.names()
                 if getattr(type(POLICIES.build(name)), "node_uniform", False)]
-# on segments without learning the future: the node-uniform ones and workload-aware (its
-# keys set per page as a request touches them, `run_keyed`)
-ON_SEGMENTS = [*NODE_UNIFORM, "workload_aware"]
+# on segments without learning the future: the node-uniform ones, workload-aware (its
+# keys set per page as a request touches them, `run_keyed`) and S3-FIFO (a state per page,
+# `page_states`)
+ON_SEGMENTS = [*NODE_UNIFORM, "s3fifo", "workload_aware"]
 
 
 def test_node_uniform_policies_are_the_stateless_per_node_ones():
@@ -222,7 +223,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"policy": "lfu"}, SegmentCache),
     ({"policy": "gdsf"}, SegmentCache),
     ({"policy": "workload_aware"}, SegmentCache),
-    ({"policy": "s3fifo"}, RadixCache),
+    ({"policy": "s3fifo"}, SegmentCache),
     ({"mode": "block"}, RadixCache),
     ({"host_capacity_tokens": 1000}, SegmentCache),
     ({"disk_capacity_tokens": 1000}, SegmentCache),
@@ -230,7 +231,8 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"min_cacheable_tokens": 10}, SegmentCache),
     ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, SegmentCache),
     ({"prefix_caching": False}, SegmentCache),
-    ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, RadixCache),
+    ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, SegmentCache),
+    ({"mode": "block", "policy": "s3fifo"}, RadixCache),
 ])
 def test_replay_cache_is_segments_only_where_it_applies(update, expected):
     config = CacheConfig(capacity_tokens=1000, **update)
@@ -456,6 +458,50 @@ def test_workload_aware_evicts_a_segment_s_pages_by_their_own_keys():
         assert cache.policy.clock == 1 / 3
         assert sorted(page.page_id for page in cache.pages()) == [1, 5, 6, 7]
         assert cache.counters.evicted_pages == 3
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix_traces(), st.integers(1, 120), TTLS)
+def test_s3fifo_s_queues_and_ghost_list_are_the_same_on_segments(requests, capacity, ttl):
+    """Beyond the results: S3-FIFO's own books after the replay on either tree (S's tokens,
+    the pages it tracks, the ghost list with its numbers, the clock, each resident page's
+    queue, position and frequency): pages that left by expiry or eviction are told."""
+    books = []
+    for tree in (RadixCache, SegmentCache):
+        cache = tree(capacity, POLICIES.build("s3fifo"), ttl)
+        replay_part_a(cache, requests)
+        policy = cache.policy
+        if tree is RadixCache:
+            states = {page.page_id: page.policy_state for page in cache.pages()}
+        else:
+            states = {pid: state for node in cache.segments()
+                      for pid, state in zip(node.ids, node.states, strict=True)}
+        books.append((policy._small_tokens, policy._tracked, policy._ghost,
+                      policy._ghost_tokens, policy._clock,
+                      {pid: (state.queue, state.position, state.frequency, state.tokens)
+                       for pid, state in states.items()}))
+    assert books[0] == books[1]
+    assert books[0][1] == len(books[0][5])
+
+
+def test_s3fifo_re_keys_a_segment_whose_tail_becomes_due():
+    """Known answer, 10 tokens of 1-token pages (S's budget 1 token). [5], hit in S, moves
+    to M as [1, 2, 3] enters S (1 then 2 become due); [1, 2, 3] is queued under its tail
+    3, still in S. [4] entering S makes 3 due: its segment is re-keyed (`requeue` of 3's
+    state, its tail), so eviction takes 3, 2, 1 (due) before 5 (main), and they enter the
+    ghost list. Without the re-key 5 would go first (main before small). Both trees."""
+    for tree in (RadixCache, SegmentCache):
+        cache = tree(10, POLICIES.build("s3fifo"))
+        cache.insert(None, [5], [1], 0.0, 0)
+        cache.touch(cache.match([5], 1.0).pages, 1.0, 1)
+        cache.insert(None, [1, 2, 3], [1, 1, 1], 2.0, 2)
+        assert cache.policy._small_tokens == 1  # 3 alone is within S's budget
+        cache.insert(None, [4], [1], 3.0, 3)
+        for left in ([1, 2, 4, 5], [1, 4, 5], [4, 5]):
+            cache.evict(10 - cache.resident_tokens + 1)
+            assert sorted(page.page_id for page in cache.pages()) == left, tree
+        assert [cache.policy.in_ghost(i) for i in (1, 2, 3, 5)] == [True, True, True, False]
+        cache.check_invariants()
 
 
 def test_clear_sets_an_aging_policys_clock_back():

@@ -55,7 +55,7 @@ ROUTERS = [{"name": "prefix_aware"}, {"name": "prefix_aware", "params": {"event_
        replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS),
        capacity=st.sampled_from([64, 160, 600]),
        policy=st.sampled_from(["lru", "fifo", "lfu", "gdsf", "priority", "belady",
-                               "workload_aware"]),
+                               "s3fifo", "workload_aware"]),
        ttl=st.sampled_from([None, 0.5, 3.0]), mode=st.sampled_from(["sliding", "fixed"]),
        lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
                               {"host_capacity_tokens": 100, "disk_capacity_tokens": 300},
@@ -68,15 +68,18 @@ ROUTERS = [{"name": "prefix_aware"}, {"name": "prefix_aware", "params": {"event_
                               {"pool": {"capacity_tokens": 150, "policy": "belady",
                                         "write": "back"}},
                               {"pool": {"capacity_tokens": 120, "policy": "workload_aware",
-                                        "ttl_s": 2.0}}]))
+                                        "ttl_s": 2.0}},
+                              {"pool": {"capacity_tokens": 120, "policy": "s3fifo",
+                                        "write": "back"}}]))
 def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, router, capacity,
                                                         policy, ttl, mode, lower):
     """Random prefix trees (chained or not), fleets, routers (live index, delayed events,
     stale snapshots, live reads), tight capacities, node-uniform policies, belady (its
-    keys read from each segment's last access) and workload-aware (its keys set per page
-    as a request touches them), TTLs, lower tiers and a shared pool (its
-    own tree on segments too: node-uniform policies, belady or workload-aware, a TTL, two holders a
-    page), every step's accounting checked: identical runs."""
+    keys read from each segment's last access), workload-aware (its keys set per page
+    as a request touches them) and S3-FIFO (a state per page), TTLs, lower tiers and a
+    shared pool (its own tree on segments too: node-uniform policies, belady,
+    workload-aware or S3-FIFO, a TTL, two holders a page), every step's accounting
+    checked: identical runs."""
     config = RunConfig.model_validate({
         "cache": {"capacity_tokens": capacity, "policy": policy, "ttl_s": ttl,
                   "ttl_mode": mode, **lower},
