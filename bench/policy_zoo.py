@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from prefixsim.cache import POLICIES, RadixCache, build_policy
+from prefixsim.cache import POLICIES, build_policy
+from prefixsim.cache.factory import replay_cache
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.trace import load_trace
@@ -23,7 +24,7 @@ MOONCAKE = Path(__file__).resolve().parents[2] / "shared/traces/mooncake/convers
 
 
 def hit_rate(requests, policy: str, capacity: int | None) -> float:
-    cache = RadixCache(capacity, build_policy(policy, requests))
+    cache = replay_cache(capacity, build_policy(policy, requests))  # the tree a run uses
     with paused_gc():  # as a run does (engine/gc_pause.py)
         records = replay_cache_only(requests, cache).records
     return sum(r.cached_tokens for r in records) / sum(r.input_tokens for r in records)
