@@ -76,6 +76,7 @@ def test_a_ghost_entry_keeps_a_page_of_up_to_2_to_the_32_minus_1_tokens():
     assert s3.in_ghost(1) and s3._ghost_tokens == 2**32 - 1
     s3.on_insert(again := page(1, 8))  # a ghost hit: into main, its tokens leave G
     assert s3.queue_of(again) == "main" and s3._ghost_tokens == 0
+    assert again.policy_state.tokens == 8  # its state records its size, in M too
     s3.on_insert(huge := page(2, 2**32))
     with pytest.raises(ValueError, match="2\\*\\*32"):
         s3.on_evict(huge)
@@ -115,6 +116,37 @@ def test_an_id_back_in_the_ghost_list_takes_its_new_place():
         s3.on_evict(made)
     assert [i for i in range(1, 6) if s3.in_ghost(i)] == [1, 3, 4, 5]
     assert s3._ghost_tokens == 8
+
+
+def test_an_id_evicted_again_without_an_insert_keeps_its_place_in_g():
+    """Capacity 10 (G's budget 9). 1 (2 tokens) and 2 (3) leave S for G: [1, 2], 5 tokens.
+    1 is evicted again without coming back (a page the policy never queued, 4 tokens now):
+    it keeps its place and number, its tokens replaced: 7. 3 (3 tokens): 10, so the
+    oldest, 1, goes by its kept number: [2, 3], 6 tokens."""
+    s3 = policy(10)
+    for page_id, tokens in ((1, 2), (2, 3)):
+        s3.on_insert(made := page(page_id, tokens))
+        s3.on_evict(made)
+    s3.on_evict(page(1, 4))
+    assert list(s3._ghost_order[s3._ghost_head:]) == [1, 2] and s3._ghost_tokens == 7
+    s3.on_insert(made := page(3, 3))
+    s3.on_evict(made)
+    assert [i for i in range(1, 4) if s3.in_ghost(i)] == [2, 3] and s3._ghost_tokens == 6
+
+
+def test_a_state_that_left_lets_go_of_its_holder():
+    """A page's state names what holds it (the page here; a segment on the compressed
+    tree); once the page has left, by eviction or expiry, the state is GONE and holds
+    nothing (no cycle between a page and its state outlives the page)."""
+    from prefixsim.cache.s3fifo import GONE
+
+    s3 = policy(100)
+    for leave in (s3.on_evict, s3.on_expire):
+        s3.on_insert(made := page(1, 4))
+        state = made.policy_state
+        assert state.holder is made and state.tokens == 4
+        leave(made)
+        assert state.holder is None and state.queue == GONE and made.policy_state is None
 
 
 def test_small_fraction_must_be_a_number_strictly_between_0_and_1():
