@@ -13,6 +13,7 @@ class LRU(Policy):
     # The key reads only statistics every page of a segment shares, and the hooks are
     # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
     node_uniform = True
+    parents_outlast_children = True  # block mode as radix in a cache-only replay
     key_field = "recency"  # what `key` returns
 
     def key(self, page: Page) -> float:

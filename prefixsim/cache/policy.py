@@ -67,6 +67,17 @@ class EvictionPolicy(Protocol):
     page by page. A SegmentCache keeps the keys per page (cache/segment_tree.py), without
     the page hooks."""
 
+    parents_outlast_children: bool
+    """Class attribute: True when, in a replay whose every request touches its whole path
+    from the root (cache-only: match, touch, insert below), no page's victim order comes
+    before a descendant's: its key is made of what a touch of a page raises on its
+    ancestors too (recency, priority), and a tie goes to the deeper page. Block mode (any
+    unlocked page a victim) then evicts exactly the leaves radix mode does, without
+    orphans, so such a replay may run on SegmentCache in block mode too (lru, priority;
+    not fifo or gdsf, whose keys grow with depth, nor ttl, nor lfu: a request touches its
+    path before it evicts, which raises L, and inserts its new pages after, so a parent's
+    priority can be below its new children's)."""
+
     page_states: bool
     """Class attribute: True when the policy keeps a state per page that changes without
     a touch (S3-FIFO: S overflowing marks pages due, a second chance moves a page to M),
@@ -149,6 +160,7 @@ class Policy:
     access_keyed = False
     run_keyed = False
     page_states = False
+    parents_outlast_children = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:

@@ -17,6 +17,7 @@ class Priority(Policy):
     # The key reads only statistics every page of a segment shares, and the hooks are
     # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
     node_uniform = True
+    parents_outlast_children = True  # block mode as radix in a cache-only replay
 
     def key(self, page: Page) -> float:
         return float(page.priority)

@@ -336,9 +336,15 @@ class SegmentCache:
         ttl: TTLRule | None = None,
         chained: bool = False,
         by_access: bool = False,
+        mode: CacheMode | str = CacheMode.RADIX,
+        whole_paths: bool = False,
     ) -> None:
         """`chained`: the caller vouches that the page ids are chained (see the module
         docstring); no resident-id set is kept and ChainConflict is never raised.
+        `mode` block with `whole_paths`: the caller vouches that every request touches its
+        whole path from the root (a cache-only replay), where a policy that declares
+        `parents_outlast_children` evicts in block mode exactly the leaves it evicts in
+        radix mode, so the cache runs as in radix mode (`supports`).
         `by_access`: a policy that declares `access_keyed` (belady) keys each page from
         its segment's last access and recency when it is queued or may be evicted, as
         RadixCache calls `key` (a timed replica's cache, whose recency counts its steps,
@@ -346,14 +352,14 @@ class SegmentCache:
         a cache-only replay, whose recency is the replay position)."""
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError(f"capacity_tokens must be >= 0, got {capacity_tokens}")
-        if not self.supports(policy, CacheMode.RADIX, by_access):
-            raise ValueError(f"policy {type(policy).__name__} cannot run on segments (not "
-                             "node-uniform, keyed or with page states)")
+        if not self.supports(policy, mode, by_access, whole_paths):
+            raise ValueError(f"policy {type(policy).__name__} cannot run on segments in "
+                             f"{CacheMode(mode).value} mode (see SegmentCache.supports)")
         self.capacity_tokens = capacity_tokens  # also sets `_bounded` and `_capacity`
         self.policy = policy
         self.ttl = ttl
-        self.mode = CacheMode.RADIX
-        self.block = False  # radix mode only (RadixCache's flag, read by the engines)
+        self.mode = CacheMode(mode)  # block: evicting as radix mode does (`supports`)
+        self.block = False  # leaves only are victims (RadixCache's flag, read by engines)
         self.counters = CacheCounters()
         self._clock = 0.0  # the latest request's `now`: when evictions happen (idle ages)
         self._hit_ages = self.counters.hit_ages.counts
@@ -418,10 +424,15 @@ class SegmentCache:
 
     @staticmethod
     def supports(policy: EvictionPolicy, mode: CacheMode = CacheMode.RADIX,
-                 by_access: bool = False) -> bool:
+                 by_access: bool = False, whole_paths: bool = False) -> bool:
         """Whether a replay with `policy` in `mode` can run here (see the module docstring;
         `by_access`: as the constructor's, where a policy's keys come from each page's
-        access, so a page-keyed one must be `access_keyed`)."""
+        access, so a page-keyed one must be `access_keyed`). Block mode only where every
+        request touches its whole path (`whole_paths`: a cache-only replay) and the
+        policy's own class declares `parents_outlast_children` (a subclass that changes
+        the key must declare it again): eviction then takes the leaves radix mode takes."""
+        if CacheMode(mode) is CacheMode.BLOCK:
+            return whole_paths and vars(type(policy)).get("parents_outlast_children") is True
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
         keyed = "access_keyed" if by_access else "page_keyed"

@@ -228,8 +228,9 @@ def build_cache(
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
-    section allows it (radix mode, a node-uniform or page-keyed policy; with lower tiers,
-    a shared pool, request classes or a minimum cacheable prompt too).
+    section allows it (cache/factory.py: radix mode, or block mode with lru or priority;
+    with lower tiers, a shared pool, request classes or a minimum cacheable prompt
+    too).
     `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
     `policy`: one built already, instead of the section's (its params then unused).
     `chained`: the replay's page ids are checked chained already (a streamed trace's
@@ -248,7 +249,7 @@ def build_cache(
     # order, else from each page's last access (`by_access`: a timed recency counts steps)
     by_access = not (replay_only and getattr(policy, "page_keyed", False) is True)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, chained=chained,
-                        by_access=by_access)
+                        by_access=by_access, whole_paths=replay_only)
 
 
 def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCache:

@@ -20,7 +20,7 @@ from fakes import CAPACITIES, TTLS, prefix_traces, replay_part_a, without_segmen
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool, page_sizes
@@ -224,7 +224,6 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"policy": "gdsf"}, SegmentCache),
     ({"policy": "workload_aware"}, SegmentCache),
     ({"policy": "s3fifo"}, SegmentCache),
-    ({"mode": "block"}, RadixCache),
     ({"host_capacity_tokens": 1000}, SegmentCache),
     ({"disk_capacity_tokens": 1000}, SegmentCache),
     ({"pool": {"capacity_tokens": 1000}}, SegmentCache),
@@ -233,11 +232,74 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"prefix_caching": False}, SegmentCache),
     ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, SegmentCache),
     ({"mode": "block", "policy": "s3fifo"}, RadixCache),
+    ({"mode": "block", "policy": "fifo"}, RadixCache),
+    ({"mode": "block", "policy": "gdsf"}, RadixCache),
+    ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, RadixCache),
 ])
 def test_replay_cache_is_segments_only_where_it_applies(update, expected):
     config = CacheConfig(capacity_tokens=1000, **update)
     assert type(build_cache(config, replay_only=True)) is expected
     assert type(build_cache(config)) is expected  # a timed replica's cache too
+
+
+@pytest.mark.parametrize("policy", ["lru", "priority"])
+def test_block_mode_runs_on_segments_in_a_cache_only_replay_only(policy):
+    """Block mode with a policy under which parents outlast their children: a cache-only
+    replay's cache is a SegmentCache (reporting block mode), a timed replica's stays a
+    RadixCache (its chunks go in below a tip without touching the path above)."""
+    config = CacheConfig(capacity_tokens=1000, mode="block", policy=policy)
+    replay = build_cache(config, replay_only=True)
+    assert type(replay) is SegmentCache and replay.mode == "block"
+    assert type(build_cache(config)) is RadixCache
+
+
+def test_only_lru_and_priority_let_parents_outlast_children():
+    """The declaration is read from the policy's own class: a subclass that changes the
+    key (here LRU's) does not inherit it."""
+    from prefixsim.cache.lru import LRU
+
+    declared = [name for name in POLICIES.names() if SegmentCache.supports(
+        POLICIES.build(name), CacheMode.BLOCK, whole_paths=True)]
+    assert declared == ["lru", "priority"]
+
+    class MostRecentFirst(LRU):
+        def key(self, page):
+            return -page.recency
+
+    assert not SegmentCache.supports(MostRecentFirst(), CacheMode.BLOCK, whole_paths=True)
+    assert not SegmentCache.supports(LRU(), CacheMode.BLOCK)  # not a whole-path replay
+
+
+def test_lfu_in_block_mode_leaves_orphans():
+    """Why lfu is not declared (known answer, 3 tokens of 1-token pages; priority L + hits
+    + 1): 2 and 3 are hit twice each (priority 3), 1 is inserted (1). [1, 4] touches 1
+    first (2), then evicts 2 (L rises to 3), then inserts 4 (3 + 1 = 4): the parent's
+    priority is below its new child's. [5] needs a page: block mode takes 1 (2) and
+    leaves 4 an orphan; radix mode takes the leaf 3."""
+    ids = [(2,), (2,), (2,), (3,), (3,), (3,), (1,), (1, 4), (5,)]
+    requests = [Request(i, float(i), len(p), 1, p, 1) for i, p in enumerate(ids)]
+    left = {}
+    for mode in (CacheMode.BLOCK, CacheMode.RADIX):
+        cache = RadixCache(3, POLICIES.build("lfu"), None, mode)
+        replay_cache_only(requests, cache)
+        left[mode] = sorted(p.page_id for p in cache.pages()), cache.orphan_tokens()
+    assert left == {CacheMode.BLOCK: ([3, 4, 5], 1), CacheMode.RADIX: ([1, 4, 5], 0)}
+
+
+def test_fifo_in_block_mode_leaves_orphans():
+    """Why fifo is not declared (known answer, 3 tokens of 1-token pages, block mode):
+    [1, 2] then [1, 2, 3] (a hit on 1, 2; 3 inserted last), then [4] needs a page: the
+    oldest insert, page 1, goes though it has a child: 2 is left an orphan (1 token, its
+    parent gone) and 3 below it, which no match reaches; radix mode takes the leaf 3."""
+    requests = [Request(0, 0.0, 2, 1, (1, 2), 1), Request(1, 1.0, 3, 1, (1, 2, 3), 1),
+                Request(2, 2.0, 1, 1, (4,), 1)]
+    block = RadixCache(3, POLICIES.build("fifo"), None, CacheMode.BLOCK)
+    replay_cache_only(requests, block)
+    assert block.orphan_tokens() == 1 and sorted(p.page_id for p in block.pages()) == [2, 3, 4]
+    assert block.match([1, 2, 3], 3.0).num_pages == 0
+    radix = RadixCache(3, POLICIES.build("fifo"))
+    replay_cache_only(requests, radix)
+    assert sorted(p.page_id for p in radix.pages()) == [1, 2, 4]
 
 
 def test_belady_keys_a_timed_replica_s_segments_by_their_last_access():
@@ -568,6 +630,45 @@ def test_request_classes_replay_on_segments_as_on_pages(requests, capacity, poli
     assert out[0] == out[1]
 
 
+def page_statistics(cache) -> dict[int, tuple]:
+    """Each resident page's deadline, priority, recency and hits, on either tree."""
+    if isinstance(cache, SegmentCache):
+        return {pid: (node.deadline_s, node.priority, node.recency, node.num_hits)
+                for node in cache.segments() for pid in node.ids}
+    return {page.page_id: (page.deadline_s, page.priority, page.recency, page.num_hits)
+            for page in cache.pages()}
+
+
+BLOCK_AS_RADIX = ["lru", "priority"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(prefix_traces(), prefix_traces(chained=False)), CAPACITIES,
+       st.sampled_from(BLOCK_AS_RADIX), TTLS, class_rules())
+def test_block_mode_on_segments_as_on_pages(requests, capacity, policy, ttl, rules):
+    """Cache-only, block mode, a policy under which parents outlast their children, with
+    or without request classes (TTLs, priorities, a minimum cacheable prompt, caching
+    off): the compressed cache (which evicts leaves) gives the per-page tree's block-mode
+    results (any unlocked page a victim): hits, counters, state rows, each page's
+    statistics, or the same input error; no orphan is ever left."""
+    if ttl is None and rules.needs_ttl:
+        ttl = TTLRule(float("inf"))
+    out = []
+    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
+                  SegmentCache(capacity, POLICIES.build(policy), ttl, mode=CacheMode.BLOCK,
+                               whole_paths=True)):
+        try:
+            result = replay_cache_only(requests, cache, rules=rules, sample_interval_s=1.0)
+        except InputError as exc:
+            out.append(str(exc))
+            continue
+        cache.check_invariants()
+        assert cache.orphan_tokens() == 0
+        out.append(([r.cached_tokens for r in result.records], result.counters,
+                    page_statistics(cache), result.states))
+    assert out[0] == out[1]
+
+
 # ------------------------------------------------------------------- lower tiers
 @settings(max_examples=150, deadline=None)
 @given(prefix_traces(), st.integers(0, 60), st.sampled_from(STEPWISE_POLICIES), TTLS,
@@ -590,6 +691,41 @@ def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, 
         out.append(([(r.cached_tokens, r.cached_tokens_host, r.cached_tokens_disk)
                      for r in result.records], result.counters, result.states, resident,
                     [list(tier._pages.items()) for tier in tiers.tiers]))
+    assert out[0] == out[1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(prefix_traces(), prefix_traces(chained=False)), st.integers(0, 60),
+       st.sampled_from(BLOCK_AS_RADIX), TTLS, st.integers(0, 40),
+       st.one_of(st.none(), st.integers(0, 60)), st.booleans())
+def test_block_mode_with_tiers_or_a_pool_on_segments_as_on_pages(
+        requests, capacity, policy, ttl, host, pool_capacity, with_pool):
+    """Block mode (lru, priority) with a host tier or a shared pool below HBM: the
+    same hits per tier, counters, state rows, resident pages, and the tier's or the pool's
+    contents on either tree (evicted pages go down, and a pool's write-back writes their
+    chains, as the per-page tree's block mode does)."""
+    out = []
+    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
+                  SegmentCache(capacity, POLICIES.build(policy), ttl, mode=CacheMode.BLOCK,
+                               whole_paths=True)):
+        tiers = pool = None
+        if with_pool:
+            pool = SharedPool(RadixCache(pool_capacity, POLICIES.build("lru")),
+                              PoolSpec(1.0, 1.0), lambda: 0.0)
+        else:
+            tiers = build_tier_stack(cache, host, 1.0, None, 1.0, 0)
+        try:
+            result = replay_cache_only(requests, cache, tiers=tiers, pool=pool,
+                                       sample_interval_s=1.0)
+        except InputError as exc:
+            out.append(str(exc))
+            continue
+        cache.check_invariants()
+        below = (pool_pages(pool.cache) if pool is not None
+                 else [list(tier._pages.items()) for tier in tiers.tiers])
+        out.append(([(r.cached_tokens, r.cached_tokens_host, r.cached_tokens_pool)
+                     for r in result.records], result.counters, result.states,
+                    page_statistics(cache), below))
     assert out[0] == out[1]
 
 
