@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.page import Page
 from prefixsim.cache.pool import PoolSpec, SharedPool, page_sizes
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import build_tier_stack
@@ -502,6 +503,10 @@ def test_workload_aware_run_keys_count_pages_as_the_hooks_do():
     assert policy.run_keys(8, 0, 1, 0) == (1 / 3,)  # another category
     policy.clock = 1.0
     assert policy.run_keys(8, 1, 1, 0) == (1.0 + 1 / 3,)
+    page = Page(9, None, 1, 0.0, 0)  # the page hooks count the same way
+    policy.on_insert(page)
+    assert policy.value(page) == policy.reuse_probability(page) == 1 / 3
+    assert policy.key(page) == 1.0 + 1 / 3
 
 
 def test_workload_aware_evicts_a_segment_s_pages_by_their_own_keys():
