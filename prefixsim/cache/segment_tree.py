@@ -11,7 +11,9 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
 
 - radix mode (leaves only are victims; lower tiers, a shared pool and request classes go
   through the step methods below; the cache-only replay takes no locks or reservations,
-  a timed replica's do);
+  a timed replica's do); or block mode in a cache-only replay (`whole_paths`) under a
+  policy that declares `parents_outlast_children` (lru, priority), where the least
+  unlocked page is always a leaf, so block mode evicts what radix mode does;
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
