@@ -198,6 +198,9 @@ cdef class SegmentCache:
                    clock=cython.double, seg=IdArray, states=list)
     cpdef bint _evict_states(self, long long need, Segment protect) except? -1
 
+    @cython.locals(seg=IdArray, size=Py_ssize_t)
+    cpdef _drop_tail(self, Segment node, Py_ssize_t k, long long tokens)
+
     @cython.locals(node=Segment)
     cpdef requeue(self, object state)
 

@@ -1060,18 +1060,7 @@ class SegmentCache:
                 pages_out += k
                 tokens_out += tokens
                 ages[age_bin(clock - node.last_access_s)] += k
-                if self._ids is not None:
-                    self._ids.difference_update(_ids.id_run(seg, size - k, size))
-                if self.observer is not None:
-                    self.observer.removed_run(seg, size - k, size, node)
-                self._num_pages -= k
-                _ids.drop_last(seg, k)  # in place: a segment's ids are its own (see Segment)
-                if node.keys is not None:
-                    node.keys = node.keys[:size - k]
-                node.inserted -= k
-                node.num_tokens -= tokens
-                node.last_tokens = page
-                self.resident_tokens -= tokens
+                self._drop_tail(node, k, tokens)
                 if not steady:  # its key moved: queued again (its deadline entry stays valid)
                     self._queue(node, with_deadline=False)
         finally:
@@ -1129,17 +1118,7 @@ class SegmentCache:
             if size == 1:
                 self._remove(node)
                 continue
-            if self._ids is not None:
-                self._ids.discard(_ids.id_at(seg, size - 1))
-            if self.observer is not None:
-                self.observer.removed_run(seg, size - 1, size, node)
-            self._num_pages -= 1
-            _ids.drop_last(seg, 1)
-            states.pop()
-            node.inserted -= 1
-            node.num_tokens -= tokens
-            node.last_tokens = node.page_tokens
-            self.resident_tokens -= tokens
+            self._drop_tail(node, 1, tokens)
             # self._queue(node, with_deadline=False), its entry kept back while it is the
             # least (its new tail is often the next victim: no heap push and pop)
             node.version += 1
@@ -1158,6 +1137,27 @@ class SegmentCache:
             for entry in skipped:
                 queue.push(entry)
         return need <= 0
+
+    def _drop_tail(self, node: Segment, k: int, tokens: int) -> None:
+        """Take the last `k` pages (`tokens` in all) out of `node`, which keeps at least
+        one: ids, page keys or states, counts; the caller counts the eviction and queues
+        the segment again where its key moved."""
+        seg = node.ids
+        size = _ids.id_count(seg)
+        if self._ids is not None:
+            self._ids.difference_update(_ids.id_run(seg, size - k, size))
+        if self.observer is not None:
+            self.observer.removed_run(seg, size - k, size, node)
+        self._num_pages -= k
+        _ids.drop_last(seg, k)  # in place: a segment's ids are its own (see Segment)
+        if node.keys is not None:
+            node.keys = node.keys[:size - k]
+        if node.states is not None:
+            del node.states[size - k:]
+        node.inserted -= k
+        node.num_tokens -= tokens
+        node.last_tokens = node.page_tokens
+        self.resident_tokens -= tokens
 
     def requeue(self, state) -> None:
         """A page's key moved without an access (S3-FIFO's S overflowing: `state`, a
