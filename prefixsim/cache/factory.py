@@ -2,9 +2,11 @@
 
 SegmentCache gives exactly RadixCache's Part A results, several times faster, in radix mode
 with a node-uniform, page-keyed, run-keyed or page-state policy (with lower tiers, a shared
-pool, request classes or a minimum cacheable prompt too), and in a cache-only replay in
+pool, request classes or a minimum cacheable prompt too), in a cache-only replay in
 block mode with a policy under which parents outlast their children (lru, priority:
-there block mode evicts the leaves radix mode does); everything else runs on RadixCache. A
+there block mode evicts the leaves radix mode does), and in block mode anywhere with a
+policy whose pages of a segment share their key (lru, priority, lfu: every unlocked
+segment a victim, tail first, orphans kept); everything else runs on RadixCache. A
 timed replica's cache comes from here too (pipeline/build.py; docs/architecture.md
 "One prefix cache").
 """

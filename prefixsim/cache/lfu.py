@@ -21,6 +21,7 @@ class LFU(GreedyDualPolicy):
     segment keeps (cache/segment_tree.py), so cache-only replays run there."""
 
     node_uniform = True
+    shared_key = True  # block mode on segments, tail first (cache/segment_tree.py)
 
     def value(self, page: Page) -> float:
         return float(page.num_hits + 1)

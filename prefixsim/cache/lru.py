@@ -14,6 +14,7 @@ class LRU(Policy):
     # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
     node_uniform = True
     parents_outlast_children = True  # block mode as radix in a cache-only replay
+    shared_key = True  # block mode on segments, tail first (cache/segment_tree.py)
     key_field = "recency"  # what `key` returns
 
     def key(self, page: Page) -> float:

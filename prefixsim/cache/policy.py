@@ -78,6 +78,15 @@ class EvictionPolicy(Protocol):
     path before it evicts, which raises L, and inserts its new pages after, so a parent's
     priority can be below its new children's)."""
 
+    shared_key: bool
+    """Class attribute: True when the pages of a segment, which share their statistics
+    (touched and inserted together), share their key too (recency, priority, hits), so
+    that the victim order within a segment is the tie order, deepest page first. Block
+    mode (any unlocked page a victim) then takes a segment's pages from its tail, so any
+    replay in block mode may run on SegmentCache (lru, priority, lfu; not fifo or gdsf,
+    whose keys grow with depth, nor ttl, whose victim entries keep a deadline raised
+    since they were queued, cache/tree.py)."""
+
     page_states: bool
     """Class attribute: True when the policy keeps a state per page that changes without
     a touch (S3-FIFO: S overflowing marks pages due, a second chance moves a page to M),
@@ -161,6 +170,7 @@ class Policy:
     run_keyed = False
     page_states = False
     parents_outlast_children = False
+    shared_key = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:

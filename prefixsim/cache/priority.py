@@ -18,6 +18,7 @@ class Priority(Policy):
     # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
     node_uniform = True
     parents_outlast_children = True  # block mode as radix in a cache-only replay
+    shared_key = True  # block mode on segments, tail first (cache/segment_tree.py)
 
     def key(self, page: Page) -> float:
         return float(page.priority)

@@ -38,6 +38,7 @@ cdef class Segment:
     cdef public long long deadline_entry
     cdef public long long lock_count
     cdef public list states
+    cdef public tuple lost
 
 
 @cython.locals(node=Segment)
@@ -55,7 +56,7 @@ cdef double _NEVER
 cdef long long _NO_ENTRY
 
 
-cdef inline bint _live_entry(Segment node, long long entry)
+cdef inline bint _live_entry(Segment node, long long entry, bint leaves_only)
 
 
 cdef object _category(Segment node)
@@ -68,6 +69,7 @@ cdef class DeadlineRun:
     cdef public double last_s
     cdef public list heap
     cdef public long long count
+    cdef public bint leaves_only
 
     @cython.locals(deadline=double, run=list, count=cython.longlong)
     cpdef push(self, Segment node)
@@ -118,6 +120,8 @@ cdef class SegmentCache:
     cdef public bint _run_keyed
     cdef public bint _stateful
     cdef public bint _sliding
+    cdef public bint _any_victim
+    cdef public dict _orphans
     cdef public bint _steady_key
     cdef public double _ttl_s
     cdef public object on_demote
@@ -146,8 +150,34 @@ cdef class SegmentCache:
     cpdef object match(self, object page_ids, double now)
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, node=Segment,
-                   seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint)
-    cpdef list _walk(self, dict children, object page_ids, list path)
+                   seg=IdArray, block=IdArray, size=Py_ssize_t, whole=bint, chained=bint,
+                   any_victim=bint, tip=Segment, children=dict)
+    cpdef list _walk(self, Segment parent, object page_ids, Py_ssize_t start, list path)
+
+    @cython.locals(count=Py_ssize_t, path=object, matched=Py_ssize_t, tokens=list, tip=Segment)
+    cpdef long long _access_steps(self, IdArray ids, double now, long long recency,
+                                  long long page_tokens, long long input_tokens) except? -1
+
+    @cython.locals(count=Py_ssize_t, stop=Py_ssize_t, fit=Py_ssize_t, first_id=object,
+                   before=Py_ssize_t, i=Py_ssize_t)
+    cpdef object _insert_adopting(self, list path, Segment tip, IdArray block,
+                                  Py_ssize_t placed, long long size, long long last_tokens,
+                                  double now, long long recency, double ttl_s, object priority)
+
+    @cython.locals(orphans=dict, node=Segment, i=Py_ssize_t)
+    cpdef Py_ssize_t _next_orphan(self, IdArray block, Py_ssize_t lo, Py_ssize_t hi) except -1
+
+    @cython.locals(orphan=Segment, seg=IdArray)
+    cpdef Segment _adopt(self, Segment parent, object first_id)
+
+    @cython.locals(queue=DeadlineRun)
+    cpdef _raise_deadlines(self, Segment node, double deadline)
+
+    @cython.locals(node=Segment)
+    cpdef _queue_unlocked(self, list path)
+
+    @cython.locals(seg=IdArray, size=Py_ssize_t, child=Segment, lost=tuple)
+    cpdef _orphan_children(self, Segment node)
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, node=Segment, seg=IdArray, block=IdArray,
                    size=Py_ssize_t, chained=bint, children=dict)
@@ -190,7 +220,8 @@ cdef class SegmentCache:
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
                    tokens_out=cython.longlong, counters=CacheCounters,
                    entry=tuple, ages=cython.longlong[:], steady=bint, seg=IdArray,
-                   run_keyed=bint, per_page=bint)
+                   run_keyed=bint, per_page=bint, any_victim=bint, protected=set,
+                   above=Segment)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(node=Segment, size=Py_ssize_t, tokens=cython.longlong, queue=OrderedQueue,

@@ -13,7 +13,9 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   through the step methods below; the cache-only replay takes no locks or reservations,
   a timed replica's do); or block mode in a cache-only replay (`whole_paths`) under a
   policy that declares `parents_outlast_children` (lru, priority), where the least
-  unlocked page is always a leaf, so block mode evicts what radix mode does;
+  unlocked page is always a leaf, so block mode evicts what radix mode does; or block
+  mode anywhere under a policy that declares `shared_key` (lru, priority, lfu: the pages
+  of a segment share their key), where every unlocked segment is a victim (`block`);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -37,7 +39,7 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   segment keeps the states page by page (`states`, each naming its segment as `holder`),
   the policy's `requeue` of a state re-keys its segment where that page is the tail, and
   eviction takes one tail page at a time, each offered its second chance
-  (`_evict_states`). Block mode stays on RadixCache.
+  (`_evict_states`). Block mode with other policies stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -66,6 +68,16 @@ Why it is exact:
   its children, R12); a deadline queue over leaf segments frees them whole (`DeadlineRun`:
   the segments themselves in deadline order, no entry object for one queued in order). All
   entries below now go in one call, so their order among equal deadlines changes nothing.
+- Block mode (`block`, R3): any unlocked page is a victim. Under a `shared_key` policy the
+  pages of a segment tie on (key, recency), so the deeper goes first: a segment is queued
+  under its tail and loses pages from its tail, as in radix mode, and every unlocked
+  segment is queued (whenever RadixCache queues its pages: a touch, an insert, an
+  unlock). A segment whose last page leaves while it has children makes them orphans
+  (`_orphans`, by first id; `Segment.lost` keeps the ids and tokens of the chain down to
+  the lost page): resident and charged, unreachable until a walk or an insert reaches
+  the lost page's id again and re-adopts them (`_adopt`, `_next_orphan`), as RadixCache
+  finds an orphan page by its id. The deadline queue holds every unlocked segment, which
+  is queued again whenever its deadline rises (R12), so its live entry states it.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -79,7 +91,7 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
 shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
-leaves out block mode and policy hooks.
+leaves out block mode under policies whose keys differ along a segment, and policy hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
@@ -147,13 +159,17 @@ class Segment:
       states         under a policy that keeps a state per page (S3-FIFO, `page_states`):
                      each page's, as `ids` (a list; each state's `holder` is this
                      segment); else None
+      lost           block mode, an orphan (its first page's parent was evicted or expired:
+                     resident and charged, unreachable until re-adopted): the ids and
+                     tokens of the pages from the root to that lost parent, as
+                     `SegmentPage.chain` gives them (lists); else None
     """
 
     __slots__ = (
         "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
         "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
-        "lock_count", "states",
+        "lock_count", "states", "lost",
     )
 
     def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
@@ -206,6 +222,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.deadline_entry = _NO_ENTRY
     node.lock_count = 0
     node.states = None
+    node.lost = None
 
 
 class SegmentPage:
@@ -251,7 +268,11 @@ class SegmentPage:
                 tokens.extend([node.page_tokens] * (upto - 1))
             else:
                 tokens.extend([node.page_tokens] * upto)
+            lost = node.lost
             node = node.parent
+            if node is None and lost is not None:  # an orphan: its lost ancestors' pages
+                ids.extend(reversed(lost[0]))
+                tokens.extend(reversed(lost[1]))
             upto = 0 if node is None else _ids.id_count(node.ids)
         ids.reverse()
         tokens.reverse()
@@ -346,7 +367,9 @@ class SegmentCache:
         `mode` block with `whole_paths`: the caller vouches that every request touches its
         whole path from the root (a cache-only replay), where a policy that declares
         `parents_outlast_children` evicts in block mode exactly the leaves it evicts in
-        radix mode, so the cache runs as in radix mode (`supports`).
+        radix mode, so the cache runs as in radix mode (`supports`). Otherwise block mode
+        (a policy that declares `shared_key`) makes every unlocked segment a victim, tail
+        first, and keeps orphans (`block`).
         `by_access`: a policy that declares `access_keyed` (belady) keys each page from
         its segment's last access and recency when it is queued or may be evicted, as
         RadixCache calls `key` (a timed replica's cache, whose recency counts its steps,
@@ -360,8 +383,14 @@ class SegmentCache:
         self.capacity_tokens = capacity_tokens  # also sets `_bounded` and `_capacity`
         self.policy = policy
         self.ttl = ttl
-        self.mode = CacheMode(mode)  # block: evicting as radix mode does (`supports`)
-        self.block = False  # leaves only are victims (RadixCache's flag, read by engines)
+        self.mode = CacheMode(mode)
+        # block mode with orphans: every unlocked segment a victim (else leaves only, also
+        # in block mode where parents outlast children in a whole-path replay: `supports`)
+        self._any_victim = self.mode is CacheMode.BLOCK and not (
+            whole_paths and _declares(policy, "parents_outlast_children"))
+        self.block = self._any_victim  # RadixCache's flag, read by engines
+        # block mode: orphan segments by their first id (`Segment.lost`)
+        self._orphans: dict[int, Segment] = {}
         self.counters = CacheCounters()
         self._clock = 0.0  # the latest request's `now`: when evictions happen (idle ages)
         self._hit_ages = self.counters.hit_ages.counts
@@ -376,7 +405,7 @@ class SegmentCache:
         self._ids: set[int] | None = None if chained else set()
         self._num_pages = 0
         self._victims = OrderedQueue()
-        self._deadlines = DeadlineRun()
+        self._deadlines = DeadlineRun(not self._any_victim)
         # an aging policy (LFU-DA, GDSF): the clock its priorities were set at lives on the
         # segments, its clock on it; a segment's key is its last page's priority
         self._aging = policy if isinstance(policy, GreedyDualPolicy) else None
@@ -432,9 +461,13 @@ class SegmentCache:
         access, so a page-keyed one must be `access_keyed`). Block mode only where every
         request touches its whole path (`whole_paths`: a cache-only replay) and the
         policy's own class declares `parents_outlast_children` (a subclass that changes
-        the key must declare it again): eviction then takes the leaves radix mode takes."""
+        the key must declare it again): eviction then takes the leaves radix mode takes; or
+        anywhere where the policy's own class declares `shared_key`: every unlocked segment
+        is then a victim, its pages taken from its tail, and the pages below one that
+        leaves are kept as orphans until a request reaches them again."""
         if CacheMode(mode) is CacheMode.BLOCK:
-            return whole_paths and vars(type(policy)).get("parents_outlast_children") is True
+            return ((whole_paths and _declares(policy, "parents_outlast_children"))
+                    or _declares(policy, "shared_key"))
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
         keyed = "access_keyed" if by_access else "page_keyed"
@@ -448,13 +481,18 @@ class SegmentCache:
         return self._num_pages
 
     def orphan_tokens(self) -> int:
-        """Always 0: radix mode has no orphans (for the summary, as RadixCache reports it)."""
-        return 0
+        """Tokens of the resident pages whose parent is gone (block mode: an orphan
+        segment's first page; charged, unreachable), as RadixCache reports them."""
+        total = 0
+        for node in self._orphans.values():
+            total += node.page_tokens if _ids.id_count(node.ids) > 1 else node.last_tokens
+        return total
 
     def segments(self) -> list[Segment]:
-        """All resident segments, parents before children."""
+        """All resident segments, parents before children (orphans too)."""
         out: list[Segment] = []
         stack = list(self._roots.values())
+        stack.extend(self._orphans.values())
         while stack:
             node = stack.pop()
             out.append(node)
@@ -502,10 +540,11 @@ class SegmentCache:
         if self._aging is not None:  # an aging policy's clock L starts again, as built
             self._aging.clock = 0.0
         self._roots = {}
+        self._orphans = {}
         if self._ids is not None:
             self._ids = set()
         self._victims = OrderedQueue()
-        self._deadlines = DeadlineRun()
+        self._deadlines = DeadlineRun(not self._any_victim)
         self.resident_tokens = 0
         self.num_segments = 0
         self._num_pages = 0
@@ -514,9 +553,12 @@ class SegmentCache:
         """Unlink every segment from its parent and children (the cycles), marking it gone;
         reads no module name, so that it also runs as the interpreter shuts down."""
         roots = getattr(self, "_roots", None)  # None: __init__ stopped before making it
-        if not roots:
+        orphans = getattr(self, "_orphans", None)
+        if not roots and not orphans:
             return
-        stack = list(roots.values())
+        stack = list(roots.values()) if roots else []
+        if orphans:
+            stack.extend(orphans.values())
         while stack:
             node = stack.pop()
             node.parent = None
@@ -541,13 +583,16 @@ class SegmentCache:
         may be a part of `page_ids`, `page_ids[first:stop]` (`stop` -1: to the end), as the
         chunk replay passes a block's array (engine/cache_only_fast.py): positions below
         are indices into `page_ids`."""
-        self._clock = now
-        if self.ttl is not None:
-            self.expire(now)
         block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
         n = _ids.id_count(block) if stop < 0 else stop
         if not 0 <= first <= n <= _ids.id_count(block):  # compiled, ids are read unchecked
             raise ValueError(f"ids [{first}:{stop}] out of {_ids.id_count(block)} page ids")
+        if self._any_victim:  # block mode with orphans: RadixCache's steps, one by one
+            return self._access_steps(_ids.id_run(block, first, n), now, recency, page_tokens,
+                                      input_tokens)
+        self._clock = now
+        if self.ttl is not None:
+            self.expire(now)
         keys = None
         if self._keyed:
             keys = tuple(self.policy.request_keys(recency))
@@ -625,6 +670,23 @@ class SegmentCache:
                 self._queue(tip)
         return pos - first
 
+    def _access_steps(self, ids, now: float, recency: int, page_tokens: int,
+                      input_tokens: int) -> int:
+        """`access` in block mode with orphans, as the step-by-step replay takes a request
+        (engine/cache_only.py): match (re-adopting orphans it reaches), touch, evict with
+        the matched path protected, insert the rest (re-adopting orphans among it)."""
+        count = _ids.id_count(ids)
+        path = self.match(ids, now).pages
+        matched = len(path)
+        self.touch(path, now, recency)
+        if matched < count:
+            tokens = [page_tokens] * (count - matched)
+            tokens[-1] = input_tokens - page_tokens * (count - 1)
+            tip = path[-1] if matched else None
+            self.evict(sum(tokens), tip)
+            self.insert(tip, _ids.id_run(ids, matched, count), tokens, now, recency)
+        return matched
+
     def _split(self, node: Segment, k: int) -> Segment:
         """Split `node` after its first `k` pages (R4); returns the new prefix half. The
         suffix keeps the object, its statistics and its queued entries (its tail is
@@ -652,7 +714,12 @@ class SegmentCache:
         node.first = key = _ids.id_at(seg, k)
         prefix.children = {key: node}
         parent = node.parent
-        (self._roots if parent is None else parent.children)[first] = prefix
+        if parent is None and node.lost is not None:  # an orphan's first pages
+            self._orphans[first] = prefix
+            prefix.lost = node.lost
+            node.lost = None
+        else:
+            (self._roots if parent is None else parent.children)[first] = prefix
         _ids.drop_first(seg, k)  # in place: the suffix keeps its array (its own, see Segment)
         node.parent = prefix
         node.depth += k
@@ -660,6 +727,8 @@ class SegmentCache:
         self.num_segments += 1
         if self.observer is not None:  # the first k pages are the prefix's now
             self.observer.moved_run(prefix.ids, 0, k, prefix)
+        if self._any_victim and not prefix.lock_count:  # its pages are victims too
+            self._queue(prefix)
         return prefix
 
     # ------------------------------ RadixCache's steps (Part A by request, Part B)
@@ -675,7 +744,7 @@ class SegmentCache:
         self._clock = now
         if self.ttl is not None:
             self.expire(now)
-        return MatchResult(SegmentRun(self._walk(self._roots, page_ids, [])))
+        return MatchResult(SegmentRun(self._walk(None, page_ids, 0, [])))
 
     def matched_pages(self, page_ids: Sequence[int], now: float) -> int:
         """How many pages `match(page_ids, now)` would find (expired pages dropped first),
@@ -702,18 +771,27 @@ class SegmentCache:
             children = node.children
         return pos
 
-    def _walk(self, children: dict | None, page_ids: Sequence[int],
+    def _walk(self, parent: Segment | None, page_ids: Sequence[int], start: int,
               path: list[Segment]) -> list[Segment]:
-        """Append to `path` the segments matching `page_ids` from the child map `children`
-        down, splitting the last where the match ends inside it; returns `path`."""
+        """Append to `path` the segments matching `page_ids[start:]` below `parent` (None:
+        from the roots), splitting the last where the match ends inside it; returns `path`.
+        In block mode an orphan whose lost parent is the page the match has reached is
+        re-adopted there and matched on (as RadixCache.match finds it by its id)."""
         block = page_ids if _ids.is_id_array(page_ids) else id_array(page_ids)
         n = _ids.id_count(block)
-        pos = 0
+        pos = start
         chained = self._ids is None
-        while pos < n and children:
-            node = children.get(_ids.id_at(block, pos))
+        any_victim = self._any_victim
+        tip = parent
+        children = self._roots if parent is None else parent.children
+        while pos < n:
+            node = children.get(_ids.id_at(block, pos)) if children else None
             if node is None:
-                break
+                if tip is None or not self._orphans:
+                    break
+                node = self._adopt(tip, _ids.id_at(block, pos))
+                if node is None:
+                    break
             seg = node.ids
             size = _ids.id_count(seg)
             end = pos + size
@@ -723,8 +801,9 @@ class SegmentCache:
                 node = self._split(node, lo)
                 end = pos + lo
             path.append(node)
+            tip = node
             pos = end
-            if not whole:
+            if not whole and not any_victim:
                 break
             children = node.children
         return path
@@ -784,6 +863,9 @@ class SegmentCache:
                 node.aged_base = aging.clock
             if sliding and refresh > node.deadline_s:
                 node.deadline_s = refresh
+        if self._any_victim:  # block mode: every page touched is queued again, and a run
+            self._queue_unlocked(path)  # below the root raises no ancestor (RadixCache)
+            return
         if sliding:  # a run below the root (`run_from`): its ancestors live as long (R12)
             node = path[0]
             deadline = node.deadline_s
@@ -812,21 +894,117 @@ class SegmentCache:
         if self._keyed:  # the keys of these pages: the request's from the parent's end on
             start = 0 if parent is None else parent.depth + _ids.id_count(parent.ids)
             keys = tuple(self.policy.request_keys(recency))[start:start + count]
-        path = self._walk(self._roots if parent is None else parent.children, block, [])
+        path = self._walk(parent, block, 0, [])
         placed = sum([_ids.id_count(node.ids) for node in path])
         tip = path[-1] if path else parent
         if placed < count:
             size = page_tokens[placed]
             if list(page_tokens[placed:count - 1]).count(size) != count - 1 - placed:
                 raise ValueError("the compressed cache takes pages of one size but the last")
+            if self._any_victim:
+                return self._insert_adopting(path, tip, block, placed, size,
+                                             page_tokens[count - 1], now, recency,
+                                             -1.0 if ttl_s is None else ttl_s, priority)
             if self.insert_run(tip, block, placed, size, page_tokens[count - 1], now, recency,
                                keys, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
                 first_id = _ids.id_at(block, placed)
                 path.append(self._roots[first_id] if tip is None else tip.children[first_id])
                 return SegmentRun(path)
-        if path and not path[-1].children and not path[-1].lock_count:
+        if self._any_victim:
+            self._queue_unlocked(path)
+        elif path and not path[-1].children and not path[-1].lock_count:
             self._queue(path[-1])
         return SegmentRun(path)
+
+    def _insert_adopting(self, path: list[Segment], tip: Segment | None, block, placed: int,
+                         size: int, last_tokens: int, now: float, recency: int, ttl_s: float,
+                         priority: int) -> SegmentRun:
+        """`insert`'s new pages in block mode with orphans, `block[placed:]` below `tip`:
+        a new segment up to the next orphan whose lost parent is the page before it, which
+        is re-adopted there and matched on, and so on while every new page fits (as
+        RadixCache.insert reuses an orphan it meets by its id). Every segment placed is
+        queued again; returns them all, `path`'s first."""
+        count = _ids.id_count(block)
+        while placed < count:
+            stop = self._next_orphan(block, placed + 1, count) if self._orphans else count
+            fit = self.insert_run(tip, block, placed, size,
+                                  last_tokens if stop == count else size, now, recency,
+                                  None, stop, 0, ttl_s, priority)
+            if fit == 0:
+                break
+            first_id = _ids.id_at(block, placed)
+            tip = self._roots[first_id] if tip is None else tip.children[first_id]
+            path.append(tip)
+            placed += fit
+            if placed < stop or stop == count:
+                break
+            before = len(path)
+            self._walk(tip, block, placed, path)  # the orphan at `stop`, and on
+            for i in range(before, len(path)):
+                placed += _ids.id_count(path[i].ids)
+            tip = path[-1]
+        self._queue_unlocked(path)
+        return SegmentRun(path)
+
+    def _next_orphan(self, block, lo: int, hi: int) -> int:
+        """The first position in [lo, hi) of `block` holding an orphan's first id whose lost
+        parent is the id before it (`hi` if none)."""
+        orphans = self._orphans
+        for i in range(lo, hi):
+            node = orphans.get(_ids.id_at(block, i))
+            if node is not None and node.lost[0][-1] == _ids.id_at(block, i - 1):
+                return i
+        return hi
+
+    def _adopt(self, parent: Segment, first_id: int) -> Segment | None:
+        """Block mode: the orphan whose first id is `first_id`, re-attached below `parent`
+        if its lost parent was `parent`'s last page (RadixCache._adopt), else None. Its
+        ancestors live as long as it (R12)."""
+        orphan = self._orphans.get(first_id)
+        if orphan is None:
+            return None
+        seg = parent.ids
+        if orphan.lost[0][-1] != _ids.id_at(seg, _ids.id_count(seg) - 1):
+            return None
+        del self._orphans[orphan.first]
+        orphan.lost = None
+        orphan.parent = parent
+        if parent.children is None:
+            parent.children = {}
+        parent.children[orphan.first] = orphan
+        if orphan.deadline_s > parent.deadline_s:
+            self._raise_deadlines(parent, orphan.deadline_s)
+        return orphan
+
+    def _raise_deadlines(self, node: Segment | None, deadline: float) -> None:
+        """Keep `node` and its ancestors alive at least until `deadline` (R12); in block mode
+        with orphans each unlocked one raised is queued at its new deadline (its victim
+        entry stays, as RadixCache keeps a raised page's)."""
+        queue = self._deadlines if self._any_victim and self.ttl is not None else None
+        while node is not None and node.deadline_s < deadline:
+            node.deadline_s = deadline
+            if queue is not None and not node.lock_count:
+                queue.push(node)
+            node = node.parent
+
+    def _queue_unlocked(self, path: list[Segment]) -> None:
+        """Queue again each unlocked segment of `path` (block mode: every page a request
+        touched or placed, as RadixCache queues them)."""
+        for node in path:
+            if not node.lock_count:
+                self._queue(node)
+
+    def _orphan_children(self, node: Segment) -> None:
+        """Block mode: `node`'s last page is about to leave; its children become orphans,
+        each naming the chain of that page (`Segment.lost`)."""
+        seg = node.ids
+        size = _ids.id_count(seg)
+        lost = SegmentPage(_ids.id_at(seg, size - 1), node.last_tokens, node, size - 1).chain()
+        for child in node.children.values():
+            child.parent = None
+            child.lost = lost
+            self._orphans[child.first] = child
+        node.children = None
 
     def lock(self, node: Segment) -> None:
         """Lock `node` and its whole prefix for a running request (R8)."""
@@ -859,7 +1037,7 @@ class SegmentCache:
             node.lock_count -= 1
             if node.lock_count == 0:
                 self.locked_tokens -= node.num_tokens
-                if node.resident and not node.children:
+                if node.resident and (not node.children or self._any_victim):
                     self._queue(node)
             node = node.parent
         if self.ttl is not None:
@@ -948,10 +1126,13 @@ class SegmentCache:
                 parent.children = {}
             parent.children[first_id] = node
             if deadline != _NEVER:  # ancestors live as long as the new pages (R12, C11)
-                anc: Segment | None = parent
-                while anc is not None and anc.deadline_s < deadline:
-                    anc.deadline_s = deadline
-                    anc = anc.parent
+                if self._any_victim:
+                    self._raise_deadlines(parent, deadline)
+                else:
+                    anc: Segment | None = parent
+                    while anc is not None and anc.deadline_s < deadline:
+                        anc.deadline_s = deadline
+                        anc = anc.parent
         if self._stateful:  # the policy's on_insert, page by page (once linked: its
             # overflow may re-key other segments, and the parent is no leaf now)
             node.states = self.policy.enter_run(run, 0, fit, page_tokens, last_tokens, node)
@@ -996,7 +1177,9 @@ class SegmentCache:
     def evict(self, num_tokens: int, protect: Segment | None = None) -> bool:
         """Evict leaf pages one at a time (from leaf segments' tails) until `num_tokens` are
         free (R10); `protect` (a matched path's last segment) is never evicted. Returns
-        whether the space is free; when it cannot be, everything evictable is gone."""
+        whether the space is free; when it cannot be, everything evictable is gone. In block
+        mode with orphans any unlocked segment's tail pages go (its children left as
+        orphans), and `protect`'s whole path is kept."""
         if not self._bounded:
             return True
         need = num_tokens - (self._capacity - self.resident_tokens - self.reserved_tokens)
@@ -1014,15 +1197,23 @@ class SegmentCache:
         steady = self._steady_key
         run_keyed = self._run_keyed
         per_page = self._keyed or self._lazy or run_keyed
+        any_victim = self._any_victim
+        protected = None  # block mode: the protected path above `protect`
+        if any_victim and protect is not None:
+            protected = set()
+            above = protect.parent
+            while above is not None:
+                protected.add(above)
+                above = above.parent
         try:
             while need > 0 and queue:
                 entry = queue.head()  # taken out below, unless it stays (`steady`)
                 node = entry[-1]
-                if (entry[-2] != node.version or not node.resident or node.children
-                        or node.lock_count):
+                if (entry[-2] != node.version or not node.resident
+                        or (node.children and not any_victim) or node.lock_count):
                     queue.pop()
                     continue
-                if node is protect:
+                if node is protect or (protected is not None and node in protected):
                     queue.pop()
                     if skipped is None:
                         skipped = []
@@ -1044,6 +1235,8 @@ class SegmentCache:
                     top = max(node.keys[size - min(k, size):])
                     if top > aging.clock:
                         aging.clock = top
+                if node.children:  # block mode: the pages below the tail are orphans now
+                    self._orphan_children(node)
                 if self.on_demote is not None:  # lower tiers take what leaves (R15)
                     self._demote(node, min(k, size))
                 if k >= size:
@@ -1223,7 +1416,10 @@ class SegmentCache:
 
     def _unlink(self, node: Segment) -> Segment | None:
         """Take a whole leaf segment out; returns its parent if that is left a leaf (for
-        the caller to queue), else None."""
+        the caller to queue), else None. In block mode with orphans any segment: its
+        children become orphans, and None is returned (every segment is queued)."""
+        if node.children:
+            self._orphan_children(node)
         node.resident = False
         if self._ids is not None:
             self._ids.difference_update(node.ids)
@@ -1234,11 +1430,14 @@ class SegmentCache:
         self.num_segments -= 1
         parent = node.parent
         if parent is None:
-            del self._roots[node.first]
+            if node.lost is not None:
+                del self._orphans[node.first]
+            else:
+                del self._roots[node.first]
             return None
         children = parent.children
         del children[node.first]
-        return None if children else parent
+        return None if children or self._any_victim else parent
 
     def _keyed_run(self, node: Segment, k: int, head: tuple) -> int:
         """Under a page-keyed policy, how many of the `k` tail pages of the popped `node` go
@@ -1312,7 +1511,7 @@ class SegmentCache:
         self._until_compact = max(1024, self.num_segments)
         if len(self._victims) + len(self._deadlines) <= 4 * self.num_segments + 2048:
             return
-        self._victims.keep(_live_victim)
+        self._victims.keep(_live_any if self._any_victim else _live_victim)
         self._deadlines.keep()
 
     # ----------------------------------------------------------------- invariants
@@ -1338,15 +1537,24 @@ class SegmentCache:
                 locked += node.num_tokens
             parent = node.parent
             if parent is not None:
+                assert node.lost is None, "an attached segment names a lost parent"
                 assert parent.lock_count >= node.lock_count, "a lock holds the whole path"
                 assert parent.children and parent.children[node.ids[0]] is node
-                assert node.depth == parent.depth + len(parent.ids), "depth"
+                # (an orphan adopted below a page of its lost parent's id keeps its depth,
+                # as on RadixCache: with ids not chained, that page may sit elsewhere)
+                assert node.depth == parent.depth + len(parent.ids) or self._any_victim, (
+                    "depth")
                 assert parent.deadline_s >= node.deadline_s, "parent expires before child"
+            elif node.lost is not None:
+                assert self._any_victim and self._orphans[node.ids[0]] is node, "orphan"
+                assert len(node.lost[0]) == len(node.lost[1]) >= 1, "an orphan's lost chain"
+                assert not node.lock_count, "a locked orphan"
             else:
                 assert self._roots[node.ids[0]] is node and node.depth == 0
         assert pages == len(seen) == self._num_pages, "page ids not unique, or page count"
         assert self._ids is None or seen == self._ids, "resident ids"
         assert segments == self.num_segments, "segment count"
+        assert all(node.resident and node.lost is not None for node in self._orphans.values())
         assert total == self.resident_tokens, "resident tokens"
         assert locked == self.locked_tokens, "locked tokens"
         if self.capacity_tokens is not None:
@@ -1411,18 +1619,32 @@ def _live_victim(entry: tuple) -> bool:
             and not node.lock_count)
 
 
+def _live_any(entry: tuple) -> bool:
+    """`_live_victim` in block mode with orphans, where any unlocked segment is a victim."""
+    node = entry[-1]
+    return entry[-2] == node.version and node.resident and not node.lock_count
+
+
+def _declares(policy: EvictionPolicy, flag: str) -> bool:
+    """Whether the policy's own class (not a base) sets `flag` True: a subclass that changes
+    the key must declare it again."""
+    return vars(type(policy)).get(flag) is True
+
+
 _NO_ENTRY = -(2**62)  # a segment's `deadline_entry` before its first one
 
 
-def _live_entry(node: Segment, entry: int) -> bool:
+def _live_entry(node: Segment, entry: int, leaves_only: bool) -> bool:
     """Whether the deadline entry `entry` (a run position, or -1 - a heap entry's number)
-    of `node` is live: its latest, and `node` a resident leaf (DeadlineRun)."""
-    return (node.deadline_entry == entry and node.resident and not node.children
-            and not node.lock_count)
+    of `node` is live: its latest, and `node` resident, unlocked and (`leaves_only`) a
+    leaf (DeadlineRun)."""
+    return (node.deadline_entry == entry and node.resident and not node.lock_count
+            and not (leaves_only and node.children))
 
 
 class DeadlineRun:
-    """The deadline queue of a SegmentCache's leaf segments: the least deadline first (R12).
+    """The deadline queue of a SegmentCache's leaf segments (`leaves_only`; in block mode
+    with orphans, of all its unlocked segments): the least deadline first (R12).
 
     A segment queued at or after the run's last deadline (a new leaf or a sliding TTL's
     refreshed one: now + TTL, the latest yet) is appended to `run` itself, a list consumed
@@ -1432,11 +1654,13 @@ class DeadlineRun:
     reused, or -1 - the heap entry's number), so an entry is live iff it is its segment's
     latest and the segment is a resident leaf; a live entry's deadline is its segment's (a
     leaf's deadline changes only where the cache queues it again). Stale entries are dropped
-    as they reach a head, and all of them by `keep`."""
+    as they reach a head, and all of them by `keep`. (In block mode an inner segment's
+    deadline rises as pages are inserted below it: the cache queues it again then.)"""
 
-    __slots__ = ("run", "first", "base", "last_s", "heap", "count")
+    __slots__ = ("run", "first", "base", "last_s", "heap", "count", "leaves_only")
 
-    def __init__(self) -> None:
+    def __init__(self, leaves_only: bool = True) -> None:
+        self.leaves_only = leaves_only
         self.run: list[Segment | None] = []  # in order of deadline at the push
         self.first = 0  # run[:first] are consumed (None)
         self.base = 0  # the position of run[0]
@@ -1471,7 +1695,7 @@ class DeadlineRun:
         head = None
         while first < size:
             node = run[first]
-            if _live_entry(node, base + first):
+            if _live_entry(node, base + first, self.leaves_only):
                 head = node
                 break
             run[first] = None
@@ -1490,7 +1714,7 @@ class DeadlineRun:
             entry = heap[0]
             node = entry[2]
             number = entry[1]
-            if _live_entry(node, -1 - number):
+            if _live_entry(node, -1 - number, self.leaves_only):
                 deadline = entry[0]
                 if head is None or deadline < head.deadline_s:
                     if deadline < now:
@@ -1509,30 +1733,33 @@ class DeadlineRun:
         """Drop every stale entry; the live run entries get new positions."""
         run = self.run
         base = self.base
+        leaves_only = self.leaves_only
         live = [node for i, node in enumerate(run[self.first:], self.first)
-                if _live_entry(node, base + i)]
+                if _live_entry(node, base + i, leaves_only)]
         base += len(run)  # past every position given before
         for i, node in enumerate(live):
             node.deadline_entry = base + i
         self.run = live
         self.first = 0
         self.base = base
-        self.heap = [entry for entry in self.heap if _live_entry(entry[2], -1 - entry[1])]
+        self.heap = [entry for entry in self.heap
+                     if _live_entry(entry[2], -1 - entry[1], leaves_only)]
         heapify(self.heap)
 
     def check(self, segments: Sequence[Segment]) -> None:
-        """Assert that every resident leaf of `segments` has a live entry at its deadline and
-        that the run is in deadline order."""
+        """Assert that every unlocked resident leaf of `segments` (every one, not
+        `leaves_only`) has a live entry at its deadline and that the run is in deadline
+        order."""
         run = self.run
         previous = -INFINITY
         for i in range(self.first, len(run)):
             node = run[i]
-            if _live_entry(node, self.base + i):
+            if _live_entry(node, self.base + i, self.leaves_only):
                 assert node.deadline_s >= previous, "deadline run out of order"
                 previous = node.deadline_s
         numbers = {entry[1]: entry for entry in self.heap}
         for node in segments:
-            if node.children or node.lock_count:
+            if (self.leaves_only and node.children) or node.lock_count:
                 continue
             entry = node.deadline_entry
             if entry >= 0:

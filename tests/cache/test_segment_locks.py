@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 
 P = 4  # tokens of a full page
@@ -181,6 +181,38 @@ SegmentLocksMachine.TestCase.settings = settings(
     max_examples=200, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 TestSegmentLocks = SegmentLocksMachine.TestCase
+
+
+class BlockModeMachine(SegmentLocksMachine):
+    """The same steps in block mode (R3: any unlocked page a victim; the pages below one
+    that leaves stay as orphans until a match or an insert reaches their lost parent):
+    the policies whose pages of a segment share their key, every unlocked segment a
+    victim; the orphans' tokens checked too."""
+
+    @initialize(capacity=st.one_of(st.none(), st.integers(0, 16), st.integers(16, 80)),
+                policy=st.sampled_from(["lfu", "lru", "priority"]),
+                ttl=st.one_of(st.none(), st.builds(TTLRule, st.sampled_from([0.5, 1.0, 3.0]),
+                                                   st.sampled_from(list(TTLMode)))))
+    def build(self, capacity, policy, ttl):
+        self.radix = RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK)
+        self.segments = SegmentCache(capacity, POLICIES.build(policy), ttl, chained=True,
+                                     mode=CacheMode.BLOCK)
+        assert self.segments.block
+        self.now = 0.0
+        self.recency = 0
+        self.running = []
+        self.ids = {}
+
+    @invariant()
+    def same_orphans(self):
+        if self.radix is not None:
+            assert self.segments.orphan_tokens() == self.radix.orphan_tokens()
+
+
+BlockModeMachine.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=60, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+TestBlockMode = BlockModeMachine.TestCase
 
 
 def test_a_lock_holds_the_path_and_an_unlock_frees_what_expired_meanwhile():

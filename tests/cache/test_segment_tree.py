@@ -236,6 +236,8 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"mode": "block", "policy": "fifo"}, RadixCache),
     ({"mode": "block", "policy": "gdsf"}, RadixCache),
     ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, RadixCache),
+    ({"mode": "block", "policy": "lfu"}, SegmentCache),
+    ({"mode": "block", "policy": "lru", "host_capacity_tokens": 1000}, SegmentCache),
 ])
 def test_replay_cache_is_segments_only_where_it_applies(update, expected):
     config = CacheConfig(capacity_tokens=1000, **update)
@@ -244,31 +246,40 @@ def test_replay_cache_is_segments_only_where_it_applies(update, expected):
 
 
 @pytest.mark.parametrize("policy", ["lru", "priority"])
-def test_block_mode_runs_on_segments_in_a_cache_only_replay_only(policy):
+def test_block_mode_evicts_leaves_only_in_a_cache_only_replay_where_parents_outlast(policy):
     """Block mode with a policy under which parents outlast their children: a cache-only
-    replay's cache is a SegmentCache (reporting block mode), a timed replica's stays a
-    RadixCache (its chunks go in below a tip without touching the path above)."""
+    replay's cache evicts leaves only, as in radix mode (`block` False: no orphans), a
+    timed replica's makes every unlocked segment a victim (its chunks go in below a tip
+    without touching the path above); both report block mode."""
     config = CacheConfig(capacity_tokens=1000, mode="block", policy=policy)
-    replay = build_cache(config, replay_only=True)
-    assert type(replay) is SegmentCache and replay.mode == "block"
-    assert type(build_cache(config)) is RadixCache
+    replay, timed = build_cache(config, replay_only=True), build_cache(config)
+    assert type(replay) is type(timed) is SegmentCache
+    assert replay.mode == timed.mode == "block"
+    assert not replay.block and timed.block
 
 
-def test_only_lru_and_priority_let_parents_outlast_children():
-    """The declaration is read from the policy's own class: a subclass that changes the
-    key (here LRU's) does not inherit it."""
+def test_which_policies_run_block_mode_on_segments():
+    """Leaves only in a whole-path replay: lru and priority (`parents_outlast_children`);
+    every unlocked segment a victim, tail first: lru, priority, lfu (`shared_key`). The
+    declarations are read from the policy's own class: a subclass that changes the key
+    (here LRU's) inherits neither."""
     from prefixsim.cache.lru import LRU
 
-    declared = [name for name in POLICIES.names() if SegmentCache.supports(
-        POLICIES.build(name), CacheMode.BLOCK, whole_paths=True)]
-    assert declared == ["lru", "priority"]
+    def declared(**kwargs):
+        return [name for name in POLICIES.names() if SegmentCache.supports(
+            POLICIES.build(name), CacheMode.BLOCK, **kwargs)]
+
+    assert declared(whole_paths=True) == declared() == ["lfu", "lru", "priority"]
+    assert [name for name in POLICIES.names()
+            if vars(type(POLICIES.build(name))).get("parents_outlast_children")] == [
+        "lru", "priority"]
 
     class MostRecentFirst(LRU):
         def key(self, page):
             return -page.recency
 
     assert not SegmentCache.supports(MostRecentFirst(), CacheMode.BLOCK, whole_paths=True)
-    assert not SegmentCache.supports(LRU(), CacheMode.BLOCK)  # not a whole-path replay
+    assert not SegmentCache.supports(MostRecentFirst(), CacheMode.BLOCK)
 
 
 def test_lfu_in_block_mode_leaves_orphans():
@@ -644,33 +655,45 @@ def page_statistics(cache) -> dict[int, tuple]:
             for page in cache.pages()}
 
 
-BLOCK_AS_RADIX = ["lru", "priority"]
+BLOCK_AS_RADIX = ["lru", "priority"]  # parents outlast children: leaves only, no orphans
+SHARED_KEY = ["lfu", "lru", "priority"]  # every unlocked segment a victim, tail first
+
+
+def block_segments(capacity, policy, ttl, whole_paths):
+    """A compressed cache in block mode: leaves only where `whole_paths` and the policy's
+    parents outlast their children, else every unlocked segment a victim."""
+    cache = SegmentCache(capacity, POLICIES.build(policy), ttl, mode=CacheMode.BLOCK,
+                         whole_paths=whole_paths)
+    assert cache.block is not (whole_paths and policy in BLOCK_AS_RADIX)
+    return cache
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(prefix_traces(), prefix_traces(chained=False)), CAPACITIES,
-       st.sampled_from(BLOCK_AS_RADIX), TTLS, class_rules())
-def test_block_mode_on_segments_as_on_pages(requests, capacity, policy, ttl, rules):
-    """Cache-only, block mode, a policy under which parents outlast their children, with
-    or without request classes (TTLs, priorities, a minimum cacheable prompt, caching
-    off): the compressed cache (which evicts leaves) gives the per-page tree's block-mode
-    results (any unlocked page a victim): hits, counters, state rows, each page's
-    statistics, or the same input error; no orphan is ever left."""
-    if ttl is None and rules.needs_ttl:
+       st.sampled_from(SHARED_KEY), TTLS, st.one_of(st.none(), class_rules()), st.booleans())
+def test_block_mode_on_segments_as_on_pages(requests, capacity, policy, ttl, rules,
+                                            whole_paths):
+    """Cache-only, block mode, with or without request classes (TTLs, priorities, a
+    minimum cacheable prompt, caching off), the fast replay or the step-by-step one: the
+    compressed cache gives the per-page tree's block-mode results (any unlocked page a
+    victim; lfu leaves orphans): hits, counters, state rows, each page's statistics, the
+    orphans' tokens, or the same input error. Where parents outlast children in a
+    whole-path replay (lru, priority) it evicts leaves only and no orphan is ever left."""
+    if rules is not None and ttl is None and rules.needs_ttl:
         ttl = TTLRule(float("inf"))
     out = []
     for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
-                  SegmentCache(capacity, POLICIES.build(policy), ttl, mode=CacheMode.BLOCK,
-                               whole_paths=True)):
+                  block_segments(capacity, policy, ttl, whole_paths)):
         try:
             result = replay_cache_only(requests, cache, rules=rules, sample_interval_s=1.0)
         except InputError as exc:
             out.append(str(exc))
             continue
         cache.check_invariants()
-        assert cache.orphan_tokens() == 0
+        if not cache.block:
+            assert cache.orphan_tokens() == 0
         out.append(([r.cached_tokens for r in result.records], result.counters,
-                    page_statistics(cache), result.states))
+                    page_statistics(cache), result.states, cache.orphan_tokens()))
     assert out[0] == out[1]
 
 
@@ -701,18 +724,17 @@ def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, 
 
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(prefix_traces(), prefix_traces(chained=False)), st.integers(0, 60),
-       st.sampled_from(BLOCK_AS_RADIX), TTLS, st.integers(0, 40),
-       st.one_of(st.none(), st.integers(0, 60)), st.booleans())
+       st.sampled_from(SHARED_KEY), TTLS, st.integers(0, 40),
+       st.one_of(st.none(), st.integers(0, 60)), st.booleans(), st.booleans())
 def test_block_mode_with_tiers_or_a_pool_on_segments_as_on_pages(
-        requests, capacity, policy, ttl, host, pool_capacity, with_pool):
-    """Block mode (lru, priority) with a host tier or a shared pool below HBM: the
-    same hits per tier, counters, state rows, resident pages, and the tier's or the pool's
-    contents on either tree (evicted pages go down, and a pool's write-back writes their
-    chains, as the per-page tree's block mode does)."""
+        requests, capacity, policy, ttl, host, pool_capacity, with_pool, whole_paths):
+    """Block mode with a host tier or a shared pool below HBM: the same hits per tier,
+    counters, state rows, resident pages, orphans, and the tier's or the pool's contents
+    on either tree (evicted pages go down, and a pool's write-back writes their chains,
+    an orphan's through its lost ancestors, as the per-page tree's block mode does)."""
     out = []
     for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
-                  SegmentCache(capacity, POLICIES.build(policy), ttl, mode=CacheMode.BLOCK,
-                               whole_paths=True)):
+                  block_segments(capacity, policy, ttl, whole_paths)):
         tiers = pool = None
         if with_pool:
             pool = SharedPool(RadixCache(pool_capacity, POLICIES.build("lru")),
@@ -730,7 +752,7 @@ def test_block_mode_with_tiers_or_a_pool_on_segments_as_on_pages(
                  else [list(tier._pages.items()) for tier in tiers.tiers])
         out.append(([(r.cached_tokens, r.cached_tokens_host, r.cached_tokens_pool)
                      for r in result.records], result.counters, result.states,
-                    page_statistics(cache), below))
+                    page_statistics(cache), below, cache.orphan_tokens()))
     assert out[0] == out[1]
 
 

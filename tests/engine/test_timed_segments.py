@@ -98,6 +98,41 @@ def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, rout
     same(segments, pages)
 
 
+@settings(max_examples=150, deadline=None)
+@given(requests=prefix_traces(chained=False) | prefix_traces(),
+       replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS),
+       capacity=st.sampled_from([32, 64, 160, 600]),
+       policy=st.sampled_from(["lfu", "lru", "priority"]),
+       ttl=st.sampled_from([None, 0.5, 3.0]), mode=st.sampled_from(["sliding", "fixed"]),
+       lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
+                              {"host_capacity_tokens": 100, "disk_capacity_tokens": 300},
+                              {"pool": {"capacity_tokens": 400, "write": "back"}},
+                              {"pool": {"capacity_tokens": 400}},
+                              {"classes": [{"name": "short", "ttl_s": 1.0, "share": 0.5},
+                                           {"name": "long", "ttl_s": 30.0, "priority": 1}]}]))
+def test_timed_runs_in_block_mode_on_segments_equal_the_per_page_tree(
+        requests, replicas, router, capacity, policy, ttl, mode, lower):
+    """Block mode (any unlocked page a victim, orphans kept and re-adopted) in timed
+    replicas, whose chunks go in below a locked tip at later steps, so parents are often
+    older than their children: the policies whose segment pages share their key, TTLs,
+    lower tiers, a pool's write-back of orphans' chains, request classes: identical runs
+    on both trees."""
+    config = RunConfig.model_validate({
+        "cache": {"capacity_tokens": capacity, "policy": policy, "ttl_s": ttl,
+                  "ttl_mode": mode, "mode": "block", **lower},
+        "engine": {"replicas": replicas, "check_invariants": True}, "router": router})
+    parts = build(config, requests)
+    assert all(type(cache) is SegmentCache and cache.block for cache in parts.caches)
+    segments = outcome(config, requests)
+    with pytest.MonkeyPatch.context() as patch:
+        without_segment_cache(patch)
+        parts = build(config, requests)
+        assert all(type(cache) is RadixCache for cache in parts.caches)
+        pages = outcome(config, requests)
+    event("an input error" if isinstance(segments, str) else "a run")
+    same(segments, pages)
+
+
 SHAPES = [  # how the fleet serves (beside plain replicas)
     {"engine": {"prefill_replicas": 1, "decode_replicas": 2}},
     {"engine": {"prefill_replicas": 2, "decode_replicas": 1,

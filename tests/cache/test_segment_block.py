@@ -1,0 +1,209 @@
+"""Block mode on the compressed cache (docs/cache-semantics.md R3, docs/architecture.md "One
+prefix cache"): every unlocked segment is a victim, its pages taken from its tail; the
+pages below one that leaves stay resident as an orphan until a match or an insert reaches
+its lost parent again. Known answers worked by hand (1-token pages, LRU: the least recent
+touch goes first, the deeper page first on a tie), each checked on the per-page tree too.
+The random differential tests are in test_segment_tree.py, test_segment_locks.py and
+tests/engine/test_timed_segments.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from prefixsim.cache import POLICIES, CacheMode, ChainConflict, RadixCache
+from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.engine import replay_cache_only
+from prefixsim.errors import InputError
+from prefixsim.trace import Request
+
+
+def trees(capacity: int, chained: bool = True) -> list:
+    """A per-page tree and a compressed one, both in block mode under LRU."""
+    return [RadixCache(capacity, POLICIES.build("lru"), None, CacheMode.BLOCK),
+            SegmentCache(capacity, POLICIES.build("lru"), None, chained=chained,
+                         mode=CacheMode.BLOCK)]
+
+
+def resident(cache) -> list[int]:
+    return sorted(page.page_id for page in cache.pages())
+
+
+def orphaned(cache) -> SegmentCache | RadixCache:
+    """[1, 2] inserted at t=0 (recency 1), [3, 4] below it at t=1 (recency 2), then one
+    token evicted: the least recent page is 2, the deeper of [1, 2], though 3 hangs below
+    it: 3 and 4 stay, an orphan of 1 token (its first page's)."""
+    run = cache.insert(None, [1, 2], [1, 1], 0.0, 1)
+    cache.insert(run[-1], [3, 4], [1, 1], 1.0, 2)
+    assert cache.evict(cache.capacity_tokens - cache.resident_tokens + 1)  # 1 past the free
+    return cache
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_the_tail_of_a_parent_goes_first_and_leaves_its_children_orphans(kind):
+    cache = orphaned(trees(4)[kind])
+    cache.check_invariants()
+    assert resident(cache) == [1, 3, 4] and cache.orphan_tokens() == 1
+    assert cache.match([1, 2, 3, 4], 2.0).num_pages == 1  # 2 is gone: 3 is unreachable
+    assert cache.counters.evicted_pages == 1
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_an_insert_of_the_lost_parent_readopts_the_orphan(kind):
+    """[2, 3, 4] below 1: 2 is new (the one free token), 3 is the orphan whose lost parent
+    was 2: reused with 4 below it, nothing more inserted; the whole chain matches again."""
+    cache = orphaned(trees(4)[kind])
+    tip = cache.match([1, 2, 3, 4], 2.0).pages[-1]
+    placed = cache.insert(tip, [2, 3, 4], [1, 1, 1], 2.0, 3)
+    cache.check_invariants()
+    assert len(placed) == 3 and cache.counters.inserted_pages == 5
+    assert cache.orphan_tokens() == 0 and resident(cache) == [1, 2, 3, 4]
+    assert cache.match([1, 2, 3, 4], 3.0).num_pages == 4
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_a_match_readopts_an_orphan_below_its_reinserted_parent(kind):
+    """2 comes back alone below 1 (capacity 5); a match of [1, 2, 3, 4] then reaches 3 by
+    its id after 2, re-adopts it and matches on."""
+    cache = orphaned(trees(5)[kind])
+    tip = cache.match([1, 2], 2.0).pages[-1]
+    cache.insert(tip, [2], [1], 2.0, 3)
+    assert cache.orphan_tokens() == 1
+    assert cache.match([1, 2, 3, 4], 3.0).num_pages == 4
+    cache.check_invariants()
+    assert cache.orphan_tokens() == 0
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_a_match_ending_inside_a_segment_readopts_below_the_split(kind):
+    """2 comes back followed by 9 ([2, 9], one segment on the compressed tree); a match of
+    [1, 2, 3] ends after 2, inside it: the segment is split there and 3 re-adopted."""
+    cache = orphaned(trees(6)[kind])
+    tip = cache.match([1], 2.0).pages[-1]
+    cache.insert(tip, [2, 9], [1, 1], 2.0, 3)
+    assert cache.match([1, 2, 3, 4], 3.0).num_pages == 4
+    cache.check_invariants()
+    assert cache.orphan_tokens() == 0 and resident(cache) == [1, 2, 3, 4, 9]
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_an_orphan_id_after_another_parent_is_a_chain_conflict(kind):
+    """Ids not chained: 3, an orphan whose lost parent was 2, named after 7 instead: an id
+    already cached after a different prefix."""
+    cache = orphaned(trees(8, chained=False)[kind])
+    with pytest.raises(ChainConflict):
+        cache.insert(None, [7, 3], [1, 1], 2.0, 3)
+    assert cache.orphan_tokens() == 1
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_the_matched_path_is_protected_whole(kind):
+    """Evicting for a request whose match ends at 3: 1 and 2, older, are on its path, so
+    nothing can go."""
+    cache = trees(3)[kind]
+    run = cache.insert(None, [1, 2], [1, 1], 0.0, 1)
+    run = cache.insert(run[-1], [3], [1], 1.0, 2)
+    assert not cache.evict(1, protect=run[-1])
+    assert resident(cache) == [1, 2, 3] and cache.counters.evicted_pages == 0
+
+
+def test_an_orphan_page_names_its_lost_chain():
+    """What a pool's write-back reads of an evicted orphan page: its ids and tokens from
+    the root, the lost ancestors' included, as the per-page tree's."""
+    chains = []
+    for cache in trees(4):
+        orphaned(cache)
+        evicted = []  # read as each page goes (a segment's view of it is good until then)
+        cache.on_demote = lambda page, out=evicted: out.append(page.chain())
+        cache.insert(None, [5], [1], 3.0, 5)
+        cache.evict(2)  # 1 (recency 1), then 4 (recency 2, deeper than 3)
+        chains.append(evicted)
+    assert chains[0] == chains[1] == [([1], [1]), ([1, 2, 3, 4], [1, 1, 1, 1])]
+
+
+def test_orphans_expire_and_count_as_radix_cache_counts():
+    """A TTL of 1 s: everything inserted by t=1 is gone at t=2.5, the orphan too."""
+    from prefixsim.cache import TTLRule
+
+    for cache in (RadixCache(4, POLICIES.build("lru"), TTLRule(1.0), CacheMode.BLOCK),
+                  SegmentCache(4, POLICIES.build("lru"), TTLRule(1.0), mode=CacheMode.BLOCK)):
+        orphaned(cache)
+        assert cache.expire(2.5) == 3
+        cache.check_invariants()
+        assert cache.orphan_tokens() == 0 and cache.counters.expired_pages == 3
+
+
+def test_a_readopted_orphan_keeps_its_new_parent_alive():
+    """Per-request TTLs (R16): 3 goes in below [1, 2] for 100 s (its ancestors raised to
+    101, R12), 2 is evicted, 2 comes back for 1 s (deadline 3); the match that re-adopts
+    3 below it raises 2 to 101 too, so at t=5 nothing has expired."""
+    from prefixsim.cache import TTLRule
+
+    for cache in (RadixCache(3, POLICIES.build("lru"), TTLRule(10.0), CacheMode.BLOCK),
+                  SegmentCache(3, POLICIES.build("lru"), TTLRule(10.0), mode=CacheMode.BLOCK)):
+        run = cache.insert(None, [1, 2], [1, 1], 0.0, 1)
+        cache.insert(run[-1], [3], [1], 1.0, 2, ttl_s=100.0)
+        assert cache.evict(1) and cache.orphan_tokens() == 1
+        tip = cache.match([1, 2], 2.0).pages[-1]
+        cache.insert(tip, [2], [1], 2.0, 3, ttl_s=1.0)
+        assert cache.match([1, 2, 3], 2.5).num_pages == 3
+        assert cache.expire(5.0) == 0
+        cache.check_invariants()
+        assert resident(cache) == [1, 2, 3] and cache.orphan_tokens() == 0
+
+
+def random_trace(rng: random.Random, chained: bool) -> list[Request]:
+    """Up to 80 requests over a tree of prompts (a prompt extends a prefix of an earlier
+    one), arrivals in steps of 0 to 3 s: longer than the hypothesis traces, so that
+    orphans are made, outlive a few requests and are re-adopted."""
+    prompts: list[tuple[int, ...]] = []
+    requests = []
+    next_id, now, page = 1, 0.0, rng.choice([1, 2, 4])
+    for position in range(rng.randint(5, 80)):
+        now += rng.choice([0.0, 0.5, 1.0, 3.0])
+        base: tuple[int, ...] = ()
+        if prompts and rng.random() < 0.8:
+            prompt = rng.choice(prompts)
+            base = prompt[:rng.randint(0, len(prompt))]
+        new = []
+        for _ in range(rng.randint(0 if base else 1, 4)):
+            if chained:
+                new.append(next_id)
+                next_id += 1
+            else:
+                new.append(rng.randint(1, 8))
+        ids = base + tuple(new)
+        length = (len(ids) - 1) * page + rng.randint(1, page)
+        requests.append(Request(position, now, length, 1, ids, page))
+        prompts.append(ids)
+    return requests
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_long_random_traces_replay_as_on_pages(block):
+    """200 seeded traces a block (chained or not, TTLs sliding or fixed, capacities from a
+    page up), each replayed in block mode on both trees: the same hits, counters, resident
+    pages with their deadlines, and orphans, or the same input error."""
+    from prefixsim.cache import TTLMode, TTLRule
+
+    for seed in range(200 * block, 200 * block + 200):
+        rng = random.Random(seed)
+        requests = random_trace(rng, chained=rng.random() < 0.7)
+        policy, capacity = rng.choice(["lfu", "lru", "priority"]), rng.randint(1, 30)
+        ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
+        out = []
+        for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
+                      SegmentCache(capacity, POLICIES.build(policy), ttl,
+                                   mode=CacheMode.BLOCK)):
+            try:
+                result = replay_cache_only(requests, cache, sample_interval_s=1.0)
+            except InputError as exc:
+                out.append(str(exc))
+                continue
+            cache.check_invariants()
+            out.append(([r.cached_tokens for r in result.records], result.counters,
+                        sorted((p.page_id, p.deadline_s) for p in cache.pages()),
+                        cache.orphan_tokens()))
+        assert out[0] == out[1], f"seed {seed}"
