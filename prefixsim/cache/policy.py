@@ -83,9 +83,8 @@ class EvictionPolicy(Protocol):
     (touched and inserted together), share their key too (recency, priority, hits), so
     that the victim order within a segment is the tie order, deepest page first. Block
     mode (any unlocked page a victim) then takes a segment's pages from its tail, so any
-    replay in block mode may run on SegmentCache (lru, priority, lfu; not fifo or gdsf,
-    whose keys grow with depth, nor ttl, whose victim entries keep a deadline raised
-    since they were queued, cache/tree.py)."""
+    replay in block mode may run on SegmentCache (lru, priority, lfu, ttl; not fifo or
+    gdsf, whose keys grow with depth)."""
 
     page_states: bool
     """Class attribute: True when the policy keeps a state per page that changes without

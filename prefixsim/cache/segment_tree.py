@@ -14,8 +14,8 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   a timed replica's do); or block mode in a cache-only replay (`whole_paths`) under a
   policy that declares `parents_outlast_children` (lru, priority), where the least
   unlocked page is always a leaf, so block mode evicts what radix mode does; or block
-  mode anywhere under a policy that declares `shared_key` (lru, priority, lfu: the pages
-  of a segment share their key), where every unlocked segment is a victim (`block`);
+  mode anywhere under a policy that declares `shared_key` (lru, priority, lfu, ttl: the
+  pages of a segment share their key), where every unlocked segment is a victim (`block`);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -77,7 +77,8 @@ Why it is exact:
   the lost page): resident and charged, unreachable until a walk or an insert reaches
   the lost page's id again and re-adopts them (`_adopt`, `_next_orphan`), as RadixCache
   finds an orphan page by its id. The deadline queue holds every unlocked segment, which
-  is queued again whenever its deadline rises (R12), so its live entry states it.
+  is queued again whenever its deadline rises (R12), so its live entries state it (and
+  ttl's key, the deadline, is the one it has now).
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -978,13 +979,13 @@ class SegmentCache:
 
     def _raise_deadlines(self, node: Segment | None, deadline: float) -> None:
         """Keep `node` and its ancestors alive at least until `deadline` (R12); in block mode
-        with orphans each unlocked one raised is queued at its new deadline (its victim
-        entry stays, as RadixCache keeps a raised page's)."""
-        queue = self._deadlines if self._any_victim and self.ttl is not None else None
+        with orphans each unlocked one raised is queued again (its deadline entry, and its
+        victim entry under its key now, which may read the deadline: RadixCache too)."""
+        requeue = self._any_victim
         while node is not None and node.deadline_s < deadline:
             node.deadline_s = deadline
-            if queue is not None and not node.lock_count:
-                queue.push(node)
+            if requeue and not node.lock_count:
+                self._queue(node)
             node = node.parent
 
     def _queue_unlocked(self, path: list[Segment]) -> None:

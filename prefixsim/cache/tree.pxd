@@ -108,6 +108,7 @@ cdef class RadixCache:
     @cython.locals(page=Page, freed=cython.longlong, queue=OrderedQueue)
     cpdef long long expire(self, double now) except? -1
 
+    @cython.locals(block=bint)
     cpdef _raise_deadlines(self, Page page, double deadline)
 
     cpdef _let_go(self, Page page)

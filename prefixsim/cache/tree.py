@@ -655,8 +655,8 @@ class RadixCache:
             if not self._current(entry, page):
                 continue
             if entry[0] != page.deadline_s:
-                # raised since it was queued (block mode: an ancestor of a newer or adopted
-                # page keeps its queue entry): re-queue it under the deadline it has now
+                # raised since it was queued without being queued again: re-queue it
+                # under the deadline it has now
                 queue.push((page.deadline_s, *entry[1:]))
                 continue
             self._remove(page, expired=True)
@@ -676,9 +676,14 @@ class RadixCache:
         return now + (self.ttl.ttl_s if ttl_s is None else ttl_s)
 
     def _raise_deadlines(self, page: Page | None, deadline: float) -> None:
-        """Keep every ancestor alive at least as long as a new descendant (R12, C11)."""
+        """Keep every ancestor alive at least as long as a new descendant (R12, C11). In
+        block mode an unlocked page raised is a victim whose key may read its deadline
+        (ttl: earliest deadline first, R11), so it is queued again under its key now."""
+        block = self.block
         while page is not None and page.deadline_s < deadline:
             page.deadline_s = deadline
+            if block and page.lock_count == 0:
+                self._queue(page)
             page = page.parent
 
     def _queue(self, page: Page) -> None:

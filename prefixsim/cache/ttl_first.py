@@ -17,6 +17,7 @@ class EarliestDeadlineFirst(Policy):
     # The key reads only statistics every page of a segment shares, and the hooks are
     # stateless: the cache-only replay may use the compressed tree (cache/segment_tree.py).
     node_uniform = True
+    shared_key = True  # block mode on segments, tail first (cache/segment_tree.py)
     key_field = "deadline_s"  # what `key` returns
 
     def key(self, page: Page) -> float:

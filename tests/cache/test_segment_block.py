@@ -191,7 +191,7 @@ def test_long_random_traces_replay_as_on_pages(block):
     for seed in range(200 * block, 200 * block + 200):
         rng = random.Random(seed)
         requests = random_trace(rng, chained=rng.random() < 0.7)
-        policy, capacity = rng.choice(["lfu", "lru", "priority"]), rng.randint(1, 30)
+        policy, capacity = rng.choice(["lfu", "lru", "priority", "ttl"]), rng.randint(1, 30)
         ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
         out = []
         for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
@@ -207,3 +207,20 @@ def test_long_random_traces_replay_as_on_pages(block):
                         sorted((p.page_id, p.deadline_s) for p in cache.pages()),
                         cache.orphan_tokens()))
         assert out[0] == out[1], f"seed {seed}"
+
+
+def test_earliest_deadline_first_reads_a_raised_deadline():
+    """ttl policy (R11), block mode, a sliding 10 s TTL: 1 (deadline 10) and 2 (11) at the
+    root, then 3 below 1 at t=5 raises 1 to 15 (R12). One more page at t=6 evicts the
+    earliest deadline, 2, not 1 under the deadline it was queued with."""
+    from prefixsim.cache import TTLRule
+
+    for cache in (RadixCache(3, POLICIES.build("ttl"), TTLRule(10.0), CacheMode.BLOCK),
+                  SegmentCache(3, POLICIES.build("ttl"), TTLRule(10.0), mode=CacheMode.BLOCK)):
+        one = cache.insert(None, [1], [1], 0.0, 1)
+        cache.insert(None, [2], [1], 1.0, 2)
+        cache.insert(one[-1], [3], [1], 5.0, 3)
+        assert cache.evict(1)
+        cache.insert(None, [4], [1], 6.0, 4)
+        cache.check_invariants()
+        assert resident(cache) == [1, 3, 4] and cache.orphan_tokens() == 0

@@ -235,7 +235,8 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"mode": "block", "policy": "s3fifo"}, RadixCache),
     ({"mode": "block", "policy": "fifo"}, RadixCache),
     ({"mode": "block", "policy": "gdsf"}, RadixCache),
-    ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, RadixCache),
+    ({"mode": "block", "policy": "workload_aware"}, RadixCache),
+    ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, SegmentCache),
     ({"mode": "block", "policy": "lfu"}, SegmentCache),
     ({"mode": "block", "policy": "lru", "host_capacity_tokens": 1000}, SegmentCache),
 ])
@@ -260,7 +261,7 @@ def test_block_mode_evicts_leaves_only_in_a_cache_only_replay_where_parents_outl
 
 def test_which_policies_run_block_mode_on_segments():
     """Leaves only in a whole-path replay: lru and priority (`parents_outlast_children`);
-    every unlocked segment a victim, tail first: lru, priority, lfu (`shared_key`). The
+    every unlocked segment a victim, tail first: lru, priority, lfu, ttl (`shared_key`). The
     declarations are read from the policy's own class: a subclass that changes the key
     (here LRU's) inherits neither."""
     from prefixsim.cache.lru import LRU
@@ -269,7 +270,7 @@ def test_which_policies_run_block_mode_on_segments():
         return [name for name in POLICIES.names() if SegmentCache.supports(
             POLICIES.build(name), CacheMode.BLOCK, **kwargs)]
 
-    assert declared(whole_paths=True) == declared() == ["lfu", "lru", "priority"]
+    assert declared(whole_paths=True) == declared() == ["lfu", "lru", "priority", "ttl"]
     assert [name for name in POLICIES.names()
             if vars(type(POLICIES.build(name))).get("parents_outlast_children")] == [
         "lru", "priority"]
@@ -656,7 +657,7 @@ def page_statistics(cache) -> dict[int, tuple]:
 
 
 BLOCK_AS_RADIX = ["lru", "priority"]  # parents outlast children: leaves only, no orphans
-SHARED_KEY = ["lfu", "lru", "priority"]  # every unlocked segment a victim, tail first
+SHARED_KEY = ["lfu", "lru", "priority", "ttl"]  # every unlocked segment a victim, tail first
 
 
 def block_segments(capacity, policy, ttl, whole_paths):
