@@ -16,6 +16,7 @@ class FIFO(Policy):
     page's, as on the per-page tree."""
 
     node_uniform = True
+    head_first = True  # block mode on segments, head first (cache/segment_tree.py)
     key_field = "inserted"  # what `key` returns
 
     def key(self, page: Page) -> float:

@@ -86,6 +86,14 @@ class EvictionPolicy(Protocol):
     replay in block mode may run on SegmentCache (lru, priority, lfu, ttl; not fifo or
     gdsf, whose keys grow with depth)."""
 
+    head_first: bool
+    """Class attribute: True when the keys of a segment's pages, which share their
+    statistics, do not fall along it (fifo's insertion order, gdsf's value: its recompute
+    cost grows with the position), so that in block mode a segment's first victim is its
+    head page (`SegmentCache` asks `segment_head` of an aging policy, which also names the
+    deepest page tying with the head), and a head that leaves makes the rest of the
+    segment an orphan: any replay in block mode may then run on SegmentCache."""
+
     page_states: bool
     """Class attribute: True when the policy keeps a state per page that changes without
     a touch (S3-FIFO: S overflowing marks pages due, a second chance moves a page to M),
@@ -170,6 +178,7 @@ class Policy:
     page_states = False
     parents_outlast_children = False
     shared_key = False
+    head_first = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:

@@ -121,6 +121,7 @@ cdef class SegmentCache:
     cdef public bint _stateful
     cdef public bint _sliding
     cdef public bint _any_victim
+    cdef public bint _head_first
     cdef public dict _orphans
     cdef public bint _steady_key
     cdef public double _ttl_s
@@ -228,6 +229,14 @@ cdef class SegmentCache:
                    counters=CacheCounters, entry=tuple, ages=cython.longlong[:],
                    clock=cython.double, seg=IdArray, states=list)
     cpdef bint _evict_states(self, long long need, Segment protect) except? -1
+
+    @cython.locals(node=Segment, above=Segment, queue=OrderedQueue, counters=CacheCounters,
+                   entry=tuple, ages=cython.longlong[:], clock=cython.double, protected=set,
+                   skipped=list, index=Py_ssize_t, size=Py_ssize_t, tokens=cython.longlong)
+    cpdef bint _evict_heads(self, long long need, Segment protect) except? -1
+
+    @cython.locals(seg=IdArray, size=Py_ssize_t, parent=Segment, index=Py_ssize_t)
+    cpdef tuple _head_entry(self, Segment node, long long version)
 
     @cython.locals(seg=IdArray, size=Py_ssize_t)
     cpdef _drop_tail(self, Segment node, Py_ssize_t k, long long tokens)

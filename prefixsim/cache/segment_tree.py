@@ -15,7 +15,8 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   policy that declares `parents_outlast_children` (lru, priority), where the least
   unlocked page is always a leaf, so block mode evicts what radix mode does; or block
   mode anywhere under a policy that declares `shared_key` (lru, priority, lfu, ttl: the
-  pages of a segment share their key), where every unlocked segment is a victim (`block`);
+  pages of a segment share their key) or `head_first` (fifo, gdsf: their keys do not fall
+  along a segment), where every unlocked segment is a victim (`block`);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -78,7 +79,9 @@ Why it is exact:
   the lost page's id again and re-adopts them (`_adopt`, `_next_orphan`), as RadixCache
   finds an orphan page by its id. The deadline queue holds every unlocked segment, which
   is queued again whenever its deadline rises (R12), so its live entries state it (and
-  ttl's key, the deadline, is the one it has now).
+  ttl's key, the deadline, is the one it has now). Under a `head_first` policy a segment
+  is queued under its head (or, gdsf, the deepest page tying with it) and loses one page
+  at a time (`_evict_heads`): split after the victim, the rest goes on as an orphan.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -92,7 +95,7 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
 shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
-leaves out block mode under policies whose keys differ along a segment, and policy hooks.
+leaves out block mode under per-page keyed or stateful policies, and policy hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
@@ -390,6 +393,9 @@ class SegmentCache:
         self._any_victim = self.mode is CacheMode.BLOCK and not (
             whole_paths and _declares(policy, "parents_outlast_children"))
         self.block = self._any_victim  # RadixCache's flag, read by engines
+        # block mode where a segment's first victim is its head (fifo, gdsf: keys that do
+        # not fall along a segment), else its tail
+        self._head_first = self._any_victim and _declares(policy, "head_first")
         # block mode: orphan segments by their first id (`Segment.lost`)
         self._orphans: dict[int, Segment] = {}
         self.counters = CacheCounters()
@@ -468,7 +474,7 @@ class SegmentCache:
         leaves are kept as orphans until a request reaches them again."""
         if CacheMode(mode) is CacheMode.BLOCK:
             return ((whole_paths and _declares(policy, "parents_outlast_children"))
-                    or _declares(policy, "shared_key"))
+                    or _declares(policy, "shared_key") or _declares(policy, "head_first"))
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
         keyed = "access_keyed" if by_access else "page_keyed"
@@ -728,8 +734,13 @@ class SegmentCache:
         self.num_segments += 1
         if self.observer is not None:  # the first k pages are the prefix's now
             self.observer.moved_run(prefix.ids, 0, k, prefix)
+        # its entries numbered past the suffix's, which they may tie with on (key, recency,
+        # depth, id): its head's, in block mode head first (no two entries are equal)
+        prefix.version = node.version
         if self._any_victim and not prefix.lock_count:  # its pages are victims too
             self._queue(prefix)
+            if self._head_first:  # the suffix's head is another page now
+                self._queue(node, with_deadline=False)
         return prefix
 
     # ------------------------------ RadixCache's steps (Part A by request, Part B)
@@ -1149,7 +1160,9 @@ class SegmentCache:
         if resident > counters.peak_tokens:
             counters.peak_tokens = resident
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
-        if bounded:  # LRU's key is the recency: one int object for both
+        if bounded and self._head_first:
+            self._victims.push(self._head_entry(node, 0))
+        elif bounded:  # LRU's key is the recency: one int object for both
             key = self._victim_key(node)
             self._victims.push((key, key if self._key_field == 1 else recency,
                                 -(depth + fit - 1), _ids.id_at(run, fit - 1), 0, node))
@@ -1188,6 +1201,8 @@ class SegmentCache:
             return True
         if self._stateful:
             return self._evict_states(need, protect)
+        if self._head_first:
+            return self._evict_heads(need, protect)
         queue = self._victims
         counters = self.counters
         ages = self._evicted_ages
@@ -1331,6 +1346,73 @@ class SegmentCache:
             for entry in skipped:
                 queue.push(entry)
         return need <= 0
+
+    def _evict_heads(self, need: int, protect: Segment) -> bool:
+        """`evict` in block mode where a segment's first victim is its head (fifo, gdsf),
+        one page at a time as RadixCache takes them: the page its entry names (the head,
+        or the deepest page tying with it) leaves; the pages before it stay, those after it
+        become an orphan (split off first), as do the segment's children when it was the
+        last; the matched path above `protect` is kept whole."""
+        queue = self._victims
+        counters = self.counters
+        ages = self._evicted_ages
+        clock = self._clock
+        aging = self._aging
+        protected = set()
+        above = None if protect is None else protect.parent
+        while above is not None:
+            protected.add(above)
+            above = above.parent
+        skipped = []
+        while need > 0 and queue:
+            entry = queue.pop()
+            node = entry[-1]
+            if entry[-2] != node.version or not node.resident or node.lock_count:
+                continue
+            if node is protect or node in protected:
+                skipped.append(entry)
+                continue
+            if aging is not None and entry[0] > aging.clock:  # GreedyDual: L rises
+                aging.clock = entry[0]
+            index = entry[2] * -1 - node.depth  # the victim page's position
+            size = _ids.id_count(node.ids)
+            if index < size - 1:  # the pages after it go on as an orphan
+                node = self._split(node, index + 1)
+                size = index + 1
+            tokens = node.last_tokens
+            need -= tokens
+            counters.evicted_pages += 1
+            counters.evicted_tokens += tokens
+            ages[age_bin(clock - node.last_access_s)] += 1
+            if node.children:
+                self._orphan_children(node)
+            if self.on_demote is not None:
+                self._demote(node, 1)
+            if size == 1:
+                self._remove(node)
+            else:
+                self._drop_tail(node, 1, tokens)
+                self._queue(node, with_deadline=False)
+        for entry in skipped:
+            queue.push(entry)
+        return need <= 0
+
+    def _head_entry(self, node: Segment, version: int) -> tuple:
+        """The victim entry of a segment whose first victim is its head (or the deepest page
+        tying with it): (key, recency, -depth, page id) of that page, version, segment."""
+        seg = node.ids
+        size = _ids.id_count(seg)
+        if self._aging is not None:
+            parent = node.parent
+            before = (parent.last_tokens if parent is not None
+                      else 0 if node.lost is None else node.lost[1][-1])
+            value, index = self._aging.segment_head(node, before)
+            key = node.aged_base + value
+        else:  # fifo: a page's insertion order, the head's the least
+            index = 0
+            key = node.inserted - (size - 1)
+        return (key, node.recency, -(node.depth + index), _ids.id_at(seg, index), version,
+                node)
 
     def _drop_tail(self, node: Segment, k: int, tokens: int) -> None:
         """Take the last `k` pages (`tokens` in all) out of `node`, which keeps at least
@@ -1494,7 +1576,9 @@ class SegmentCache:
         """(Re)enter a leaf segment into the victim queue (when bounded) and, with a TTL, the
         deadline queue; older victim entries of it go stale."""
         node.version = version = node.version + 1
-        if self._bounded:
+        if self._bounded and self._head_first:
+            self._victims.push(self._head_entry(node, version))
+        elif self._bounded:
             key = self._victim_key(node)
             seg = node.ids
             size = _ids.id_count(seg)

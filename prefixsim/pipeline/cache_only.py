@@ -59,15 +59,20 @@ def run_cache_only(parts: Components, requests: Sequence[Request],
 
 def cache_only_facts(parts: Components, frame: pd.DataFrame, counters: CacheCounters,
                      bounds: Bounds, sampling: SamplingInfo | None,
-                     ttls: list[float | None], **more) -> RunFacts:
+                     ttls: list[float | None], orphan_tokens: int | None = None,
+                     **more) -> RunFacts:
     """The RunFacts of a cache-only run (this module's and pipeline/streamed.py's), wall
-    time 0; `more` sets further fields (num_requests, the trace, ...)."""
+    time 0; `orphan_tokens`: block mode's unreachable tokens at the end, read from the
+    cache when not given (a caller that clears the cache first reads them before); `more`
+    sets further fields (num_requests, the trace, ...)."""
     config = parts.config
+    if orphan_tokens is None:
+        orphan_tokens = parts.caches[0].orphan_tokens()
     return RunFacts(
         mode=CACHE_ONLY, config=config, requests=frame, counters=counters,
         capacity_tokens=config.cache.capacity_tokens, cost_model=parts.cost_model,
         model=parts.model, gpu=parts.gpu, bounds=bounds, wall_time_s=0.0,
-        orphan_tokens=parts.caches[0].orphan_tokens(), pricing=parts.pricing,
+        orphan_tokens=orphan_tokens, pricing=parts.pricing,
         request_ttls=ttls, sampling=sampling,
         pool=None if parts.shared_pool is None else PoolFigures.of(parts.shared_pool),
         **more)

@@ -143,6 +143,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
             sink.write(records_frame(records.drain(), CacheOnlyRecord))  # its last record
 
     states = None if interval_s is None else []
+    orphan_tokens = None  # read from the cache for the summary, unless it is cleared first
     try:
         if (isinstance(cache, SegmentCache) and parts.rules is None and tiers is None
                 and parts.shared_pool is None):  # by column: no Request, no record
@@ -150,6 +151,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
                 _chunks_told(chunks(), belady, uses), cache,
                 lambda chunk, cached: sink.write(_chunk_frame(chunk, cached)), on_progress,
                 sample_interval_s=interval_s, states=states)
+            orphan_tokens = cache.orphan_tokens()
             cache.clear()  # its tree goes now, before the summary (SegmentCache.clear)
         else:
             states = replay_cache_only(requests(), cache, on_progress=on_progress,
@@ -174,7 +176,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
     belady_rate = _belady_pass_rate(parts, stream, uses) if config.cache.bounds else None
     facts = cache_only_facts(
         parts, frame, cache.counters, Bounds(unbounded, belady_rate), sampling,
-        tally.ttls or [],
+        tally.ttls or [], orphan_tokens,
         num_requests=len(frame), trace=TraceData([], stream.format, time_shift_s=start),
         command=command, distinct_prefix_tokens=distinct)
     facts = dataclasses.replace(facts, wall_time_s=time.perf_counter() - started)

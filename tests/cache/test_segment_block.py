@@ -183,15 +183,17 @@ def random_trace(rng: random.Random, chained: bool) -> list[Request]:
 
 @pytest.mark.parametrize("block", range(4))
 def test_long_random_traces_replay_as_on_pages(block):
-    """200 seeded traces a block (chained or not, TTLs sliding or fixed, capacities from a
-    page up), each replayed in block mode on both trees: the same hits, counters, resident
-    pages with their deadlines, and orphans, or the same input error."""
+    """200 seeded traces a block (chained or not, every node-uniform policy, TTLs sliding
+    or fixed, capacities from a page up), each replayed in block mode on both trees: the
+    same hits, counters, resident pages with their deadlines, and orphans, or the same
+    input error."""
     from prefixsim.cache import TTLMode, TTLRule
 
     for seed in range(200 * block, 200 * block + 200):
         rng = random.Random(seed)
         requests = random_trace(rng, chained=rng.random() < 0.7)
-        policy, capacity = rng.choice(["lfu", "lru", "priority", "ttl"]), rng.randint(1, 30)
+        policy = rng.choice(["fifo", "gdsf", "lfu", "lru", "priority", "ttl"])
+        capacity = rng.randint(1, 30)
         ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
         out = []
         for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
@@ -224,3 +226,51 @@ def test_earliest_deadline_first_reads_a_raised_deadline():
         cache.insert(None, [4], [1], 6.0, 4)
         cache.check_invariants()
         assert resident(cache) == [1, 3, 4] and cache.orphan_tokens() == 0
+
+
+def test_fifo_takes_a_segment_from_its_head():
+    """fifo (insertion order) in block mode: [1, 2] then [1, 2, 3], then [4] needs a
+    page: the oldest insert, 1, goes though pages follow it: 2 is left an orphan with 3
+    below it, which no match reaches (on the compressed tree [1, 2] loses its head and
+    the rest goes on as the orphan)."""
+    requests = [Request(0, 0.0, 2, 1, (1, 2), 1), Request(1, 1.0, 3, 1, (1, 2, 3), 1),
+                Request(2, 2.0, 1, 1, (4,), 1)]
+    for cache in (RadixCache(3, POLICIES.build("fifo"), None, CacheMode.BLOCK),
+                  SegmentCache(3, POLICIES.build("fifo"), None, mode=CacheMode.BLOCK)):
+        replay_cache_only(requests, cache)
+        cache.check_invariants()
+        assert cache.orphan_tokens() == 1 and resident(cache) == [2, 3, 4]
+        assert cache.match([1, 2, 3], 3.0).num_pages == 0
+
+
+def test_gdsf_takes_the_deepest_page_tying_with_the_head():
+    """gdsf with a recompute cost of 1 per token before position 8 and 2 after (4-token
+    pages): [1, 2, 3, 4] at positions 0, 4, 8, 12 are worth 1, 1, 2, 2; [5] needs a page:
+    the least value, 1, and of the two pages with it the deeper, 2. 1 stays, 3 and 4 are
+    left an orphan (a segment split around the page that left)."""
+    from prefixsim.cache.gdsf import GDSF
+
+    def step(position: float) -> float:
+        return 1.0 if position < 8 else 2.0
+
+    requests = [Request(0, 0.0, 16, 1, (1, 2, 3, 4), 4), Request(1, 1.0, 4, 1, (5,), 4)]
+    for cache in (RadixCache(16, GDSF(step), None, CacheMode.BLOCK),
+                  SegmentCache(16, GDSF(step), None, mode=CacheMode.BLOCK)):
+        replay_cache_only(requests, cache)
+        cache.check_invariants()
+        assert resident(cache) == [1, 3, 4, 5] and cache.orphan_tokens() == 4
+
+
+def test_gdsf_with_a_flat_cost_takes_a_segment_from_its_tail():
+    """gdsf with one cost for every position: the pages of [1, 2, 3] tie, so the deeper
+    goes first: [4] takes 3, then [5] takes 2 (the segment queued again under its new
+    tail), not 4, whose key is higher (L rose to the first victim's)."""
+    from prefixsim.cache.gdsf import GDSF
+
+    requests = [Request(0, 0.0, 3, 1, (1, 2, 3), 1), Request(1, 1.0, 1, 1, (4,), 1),
+                Request(2, 2.0, 1, 1, (5,), 1)]
+    for cache in (RadixCache(3, GDSF(lambda position: 1.0), None, CacheMode.BLOCK),
+                  SegmentCache(3, GDSF(lambda position: 1.0), None, mode=CacheMode.BLOCK)):
+        replay_cache_only(requests, cache)
+        cache.check_invariants()
+        assert resident(cache) == [1, 4, 5] and cache.orphan_tokens() == 0

@@ -117,6 +117,8 @@ CONFIGS = {
                              "cache.pricing": "anthropic"},
     "block-lfu": {"cache.policy": "lfu", "cache.capacity_tokens": 300_000,
                   "cache.mode": "block"},
+    "block-fifo": {"cache.policy": "fifo", "cache.capacity_tokens": 300_000,
+                   "cache.mode": "block"},  # orphans left at the end, in the summary
     "pool": {"cache.policy": "lru", "cache.capacity_tokens": 200_000,
              "cache.pool.capacity_tokens": 800_000},
     "min-cacheable": {"cache.policy": "lru", "cache.capacity_tokens": 400_000,
