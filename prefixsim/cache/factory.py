@@ -5,9 +5,9 @@ with a node-uniform, page-keyed, run-keyed or page-state policy (with lower tier
 pool, request classes or a minimum cacheable prompt too), in a cache-only replay in
 block mode with a policy under which parents outlast their children (lru, priority:
 there block mode evicts the leaves radix mode does), and in block mode anywhere with a
-node-uniform policy (every unlocked segment a victim, orphans kept: tail first where its
-pages share their key, lru, priority, lfu, ttl; head first where the keys grow along a
-segment, fifo, gdsf); everything else runs on RadixCache. A
+policy that declares how a segment's pages go (every unlocked segment a victim, orphans
+kept: tail first where its pages share their key, lru, priority, lfu, ttl; head first,
+fifo); everything else runs on RadixCache. A
 timed replica's cache comes from here too (pipeline/build.py; docs/architecture.md
 "One prefix cache").
 """

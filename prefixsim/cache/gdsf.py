@@ -58,7 +58,6 @@ class GDSF(GreedyDualPolicy):
     # A page deeper in a prompt is dearer per token (attention), so along a compressed
     # cache's segment the value only grows: its last page's is the segment's key.
     node_uniform = True
-    head_first = True  # block mode on segments, head first (cache/segment_tree.py)
 
     def value(self, page: Page) -> float:
         # tokens before the page: its ancestors are full pages (a partial page is a last one)
@@ -77,27 +76,6 @@ class GDSF(GreedyDualPolicy):
         else:
             position = depth * segment.parent.last_tokens
         return (segment.num_hits + 1) * self._cost(position)
-
-    def segment_head(self, segment: Segment, before_tokens: int) -> tuple[float, int]:
-        """Block mode: the least `value` among the segment's pages and the position of the
-        deepest page that has it (a tie goes to the deeper page, R11). `before_tokens`: the
-        tokens of the page before its first (0 at the root). Along a segment the positions
-        grow, so only the first page may be out of order (a page before it larger than its
-        own pages)."""
-        size = len(segment.ids)
-        depth = segment.depth
-        hits = segment.num_hits + 1
-        head = self._cost(depth * before_tokens)
-        if size == 1:
-            return hits * head, 0
-        page = segment.page_tokens
-        second = self._cost((depth + 1) * page)
-        last = 1
-        while last + 1 < size and self._cost((depth + last + 1) * page) == second:
-            last += 1
-        if head < second:
-            return hits * head, 0
-        return hits * second, last
 
     def _cost(self, position: int) -> float:
         cost = self._memo.get(position)

@@ -88,11 +88,12 @@ class EvictionPolicy(Protocol):
 
     head_first: bool
     """Class attribute: True when the keys of a segment's pages, which share their
-    statistics, do not fall along it (fifo's insertion order, gdsf's value: its recompute
-    cost grows with the position), so that in block mode a segment's first victim is its
-    head page (`SegmentCache` asks `segment_head` of an aging policy, which also names the
-    deepest page tying with the head), and a head that leaves makes the rest of the
-    segment an orphan: any replay in block mode may then run on SegmentCache."""
+    statistics, grow along it and no other page's lie between (fifo's insertion orders:
+    a segment's pages were inserted together), so that in block mode a segment's next
+    victims are its first pages, and the rest of it goes on as an orphan: any replay in
+    block mode may then run on SegmentCache. (Not gdsf: its value grows along a segment
+    too, but another segment's page may come between two of them, so its pages would
+    go one at a time, each cutting the segment: slower than the per-page tree.)"""
 
     page_states: bool
     """Class attribute: True when the policy keeps a state per page that changes without

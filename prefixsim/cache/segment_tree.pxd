@@ -232,10 +232,11 @@ cdef class SegmentCache:
 
     @cython.locals(node=Segment, above=Segment, queue=OrderedQueue, counters=CacheCounters,
                    entry=tuple, ages=cython.longlong[:], clock=cython.double, protected=set,
-                   skipped=list, index=Py_ssize_t, size=Py_ssize_t, tokens=cython.longlong)
+                   skipped=list, size=Py_ssize_t, tokens=cython.longlong, k=Py_ssize_t,
+                   page=cython.longlong, seg=IdArray, i=Py_ssize_t)
     cpdef bint _evict_heads(self, long long need, Segment protect) except? -1
 
-    @cython.locals(seg=IdArray, size=Py_ssize_t, parent=Segment, index=Py_ssize_t)
+    @cython.locals(seg=IdArray)
     cpdef tuple _head_entry(self, Segment node, long long version)
 
     @cython.locals(seg=IdArray, size=Py_ssize_t)

@@ -15,8 +15,8 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   policy that declares `parents_outlast_children` (lru, priority), where the least
   unlocked page is always a leaf, so block mode evicts what radix mode does; or block
   mode anywhere under a policy that declares `shared_key` (lru, priority, lfu, ttl: the
-  pages of a segment share their key) or `head_first` (fifo, gdsf: their keys do not fall
-  along a segment), where every unlocked segment is a victim (`block`);
+  pages of a segment share their key) or `head_first` (fifo: insertion orders grow along
+  a segment), where every unlocked segment is a victim (`block`);
 - a policy that declares `node_uniform = True`: its `key(node)` reads only statistics shared
   by a segment's pages (recency, last access, deadline, hits, priority) or the insertion
   order of its last page (`inserted`), and its hooks are the stateless ones (LRU, ttl,
@@ -79,9 +79,9 @@ Why it is exact:
   the lost page's id again and re-adopts them (`_adopt`, `_next_orphan`), as RadixCache
   finds an orphan page by its id. The deadline queue holds every unlocked segment, which
   is queued again whenever its deadline rises (R12), so its live entries state it (and
-  ttl's key, the deadline, is the one it has now). Under a `head_first` policy a segment
-  is queued under its head (or, gdsf, the deepest page tying with it) and loses one page
-  at a time (`_evict_heads`): split after the victim, the rest goes on as an orphan.
+  ttl's key, the deadline, is the one it has now). Under a `head_first` policy (fifo) a
+  segment is queued under its head and loses pages from its head (`_evict_heads`): split
+  after the last one that goes, the rest goes on as an orphan.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -95,7 +95,8 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
 shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
-leaves out block mode under per-page keyed or stateful policies, and policy hooks.
+leaves out block mode under gdsf and the per-page keyed or stateful policies, and policy
+hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
@@ -393,8 +394,8 @@ class SegmentCache:
         self._any_victim = self.mode is CacheMode.BLOCK and not (
             whole_paths and _declares(policy, "parents_outlast_children"))
         self.block = self._any_victim  # RadixCache's flag, read by engines
-        # block mode where a segment's first victim is its head (fifo, gdsf: keys that do
-        # not fall along a segment), else its tail
+        # block mode where a segment's first victim is its head (fifo: insertion orders
+        # grow along a segment), else its tail
         self._head_first = self._any_victim and _declares(policy, "head_first")
         # block mode: orphan segments by their first id (`Segment.lost`)
         self._orphans: dict[int, Segment] = {}
@@ -1348,16 +1349,16 @@ class SegmentCache:
         return need <= 0
 
     def _evict_heads(self, need: int, protect: Segment) -> bool:
-        """`evict` in block mode where a segment's first victim is its head (fifo, gdsf),
-        one page at a time as RadixCache takes them: the page its entry names (the head,
-        or the deepest page tying with it) leaves; the pages before it stay, those after it
-        become an orphan (split off first), as do the segment's children when it was the
-        last; the matched path above `protect` is kept whole."""
+        """`evict` in block mode where a segment's first victim is its head (fifo: its
+        pages' insertion orders follow the head's, and no other page's lie between, so the
+        next victims are its next pages): as many pages from the head as `need` asks go at
+        once, first page first, as RadixCache takes them; the pages after them go on as an
+        orphan (split off first), as do the segment's children when all of it goes; the
+        matched path above `protect` is kept whole."""
         queue = self._victims
         counters = self.counters
         ages = self._evicted_ages
         clock = self._clock
-        aging = self._aging
         protected = set()
         above = None if protect is None else protect.parent
         while above is not None:
@@ -1372,47 +1373,36 @@ class SegmentCache:
             if node is protect or node in protected:
                 skipped.append(entry)
                 continue
-            if aging is not None and entry[0] > aging.clock:  # GreedyDual: L rises
-                aging.clock = entry[0]
-            index = entry[2] * -1 - node.depth  # the victim page's position
             size = _ids.id_count(node.ids)
-            if index < size - 1:  # the pages after it go on as an orphan
-                node = self._split(node, index + 1)
-                size = index + 1
-            tokens = node.last_tokens
+            page = node.page_tokens
+            k = size if need > page * (size - 1) else max(1, (need + page - 1) // page)
+            if k < size:  # the pages after them go on as an orphan
+                node = self._split(node, k)
+            tokens = node.num_tokens
             need -= tokens
-            counters.evicted_pages += 1
+            counters.evicted_pages += k
             counters.evicted_tokens += tokens
-            ages[age_bin(clock - node.last_access_s)] += 1
+            ages[age_bin(clock - node.last_access_s)] += k
             if node.children:
                 self._orphan_children(node)
-            if self.on_demote is not None:
-                self._demote(node, 1)
-            if size == 1:
-                self._remove(node)
-            else:
-                self._drop_tail(node, 1, tokens)
-                self._queue(node, with_deadline=False)
+            if self.on_demote is not None:  # first page first, as they leave
+                seg = node.ids
+                for i in range(k):
+                    self.on_demote(SegmentPage(_ids.id_at(seg, i),
+                                               node.last_tokens if i == k - 1 else page,
+                                               node, i))
+            self._remove(node)
         for entry in skipped:
             queue.push(entry)
         return need <= 0
 
     def _head_entry(self, node: Segment, version: int) -> tuple:
-        """The victim entry of a segment whose first victim is its head (or the deepest page
-        tying with it): (key, recency, -depth, page id) of that page, version, segment."""
+        """The victim entry of a segment whose first victim is its head: (key, recency,
+        -depth, page id) of its head page (fifo's key: the head's insertion order),
+        version, segment."""
         seg = node.ids
-        size = _ids.id_count(seg)
-        if self._aging is not None:
-            parent = node.parent
-            before = (parent.last_tokens if parent is not None
-                      else 0 if node.lost is None else node.lost[1][-1])
-            value, index = self._aging.segment_head(node, before)
-            key = node.aged_base + value
-        else:  # fifo: a page's insertion order, the head's the least
-            index = 0
-            key = node.inserted - (size - 1)
-        return (key, node.recency, -(node.depth + index), _ids.id_at(seg, index), version,
-                node)
+        return (node.inserted - (_ids.id_count(seg) - 1), node.recency, -node.depth,
+                node.first, version, node)
 
     def _drop_tail(self, node: Segment, k: int, tokens: int) -> None:
         """Take the last `k` pages (`tokens` in all) out of `node`, which keeps at least

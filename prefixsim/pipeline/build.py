@@ -228,9 +228,9 @@ def build_cache(
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
     `replay_only` (a cache-only replay): a SegmentCache, same results and faster, when the
-    section allows it (cache/factory.py: radix mode, or block mode with a node-uniform policy;
-    with lower tiers, a shared pool, request classes or a minimum cacheable prompt
-    too).
+    section allows it (cache/factory.py: radix mode, or block mode but with gdsf or a
+    per-page policy; with lower tiers, a shared pool, request classes or a minimum
+    cacheable prompt too).
     `time_scale`: the timed engine's, so an offline policy reads the trace on its clock.
     `policy`: one built already, instead of the section's (its params then unused).
     `chained`: the replay's page ids are checked chained already (a streamed trace's

@@ -183,16 +183,16 @@ def random_trace(rng: random.Random, chained: bool) -> list[Request]:
 
 @pytest.mark.parametrize("block", range(4))
 def test_long_random_traces_replay_as_on_pages(block):
-    """200 seeded traces a block (chained or not, every node-uniform policy, TTLs sliding
-    or fixed, capacities from a page up), each replayed in block mode on both trees: the
-    same hits, counters, resident pages with their deadlines, and orphans, or the same
-    input error."""
+    """200 seeded traces a block (chained or not, every policy that runs block mode on
+    segments, TTLs sliding or fixed, capacities from a page up), each replayed in block
+    mode on both trees: the same hits, counters, resident pages with their deadlines, and
+    orphans, or the same input error."""
     from prefixsim.cache import TTLMode, TTLRule
 
     for seed in range(200 * block, 200 * block + 200):
         rng = random.Random(seed)
         requests = random_trace(rng, chained=rng.random() < 0.7)
-        policy = rng.choice(["fifo", "gdsf", "lfu", "lru", "priority", "ttl"])
+        policy = rng.choice(["fifo", "lfu", "lru", "priority", "ttl"])
         capacity = rng.randint(1, 30)
         ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
         out = []
@@ -243,34 +243,17 @@ def test_fifo_takes_a_segment_from_its_head():
         assert cache.match([1, 2, 3], 3.0).num_pages == 0
 
 
-def test_gdsf_takes_the_deepest_page_tying_with_the_head():
-    """gdsf with a recompute cost of 1 per token before position 8 and 2 after (4-token
-    pages): [1, 2, 3, 4] at positions 0, 4, 8, 12 are worth 1, 1, 2, 2; [5] needs a page:
-    the least value, 1, and of the two pages with it the deeper, 2. 1 stays, 3 and 4 are
-    left an orphan (a segment split around the page that left)."""
-    from prefixsim.cache.gdsf import GDSF
+def test_fifo_takes_several_head_pages_at_once_first_page_first():
+    """[1, 2, 3, 4] then [5, 6] in 4 tokens (fifo, block mode): two pages must go, the two
+    oldest inserts, 1 then 2 (handed to the host tier in that order), and [3, 4] is left
+    an orphan of 1 token."""
+    from prefixsim.cache.tiers import build_tier_stack
 
-    def step(position: float) -> float:
-        return 1.0 if position < 8 else 2.0
-
-    requests = [Request(0, 0.0, 16, 1, (1, 2, 3, 4), 4), Request(1, 1.0, 4, 1, (5,), 4)]
-    for cache in (RadixCache(16, GDSF(step), None, CacheMode.BLOCK),
-                  SegmentCache(16, GDSF(step), None, mode=CacheMode.BLOCK)):
-        replay_cache_only(requests, cache)
+    requests = [Request(0, 0.0, 4, 1, (1, 2, 3, 4), 1), Request(1, 1.0, 2, 1, (5, 6), 1)]
+    for cache in (RadixCache(4, POLICIES.build("fifo"), None, CacheMode.BLOCK),
+                  SegmentCache(4, POLICIES.build("fifo"), None, mode=CacheMode.BLOCK)):
+        tiers = build_tier_stack(cache, 10, 1.0, None, 1.0, 0)
+        replay_cache_only(requests, cache, tiers=tiers)
         cache.check_invariants()
-        assert resident(cache) == [1, 3, 4, 5] and cache.orphan_tokens() == 4
-
-
-def test_gdsf_with_a_flat_cost_takes_a_segment_from_its_tail():
-    """gdsf with one cost for every position: the pages of [1, 2, 3] tie, so the deeper
-    goes first: [4] takes 3, then [5] takes 2 (the segment queued again under its new
-    tail), not 4, whose key is higher (L rose to the first victim's)."""
-    from prefixsim.cache.gdsf import GDSF
-
-    requests = [Request(0, 0.0, 3, 1, (1, 2, 3), 1), Request(1, 1.0, 1, 1, (4,), 1),
-                Request(2, 2.0, 1, 1, (5,), 1)]
-    for cache in (RadixCache(3, GDSF(lambda position: 1.0), None, CacheMode.BLOCK),
-                  SegmentCache(3, GDSF(lambda position: 1.0), None, mode=CacheMode.BLOCK)):
-        replay_cache_only(requests, cache)
-        cache.check_invariants()
-        assert resident(cache) == [1, 4, 5] and cache.orphan_tokens() == 0
+        assert resident(cache) == [3, 4, 5, 6] and cache.orphan_tokens() == 1
+        assert list(tiers.tiers[0]._pages) == [1, 2]

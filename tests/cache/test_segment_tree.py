@@ -234,7 +234,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, SegmentCache),
     ({"mode": "block", "policy": "s3fifo"}, RadixCache),
     ({"mode": "block", "policy": "fifo"}, SegmentCache),
-    ({"mode": "block", "policy": "gdsf"}, SegmentCache),
+    ({"mode": "block", "policy": "gdsf"}, RadixCache),
     ({"mode": "block", "policy": "workload_aware"}, RadixCache),
     ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, SegmentCache),
     ({"mode": "block", "policy": "lfu"}, SegmentCache),
@@ -262,7 +262,7 @@ def test_block_mode_evicts_leaves_only_in_a_cache_only_replay_where_parents_outl
 def test_which_policies_run_block_mode_on_segments():
     """Leaves only in a whole-path replay: lru and priority (`parents_outlast_children`);
     every unlocked segment a victim, tail first: lru, priority, lfu, ttl (`shared_key`),
-    head first: fifo, gdsf (`head_first`). The
+    head first: fifo (`head_first`). The
     declarations are read from the policy's own class: a subclass that changes the key
     (here LRU's) inherits neither."""
     from prefixsim.cache.lru import LRU
@@ -272,9 +272,9 @@ def test_which_policies_run_block_mode_on_segments():
             POLICIES.build(name), CacheMode.BLOCK, **kwargs)]
 
     assert declared(whole_paths=True) == declared() == [
-        "fifo", "gdsf", "lfu", "lru", "priority", "ttl"]
+        "fifo", "lfu", "lru", "priority", "ttl"]
     assert [name for name in POLICIES.names()
-            if vars(type(POLICIES.build(name))).get("head_first")] == ["fifo", "gdsf"]
+            if vars(type(POLICIES.build(name))).get("head_first")] == ["fifo"]
     assert [name for name in POLICIES.names()
             if vars(type(POLICIES.build(name))).get("parents_outlast_children")] == [
         "lru", "priority"]
@@ -661,7 +661,7 @@ def page_statistics(cache) -> dict[int, tuple]:
 
 
 BLOCK_AS_RADIX = ["lru", "priority"]  # parents outlast children: leaves only, no orphans
-SHARED_KEY = ["fifo", "gdsf", "lfu", "lru", "priority", "ttl"]  # any unlocked segment a victim
+SHARED_KEY = ["fifo", "lfu", "lru", "priority", "ttl"]  # any unlocked segment a victim
 
 
 def block_segments(capacity, policy, ttl, whole_paths):
