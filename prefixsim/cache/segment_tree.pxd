@@ -62,6 +62,10 @@ cdef inline bint _live_entry(Segment node, long long entry, bint leaves_only)
 cdef object _category(Segment node)
 
 
+@cython.locals(above=Segment)
+cdef set _path_above(Segment node)
+
+
 cdef class DeadlineRun:
     cdef public list run
     cdef public Py_ssize_t first
@@ -221,8 +225,7 @@ cdef class SegmentCache:
                    clock=cython.double, queue=OrderedQueue, pages_out=cython.longlong,
                    tokens_out=cython.longlong, counters=CacheCounters,
                    entry=tuple, ages=cython.longlong[:], steady=bint, seg=IdArray,
-                   run_keyed=bint, per_page=bint, any_victim=bint, protected=set,
-                   above=Segment)
+                   run_keyed=bint, per_page=bint, any_victim=bint, protected=set)
     cpdef bint evict(self, long long num_tokens, Segment protect=*) except? -1
 
     @cython.locals(node=Segment, size=Py_ssize_t, tokens=cython.longlong, queue=OrderedQueue,
@@ -230,7 +233,7 @@ cdef class SegmentCache:
                    clock=cython.double, seg=IdArray, states=list)
     cpdef bint _evict_states(self, long long need, Segment protect) except? -1
 
-    @cython.locals(node=Segment, above=Segment, queue=OrderedQueue, counters=CacheCounters,
+    @cython.locals(node=Segment, queue=OrderedQueue, counters=CacheCounters,
                    entry=tuple, ages=cython.longlong[:], clock=cython.double, protected=set,
                    skipped=list, size=Py_ssize_t, tokens=cython.longlong, k=Py_ssize_t,
                    page=cython.longlong, seg=IdArray, i=Py_ssize_t)

@@ -373,8 +373,8 @@ class SegmentCache:
         whole path from the root (a cache-only replay), where a policy that declares
         `parents_outlast_children` evicts in block mode exactly the leaves it evicts in
         radix mode, so the cache runs as in radix mode (`supports`). Otherwise block mode
-        (a policy that declares `shared_key`) makes every unlocked segment a victim, tail
-        first, and keeps orphans (`block`).
+        (a policy that declares `shared_key` or `head_first`) makes every unlocked segment
+        a victim, from its tail or its head, and keeps orphans (`block`).
         `by_access`: a policy that declares `access_keyed` (belady) keys each page from
         its segment's last access and recency when it is queued or may be evicted, as
         RadixCache calls `key` (a timed replica's cache, whose recency counts its steps,
@@ -470,9 +470,10 @@ class SegmentCache:
         request touches its whole path (`whole_paths`: a cache-only replay) and the
         policy's own class declares `parents_outlast_children` (a subclass that changes
         the key must declare it again): eviction then takes the leaves radix mode takes; or
-        anywhere where the policy's own class declares `shared_key`: every unlocked segment
-        is then a victim, its pages taken from its tail, and the pages below one that
-        leaves are kept as orphans until a request reaches them again."""
+        anywhere where the policy's own class declares `shared_key` or `head_first`: every
+        unlocked segment is then a victim, its pages taken from its tail or its head, and
+        the pages below one that leaves are kept as orphans until a request reaches them
+        again."""
         if CacheMode(mode) is CacheMode.BLOCK:
             return ((whole_paths and _declares(policy, "parents_outlast_children"))
                     or _declares(policy, "shared_key") or _declares(policy, "head_first"))
@@ -1215,13 +1216,8 @@ class SegmentCache:
         run_keyed = self._run_keyed
         per_page = self._keyed or self._lazy or run_keyed
         any_victim = self._any_victim
-        protected = None  # block mode: the protected path above `protect`
-        if any_victim and protect is not None:
-            protected = set()
-            above = protect.parent
-            while above is not None:
-                protected.add(above)
-                above = above.parent
+        # block mode: the protected path above `protect`
+        protected = _path_above(protect) if any_victim and protect is not None else None
         try:
             while need > 0 and queue:
                 entry = queue.head()  # taken out below, unless it stays (`steady`)
@@ -1359,11 +1355,7 @@ class SegmentCache:
         counters = self.counters
         ages = self._evicted_ages
         clock = self._clock
-        protected = set()
-        above = None if protect is None else protect.parent
-        while above is not None:
-            protected.add(above)
-            above = above.parent
+        protected = _path_above(protect)
         skipped = []
         while need > 0 and queue:
             entry = queue.pop()
@@ -1692,6 +1684,17 @@ def _live_victim(entry: tuple) -> bool:
     node = entry[-1]
     return (entry[-2] == node.version and node.resident and not node.children
             and not node.lock_count)
+
+
+def _path_above(node: Segment | None) -> set:
+    """The segments above `node` on its path from the root (block mode protects a request's
+    whole matched path while it evicts)."""
+    out = set()
+    above = None if node is None else node.parent
+    while above is not None:
+        out.add(above)
+        above = above.parent
+    return out
 
 
 def _live_any(entry: tuple) -> bool:
