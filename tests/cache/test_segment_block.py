@@ -257,3 +257,56 @@ def test_fifo_takes_several_head_pages_at_once_first_page_first():
         cache.check_invariants()
         assert resident(cache) == [3, 4, 5, 6] and cache.orphan_tokens() == 1
         assert list(tiers.tiers[0]._pages) == [1, 2]
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_long_random_traces_with_tiers_pools_or_classes_replay_as_on_pages(block):
+    """200 seeded traces a block through the step-by-step replay: a host tier (and a
+    disk), a shared pool written back or through (an evicted orphan's chain written
+    through its lost ancestors), or a request class with its own TTL and priority; the
+    same hits per tier, counters, each page's statistics, what is below HBM, orphans."""
+    from prefixsim.cache import TTLMode, TTLRule
+    from prefixsim.cache.classes import CacheRules, RequestClass
+    from prefixsim.cache.pool import PoolSpec, SharedPool
+    from prefixsim.cache.tiers import build_tier_stack
+
+    for seed in range(200 * block, 200 * block + 200):
+        rng = random.Random(seed)
+        requests = random_trace(rng, chained=rng.random() < 0.7)
+        policy = rng.choice(["fifo", "lfu", "lru", "priority", "ttl"])
+        capacity = rng.randint(1, 30)
+        ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
+        kind = rng.choice(["tier", "pool", "pool_through", "classes"])
+        host, disk, pool_capacity = rng.randint(0, 30), rng.choice([None, 20]), rng.randint(0, 60)
+        rule = RequestClass("some", ttl_s=rng.choice([None, 1.0, 30.0]),
+                            priority=rng.randint(0, 2), share=0.5)
+        if kind == "classes" and ttl is None and rule.ttl_s is not None:
+            ttl = TTLRule(float("inf"))  # as build_cache makes it
+        out = []
+        for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
+                      SegmentCache(capacity, POLICIES.build(policy), ttl,
+                                   mode=CacheMode.BLOCK)):
+            tiers = pool = rules = None
+            if kind == "tier":
+                tiers = build_tier_stack(cache, host, 1.0, disk, 1.0, 0)
+            elif kind == "classes":
+                rules = CacheRules([rule], 0, 0)
+            else:
+                pool = SharedPool(RadixCache(pool_capacity, POLICIES.build("lru")),
+                                  PoolSpec(1.0, 1.0, write_through=kind == "pool_through"),
+                                  lambda: 0.0)
+            try:
+                result = replay_cache_only(requests, cache, tiers=tiers, pool=pool,
+                                           rules=rules, sample_interval_s=1.0)
+            except InputError as exc:
+                out.append(str(exc))
+                continue
+            cache.check_invariants()
+            below = (sorted((p.page_id, p.num_tokens) for p in pool.cache.pages())
+                     if pool is not None else
+                     [list(tier._pages.items()) for tier in tiers.tiers] if tiers else None)
+            out.append(([(r.cached_tokens, r.cached_tokens_host, r.cached_tokens_pool)
+                         for r in result.records], result.counters,
+                        sorted((p.page_id, p.deadline_s) for p in cache.pages()), below,
+                        cache.orphan_tokens()))
+        assert out[0] == out[1], f"seed {seed} ({kind})"
