@@ -13,8 +13,11 @@ import random
 
 import pytest
 
-from prefixsim.cache import POLICIES, CacheMode, ChainConflict, RadixCache
+from prefixsim.cache import POLICIES, CacheMode, ChainConflict, RadixCache, TTLMode, TTLRule
+from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.cache.tiers import build_tier_stack
 from prefixsim.engine import replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -125,8 +128,6 @@ def test_an_orphan_page_names_its_lost_chain():
 
 def test_orphans_expire_and_count_as_radix_cache_counts():
     """A TTL of 1 s: everything inserted by t=1 is gone at t=2.5, the orphan too."""
-    from prefixsim.cache import TTLRule
-
     for cache in (RadixCache(4, POLICIES.build("lru"), TTLRule(1.0), CacheMode.BLOCK),
                   SegmentCache(4, POLICIES.build("lru"), TTLRule(1.0), mode=CacheMode.BLOCK)):
         orphaned(cache)
@@ -139,8 +140,6 @@ def test_a_readopted_orphan_keeps_its_new_parent_alive():
     """Per-request TTLs (R16): 3 goes in below [1, 2] for 100 s (its ancestors raised to
     101, R12), 2 is evicted, 2 comes back for 1 s (deadline 3); the match that re-adopts
     3 below it raises 2 to 101 too, so at t=5 nothing has expired."""
-    from prefixsim.cache import TTLRule
-
     for cache in (RadixCache(3, POLICIES.build("lru"), TTLRule(10.0), CacheMode.BLOCK),
                   SegmentCache(3, POLICIES.build("lru"), TTLRule(10.0), mode=CacheMode.BLOCK)):
         run = cache.insert(None, [1, 2], [1, 1], 0.0, 1)
@@ -181,20 +180,26 @@ def random_trace(rng: random.Random, chained: bool) -> list[Request]:
     return requests
 
 
+def seeded_case(seed: int):
+    """(rng, requests, policy, capacity, ttl) of seeded trace `seed`: a trace of
+    `random_trace`, a policy that runs block mode on segments, a capacity from a page up,
+    no TTL or a sliding or fixed one; `rng` goes on for the caller's further draws."""
+    rng = random.Random(seed)
+    requests = random_trace(rng, chained=rng.random() < 0.7)
+    policy = rng.choice(["fifo", "lfu", "lru", "priority", "ttl"])
+    capacity = rng.randint(1, 30)
+    ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
+    return rng, requests, policy, capacity, ttl
+
+
 @pytest.mark.parametrize("block", range(4))
 def test_long_random_traces_replay_as_on_pages(block):
     """200 seeded traces a block (chained or not, every policy that runs block mode on
     segments, TTLs sliding or fixed, capacities from a page up), each replayed in block
     mode on both trees: the same hits, counters, resident pages with their deadlines, and
     orphans, or the same input error."""
-    from prefixsim.cache import TTLMode, TTLRule
-
     for seed in range(200 * block, 200 * block + 200):
-        rng = random.Random(seed)
-        requests = random_trace(rng, chained=rng.random() < 0.7)
-        policy = rng.choice(["fifo", "lfu", "lru", "priority", "ttl"])
-        capacity = rng.randint(1, 30)
-        ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
+        _, requests, policy, capacity, ttl = seeded_case(seed)
         out = []
         for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
                       SegmentCache(capacity, POLICIES.build(policy), ttl,
@@ -215,8 +220,6 @@ def test_earliest_deadline_first_reads_a_raised_deadline():
     """ttl policy (R11), block mode, a sliding 10 s TTL: 1 (deadline 10) and 2 (11) at the
     root, then 3 below 1 at t=5 raises 1 to 15 (R12). One more page at t=6 evicts the
     earliest deadline, 2, not 1 under the deadline it was queued with."""
-    from prefixsim.cache import TTLRule
-
     for cache in (RadixCache(3, POLICIES.build("ttl"), TTLRule(10.0), CacheMode.BLOCK),
                   SegmentCache(3, POLICIES.build("ttl"), TTLRule(10.0), mode=CacheMode.BLOCK)):
         one = cache.insert(None, [1], [1], 0.0, 1)
@@ -247,8 +250,6 @@ def test_fifo_takes_several_head_pages_at_once_first_page_first():
     """[1, 2, 3, 4] then [5, 6] in 4 tokens (fifo, block mode): two pages must go, the two
     oldest inserts, 1 then 2 (handed to the host tier in that order), and [3, 4] is left
     an orphan of 1 token."""
-    from prefixsim.cache.tiers import build_tier_stack
-
     requests = [Request(0, 0.0, 4, 1, (1, 2, 3, 4), 1), Request(1, 1.0, 2, 1, (5, 6), 1)]
     for cache in (RadixCache(4, POLICIES.build("fifo"), None, CacheMode.BLOCK),
                   SegmentCache(4, POLICIES.build("fifo"), None, mode=CacheMode.BLOCK)):
@@ -265,17 +266,8 @@ def test_long_random_traces_with_tiers_pools_or_classes_replay_as_on_pages(block
     disk), a shared pool written back or through (an evicted orphan's chain written
     through its lost ancestors), or a request class with its own TTL and priority; the
     same hits per tier, counters, each page's statistics, what is below HBM, orphans."""
-    from prefixsim.cache import TTLMode, TTLRule
-    from prefixsim.cache.classes import CacheRules, RequestClass
-    from prefixsim.cache.pool import PoolSpec, SharedPool
-    from prefixsim.cache.tiers import build_tier_stack
-
     for seed in range(200 * block, 200 * block + 200):
-        rng = random.Random(seed)
-        requests = random_trace(rng, chained=rng.random() < 0.7)
-        policy = rng.choice(["fifo", "lfu", "lru", "priority", "ttl"])
-        capacity = rng.randint(1, 30)
-        ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
+        rng, requests, policy, capacity, ttl = seeded_case(seed)
         kind = rng.choice(["tier", "pool", "pool_through", "classes"])
         host, disk, pool_capacity = rng.randint(0, 30), rng.choice([None, 20]), rng.randint(0, 60)
         rule = RequestClass("some", ttl_s=rng.choice([None, 1.0, 30.0]),
