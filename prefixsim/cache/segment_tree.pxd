@@ -39,6 +39,7 @@ cdef class Segment:
     cdef public long long lock_count
     cdef public list states
     cdef public tuple lost
+    cdef public object above
 
 
 @cython.locals(node=Segment)
@@ -126,6 +127,8 @@ cdef class SegmentCache:
     cdef public bint _sliding
     cdef public bint _any_victim
     cdef public bint _head_first
+    cdef public bint _page_entries
+    cdef public long long _stamp
     cdef public dict _orphans
     cdef public bint _steady_key
     cdef public double _ttl_s
@@ -167,7 +170,8 @@ cdef class SegmentCache:
                    before=Py_ssize_t, i=Py_ssize_t)
     cpdef object _insert_adopting(self, list path, Segment tip, IdArray block,
                                   Py_ssize_t placed, long long size, long long last_tokens,
-                                  double now, long long recency, double ttl_s, object priority)
+                                  double now, long long recency, double ttl_s, object priority,
+                                  tuple keys=*)
 
     @cython.locals(orphans=dict, node=Segment, i=Py_ssize_t)
     cpdef Py_ssize_t _next_orphan(self, IdArray block, Py_ssize_t lo, Py_ssize_t hi) except -1
@@ -241,6 +245,24 @@ cdef class SegmentCache:
 
     @cython.locals(seg=IdArray)
     cpdef tuple _head_entry(self, Segment node, long long version)
+
+    @cython.locals(node=Segment, queue=OrderedQueue, counters=CacheCounters, entry=tuple,
+                   ages=cython.longlong[:], clock=cython.double, protected=set,
+                   skipped=list, index=Py_ssize_t, size=Py_ssize_t, tokens=cython.longlong)
+    cpdef bint _evict_pages(self, long long need, Segment protect) except? -1
+
+    @cython.locals(i=Py_ssize_t)
+    cpdef _push_pages(self, Segment node)
+
+    @cython.locals(stamp=cython.longlong)
+    cpdef _push_page(self, Segment node, Py_ssize_t i)
+
+    cpdef object _page_key(self, Segment node, Py_ssize_t i)
+
+    @cython.locals(node=Segment, depth=cython.longlong, seg=IdArray, i=Py_ssize_t)
+    cpdef Segment _resolve(self, tuple entry)
+
+    cpdef bint _live_page(self, tuple entry) except? -1
 
     @cython.locals(seg=IdArray, size=Py_ssize_t)
     cpdef _drop_tail(self, Segment node, Py_ssize_t k, long long tokens)

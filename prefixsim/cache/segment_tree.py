@@ -40,7 +40,7 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   segment keeps the states page by page (`states`, each naming its segment as `holder`),
   the policy's `requeue` of a state re-keys its segment where that page is the tail, and
   eviction takes one tail page at a time, each offered its second chance
-  (`_evict_states`). Block mode with other policies stays on RadixCache.
+  (`_evict_states`). Block mode with gdsf or s3fifo stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -81,7 +81,15 @@ Why it is exact:
   is queued again whenever its deadline rises (R12), so its live entries state it (and
   ttl's key, the deadline, is the one it has now). Under a `head_first` policy (fifo) a
   segment is queued under its head and loses pages from its head (`_evict_heads`): split
-  after the last one that goes, the rest goes on as an orphan.
+  after the last one that goes, the rest goes on as an orphan. Under keys per page
+  (belady, workload-aware: any page of a segment may go first) each page is queued
+  under its own entry (`_page_entries`: its key, recency, depth and id, as RadixCache's),
+  which names the segment that held the page when it was queued; a split gives the
+  pages above the suffix's first to a new prefix, which the suffix names (`above`), so
+  an entry finds its page along that chain by depth, which no split changes
+  (`_resolve`: stale unless the page is resident, unlocked and touched last at the
+  entry's recency). Its page leaves alone, as RadixCache takes it (`_evict_pages`):
+  split after it, the rest an orphan.
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -95,8 +103,7 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
 shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
-leaves out block mode under gdsf and the per-page keyed or stateful policies, and policy
-hooks.
+leaves out block mode under gdsf and s3fifo, and policy hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
@@ -168,13 +175,17 @@ class Segment:
                      resident and charged, unreachable until re-adopted): the ids and
                      tokens of the pages from the root to that lost parent, as
                      `SegmentPage.chain` gives them (lists); else None
+      above          block mode with a victim entry per page (`_page_entries`): the prefix
+                     that the latest split of this segment made (its pages were this
+                     segment's), through which an older entry finds its page: the pages
+                     above `depth` lie along the `above` chain; else None
     """
 
     __slots__ = (
         "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
         "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
-        "lock_count", "states", "lost",
+        "lock_count", "states", "lost", "above",
     )
 
     def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
@@ -228,6 +239,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.lock_count = 0
     node.states = None
     node.lost = None
+    node.above = None
 
 
 class SegmentPage:
@@ -429,6 +441,11 @@ class SegmentCache:
         # segments, a victim offered a second chance page by page (`_evict_states`)
         self._stateful = getattr(policy, "page_states", False) is True
         per_page = self._keyed or self._lazy or self._run_keyed
+        # block mode where any page of a segment may be its first victim (keys per page:
+        # belady, workload-aware): a victim entry per page, which finds its page through
+        # the segment's later splits (`_resolve`, `Segment.above`)
+        self._page_entries = self._any_victim and per_page
+        self._stamp = 0  # the page entries' tie-breaker: each one pushed numbered
         self._key = (self._tail_key if per_page else self._state_key if self._stateful
                      else self._aged_key if self._aging is not None else policy.key)
         # a key that is a segment's field is read, not called (`_victim_key`)
@@ -470,18 +487,21 @@ class SegmentCache:
         request touches its whole path (`whole_paths`: a cache-only replay) and the
         policy's own class declares `parents_outlast_children` (a subclass that changes
         the key must declare it again): eviction then takes the leaves radix mode takes; or
-        anywhere where the policy's own class declares `shared_key` or `head_first`: every
-        unlocked segment is then a victim, its pages taken from its tail or its head, and
-        the pages below one that leaves are kept as orphans until a request reaches them
-        again."""
+        anywhere where the policy's own class declares `shared_key` or `head_first`, or the
+        policy keeps keys per page: every unlocked segment is then a victim, its pages
+        taken from its tail, its head, or (keys per page) in the order of their own
+        entries, and the pages below one that leaves are kept as orphans until a request
+        reaches them again. Not a policy with a state per page (S3-FIFO) in block mode."""
+        keyed = "access_keyed" if by_access else "page_keyed"
+        per_page = (getattr(policy, keyed, False) is True
+                    or getattr(policy, "run_keyed", False) is True)
         if CacheMode(mode) is CacheMode.BLOCK:
             return ((whole_paths and _declares(policy, "parents_outlast_children"))
-                    or _declares(policy, "shared_key") or _declares(policy, "head_first"))
+                    or _declares(policy, "shared_key") or _declares(policy, "head_first")
+                    or per_page)
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
-        keyed = "access_keyed" if by_access else "page_keyed"
-        return (type(policy).node_uniform is True or getattr(policy, keyed, False) is True
-                or getattr(policy, "run_keyed", False) is True
+        return (type(policy).node_uniform is True or per_page
                 or getattr(policy, "page_states", False) is True)
 
     # ----------------------------------------------------------------- accounting
@@ -571,6 +591,7 @@ class SegmentCache:
         while stack:
             node = stack.pop()
             node.parent = None
+            node.above = None
             node.resident = False
             children = node.children
             if children:
@@ -739,7 +760,12 @@ class SegmentCache:
         # its entries numbered past the suffix's, which they may tie with on (key, recency,
         # depth, id): its head's, in block mode head first (no two entries are equal)
         prefix.version = node.version
-        if self._any_victim and not prefix.lock_count:  # its pages are victims too
+        if self._page_entries:  # the pages' entries find them through `above`
+            prefix.above = node.above
+            node.above = prefix
+            if self.ttl is not None and not prefix.lock_count:
+                self._deadlines.push(prefix)
+        elif self._any_victim and not prefix.lock_count:  # its pages are victims too
             self._queue(prefix)
             if self._head_first:  # the suffix's head is another page now
                 self._queue(node, with_deadline=False)
@@ -918,7 +944,8 @@ class SegmentCache:
             if self._any_victim:
                 return self._insert_adopting(path, tip, block, placed, size,
                                              page_tokens[count - 1], now, recency,
-                                             -1.0 if ttl_s is None else ttl_s, priority)
+                                             -1.0 if ttl_s is None else ttl_s, priority,
+                                             keys)
             if self.insert_run(tip, block, placed, size, page_tokens[count - 1], now, recency,
                                keys, count, 0, -1.0 if ttl_s is None else ttl_s, priority):
                 first_id = _ids.id_at(block, placed)
@@ -932,18 +959,19 @@ class SegmentCache:
 
     def _insert_adopting(self, path: list[Segment], tip: Segment | None, block, placed: int,
                          size: int, last_tokens: int, now: float, recency: int, ttl_s: float,
-                         priority: int) -> SegmentRun:
+                         priority: int, keys: tuple | None = None) -> SegmentRun:
         """`insert`'s new pages in block mode with orphans, `block[placed:]` below `tip`:
         a new segment up to the next orphan whose lost parent is the page before it, which
         is re-adopted there and matched on, and so on while every new page fits (as
         RadixCache.insert reuses an orphan it meets by its id). Every segment placed is
-        queued again; returns them all, `path`'s first."""
+        queued again; returns them all, `path`'s first. `keys`: a page-keyed policy's keys
+        of `block`'s pages."""
         count = _ids.id_count(block)
         while placed < count:
             stop = self._next_orphan(block, placed + 1, count) if self._orphans else count
             fit = self.insert_run(tip, block, placed, size,
                                   last_tokens if stop == count else size, now, recency,
-                                  None, stop, 0, ttl_s, priority)
+                                  keys, stop, 0, ttl_s, priority)
             if fit == 0:
                 break
             first_id = _ids.id_at(block, placed)
@@ -998,7 +1026,10 @@ class SegmentCache:
         while node is not None and node.deadline_s < deadline:
             node.deadline_s = deadline
             if requeue and not node.lock_count:
-                self._queue(node)
+                if self._page_entries:  # no key per page reads the deadline
+                    self._deadlines.push(node)
+                else:
+                    self._queue(node)
             node = node.parent
 
     def _queue_unlocked(self, path: list[Segment]) -> None:
@@ -1164,6 +1195,8 @@ class SegmentCache:
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
         if bounded and self._head_first:
             self._victims.push(self._head_entry(node, 0))
+        elif bounded and self._page_entries:
+            self._push_pages(node)
         elif bounded:  # LRU's key is the recency: one int object for both
             key = self._victim_key(node)
             self._victims.push((key, key if self._key_field == 1 else recency,
@@ -1201,6 +1234,8 @@ class SegmentCache:
         need = num_tokens - (self._capacity - self.resident_tokens - self.reserved_tokens)
         if need <= 0:
             return True
+        if self._page_entries:
+            return self._evict_pages(need, protect)
         if self._stateful:
             return self._evict_states(need, protect)
         if self._head_first:
@@ -1396,6 +1431,102 @@ class SegmentCache:
         return (node.inserted - (_ids.id_count(seg) - 1), node.recency, -node.depth,
                 node.first, version, node)
 
+    def _evict_pages(self, need: int, protect: Segment | None) -> bool:
+        """`evict` in block mode under keys per page (`_page_entries`), one page at a time
+        in the order of their own entries, as RadixCache takes them: the page an entry
+        names leaves; the pages before it in its segment stay, those after it go on as an
+        orphan (split off first), as do the segment's children when it was the last; the
+        matched path above `protect` is kept whole."""
+        queue = self._victims
+        counters = self.counters
+        ages = self._evicted_ages
+        clock = self._clock
+        aging = self._aging
+        protected = _path_above(protect)
+        skipped = []
+        while need > 0 and queue:
+            entry = queue.pop()
+            node = self._resolve(entry)
+            if node is None:
+                continue
+            if node is protect or node in protected:
+                skipped.append(entry)
+                continue
+            index = -entry[2] - node.depth  # the page's position in its segment
+            if aging is not None and entry[0] > aging.clock:  # GreedyDual: L rises
+                aging.clock = entry[0]
+            size = _ids.id_count(node.ids)
+            if index < size - 1:  # the pages after it go on as an orphan
+                node = self._split(node, index + 1)
+                size = index + 1
+            tokens = node.last_tokens
+            need -= tokens
+            counters.evicted_pages += 1
+            counters.evicted_tokens += tokens
+            ages[age_bin(clock - node.last_access_s)] += 1
+            if node.children:
+                self._orphan_children(node)
+            if self.on_demote is not None:
+                self._demote(node, 1)
+            if size == 1:
+                self._remove(node)
+            else:
+                self._drop_tail(node, 1, tokens)
+        for entry in skipped:
+            queue.push(entry)
+        return need <= 0
+
+    def _push_pages(self, node: Segment) -> None:
+        """Queue each page of `node` under its own victim entry (`_page_entries`)."""
+        for i in range(_ids.id_count(node.ids)):
+            self._push_page(node, i)
+
+    def _push_page(self, node: Segment, i: int) -> None:
+        """Queue page `i` of `node` under its key now: (key, recency, -depth, page id, a
+        number, the segment), found again through the segment's splits (`_resolve`)."""
+        self._stamp = stamp = self._stamp + 1
+        self._victims.push((self._page_key(node, i), node.recency, -(node.depth + i),
+                            _ids.id_at(node.ids, i), stamp, node))
+        self._until_compact -= 1
+        if self._until_compact <= 0:
+            self._compact()
+
+    def _page_key(self, node: Segment, i: int) -> object:
+        """The policy's key of page `i` of `node` under keys per page."""
+        if node.keys is not None:
+            return node.keys[i]
+        return self.policy.access_key(_ids.id_at(node.ids, i), node.last_access_s,
+                                      node.recency)
+
+    def _resolve(self, entry: tuple) -> Segment | None:
+        """The segment now holding the page of a page entry (`_push_page`), if the entry
+        still states it (the page resident, unlocked, its key and recency the entry's);
+        else None (stale). A split since gave the pages above the segment's first to the
+        prefix it made (`Segment.above`); the page's depth never changes."""
+        node = entry[-1]
+        depth = -entry[2]
+        while depth < node.depth:
+            node = node.above
+            if node is None:
+                return None
+        if not node.resident or node.lock_count:
+            return None
+        seg = node.ids
+        i = depth - node.depth
+        if i >= _ids.id_count(seg) or _ids.id_at(seg, i) != entry[3] or (
+                node.recency != entry[1]):
+            return None
+        # belady's key comes with the touch that set the recency (the request's keys, or
+        # read from the page's id and that touch); a run-keyed policy's may differ between
+        # two touches of one recency (one step of a timed replica)
+        if self._run_keyed and self._page_key(node, i) != entry[0]:
+            return None
+        return node
+
+    def _live_page(self, entry: tuple) -> bool:
+        """Whether a page entry still stands for its page (`_resolve`)."""
+        return self._resolve(entry) is not None
+
     def _drop_tail(self, node: Segment, k: int, tokens: int) -> None:
         """Take the last `k` pages (`tokens` in all) out of `node`, which keeps at least
         one: ids, page keys or states, counts; the caller counts the eviction and queues
@@ -1560,6 +1691,8 @@ class SegmentCache:
         node.version = version = node.version + 1
         if self._bounded and self._head_first:
             self._victims.push(self._head_entry(node, version))
+        elif self._bounded and self._page_entries:
+            self._push_pages(node)
         elif self._bounded:
             key = self._victim_key(node)
             seg = node.ids
@@ -1575,6 +1708,13 @@ class SegmentCache:
 
     def _compact(self) -> None:
         """Drop stale entries once the queues hold many more entries than segments."""
+        if self._page_entries:  # an entry per page
+            self._until_compact = max(1024, self._num_pages)
+            if len(self._victims) + len(self._deadlines) <= 4 * self._num_pages + 2048:
+                return
+            self._victims.keep(self._live_page)
+            self._deadlines.keep()
+            return
         self._until_compact = max(1024, self.num_segments)
         if len(self._victims) + len(self._deadlines) <= 4 * self.num_segments + 2048:
             return
@@ -1640,7 +1780,7 @@ def _category(node: Segment) -> int:
     id): a `run_keyed` policy's category of them (`run_keys`)."""
     while node.parent is not None:
         node = node.parent
-    return node.first
+    return node.first if node.lost is None else node.lost[0][0]  # an orphan: its chain's
 
 
 def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:

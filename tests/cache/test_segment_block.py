@@ -180,13 +180,23 @@ def random_trace(rng: random.Random, chained: bool) -> list[Request]:
     return requests
 
 
+def built(name: str, requests: list[Request]):
+    """A new policy `name` for one tree's replay of `requests` (belady prepared on them:
+    offline)."""
+    policy = POLICIES.build(name)
+    if name == "belady":
+        policy.prepare(requests)
+    return policy
+
+
 def seeded_case(seed: int):
     """(rng, requests, policy, capacity, ttl) of seeded trace `seed`: a trace of
     `random_trace`, a policy that runs block mode on segments, a capacity from a page up,
     no TTL or a sliding or fixed one; `rng` goes on for the caller's further draws."""
     rng = random.Random(seed)
     requests = random_trace(rng, chained=rng.random() < 0.7)
-    policy = rng.choice(["fifo", "lfu", "lru", "priority", "ttl"])
+    policy = rng.choice(["belady", "fifo", "lfu", "lru", "priority", "ttl",
+                         "workload_aware"])
     capacity = rng.randint(1, 30)
     ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])
     return rng, requests, policy, capacity, ttl
@@ -201,8 +211,8 @@ def test_long_random_traces_replay_as_on_pages(block):
     for seed in range(200 * block, 200 * block + 200):
         _, requests, policy, capacity, ttl = seeded_case(seed)
         out = []
-        for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
-                      SegmentCache(capacity, POLICIES.build(policy), ttl,
+        for cache in (RadixCache(capacity, built(policy, requests), ttl, CacheMode.BLOCK),
+                      SegmentCache(capacity, built(policy, requests), ttl,
                                    mode=CacheMode.BLOCK)):
             try:
                 result = replay_cache_only(requests, cache, sample_interval_s=1.0)
@@ -275,8 +285,8 @@ def test_long_random_traces_with_tiers_pools_or_classes_replay_as_on_pages(block
         if kind == "classes" and ttl is None and rule.ttl_s is not None:
             ttl = TTLRule(float("inf"))  # as build_cache makes it
         out = []
-        for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
-                      SegmentCache(capacity, POLICIES.build(policy), ttl,
+        for cache in (RadixCache(capacity, built(policy, requests), ttl, CacheMode.BLOCK),
+                      SegmentCache(capacity, built(policy, requests), ttl,
                                    mode=CacheMode.BLOCK)):
             tiers = pool = rules = None
             if kind == "tier":

@@ -186,11 +186,13 @@ TestSegmentLocks = SegmentLocksMachine.TestCase
 class BlockModeMachine(SegmentLocksMachine):
     """The same steps in block mode (R3: any unlocked page a victim; the pages below one
     that leaves stay as orphans until a match or an insert reaches their lost parent):
-    the policies whose pages of a segment share their key, every unlocked segment a
-    victim; the orphans' tokens checked too."""
+    every policy that runs block mode on segments (tail first, head first, or each page
+    by its own entry), every unlocked segment a victim; the orphans' tokens checked
+    too."""
 
     @initialize(capacity=st.one_of(st.none(), st.integers(0, 16), st.integers(16, 80)),
-                policy=st.sampled_from(["fifo", "lfu", "lru", "priority", "ttl"]),
+                policy=st.sampled_from(["fifo", "lfu", "lru", "priority", "ttl",
+                                        "workload_aware"]),
                 ttl=st.one_of(st.none(), st.builds(TTLRule, st.sampled_from([0.5, 1.0, 3.0]),
                                                    st.sampled_from(list(TTLMode)))))
     def build(self, capacity, policy, ttl):

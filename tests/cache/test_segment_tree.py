@@ -235,7 +235,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"mode": "block", "policy": "s3fifo"}, RadixCache),
     ({"mode": "block", "policy": "fifo"}, SegmentCache),
     ({"mode": "block", "policy": "gdsf"}, RadixCache),
-    ({"mode": "block", "policy": "workload_aware"}, RadixCache),
+    ({"mode": "block", "policy": "workload_aware"}, SegmentCache),
     ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, SegmentCache),
     ({"mode": "block", "policy": "lfu"}, SegmentCache),
     ({"mode": "block", "policy": "lru", "host_capacity_tokens": 1000}, SegmentCache),
@@ -262,7 +262,8 @@ def test_block_mode_evicts_leaves_only_in_a_cache_only_replay_where_parents_outl
 def test_which_policies_run_block_mode_on_segments():
     """Leaves only in a whole-path replay: lru and priority (`parents_outlast_children`);
     every unlocked segment a victim, tail first: lru, priority, lfu, ttl (`shared_key`),
-    head first: fifo (`head_first`). The
+    head first: fifo (`head_first`), each page by its own entry: belady, workload-aware
+    (keys per page). gdsf and s3fifo stay on the per-page tree. The
     declarations are read from the policy's own class: a subclass that changes the key
     (here LRU's) inherits neither."""
     from prefixsim.cache.lru import LRU
@@ -272,7 +273,7 @@ def test_which_policies_run_block_mode_on_segments():
             POLICIES.build(name), CacheMode.BLOCK, **kwargs)]
 
     assert declared(whole_paths=True) == declared() == [
-        "fifo", "lfu", "lru", "priority", "ttl"]
+        "belady", "fifo", "lfu", "lru", "priority", "ttl", "workload_aware"]
     assert [name for name in POLICIES.names()
             if vars(type(POLICIES.build(name))).get("head_first")] == ["fifo"]
     assert [name for name in POLICIES.names()
@@ -661,34 +662,39 @@ def page_statistics(cache) -> dict[int, tuple]:
 
 
 BLOCK_AS_RADIX = ["lru", "priority"]  # parents outlast children: leaves only, no orphans
-SHARED_KEY = ["fifo", "lfu", "lru", "priority", "ttl"]  # any unlocked segment a victim
+# any unlocked segment a victim: taken from a segment's tail, its head, or by each page's
+# own entry (keys or states per page)
+BLOCK_POLICIES = ["belady", "fifo", "lfu", "lru", "priority", "ttl", "workload_aware"]
 
 
-def block_segments(capacity, policy, ttl, whole_paths):
+def block_segments(capacity, policy, ttl, whole_paths, requests):
     """A compressed cache in block mode: leaves only where `whole_paths` and the policy's
     parents outlast their children, else every unlocked segment a victim."""
-    cache = SegmentCache(capacity, POLICIES.build(policy), ttl, mode=CacheMode.BLOCK,
-                         whole_paths=whole_paths)
+    cache = SegmentCache(capacity, stepwise_policy(policy, requests), ttl,
+                         mode=CacheMode.BLOCK, whole_paths=whole_paths)
     assert cache.block is not (whole_paths and policy in BLOCK_AS_RADIX)
     return cache
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(prefix_traces(), prefix_traces(chained=False)), CAPACITIES,
-       st.sampled_from(SHARED_KEY), TTLS, st.one_of(st.none(), class_rules()), st.booleans())
+       st.sampled_from(BLOCK_POLICIES), TTLS, st.one_of(st.none(), class_rules()),
+       st.booleans())
 def test_block_mode_on_segments_as_on_pages(requests, capacity, policy, ttl, rules,
                                             whole_paths):
     """Cache-only, block mode, with or without request classes (TTLs, priorities, a
     minimum cacheable prompt, caching off), the fast replay or the step-by-step one: the
     compressed cache gives the per-page tree's block-mode results (any unlocked page a
-    victim; lfu leaves orphans): hits, counters, state rows, each page's statistics, the
+    victim; lfu leaves orphans; every shape of a segment's eviction: its tail, its head,
+    each page by its own entry): hits, counters, state rows, each page's statistics, the
     orphans' tokens, or the same input error. Where parents outlast children in a
     whole-path replay (lru, priority) it evicts leaves only and no orphan is ever left."""
     if rules is not None and ttl is None and rules.needs_ttl:
         ttl = TTLRule(float("inf"))
     out = []
-    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
-                  block_segments(capacity, policy, ttl, whole_paths)):
+    for cache in (RadixCache(capacity, stepwise_policy(policy, requests), ttl,
+                             CacheMode.BLOCK),
+                  block_segments(capacity, policy, ttl, whole_paths, requests)):
         try:
             result = replay_cache_only(requests, cache, rules=rules, sample_interval_s=1.0)
         except InputError as exc:
@@ -729,7 +735,7 @@ def test_lower_tiers_replay_on_segments_as_on_pages(requests, capacity, policy, 
 
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(prefix_traces(), prefix_traces(chained=False)), st.integers(0, 60),
-       st.sampled_from(SHARED_KEY), TTLS, st.integers(0, 40),
+       st.sampled_from(BLOCK_POLICIES), TTLS, st.integers(0, 40),
        st.one_of(st.none(), st.integers(0, 60)), st.booleans(), st.booleans())
 def test_block_mode_with_tiers_or_a_pool_on_segments_as_on_pages(
         requests, capacity, policy, ttl, host, pool_capacity, with_pool, whole_paths):
@@ -738,8 +744,9 @@ def test_block_mode_with_tiers_or_a_pool_on_segments_as_on_pages(
     on either tree (evicted pages go down, and a pool's write-back writes their chains,
     an orphan's through its lost ancestors, as the per-page tree's block mode does)."""
     out = []
-    for cache in (RadixCache(capacity, POLICIES.build(policy), ttl, CacheMode.BLOCK),
-                  block_segments(capacity, policy, ttl, whole_paths)):
+    for cache in (RadixCache(capacity, stepwise_policy(policy, requests), ttl,
+                             CacheMode.BLOCK),
+                  block_segments(capacity, policy, ttl, whole_paths, requests)):
         tiers = pool = None
         if with_pool:
             pool = SharedPool(RadixCache(pool_capacity, POLICIES.build("lru")),

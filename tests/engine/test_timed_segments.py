@@ -102,7 +102,8 @@ def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, rout
 @given(requests=prefix_traces(chained=False) | prefix_traces(),
        replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS),
        capacity=st.sampled_from([32, 64, 160, 600]),
-       policy=st.sampled_from(["fifo", "lfu", "lru", "priority", "ttl"]),
+       policy=st.sampled_from(["belady", "fifo", "lfu", "lru", "priority", "ttl",
+                               "workload_aware"]),
        ttl=st.sampled_from([None, 0.5, 3.0]), mode=st.sampled_from(["sliding", "fixed"]),
        lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
                               {"host_capacity_tokens": 100, "disk_capacity_tokens": 300},
@@ -114,7 +115,7 @@ def test_timed_runs_in_block_mode_on_segments_equal_the_per_page_tree(
         requests, replicas, router, capacity, policy, ttl, mode, lower):
     """Block mode (any unlocked page a victim, orphans kept and re-adopted) in timed
     replicas, whose chunks go in below a locked tip at later steps, so parents are often
-    older than their children: the policies whose segment pages share their key, TTLs,
+    older than their children: every policy that runs block mode on segments, TTLs,
     lower tiers, a pool's write-back of orphans' chains, request classes: identical runs
     on both trees."""
     config = RunConfig.model_validate({
