@@ -42,6 +42,18 @@ cdef class Segment:
     cdef public object above
 
 
+cdef class SegmentPage:
+    cdef public object page_id
+    cdef public long long num_tokens
+    cdef public object _node
+    cdef public Py_ssize_t _index
+
+
+@cython.locals(page=SegmentPage)
+cdef SegmentPage _segment_page(object page_id, long long num_tokens, object node,
+                               Py_ssize_t index)
+
+
 @cython.locals(node=Segment)
 cdef Segment _new_segment(IdArray ids, object first, object parent, long long depth,
                           long long page_tokens, long long last_tokens, double now,
@@ -61,6 +73,10 @@ cdef inline bint _live_entry(Segment node, long long entry, bint leaves_only)
 
 
 cdef object _category(Segment node)
+
+
+@cython.locals(i=Py_ssize_t)
+cdef Py_ssize_t _position(list states, object state) except -1
 
 
 @cython.locals(above=Segment)
@@ -129,6 +145,7 @@ cdef class SegmentCache:
     cdef public bint _head_first
     cdef public bint _page_entries
     cdef public long long _stamp
+    cdef public object _key_of
     cdef public dict _orphans
     cdef public bint _steady_key
     cdef public double _ttl_s
@@ -185,7 +202,8 @@ cdef class SegmentCache:
     @cython.locals(node=Segment)
     cpdef _queue_unlocked(self, list path)
 
-    @cython.locals(seg=IdArray, size=Py_ssize_t, child=Segment, lost=tuple)
+    @cython.locals(seg=IdArray, size=Py_ssize_t, child=Segment, lost=tuple, top=Segment,
+                   ids=list, tokens=list, run=list, above=tuple)
     cpdef _orphan_children(self, Segment node)
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, node=Segment, seg=IdArray, block=IdArray,
@@ -248,10 +266,17 @@ cdef class SegmentCache:
 
     @cython.locals(node=Segment, queue=OrderedQueue, counters=CacheCounters, entry=tuple,
                    ages=cython.longlong[:], clock=cython.double, protected=set,
-                   skipped=list, index=Py_ssize_t, size=Py_ssize_t, tokens=cython.longlong)
+                   skipped=list, index=Py_ssize_t, tokens=cython.longlong, stateful=bint,
+                   run=Segment, first=Py_ssize_t, last=Py_ssize_t, second_chance=object,
+                   leave=object, demote=object)
     cpdef bint _evict_pages(self, long long need, Segment protect) except? -1
 
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(size=Py_ssize_t)
+    cpdef _leave_run(self, Segment node, Py_ssize_t first, Py_ssize_t last)
+
+    @cython.locals(seg=IdArray, size=Py_ssize_t, keys=tuple, states=list,
+                   recency=cython.longlong, depth=cython.longlong, victims=OrderedQueue,
+                   stamp=cython.longlong, i=Py_ssize_t, key_of=object)
     cpdef _push_pages(self, Segment node)
 
     @cython.locals(stamp=cython.longlong)

@@ -40,7 +40,7 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   segment keeps the states page by page (`states`, each naming its segment as `holder`),
   the policy's `requeue` of a state re-keys its segment where that page is the tail, and
   eviction takes one tail page at a time, each offered its second chance
-  (`_evict_states`). Block mode with gdsf or s3fifo stays on RadixCache.
+  (`_evict_states`). Block mode with gdsf stays on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -81,15 +81,17 @@ Why it is exact:
   is queued again whenever its deadline rises (R12), so its live entries state it (and
   ttl's key, the deadline, is the one it has now). Under a `head_first` policy (fifo) a
   segment is queued under its head and loses pages from its head (`_evict_heads`): split
-  after the last one that goes, the rest goes on as an orphan. Under keys per page
-  (belady, workload-aware: any page of a segment may go first) each page is queued
-  under its own entry (`_page_entries`: its key, recency, depth and id, as RadixCache's),
-  which names the segment that held the page when it was queued; a split gives the
-  pages above the suffix's first to a new prefix, which the suffix names (`above`), so
-  an entry finds its page along that chain by depth, which no split changes
-  (`_resolve`: stale unless the page is resident, unlocked and touched last at the
-  entry's recency). Its page leaves alone, as RadixCache takes it (`_evict_pages`):
-  split after it, the rest an orphan.
+  after the last one that goes, the rest goes on as an orphan. Under keys or states per
+  page (belady, workload-aware, s3fifo: any page of a segment may go first) each page
+  is queued under its own entry (`_page_entries`: its key, recency, depth and id, as
+  RadixCache's), which names the segment that held the page when it was queued; a split
+  gives the pages above the suffix's first to a new prefix, which the suffix names
+  (`above`), so an entry finds its page along that chain by depth, which no split
+  changes (`_resolve`: stale unless the page is resident, unlocked and touched last at
+  the entry's recency, and under keys set per touch or states, the key is its own now).
+  Pages leave one by one in their entries' order, each handed down and told to the
+  policy as it goes (`_evict_pages`); consecutive pages of one segment leave the
+  structure together (`_leave_run`: the pages before stay, the rest an orphan).
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -103,7 +105,7 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
 shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
-leaves out block mode under gdsf and s3fifo, and policy hooks.
+leaves out block mode under gdsf, and policy hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
@@ -172,9 +174,11 @@ class Segment:
                      each page's, as `ids` (a list; each state's `holder` is this
                      segment); else None
       lost           block mode, an orphan (its first page's parent was evicted or expired:
-                     resident and charged, unreachable until re-adopted): the ids and
-                     tokens of the pages from the root to that lost parent, as
-                     `SegmentPage.chain` gives them (lists); else None
+                     resident and charged, unreachable until re-adopted): the chain of
+                     pages from the root to that lost parent, as a link (first id, last
+                     id, the link above or None, ids, tokens: lists), each link the pages
+                     below its `above` link's, so an orphan of an orphan shares its
+                     parent's chain (`_lost_chain` reads it whole); else None
       above          block mode with a victim entry per page (`_page_entries`): the prefix
                      that the latest split of this segment made (its pages were this
                      segment's), through which an older entry finds its page: the pages
@@ -288,12 +292,24 @@ class SegmentPage:
             lost = node.lost
             node = node.parent
             if node is None and lost is not None:  # an orphan: its lost ancestors' pages
-                ids.extend(reversed(lost[0]))
-                tokens.extend(reversed(lost[1]))
+                lost_ids, lost_tokens = _lost_chain(lost)
+                ids.extend(reversed(lost_ids))
+                tokens.extend(reversed(lost_tokens))
             upto = 0 if node is None else _ids.id_count(node.ids)
         ids.reverse()
         tokens.reverse()
         return ids, tokens
+
+
+def _segment_page(page_id: int, num_tokens: int, node: Segment, index: int) -> SegmentPage:
+    """`SegmentPage(...)` as eviction makes them, one per page handed down: compiled, a C
+    call (as `_new_segment`)."""
+    page = SegmentPage.__new__(SegmentPage)
+    page.page_id = page_id
+    page.num_tokens = num_tokens
+    page._node = node
+    page._index = index
+    return page
 
 
 class RunFeed(Protocol):
@@ -444,8 +460,12 @@ class SegmentCache:
         # block mode where any page of a segment may be its first victim (keys per page:
         # belady, workload-aware): a victim entry per page, which finds its page through
         # the segment's later splits (`_resolve`, `Segment.above`)
-        self._page_entries = self._any_victim and per_page
+        self._page_entries = self._any_victim and (per_page or self._stateful)
         self._stamp = 0  # the page entries' tie-breaker: each one pushed numbered
+        # the policy's key of a page state, or of a page by its id and its segment's last
+        # access and recency (`_page_key`), bound once: a call, not a lookup, per page
+        self._key_of = (policy.key_of if self._stateful
+                        else policy.access_key if self._lazy else None)
         self._key = (self._tail_key if per_page else self._state_key if self._stateful
                      else self._aged_key if self._aging is not None else policy.key)
         # a key that is a segment's field is read, not called (`_victim_key`)
@@ -494,15 +514,15 @@ class SegmentCache:
         reaches them again. Not a policy with a state per page (S3-FIFO) in block mode."""
         keyed = "access_keyed" if by_access else "page_keyed"
         per_page = (getattr(policy, keyed, False) is True
-                    or getattr(policy, "run_keyed", False) is True)
+                    or getattr(policy, "run_keyed", False) is True
+                    or getattr(policy, "page_states", False) is True)
         if CacheMode(mode) is CacheMode.BLOCK:
             return ((whole_paths and _declares(policy, "parents_outlast_children"))
                     or _declares(policy, "shared_key") or _declares(policy, "head_first")
                     or per_page)
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
-        return (type(policy).node_uniform is True or per_page
-                or getattr(policy, "page_states", False) is True)
+        return type(policy).node_uniform is True or per_page
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -994,7 +1014,7 @@ class SegmentCache:
         orphans = self._orphans
         for i in range(lo, hi):
             node = orphans.get(_ids.id_at(block, i))
-            if node is not None and node.lost[0][-1] == _ids.id_at(block, i - 1):
+            if node is not None and node.lost[1] == _ids.id_at(block, i - 1):
                 return i
         return hi
 
@@ -1006,7 +1026,7 @@ class SegmentCache:
         if orphan is None:
             return None
         seg = parent.ids
-        if orphan.lost[0][-1] != _ids.id_at(seg, _ids.id_count(seg) - 1):
+        if orphan.lost[1] != _ids.id_at(seg, _ids.id_count(seg) - 1):
             return None
         del self._orphans[orphan.first]
         orphan.lost = None
@@ -1041,10 +1061,25 @@ class SegmentCache:
 
     def _orphan_children(self, node: Segment) -> None:
         """Block mode: `node`'s last page is about to leave; its children become orphans,
-        each naming the chain of that page (`Segment.lost`)."""
-        seg = node.ids
-        size = _ids.id_count(seg)
-        lost = SegmentPage(_ids.id_at(seg, size - 1), node.last_tokens, node, size - 1).chain()
+        each naming the chain of that page (`Segment.lost`): a link of the pages from the
+        top of `node`'s path down to it, below the lost chain of that top when it is an
+        orphan (shared, not copied)."""
+        ids: list[int] = []
+        tokens: list[int] = []
+        top = node
+        while top is not None:
+            seg = top.ids
+            size = _ids.id_count(seg)
+            run = _ids.id_run(seg, 0, size).tolist()
+            run.reverse()
+            ids.extend(run)
+            tokens.append(top.last_tokens)
+            tokens.extend([top.page_tokens] * (size - 1))
+            above = top.lost
+            top = top.parent
+        ids.reverse()
+        tokens.reverse()
+        lost = (ids[0] if above is None else above[0], ids[-1], above, ids, tokens)
         for child in node.children.values():
             child.parent = None
             child.lost = lost
@@ -1195,10 +1230,9 @@ class SegmentCache:
         # self._queue(node), inlined: a new segment is a leaf (its version is 0).
         if bounded and self._head_first:
             self._victims.push(self._head_entry(node, 0))
-        elif bounded and self._page_entries:
-            self._push_pages(node)
-        elif bounded:  # LRU's key is the recency: one int object for both
-            key = self._victim_key(node)
+        elif bounded and not self._page_entries:  # (page entries: `_insert_adopting`
+            # queues every segment it placed once they are all in)
+            key = self._victim_key(node)  # LRU's key is the recency: one int for both
             self._victims.push((key, key if self._key_field == 1 else recency,
                                 -(depth + fit - 1), _ids.id_at(run, fit - 1), 0, node))
         if ttl is not None:
@@ -1415,7 +1449,7 @@ class SegmentCache:
             if self.on_demote is not None:  # first page first, as they leave
                 seg = node.ids
                 for i in range(k):
-                    self.on_demote(SegmentPage(_ids.id_at(seg, i),
+                    self.on_demote(_segment_page(_ids.id_at(seg, i),
                                                node.last_tokens if i == k - 1 else page,
                                                node, i))
             self._remove(node)
@@ -1432,54 +1466,117 @@ class SegmentCache:
                 node.first, version, node)
 
     def _evict_pages(self, need: int, protect: Segment | None) -> bool:
-        """`evict` in block mode under keys per page (`_page_entries`), one page at a time
-        in the order of their own entries, as RadixCache takes them: the page an entry
-        names leaves; the pages before it in its segment stay, those after it go on as an
-        orphan (split off first), as do the segment's children when it was the last; the
-        matched path above `protect` is kept whole."""
+        """`evict` in block mode under keys or states per page (`_page_entries`), one page
+        at a time in the order of their own entries, as RadixCache takes them: the page an
+        entry names leaves (unless a page-state policy gives it a second chance: queued
+        again under its new key), handed down and told to the policy as it is taken; the
+        pages before it in its segment stay, those after it go on as an orphan, as do the
+        segment's children when it was the last; the matched path above `protect` is kept
+        whole. Pages taken one after another from one segment, each the next page of the
+        one before (a FIFO's head pages), leave the structure together (`_leave_run`: a
+        split or two, one orphan chain)."""
         queue = self._victims
+        policy = self.policy
         counters = self.counters
         ages = self._evicted_ages
         clock = self._clock
         aging = self._aging
+        stateful = self._stateful
+        second_chance = policy.second_chance if stateful else None
+        leave = policy.leave if stateful else None
+        demote = self.on_demote
         protected = _path_above(protect)
         skipped = []
+        run = None  # the segment whose pages [first, last] are taken and still in it
+        first = last = 0
         while need > 0 and queue:
             entry = queue.pop()
             node = self._resolve(entry)
             if node is None:
                 continue
+            index = -entry[2] - node.depth  # the page's position in its segment
+            if node is run and first <= index <= last:
+                continue  # taken already (a second entry of its page)
             if node is protect or node in protected:
                 skipped.append(entry)
                 continue
-            index = -entry[2] - node.depth  # the page's position in its segment
+            state = None
+            if stateful:
+                state = node.states[index]
+                if second_chance(state):
+                    self._push_page(node, index)
+                    continue
             if aging is not None and entry[0] > aging.clock:  # GreedyDual: L rises
                 aging.clock = entry[0]
-            size = _ids.id_count(node.ids)
-            if index < size - 1:  # the pages after it go on as an orphan
-                node = self._split(node, index + 1)
-                size = index + 1
-            tokens = node.last_tokens
+            if node is not run or index != last + 1:
+                if run is not None:  # the page may be in another segment after it
+                    self._leave_run(run, first, last)
+                    node = self._resolve(entry)
+                    index = -entry[2] - node.depth
+                run = node
+                first = index
+            last = index
+            tokens = (node.last_tokens if index == _ids.id_count(node.ids) - 1
+                      else node.page_tokens)
             need -= tokens
             counters.evicted_pages += 1
             counters.evicted_tokens += tokens
             ages[age_bin(clock - node.last_access_s)] += 1
-            if node.children:
-                self._orphan_children(node)
-            if self.on_demote is not None:
-                self._demote(node, 1)
-            if size == 1:
-                self._remove(node)
-            else:
-                self._drop_tail(node, 1, tokens)
+            if demote is not None:
+                demote(_segment_page(entry[3], tokens, node, index))
+            if state is not None:
+                leave(state, entry[3], True)
+        if run is not None:
+            self._leave_run(run, first, last)
         for entry in skipped:
             queue.push(entry)
         return need <= 0
 
+    def _leave_run(self, node: Segment, first: int, last: int) -> None:
+        """Take pages [first, last] of `node` out of the tree (`_evict_pages` counted them,
+        handed them down and told the policy): the pages before them stay, those after them
+        go on as an orphan (as do the segment's children when the run ends it)."""
+        size = _ids.id_count(node.ids)
+        if last == size - 1:  # the segment's tail
+            if node.children:
+                self._orphan_children(node)
+            if first == 0:
+                self._remove(node)
+            else:
+                self._drop_tail(node, size - first,
+                                node.num_tokens - node.page_tokens * first)
+            return
+        if first > 0:  # the pages before the run stay (the prefix a split makes)
+            self._split(node, first)
+        node = self._split(node, last - first + 1)  # the run; `node` goes on as an orphan
+        self._orphan_children(node)
+        self._remove(node)
+
     def _push_pages(self, node: Segment) -> None:
-        """Queue each page of `node` under its own victim entry (`_page_entries`)."""
-        for i in range(_ids.id_count(node.ids)):
-            self._push_page(node, i)
+        """Queue each page of `node` under its own victim entry (`_page_entries`), as
+        `_push_page` does page by page."""
+        seg = node.ids
+        size = _ids.id_count(seg)
+        keys = node.keys
+        states = node.states
+        key_of = self._key_of
+        recency = node.recency
+        depth = node.depth
+        victims = self._victims
+        stamp = self._stamp
+        for i in range(size):
+            if keys is not None:
+                key = keys[i]
+            elif states is not None:
+                key = key_of(states[i])
+            else:
+                key = key_of(_ids.id_at(seg, i), node.last_access_s, recency)
+            stamp += 1
+            victims.push((key, recency, -(depth + i), _ids.id_at(seg, i), stamp, node))
+        self._stamp = stamp
+        self._until_compact -= size
+        if self._until_compact <= 0:
+            self._compact()
 
     def _push_page(self, node: Segment, i: int) -> None:
         """Queue page `i` of `node` under its key now: (key, recency, -depth, page id, a
@@ -1492,11 +1589,12 @@ class SegmentCache:
             self._compact()
 
     def _page_key(self, node: Segment, i: int) -> object:
-        """The policy's key of page `i` of `node` under keys per page."""
+        """The policy's key of page `i` of `node` under keys or states per page."""
         if node.keys is not None:
             return node.keys[i]
-        return self.policy.access_key(_ids.id_at(node.ids, i), node.last_access_s,
-                                      node.recency)
+        if node.states is not None:
+            return self._key_of(node.states[i])
+        return self._key_of(_ids.id_at(node.ids, i), node.last_access_s, node.recency)
 
     def _resolve(self, entry: tuple) -> Segment | None:
         """The segment now holding the page of a page entry (`_push_page`), if the entry
@@ -1519,7 +1617,7 @@ class SegmentCache:
         # belady's key comes with the touch that set the recency (the request's keys, or
         # read from the page's id and that touch); a run-keyed policy's may differ between
         # two touches of one recency (one step of a timed replica)
-        if self._run_keyed and self._page_key(node, i) != entry[0]:
+        if (self._run_keyed or self._stateful) and self._page_key(node, i) != entry[0]:
             return None
         return node
 
@@ -1553,8 +1651,12 @@ class SegmentCache:
         PageState, is the page's): its segment is queued again where that page is its tail
         and it is an evictable leaf (RadixCache.requeue, by state)."""
         node = state.holder
-        if (node is not None and node.resident and not node.children and not node.lock_count
-                and node.states is not None and node.states[-1] is state):
+        if node is None or not node.resident or node.lock_count or node.states is None:
+            return
+        if self._page_entries:  # block mode: any page a victim, by its own entry
+            if self._bounded:
+                self._push_page(node, _position(node.states, state))
+        elif not node.children and node.states[-1] is state:
             self._queue(node, with_deadline=False)
 
     def _leave_states(self, node: Segment, evicted: bool) -> None:
@@ -1601,7 +1703,7 @@ class SegmentCache:
         size = _ids.id_count(seg)
         demote = self.on_demote
         for i in range(size - 1, size - 1 - k, -1):
-            demote(SegmentPage(_ids.id_at(seg, i),
+            demote(_segment_page(_ids.id_at(seg, i),
                                node.last_tokens if i == size - 1 else node.page_tokens, node, i))
 
     def _remove(self, node: Segment) -> None:
@@ -1754,7 +1856,9 @@ class SegmentCache:
                 assert parent.deadline_s >= node.deadline_s, "parent expires before child"
             elif node.lost is not None:
                 assert self._any_victim and self._orphans[node.ids[0]] is node, "orphan"
-                assert len(node.lost[0]) == len(node.lost[1]) >= 1, "an orphan's lost chain"
+                lost_ids, lost_tokens = _lost_chain(node.lost)
+                assert len(lost_ids) == len(lost_tokens) >= 1, "an orphan's lost chain"
+                assert node.lost[:2] == (lost_ids[0], lost_ids[-1]), "a lost chain's ends"
                 assert not node.lock_count, "a locked orphan"
             else:
                 assert self._roots[node.ids[0]] is node and node.depth == 0
@@ -1780,7 +1884,30 @@ def _category(node: Segment) -> int:
     id): a `run_keyed` policy's category of them (`run_keys`)."""
     while node.parent is not None:
         node = node.parent
-    return node.first if node.lost is None else node.lost[0][0]  # an orphan: its chain's
+    return node.first if node.lost is None else node.lost[0]  # an orphan: its chain's
+
+
+def _position(states: list, state: object) -> int:
+    """Where `state` is in `states`, found by identity (`list.index` calls `==` on each
+    state before it)."""
+    for i in range(len(states)):
+        if states[i] is state:
+            return i
+    raise ValueError("a page state not among its holder's states")
+
+
+def _lost_chain(lost: tuple) -> tuple[list[int], list[int]]:
+    """The ids and tokens of an orphan's lost chain (`Segment.lost`), its links joined."""
+    links = []
+    while lost is not None:
+        links.append(lost)
+        lost = lost[2]
+    ids: list[int] = []
+    tokens: list[int] = []
+    for link in reversed(links):
+        ids.extend(link[3])
+        tokens.extend(link[4])
+    return ids, tokens
 
 
 def _same_prefix(page_ids, pos: int, seg, length: int, chained: bool) -> bool:

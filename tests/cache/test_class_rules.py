@@ -85,11 +85,12 @@ def test_replay_cache_is_a_segment_cache_when_plain_by_default():
 
 def test_replay_cache_keeps_the_mode_it_is_given():
     """Block mode, whether the mode comes as the enum or its name: on segments with lru
-    (every unlocked segment a victim), on pages with s3fifo (a state per page)."""
+    (every unlocked segment a victim), on pages with gdsf (its value grows along a
+    segment, but another segment's page may come between two of its pages)."""
     for mode in (CacheMode.BLOCK, "block"):
         cache = replay_cache(8, POLICIES.build("lru"), mode=mode)
         assert type(cache) is SegmentCache and cache.mode is CacheMode.BLOCK and cache.block
-        cache = replay_cache(8, POLICIES.build("s3fifo"), mode=mode)
+        cache = replay_cache(8, POLICIES.build("gdsf"), mode=mode)
         assert type(cache) is RadixCache and cache.mode is CacheMode.BLOCK
     cache = replay_cache(8, POLICIES.build("lru"), mode="block", plain=False)
     assert cache.mode is CacheMode.BLOCK

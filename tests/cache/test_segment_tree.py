@@ -232,7 +232,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"classes": [{"name": "long", "ttl_s": 3600.0}]}, SegmentCache),
     ({"prefix_caching": False}, SegmentCache),
     ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, SegmentCache),
-    ({"mode": "block", "policy": "s3fifo"}, RadixCache),
+    ({"mode": "block", "policy": "s3fifo"}, SegmentCache),
     ({"mode": "block", "policy": "fifo"}, SegmentCache),
     ({"mode": "block", "policy": "gdsf"}, RadixCache),
     ({"mode": "block", "policy": "workload_aware"}, SegmentCache),
@@ -262,8 +262,8 @@ def test_block_mode_evicts_leaves_only_in_a_cache_only_replay_where_parents_outl
 def test_which_policies_run_block_mode_on_segments():
     """Leaves only in a whole-path replay: lru and priority (`parents_outlast_children`);
     every unlocked segment a victim, tail first: lru, priority, lfu, ttl (`shared_key`),
-    head first: fifo (`head_first`), each page by its own entry: belady, workload-aware
-    (keys per page). gdsf and s3fifo stay on the per-page tree. The
+    head first: fifo (`head_first`), each page by its own entry: belady, s3fifo,
+    workload-aware (keys or states per page). gdsf stays on the per-page tree. The
     declarations are read from the policy's own class: a subclass that changes the key
     (here LRU's) inherits neither."""
     from prefixsim.cache.lru import LRU
@@ -273,7 +273,7 @@ def test_which_policies_run_block_mode_on_segments():
             POLICIES.build(name), CacheMode.BLOCK, **kwargs)]
 
     assert declared(whole_paths=True) == declared() == [
-        "belady", "fifo", "lfu", "lru", "priority", "ttl", "workload_aware"]
+        "belady", "fifo", "lfu", "lru", "priority", "s3fifo", "ttl", "workload_aware"]
     assert [name for name in POLICIES.names()
             if vars(type(POLICIES.build(name))).get("head_first")] == ["fifo"]
     assert [name for name in POLICIES.names()
@@ -664,7 +664,8 @@ def page_statistics(cache) -> dict[int, tuple]:
 BLOCK_AS_RADIX = ["lru", "priority"]  # parents outlast children: leaves only, no orphans
 # any unlocked segment a victim: taken from a segment's tail, its head, or by each page's
 # own entry (keys or states per page)
-BLOCK_POLICIES = ["belady", "fifo", "lfu", "lru", "priority", "ttl", "workload_aware"]
+BLOCK_POLICIES = ["belady", "fifo", "lfu", "lru", "priority", "s3fifo", "ttl",
+                  "workload_aware"]
 
 
 def block_segments(capacity, policy, ttl, whole_paths, requests):

@@ -102,7 +102,7 @@ def test_timed_runs_on_segments_equal_the_per_page_tree(requests, replicas, rout
 @given(requests=prefix_traces(chained=False) | prefix_traces(),
        replicas=st.integers(1, 3), router=st.sampled_from(ROUTERS),
        capacity=st.sampled_from([32, 64, 160, 600]),
-       policy=st.sampled_from(["belady", "fifo", "lfu", "lru", "priority", "ttl",
+       policy=st.sampled_from(["belady", "fifo", "lfu", "lru", "priority", "s3fifo", "ttl",
                                "workload_aware"]),
        ttl=st.sampled_from([None, 0.5, 3.0]), mode=st.sampled_from(["sliding", "fixed"]),
        lower=st.sampled_from([{}, {"host_capacity_tokens": 200},
