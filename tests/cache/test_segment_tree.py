@@ -545,14 +545,18 @@ def test_workload_aware_evicts_a_segment_s_pages_by_their_own_keys():
 
 
 @settings(max_examples=150, deadline=None)
-@given(prefix_traces(), st.integers(1, 120), TTLS)
-def test_s3fifo_s_queues_and_ghost_list_are_the_same_on_segments(requests, capacity, ttl):
+@given(prefix_traces(), st.integers(1, 120), TTLS, st.sampled_from(list(CacheMode)))
+def test_s3fifo_s_queues_and_ghost_list_are_the_same_on_segments(requests, capacity, ttl,
+                                                                 mode):
     """Beyond the results: S3-FIFO's own books after the replay on either tree (S's tokens,
     the pages it tracks, the ghost list with its numbers, the clock, each resident page's
-    queue, position and frequency): pages that left by expiry or eviction are told."""
+    queue, position and frequency): pages that left by expiry or eviction are told. In
+    radix mode and in block mode (each page its own victim entry, second chances and
+    leavers told page by page as the per-page tree tells them)."""
     books = []
     for tree in (RadixCache, SegmentCache):
-        cache = tree(capacity, POLICIES.build("s3fifo"), ttl)
+        cache = (RadixCache(capacity, POLICIES.build("s3fifo"), ttl, mode) if tree is RadixCache
+                 else SegmentCache(capacity, POLICIES.build("s3fifo"), ttl, mode=mode))
         replay_part_a(cache, requests)
         policy = cache.policy
         if tree is RadixCache:
