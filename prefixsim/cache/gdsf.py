@@ -58,6 +58,8 @@ class GDSF(GreedyDualPolicy):
     # A page deeper in a prompt is dearer per token (attention), so along a compressed
     # cache's segment the value only grows: its last page's is the segment's key.
     node_uniform = True
+    # block mode on segments: each page's priority kept as set, each page queued
+    run_valued = True
 
     def value(self, page: Page) -> float:
         # tokens before the page: its ancestors are full pages (a partial page is a last one)
@@ -76,6 +78,16 @@ class GDSF(GreedyDualPolicy):
         else:
             position = depth * segment.parent.last_tokens
         return (segment.num_hits + 1) * self._cost(position)
+
+    def run_values(self, depth: int, count: int, page_tokens: int, parent_tokens: int,
+                   num_hits: int) -> list[float]:
+        """`value` of `count` pages from `depth` on, each hit `num_hits` times, the first
+        below a page of `parent_tokens` (0: none), the rest below pages of `page_tokens`
+        (cache/policy.py `run_values`)."""
+        values = [(num_hits + 1) * self._cost(depth * parent_tokens)]
+        for i in range(1, count):
+            values.append((num_hits + 1) * self._cost((depth + i) * page_tokens))
+        return values
 
     def _cost(self, position: int) -> float:
         cost = self._memo.get(position)

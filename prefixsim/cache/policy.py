@@ -92,8 +92,15 @@ class EvictionPolicy(Protocol):
     a segment's pages were inserted together), so that in block mode a segment's next
     victims are its first pages, and the rest of it goes on as an orphan: any replay in
     block mode may then run on SegmentCache. (Not gdsf: its value grows along a segment
-    too, but another segment's page may come between two of them, so its pages would
-    go one at a time, each cutting the segment: slower than the per-page tree.)"""
+    too, but another segment's page may come between two of them, so its pages go one
+    at a time, each under its own entry: `run_valued`.)"""
+
+    run_valued: bool
+    """Class attribute: a GreedyDual policy (cache/aging.py) whose value of a page, fixed
+    when a request touches it, reads the page's depth, its hits and the tokens of the page
+    before it (gdsf), which `run_values` gives for a run of pages at once. In block mode a
+    SegmentCache keeps each page's priority as set (L + value: `keys`), since an orphaning
+    changes the page before a segment's first later, and queues each page on its own."""
 
     page_states: bool
     """Class attribute: True when the policy keeps a state per page that changes without
@@ -163,6 +170,13 @@ class EvictionPolicy(Protocol):
         by page, its statistics updated as they would be."""
         ...
 
+    def run_values(self, depth: int, count: int, page_tokens: int, parent_tokens: int,
+                   num_hits: int) -> list[float]:
+        """A `run_valued` policy: `value` of `count` pages at depths `depth`, `depth + 1`,
+        ..., each hit `num_hits` times, the first below a page of `parent_tokens` tokens
+        (0: none, a prompt's first page), the others each below a page of `page_tokens`."""
+        ...
+
 
 class Policy:
     """Do-nothing defaults of every EvictionPolicy hook; a policy overrides what it uses.
@@ -180,6 +194,7 @@ class Policy:
     parents_outlast_children = False
     shared_key = False
     head_first = False
+    run_valued = False
     parameters: Mapping[str, str] = MappingProxyType({})
 
     def key(self, page: Page) -> float:
@@ -214,6 +229,10 @@ class Policy:
 
     def run_keys(self, category: int, depth: int, count: int,
                  num_hits: int) -> tuple[float, ...]:
+        raise NotImplementedError
+
+    def run_values(self, depth: int, count: int, page_tokens: int, parent_tokens: int,
+                   num_hits: int) -> list[float]:
         raise NotImplementedError
 
 

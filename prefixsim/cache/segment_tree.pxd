@@ -139,6 +139,7 @@ cdef class SegmentCache:
     cdef public bint _keyed
     cdef public bint _lazy
     cdef public bint _run_keyed
+    cdef public bint _valued
     cdef public bint _stateful
     cdef public bint _sliding
     cdef public bint _any_victim
@@ -267,8 +268,8 @@ cdef class SegmentCache:
     @cython.locals(node=Segment, queue=OrderedQueue, counters=CacheCounters, entry=tuple,
                    ages=cython.longlong[:], clock=cython.double, protected=set,
                    skipped=list, index=Py_ssize_t, tokens=cython.longlong, stateful=bint,
-                   run=Segment, first=Py_ssize_t, last=Py_ssize_t, second_chance=object,
-                   leave=object, demote=object)
+                   runs=dict, span=tuple, second_chance=object, leave=object,
+                   demote=object)
     cpdef bint _evict_pages(self, long long need, Segment protect) except? -1
 
     @cython.locals(size=Py_ssize_t)
@@ -283,6 +284,9 @@ cdef class SegmentCache:
     cpdef _push_page(self, Segment node, Py_ssize_t i)
 
     cpdef object _page_key(self, Segment node, Py_ssize_t i)
+
+    @cython.locals(base=cython.double)
+    cpdef tuple _valued_keys(self, Segment node, Segment parent)
 
     @cython.locals(node=Segment, depth=cython.longlong, seg=IdArray, i=Py_ssize_t)
     cpdef Segment _resolve(self, tuple entry)

@@ -40,7 +40,10 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   segment keeps the states page by page (`states`, each naming its segment as `holder`),
   the policy's `requeue` of a state re-keys its segment where that page is the tail, and
   eviction takes one tail page at a time, each offered its second chance
-  (`_evict_states`). Block mode with gdsf stays on RadixCache.
+  (`_evict_states`). Block mode runs here with every policy that declares one of the
+  flags below or keeps keys or states per page; a GreedyDual policy that declares
+  `run_valued` (gdsf: its value reads the page before each page) keeps its pages'
+  priorities as set (`keys`, from `run_values`) there. Other policies stay on RadixCache.
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -90,8 +93,9 @@ Why it is exact:
   changes (`_resolve`: stale unless the page is resident, unlocked and touched last at
   the entry's recency, and under keys set per touch or states, the key is its own now).
   Pages leave one by one in their entries' order, each handed down and told to the
-  policy as it goes (`_evict_pages`); consecutive pages of one segment leave the
-  structure together (`_leave_run`: the pages before stay, the rest an orphan).
+  policy as it goes (`_evict_pages`); the pages taken from one segment one after another
+  (each the next page of its segment's run so far) leave the structure together
+  (`_leave_run`: the pages before stay, the rest an orphan).
 - Page ids are unique in the tree (a set of resident ids), so a segment position stands for
   RadixCache's page identity; an id already resident when it would be inserted (ids not
   chained) raises ChainConflict at the same page RadixCache would. Chained ids (an id always
@@ -105,7 +109,8 @@ Why it is exact:
 It owns structure, victim and deadline queues (cache/ordered_queue.py), counters and token
 accounting, and hands evicted pages to `on_demote` (lower tiers, cache/tiers.py, or a
 shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts them); it
-leaves out block mode under gdsf, and policy hooks.
+leaves out block mode under policies that declare none of the segment flags, and policy
+hooks.
 
 RadixCache's own steps are here too, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
@@ -453,10 +458,14 @@ class SegmentCache:
         # keys per page set by the policy as a request touches the pages (`run_keyed`:
         # workload-aware; its GreedyDual clock still rises as its pages leave, `_aging`)
         self._run_keyed = getattr(policy, "run_keyed", False) is True
+        # block mode under a GreedyDual policy whose value reads the page before each page
+        # (gdsf: `run_valued`): each page's priority kept as set (`keys`), page by page
+        self._valued = (self._any_victim and self._aging is not None
+                        and getattr(policy, "run_valued", False) is True)
         # a state per page, which the policy changes (S3-FIFO, `page_states`): kept on the
         # segments, a victim offered a second chance page by page (`_evict_states`)
         self._stateful = getattr(policy, "page_states", False) is True
-        per_page = self._keyed or self._lazy or self._run_keyed
+        per_page = self._keyed or self._lazy or self._run_keyed or self._valued
         # block mode where any page of a segment may be its first victim (keys per page:
         # belady, workload-aware): a victim entry per page, which finds its page through
         # the segment's later splits (`_resolve`, `Segment.above`)
@@ -519,7 +528,8 @@ class SegmentCache:
         if CacheMode(mode) is CacheMode.BLOCK:
             return ((whole_paths and _declares(policy, "parents_outlast_children"))
                     or _declares(policy, "shared_key") or _declares(policy, "head_first")
-                    or per_page)
+                    or per_page or (isinstance(policy, GreedyDualPolicy)
+                                    and _declares(policy, "run_valued")))
         if CacheMode(mode) is not CacheMode.RADIX:
             return False
         return type(policy).node_uniform is True or per_page
@@ -921,6 +931,8 @@ class SegmentCache:
                 node.priority = priority
             if aging is not None:
                 node.aged_base = aging.clock
+                if self._valued:
+                    node.keys = self._valued_keys(node, node.parent)
             if sliding and refresh > node.deadline_s:
                 node.deadline_s = refresh
         if self._any_victim:  # block mode: every page touched is queued again, and a run
@@ -1199,6 +1211,8 @@ class SegmentCache:
         aging = self._aging
         if aging is not None:  # GreedyDualPolicy.on_insert, for each new page
             node.aged_base = aging.clock
+            if self._valued:
+                node.keys = self._valued_keys(node, parent)
         if parent is None:
             self._roots[first_id] = node
         else:
@@ -1472,9 +1486,10 @@ class SegmentCache:
         again under its new key), handed down and told to the policy as it is taken; the
         pages before it in its segment stay, those after it go on as an orphan, as do the
         segment's children when it was the last; the matched path above `protect` is kept
-        whole. Pages taken one after another from one segment, each the next page of the
-        one before (a FIFO's head pages), leave the structure together (`_leave_run`: a
-        split or two, one orphan chain)."""
+        whole. The pages taken from one segment, each the next page of the one taken
+        before from it (a FIFO's head pages; gdsf's, whose value grows along a segment,
+        taken in turn with other segments' pages), leave the structure together when that
+        run ends (`_leave_run`: a split or two, one orphan chain)."""
         queue = self._victims
         policy = self.policy
         counters = self.counters
@@ -1487,15 +1502,15 @@ class SegmentCache:
         demote = self.on_demote
         protected = _path_above(protect)
         skipped = []
-        run = None  # the segment whose pages [first, last] are taken and still in it
-        first = last = 0
+        runs = {}  # segment -> (first, last): its pages taken and still in it
         while need > 0 and queue:
             entry = queue.pop()
             node = self._resolve(entry)
             if node is None:
                 continue
             index = -entry[2] - node.depth  # the page's position in its segment
-            if node is run and first <= index <= last:
+            span = runs.get(node)
+            if span is not None and span[0] <= index <= span[1]:
                 continue  # taken already (a second entry of its page)
             if node is protect or node in protected:
                 skipped.append(entry)
@@ -1508,14 +1523,16 @@ class SegmentCache:
                     continue
             if aging is not None and entry[0] > aging.clock:  # GreedyDual: L rises
                 aging.clock = entry[0]
-            if node is not run or index != last + 1:
-                if run is not None:  # the page may be in another segment after it
-                    self._leave_run(run, first, last)
-                    node = self._resolve(entry)
-                    index = -entry[2] - node.depth
-                run = node
-                first = index
-            last = index
+            if span is None:
+                runs[node] = (index, index)
+            elif index == span[1] + 1:
+                runs[node] = (span[0], index)
+            else:  # that run ends; the page may be in another segment after it
+                del runs[node]
+                self._leave_run(node, span[0], span[1])
+                node = self._resolve(entry)
+                index = -entry[2] - node.depth
+                runs[node] = (index, index)
             tokens = (node.last_tokens if index == _ids.id_count(node.ids) - 1
                       else node.page_tokens)
             need -= tokens
@@ -1526,8 +1543,8 @@ class SegmentCache:
                 demote(_segment_page(entry[3], tokens, node, index))
             if state is not None:
                 leave(state, entry[3], True)
-        if run is not None:
-            self._leave_run(run, first, last)
+        for node, span in runs.items():
+            self._leave_run(node, span[0], span[1])
         for entry in skipped:
             queue.push(entry)
         return need <= 0
@@ -1596,6 +1613,16 @@ class SegmentCache:
             return self._key_of(node.states[i])
         return self._key_of(_ids.id_at(node.ids, i), node.last_access_s, node.recency)
 
+    def _valued_keys(self, node: Segment, parent: Segment | None) -> tuple:
+        """A `run_valued` policy's priorities of `node`'s pages as a touch or an insert sets
+        them (GreedyDualPolicy.on_access / on_insert page by page): L then + each page's
+        value, the first page's read below `parent`'s last page."""
+        base = node.aged_base
+        values = self.policy.run_values(node.depth, _ids.id_count(node.ids), node.page_tokens,
+                                        0 if parent is None else parent.last_tokens,
+                                        node.num_hits)
+        return tuple([base + value for value in values])
+
     def _resolve(self, entry: tuple) -> Segment | None:
         """The segment now holding the page of a page entry (`_push_page`), if the entry
         still states it (the page resident, unlocked, its key and recency the entry's);
@@ -1617,7 +1644,8 @@ class SegmentCache:
         # belady's key comes with the touch that set the recency (the request's keys, or
         # read from the page's id and that touch); a run-keyed policy's may differ between
         # two touches of one recency (one step of a timed replica)
-        if (self._run_keyed or self._stateful) and self._page_key(node, i) != entry[0]:
+        if (self._run_keyed or self._valued or self._stateful) and (
+                self._page_key(node, i) != entry[0]):
             return None
         return node
 
@@ -1835,7 +1863,7 @@ class SegmentCache:
             pages += len(node.ids)
             seen.update(node.ids)
             assert node.num_tokens == node.page_tokens * (len(node.ids) - 1) + node.last_tokens
-            assert (node.keys is None) is not (self._keyed or self._run_keyed), (
+            assert (node.keys is None) is not (self._keyed or self._run_keyed or self._valued), (
                 "page keys kept iff page-keyed or run-keyed")
             assert node.keys is None or len(node.keys) == len(node.ids), "a key per page"
             assert (node.states is None) is not self._stateful, "states kept iff stateful"

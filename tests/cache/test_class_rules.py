@@ -85,12 +85,18 @@ def test_replay_cache_is_a_segment_cache_when_plain_by_default():
 
 def test_replay_cache_keeps_the_mode_it_is_given():
     """Block mode, whether the mode comes as the enum or its name: on segments with lru
-    (every unlocked segment a victim), on pages with gdsf (its value grows along a
-    segment, but another segment's page may come between two of its pages)."""
+    (every unlocked segment a victim), on pages with a policy that declares nothing (a
+    subclass that changes LRU's key)."""
+    from prefixsim.cache.lru import LRU
+
+    class MostRecentFirst(LRU):
+        def key(self, page):
+            return -page.recency
+
     for mode in (CacheMode.BLOCK, "block"):
         cache = replay_cache(8, POLICIES.build("lru"), mode=mode)
         assert type(cache) is SegmentCache and cache.mode is CacheMode.BLOCK and cache.block
-        cache = replay_cache(8, POLICIES.build("gdsf"), mode=mode)
+        cache = replay_cache(8, MostRecentFirst(), mode=mode)
         assert type(cache) is RadixCache and cache.mode is CacheMode.BLOCK
     cache = replay_cache(8, POLICIES.build("lru"), mode="block", plain=False)
     assert cache.mode is CacheMode.BLOCK

@@ -195,7 +195,7 @@ def seeded_case(seed: int):
     no TTL or a sliding or fixed one; `rng` goes on for the caller's further draws."""
     rng = random.Random(seed)
     requests = random_trace(rng, chained=rng.random() < 0.7)
-    policy = rng.choice(["belady", "fifo", "lfu", "lru", "priority", "s3fifo", "ttl",
+    policy = rng.choice(["belady", "fifo", "gdsf", "lfu", "lru", "priority", "s3fifo", "ttl",
                          "workload_aware"])
     capacity = rng.randint(1, 30)
     ttl = rng.choice([None, None, TTLRule(2.0), TTLRule(5.0, TTLMode.FIXED)])

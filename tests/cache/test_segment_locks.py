@@ -191,8 +191,8 @@ class BlockModeMachine(SegmentLocksMachine):
     too."""
 
     @initialize(capacity=st.one_of(st.none(), st.integers(0, 16), st.integers(16, 80)),
-                policy=st.sampled_from(["fifo", "lfu", "lru", "priority", "s3fifo", "ttl",
-                                        "workload_aware"]),
+                policy=st.sampled_from(["fifo", "gdsf", "lfu", "lru", "priority", "s3fifo",
+                                        "ttl", "workload_aware"]),
                 ttl=st.one_of(st.none(), st.builds(TTLRule, st.sampled_from([0.5, 1.0, 3.0]),
                                                    st.sampled_from(list(TTLMode)))))
     def build(self, capacity, policy, ttl):

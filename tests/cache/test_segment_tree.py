@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLMode, TTLRule
 from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
+from prefixsim.cache.gdsf import GDSF
 from prefixsim.cache.page import Page
 from prefixsim.cache.pool import PoolSpec, SharedPool, page_sizes
 from prefixsim.cache.segment_tree import SegmentCache
@@ -234,7 +235,7 @@ def test_mooncake_first_requests_every_policy(mooncake, policy):
     ({"classes": [{"name": "long", "ttl_s": 3600.0}], "policy": "s3fifo"}, SegmentCache),
     ({"mode": "block", "policy": "s3fifo"}, SegmentCache),
     ({"mode": "block", "policy": "fifo"}, SegmentCache),
-    ({"mode": "block", "policy": "gdsf"}, RadixCache),
+    ({"mode": "block", "policy": "gdsf"}, SegmentCache),
     ({"mode": "block", "policy": "workload_aware"}, SegmentCache),
     ({"mode": "block", "policy": "ttl", "ttl_s": 30.0}, SegmentCache),
     ({"mode": "block", "policy": "lfu"}, SegmentCache),
@@ -263,7 +264,7 @@ def test_which_policies_run_block_mode_on_segments():
     """Leaves only in a whole-path replay: lru and priority (`parents_outlast_children`);
     every unlocked segment a victim, tail first: lru, priority, lfu, ttl (`shared_key`),
     head first: fifo (`head_first`), each page by its own entry: belady, s3fifo,
-    workload-aware (keys or states per page). gdsf stays on the per-page tree. The
+    workload-aware, gdsf (keys or states per page): every policy. The
     declarations are read from the policy's own class: a subclass that changes the key
     (here LRU's) inherits neither."""
     from prefixsim.cache.lru import LRU
@@ -273,7 +274,8 @@ def test_which_policies_run_block_mode_on_segments():
             POLICIES.build(name), CacheMode.BLOCK, **kwargs)]
 
     assert declared(whole_paths=True) == declared() == [
-        "belady", "fifo", "lfu", "lru", "priority", "s3fifo", "ttl", "workload_aware"]
+        "belady", "fifo", "gdsf", "lfu", "lru", "priority", "s3fifo", "ttl",
+        "workload_aware"]
     assert [name for name in POLICIES.names()
             if vars(type(POLICIES.build(name))).get("head_first")] == ["fifo"]
     assert [name for name in POLICIES.names()
@@ -286,6 +288,12 @@ def test_which_policies_run_block_mode_on_segments():
 
     assert not SegmentCache.supports(MostRecentFirst(), CacheMode.BLOCK, whole_paths=True)
     assert not SegmentCache.supports(MostRecentFirst(), CacheMode.BLOCK)
+
+    class FlatGDSF(GDSF):  # a value of its own: `run_values` would not give it
+        def value(self, page):
+            return 1.0
+
+    assert not SegmentCache.supports(FlatGDSF(), CacheMode.BLOCK)
 
 
 def test_lfu_in_block_mode_leaves_orphans():
@@ -668,7 +676,7 @@ def page_statistics(cache) -> dict[int, tuple]:
 BLOCK_AS_RADIX = ["lru", "priority"]  # parents outlast children: leaves only, no orphans
 # any unlocked segment a victim: taken from a segment's tail, its head, or by each page's
 # own entry (keys or states per page)
-BLOCK_POLICIES = ["belady", "fifo", "lfu", "lru", "priority", "s3fifo", "ttl",
+BLOCK_POLICIES = ["belady", "fifo", "gdsf", "lfu", "lru", "priority", "s3fifo", "ttl",
                   "workload_aware"]
 
 
