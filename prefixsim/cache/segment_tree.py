@@ -466,9 +466,9 @@ class SegmentCache:
         # segments, a victim offered a second chance page by page (`_evict_states`)
         self._stateful = getattr(policy, "page_states", False) is True
         per_page = self._keyed or self._lazy or self._run_keyed or self._valued
-        # block mode where any page of a segment may be its first victim (keys per page:
-        # belady, workload-aware): a victim entry per page, which finds its page through
-        # the segment's later splits (`_resolve`, `Segment.above`)
+        # block mode where any page of a segment may be its first victim (keys or states
+        # per page: belady, workload-aware, gdsf, s3fifo): a victim entry per page, which
+        # finds its page through the segment's later splits (`_resolve`, `Segment.above`)
         self._page_entries = self._any_victim and (per_page or self._stateful)
         self._stamp = 0  # the page entries' tie-breaker: each one pushed numbered
         # the policy's key of a page state, or of a page by its id and its segment's last
@@ -517,10 +517,10 @@ class SegmentCache:
         policy's own class declares `parents_outlast_children` (a subclass that changes
         the key must declare it again): eviction then takes the leaves radix mode takes; or
         anywhere where the policy's own class declares `shared_key` or `head_first`, or the
-        policy keeps keys per page: every unlocked segment is then a victim, its pages
-        taken from its tail, its head, or (keys per page) in the order of their own
-        entries, and the pages below one that leaves are kept as orphans until a request
-        reaches them again. Not a policy with a state per page (S3-FIFO) in block mode."""
+        policy keeps keys or states per page (or, a GreedyDual one, declares `run_valued`):
+        every unlocked segment is then a victim, its pages taken from its tail, its head,
+        or (per page) in the order of their own entries, and the pages below one that
+        leaves are kept as orphans until a request reaches them again."""
         keyed = "access_keyed" if by_access else "page_keyed"
         per_page = (getattr(policy, keyed, False) is True
                     or getattr(policy, "run_keyed", False) is True
@@ -1677,7 +1677,8 @@ class SegmentCache:
     def requeue(self, state) -> None:
         """A page's key moved without an access (S3-FIFO's S overflowing: `state`, a
         PageState, is the page's): its segment is queued again where that page is its tail
-        and it is an evictable leaf (RadixCache.requeue, by state)."""
+        and it is an evictable leaf, or in block mode the page alone wherever it is
+        (RadixCache.requeue, by state)."""
         node = state.holder
         if node is None or not node.resident or node.lock_count or node.states is None:
             return
@@ -1837,7 +1838,8 @@ class SegmentCache:
             self._compact()
 
     def _compact(self) -> None:
-        """Drop stale entries once the queues hold many more entries than segments."""
+        """Drop stale entries once the queues hold many more entries than segments (than
+        pages, with an entry per page)."""
         if self._page_entries:  # an entry per page
             self._until_compact = max(1024, self._num_pages)
             if len(self._victims) + len(self._deadlines) <= 4 * self._num_pages + 2048:
@@ -1864,7 +1866,7 @@ class SegmentCache:
             seen.update(node.ids)
             assert node.num_tokens == node.page_tokens * (len(node.ids) - 1) + node.last_tokens
             assert (node.keys is None) is not (self._keyed or self._run_keyed or self._valued), (
-                "page keys kept iff page-keyed or run-keyed")
+                "page keys kept iff page-keyed, run-keyed or run-valued")
             assert node.keys is None or len(node.keys) == len(node.ids), "a key per page"
             assert (node.states is None) is not self._stateful, "states kept iff stateful"
             assert node.states is None or (len(node.states) == len(node.ids) and all(
