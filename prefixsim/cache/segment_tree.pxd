@@ -288,7 +288,8 @@ cdef class SegmentCache:
     @cython.locals(base=cython.double)
     cpdef tuple _valued_keys(self, Segment node, Segment parent)
 
-    @cython.locals(node=Segment, depth=cython.longlong, seg=IdArray, i=Py_ssize_t)
+    @cython.locals(node=Segment, above=Segment, depth=cython.longlong, seg=IdArray,
+                   i=Py_ssize_t)
     cpdef Segment _resolve(self, tuple entry)
 
     cpdef bint _live_page(self, tuple entry) except? -1

@@ -1627,11 +1627,18 @@ class SegmentCache:
         """The segment now holding the page of a page entry (`_push_page`), if the entry
         still states it (the page resident, unlocked, its key and recency the entry's);
         else None (stale). A split since gave the pages above the segment's first to the
-        prefix it made (`Segment.above`); the page's depth never changes."""
+        prefix it made (`Segment.above`); the page's depth never changes. A prefix gone
+        from the cache is taken out of the chain as it is walked (a page it held is not
+        found in the next one above, whose pages end where its began), so a chain keeps
+        no evicted segment alive for long."""
         node = entry[-1]
         depth = -entry[2]
         while depth < node.depth:
-            node = node.above
+            above = node.above
+            while above is not None and not above.resident:
+                above = above.above
+            node.above = above
+            node = above
             if node is None:
                 return None
         if not node.resident or node.lock_count:
