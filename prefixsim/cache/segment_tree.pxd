@@ -275,9 +275,7 @@ cdef class SegmentCache:
     @cython.locals(size=Py_ssize_t)
     cpdef _leave_run(self, Segment node, Py_ssize_t first, Py_ssize_t last)
 
-    @cython.locals(seg=IdArray, size=Py_ssize_t, keys=tuple, states=list,
-                   recency=cython.longlong, depth=cython.longlong, victims=OrderedQueue,
-                   stamp=cython.longlong, i=Py_ssize_t, key_of=object)
+    @cython.locals(i=Py_ssize_t)
     cpdef _push_pages(self, Segment node)
 
     @cython.locals(stamp=cython.longlong)

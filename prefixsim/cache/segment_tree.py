@@ -1570,30 +1570,9 @@ class SegmentCache:
         self._remove(node)
 
     def _push_pages(self, node: Segment) -> None:
-        """Queue each page of `node` under its own victim entry (`_page_entries`), as
-        `_push_page` does page by page."""
-        seg = node.ids
-        size = _ids.id_count(seg)
-        keys = node.keys
-        states = node.states
-        key_of = self._key_of
-        recency = node.recency
-        depth = node.depth
-        victims = self._victims
-        stamp = self._stamp
-        for i in range(size):
-            if keys is not None:
-                key = keys[i]
-            elif states is not None:
-                key = key_of(states[i])
-            else:
-                key = key_of(_ids.id_at(seg, i), node.last_access_s, recency)
-            stamp += 1
-            victims.push((key, recency, -(depth + i), _ids.id_at(seg, i), stamp, node))
-        self._stamp = stamp
-        self._until_compact -= size
-        if self._until_compact <= 0:
-            self._compact()
+        """Queue each page of `node` under its own victim entry (`_page_entries`)."""
+        for i in range(_ids.id_count(node.ids)):
+            self._push_page(node, i)
 
     def _push_page(self, node: Segment, i: int) -> None:
         """Queue page `i` of `node` under its key now: (key, recency, -depth, page id, a
