@@ -49,6 +49,10 @@ cdef class SegmentPage:
     cdef public Py_ssize_t _index
 
 
+@cython.locals(seg=IdArray, size=Py_ssize_t, ids=list, tokens=list, run=list, lost=tuple)
+cdef tuple _path_pages(Segment node, Py_ssize_t upto)
+
+
 @cython.locals(page=SegmentPage)
 cdef SegmentPage _segment_page(object page_id, long long num_tokens, object node,
                                Py_ssize_t index)
@@ -203,8 +207,7 @@ cdef class SegmentCache:
     @cython.locals(node=Segment)
     cpdef _queue_unlocked(self, list path)
 
-    @cython.locals(seg=IdArray, size=Py_ssize_t, child=Segment, lost=tuple, top=Segment,
-                   ids=list, tokens=list, run=list, above=tuple)
+    @cython.locals(child=Segment, lost=tuple, ids=list, tokens=list, above=tuple)
     cpdef _orphan_children(self, Segment node)
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, node=Segment, seg=IdArray, block=IdArray,

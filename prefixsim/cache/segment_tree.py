@@ -280,30 +280,37 @@ class SegmentPage:
     def chain(self) -> tuple[list[int], list[int]]:
         """The ids and tokens of the pages from the first of the prefix down to this one
         (as Page.chain), read from the segments holding them."""
-        ids: list[int] = []
-        tokens: list[int] = []
-        node, upto = self._node, self._index + 1
-        while node is not None:
-            seg = node.ids
-            size = _ids.id_count(seg)
-            run = _ids.id_run(seg, 0, upto).tolist()
-            run.reverse()
-            ids.extend(run)
-            if upto == size:
-                tokens.append(node.last_tokens)
-                tokens.extend([node.page_tokens] * (upto - 1))
-            else:
-                tokens.extend([node.page_tokens] * upto)
-            lost = node.lost
-            node = node.parent
-            if node is None and lost is not None:  # an orphan: its lost ancestors' pages
-                lost_ids, lost_tokens = _lost_chain(lost)
-                ids.extend(reversed(lost_ids))
-                tokens.extend(reversed(lost_tokens))
-            upto = 0 if node is None else _ids.id_count(node.ids)
-        ids.reverse()
-        tokens.reverse()
-        return ids, tokens
+        ids, tokens, lost = _path_pages(self._node, self._index + 1)
+        if lost is None:
+            return ids, tokens
+        lost_ids, lost_tokens = _lost_chain(lost)  # an orphan: its lost ancestors' pages
+        return lost_ids + ids, lost_tokens + tokens
+
+
+def _path_pages(node: Segment | None, upto: int) -> tuple[list[int], list[int], tuple | None]:
+    """The ids and tokens of the pages from the top of `node`'s path (a root segment, or
+    an orphan) down to page `upto` - 1 of `node`, and that top's lost chain (an orphan's
+    `Segment.lost`; else None)."""
+    ids: list[int] = []
+    tokens: list[int] = []
+    lost = None
+    while node is not None:
+        seg = node.ids
+        size = _ids.id_count(seg)
+        run = _ids.id_run(seg, 0, upto).tolist()
+        run.reverse()
+        ids.extend(run)
+        if upto == size:
+            tokens.append(node.last_tokens)
+            tokens.extend([node.page_tokens] * (upto - 1))
+        else:
+            tokens.extend([node.page_tokens] * upto)
+        lost = node.lost
+        node = node.parent
+        upto = 0 if node is None else _ids.id_count(node.ids)
+    ids.reverse()
+    tokens.reverse()
+    return ids, tokens, lost
 
 
 def _segment_page(page_id: int, num_tokens: int, node: Segment, index: int) -> SegmentPage:
@@ -1076,21 +1083,7 @@ class SegmentCache:
         each naming the chain of that page (`Segment.lost`): a link of the pages from the
         top of `node`'s path down to it, below the lost chain of that top when it is an
         orphan (shared, not copied)."""
-        ids: list[int] = []
-        tokens: list[int] = []
-        top = node
-        while top is not None:
-            seg = top.ids
-            size = _ids.id_count(seg)
-            run = _ids.id_run(seg, 0, size).tolist()
-            run.reverse()
-            ids.extend(run)
-            tokens.append(top.last_tokens)
-            tokens.extend([top.page_tokens] * (size - 1))
-            above = top.lost
-            top = top.parent
-        ids.reverse()
-        tokens.reverse()
+        ids, tokens, above = _path_pages(node, _ids.id_count(node.ids))
         lost = (ids[0] if above is None else above[0], ids[-1], above, ids, tokens)
         for child in node.children.values():
             child.parent = None
