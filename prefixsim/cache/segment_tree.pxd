@@ -95,6 +95,7 @@ cdef class DeadlineRun:
     cdef public list heap
     cdef public long long count
     cdef public bint leaves_only
+    cdef public double floor_s
 
     @cython.locals(deadline=double, run=list, count=cython.longlong)
     cpdef push(self, Segment node)

@@ -2011,7 +2011,7 @@ class DeadlineRun:
     as they reach a head, and all of them by `keep`. (In block mode an inner segment's
     deadline rises as pages are inserted below it: the cache queues it again then.)"""
 
-    __slots__ = ("run", "first", "base", "last_s", "heap", "count", "leaves_only")
+    __slots__ = ("run", "first", "base", "last_s", "heap", "count", "leaves_only", "floor_s")
 
     def __init__(self, leaves_only: bool = True) -> None:
         self.leaves_only = leaves_only
@@ -2021,6 +2021,9 @@ class DeadlineRun:
         self.last_s = -INFINITY  # the deadline of the run's last entry
         self.heap: list[tuple[float, int, Segment]] = []
         self.count = 0  # numbers the heap entries
+        # No live entry's deadline is below it: the least live deadline a pop_below found,
+        # lowered by every push since (a segment's deadline only rises between its pushes)
+        self.floor_s = INFINITY
 
     def __len__(self) -> int:
         return len(self.run) - self.first + len(self.heap)
@@ -2028,6 +2031,8 @@ class DeadlineRun:
     def push(self, node: Segment) -> None:
         """Queue `node` at its deadline; its earlier entries go stale."""
         deadline = node.deadline_s
+        if deadline < self.floor_s:
+            self.floor_s = deadline
         run = self.run
         if deadline >= self.last_s or self.first == len(run):
             node.deadline_entry = self.base + len(run)
@@ -2041,7 +2046,10 @@ class DeadlineRun:
 
     def pop_below(self, now: float) -> Segment | None:
         """The segment of the least live entry, taken out, if its deadline is before `now`;
-        else None (stale heads are dropped either way)."""
+        else None (stale heads are dropped either way). Nothing to look at while `floor_s`
+        is not before `now` (most calls of a replay)."""
+        if not self.floor_s < now:
+            return None
         run = self.run
         first = self.first
         size = len(run)
@@ -2074,13 +2082,18 @@ class DeadlineRun:
                     if deadline < now:
                         heappop(heap)
                         return node
+                    self.floor_s = deadline
                     return None
                 break
             heappop(heap)
-        if head is not None and head.deadline_s < now:
+        if head is None:
+            self.floor_s = INFINITY
+            return None
+        if head.deadline_s < now:
             run[first] = None
             self.first = first + 1
             return head
+        self.floor_s = head.deadline_s
         return None
 
     def keep(self) -> None:
