@@ -23,7 +23,8 @@ Last, one table over every real source (`--sources`, default all three): per ser
 here, per kv-cache-tester working-set run and GPU (replayed by bench/kv_cache_tester.py,
 whose docstring gives its settings) and per test and GPU of vLLM's CI latency benchmark
 (bench/vllm_ci_latency.py: figures transcribed from its build pages, so present without
-../shared), the default cost model's median |relative error| per
+../shared; simulated with the serving engine those builds ran, V0), the default cost
+model's median |relative error| per
 metric with its target, and the count of stages or periods where the real server kept up
 (an open-loop stage; a period within the tester's max TTFT) but the simulation saturated
 (none released, simulated mean TTFT > 10x measured, or, open loop only, the kept-up rule
@@ -403,12 +404,13 @@ def kv_cache_tester(folder: Path) -> list[SourceErrors]:
 
 
 def vllm_ci_latency() -> list[SourceErrors]:
-    """vLLM's CI latency benchmark (bench/vllm_ci_latency.py), default serving engine: one
-    batch's latency per test and GPU (a batch of 8 at once cannot saturate)."""
+    """vLLM's CI latency benchmark (bench/vllm_ci_latency.py), under the serving engine its
+    builds ran (`RAN_ENGINE`, V0: they predate vLLM's V1 engine): one batch's latency per
+    test and GPU (a batch of 8 at once cannot saturate)."""
     ci = importlib.import_module("vllm_ci_latency")  # bench/ is sys.path[0] (a script)
     metric = "batch e2el"
     table = []
-    for test, _, err in ci.errors("vllm-v1"):
+    for test, _, err in ci.errors(ci.RAN_ENGINE):
         entry = SourceErrors("vllm-ci-latency", f"{test.test} ({test.model})", test.gpu,
                              {metric: ci.TARGET}, {metric: []})
         entry.add(metric, err)

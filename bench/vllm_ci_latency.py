@@ -10,11 +10,13 @@ nor Mixtral at TP2 is a model or TP size any prefixsim default was fitted on, an
 is decode-bound (127 decode steps at batch 8, contexts of 33-160 tokens): a held-out check
 of the decode step (weights, collectives, per-kernel floors, CPU per step).
 
-The figures (`MEASURED`) are transcribed from the three build pages named beside them;
-the pages name no vLLM version (their models date them after Llama 3.1's release,
-2024-07). So the simulation runs each twice: with the default serving engine (vllm-v1,
-what the combined table of bench/sim2real.py reports) and with vllm-v0, V0's step and
-CUDA-graph rules (vLLM's default engine before v0.8.0, 2025-03). Simulated as the benchmark
+The figures (`MEASURED`) are transcribed from the three build pages named beside them.
+The pages name no vLLM version, but the builds date from late October 2024 (`DATED_BY`;
+docs/cost-models.md "Checked, not fitted"), before vLLM released its V1 engine: they ran
+V0, so
+the engine they ran (`RAN_ENGINE`, vllm-v0: V0's step and CUDA-graph rules) is what the
+combined table of bench/sim2real.py reports. The simulation runs each test with it and with
+the default serving engine (vllm-v1), both printed. Simulated as the benchmark
 runs: the offline `LLM` class, so no API server (frontend and emission times 0; the
 engine's own CPU per step stays), 8 requests at t = 0 with distinct pages (no prefix hit),
 the model presets llama-3.1-8b, llama-3.1-70b (Llama-3-70B's geometry) and mixtral-8x7b.
@@ -37,6 +39,18 @@ INPUT_TOKENS = 32
 OUTPUT_TOKENS = 128
 TARGET = 0.10  # the E2E latency target of the real-run benches
 ENGINES = ("vllm-v1", "vllm-v0")
+# The engine the builds ran: V0. vLLM PR 9768 ("[perf bench] H200 development", opened
+# 2024-10-28) links build 9515 of this pipeline as its working benchmark; the pipeline runs
+# after every merge and on every labelled PR's commits (vLLM PR 5073), so builds 9513-9555
+# lie within days of it. vLLM's V1 engine was then at most an experimental prototype behind
+# VLLM_USE_V1=1: first released as an opt-in alpha on 2025-01-27, the default from v0.8.0;
+# in 2025-02 a proposal to run V1 in this pipeline too (vLLM PR 12919) describes its tests
+# as running V0.
+RAN_ENGINE = "vllm-v0"
+DATED_BY = ("https://github.com/vllm-project/vllm/pull/9768",
+            "https://github.com/vllm-project/vllm/pull/5073",
+            "https://blog.vllm.ai/2025/01/27/v1-alpha-release.html",
+            "https://github.com/vllm-project/vllm/pull/12919")
 
 _H100 = "https://buildkite.com/vllm/performance-benchmark/builds/9555"
 _H200 = "https://buildkite.com/vllm/performance-benchmark/builds/9513"
@@ -106,7 +120,8 @@ def main() -> int:
           "mean batch latency, ms")
     results = {engine: errors(engine) for engine in ENGINES}
     print(f"  {'test':<24} {'gpu':<9} {'measured':>9} "
-          + " ".join(f"{engine:>16}" for engine in ENGINES))
+          + " ".join(f"{engine + (' (ran)' if engine == RAN_ENGINE else ''):>16}"
+                     for engine in ENGINES))
     for i, test in enumerate(MEASURED):
         cells = " ".join(f"{results[e][i][1]:8.0f} {results[e][i][2]:+6.1%} " for e in ENGINES)
         print(f"  {test.test:<24} {test.gpu:<9} {test.latency_ms:9.0f} {cells}")
@@ -116,6 +131,7 @@ def main() -> int:
         print(f"  {engine}: median |error| {med:.1%} (target <= {TARGET:.0%}: "
               f"{'met' if med <= TARGET else 'MISSED'}), largest {worst:.1%}")
     print("sources: " + ", ".join(sorted({test.source for test in MEASURED})))
+    print(f"the builds ran {RAN_ENGINE} (dated by: {', '.join(DATED_BY)})")
     return 0
 
 
