@@ -40,6 +40,7 @@ cdef class Segment:
     cdef public list states
     cdef public tuple lost
     cdef public object above
+    cdef public object below
 
 
 cdef class SegmentPage:

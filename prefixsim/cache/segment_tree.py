@@ -188,13 +188,16 @@ class Segment:
                      that the latest split of this segment made (its pages were this
                      segment's), through which an older entry finds its page: the pages
                      above `depth` lie along the `above` chain; else None
+      below          the resident segment whose `above` this one is, if any: a segment
+                     leaving the cache is taken out of that chain (`_unlink`), so a
+                     resident segment's chain holds resident segments only
     """
 
     __slots__ = (
         "ids", "first", "parent", "children", "depth", "page_tokens", "last_tokens", "num_tokens",
         "created_s", "last_access_s", "recency", "deadline_s", "num_hits", "priority",
         "version", "resident", "inserted", "aged_base", "keys", "deadline_entry",
-        "lock_count", "states", "lost", "above",
+        "lock_count", "states", "lost", "above", "below",
     )
 
     def __init__(self, ids: Sequence[int], parent: Segment | None, depth: int,
@@ -249,6 +252,7 @@ def _fill(node: Segment, ids, first: int, parent: Segment | None, depth: int,
     node.states = None
     node.lost = None
     node.above = None
+    node.below = None
 
 
 class SegmentPage:
@@ -629,6 +633,7 @@ class SegmentCache:
             node = stack.pop()
             node.parent = None
             node.above = None
+            node.below = None
             node.resident = False
             children = node.children
             if children:
@@ -798,8 +803,12 @@ class SegmentCache:
         # depth, id): its head's, in block mode head first (no two entries are equal)
         prefix.version = node.version
         if self._page_entries:  # the pages' entries find them through `above`
-            prefix.above = node.above
+            above = node.above
+            prefix.above = above
+            if above is not None:
+                above.below = prefix
             node.above = prefix
+            prefix.below = node
             if self.ttl is not None and not prefix.lock_count:
                 self._deadlines.push(prefix)
         elif self._any_victim and not prefix.lock_count:  # its pages are victims too
@@ -1599,10 +1608,11 @@ class SegmentCache:
         """The segment now holding the page of a page entry (`_push_page`), if the entry
         still states it (the page resident, unlocked, its key and recency the entry's);
         else None (stale). A split since gave the pages above the segment's first to the
-        prefix it made (`Segment.above`); the page's depth never changes. A prefix gone
-        from the cache is taken out of the chain as it is walked (a page it held is not
-        found in the next one above, whose pages end where its began), so a chain keeps
-        no evicted segment alive for long."""
+        prefix it made (`Segment.above`); the page's depth never changes. A segment leaving
+        the cache leaves the chain of the resident segment naming it (`_unlink`: a page
+        it held is then not found in the next one above, whose pages end where its began);
+        a gone segment an entry names keeps its own link, and a walk from it takes the
+        gone ones it passes out of it, so no chain keeps an evicted segment alive."""
         node = entry[-1]
         depth = -entry[2]
         while depth < node.depth:
@@ -1727,6 +1737,13 @@ class SegmentCache:
         if node.children:
             self._orphan_children(node)
         node.resident = False
+        below = node.below
+        if below is not None:  # out of the `above` chain of the segment naming it: its
+            # own `above` stays, for the entries that name it (`_resolve`)
+            below.above = node.above
+            node.below = None
+        if node.above is not None:
+            node.above.below = below
         if self._ids is not None:
             self._ids.difference_update(node.ids)
         if self.observer is not None:
@@ -1839,6 +1856,10 @@ class SegmentCache:
         seen: set[int] = set()
         for node in self.segments():
             assert node.resident and node.ids, "empty or gone segment in the tree"
+            assert node.above is None or (node.above.resident and node.above.below is node), (
+                "an above chain holds a gone segment, or a back link is off")
+            assert node.below is None or (node.below.resident and node.below.above is node), (
+                "a below link names a gone segment, or a chain link is off")
             assert node.first == node.ids[0], "a segment's key is its first id"
             segments += 1
             pages += len(node.ids)
