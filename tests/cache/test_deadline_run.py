@@ -89,6 +89,29 @@ def test_keep_drops_stale_entries_and_numbers_the_live_ones_past_every_old_posit
     assert drain(queue, 10.0) == [3, 7, 1]
 
 
+def test_the_floor_is_the_least_live_deadline_a_pop_found_lowered_by_pushes():
+    """`floor_s`: a push lowers it, a pop that finds nothing due leaves the least live
+    deadline there (the heap's live head, 3; the run's head once the heap is empty, 5;
+    none left, inf), and a pop while it is not before now looks at nothing."""
+    queue = DeadlineRun()
+    assert queue.floor_s == float("inf")
+    five, three, one = segment(5, 5.0), segment(3, 3.0), segment(1, 1.0)
+    for node in (five, three, one):  # 3 and 1 out of order: the heap
+        queue.push(node)
+    assert queue.floor_s == 1.0
+    one.resident = False  # its heap entry is stale now
+    assert queue.pop_below(2.0) is None and queue.floor_s == 3.0  # the heap's live head
+    three.resident = False
+    assert queue.pop_below(2.0) is None and queue.floor_s == 3.0  # not looked at: 3 >= 2
+    assert queue.pop_below(4.0) is None and queue.floor_s == 5.0  # the run's head
+    queue.push(segment(7, 7.0))
+    assert queue.floor_s == 5.0
+    assert queue.pop_below(6.0) is five and queue.pop_below(6.0) is None
+    assert queue.floor_s == 7.0
+    queue.run[queue.first].resident = False
+    assert queue.pop_below(8.0) is None and queue.floor_s == float("inf")
+
+
 def test_check_finds_a_leaf_without_a_live_entry():
     queue = DeadlineRun()
     a = segment(1, 1.0)
