@@ -4,7 +4,10 @@ cimport cython
 from prefixsim.cache.tree cimport CacheCounters
 
 
-@cython.locals(k=cython.longlong)
+cdef double _K_MAX
+
+
+@cython.locals(k=cython.longlong, quotient=double)
 cpdef double next_sample(double now, double interval_s) except? -1.0
 
 cpdef tuple state_row(double upcoming, object cache)

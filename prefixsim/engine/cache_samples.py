@@ -20,13 +20,22 @@ import math
 
 def next_sample(now: float, interval_s: float) -> float:
     """The first grid point k * interval_s (k >= 0) at or after `now`, computed as the
-    sampler computes its grid (float k times the interval)."""
-    k = max(math.ceil(now / interval_s), 0)
-    while k > 0 and (k - 1) * interval_s >= now:  # the quotient rounded up past a point
+    sampler computes its grid (float k times the interval): the least such k, found from
+    the quotient truncated (compiled, a C conversion: `math.ceil` would be a Python call)
+    and moved to the grid point the products say."""
+    quotient = now / interval_s
+    if quotient < _K_MAX:
+        k = int(quotient) if quotient > 0.0 else 0
+    else:  # from 2**53 on, or not a number (math.ceil raises, as the C conversion would not)
+        k = math.ceil(quotient)
+    while k > 0 and (k - 1) * interval_s >= now:  # the quotient rounded past a point
         k -= 1
     while k * interval_s < now:
         k += 1
     return k * interval_s
+
+
+_K_MAX = 2.0 ** 53  # below it, every whole number is a float and `int` is exact
 
 
 def end_of_replay(cache, states: list[tuple] | None, upcoming: float, on_progress,

@@ -28,6 +28,17 @@ def test_next_sample_by_hand(now, interval, expected):
     assert next_sample(now, interval) == expected
 
 
+def test_next_sample_beyond_exact_whole_quotients_and_of_no_number():
+    """From 2**53 on a quotient is whole already (math.ceil, exact); an infinite or NaN
+    time is refused as math.ceil refuses it, on both code paths."""
+    assert next_sample(2.0 ** 60, 1.0) == 2.0 ** 60
+    assert next_sample(3 * 2.0 ** 54, 0.5) == 3 * 2.0 ** 54
+    with pytest.raises(OverflowError):
+        next_sample(math.inf, 1.0)
+    with pytest.raises(ValueError):
+        next_sample(math.nan, 1.0)
+
+
 # steps below and above 1 s, whose products k * interval round either way
 INTERVALS = [0.1, 0.3, 0.7, 1 / 3, 0.05, 1.0, 2.5, 1.1, 3.3, 7.7]
 
