@@ -175,7 +175,8 @@ cdef class SegmentCache:
                            long long page_tokens, long long input_tokens,
                            Py_ssize_t first=*, Py_ssize_t stop=*) except? -1
 
-    @cython.locals(prefix=Segment, parent=Segment, keys=tuple, seg=IdArray)
+    # a first id as one int object: the segment's `first` and its key in the child map
+    @cython.locals(prefix=Segment, parent=Segment, keys=tuple, seg=IdArray, key=object)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
     # RadixCache's steps (step-by-step replays; a timed replica's, Part B)
@@ -242,7 +243,7 @@ cdef class SegmentCache:
                    anc=Segment, depth=cython.longlong, tokens=cython.longlong,
                    resident=cython.longlong, free=cython.longlong,
                    counters=CacheCounters, bounded=bint, block=IdArray, run=IdArray,
-                   deadline=cython.double)
+                   deadline=cython.double, first_id=object)
     cpdef long long insert_run(self, Segment parent, object page_ids, Py_ssize_t start,
                            long long page_tokens, long long last_tokens, double now,
                            long long recency, tuple keys=*, Py_ssize_t stop=*,
