@@ -13,10 +13,9 @@ of the decode step (weights, collectives, per-kernel floors, CPU per step).
 The figures (`MEASURED`) are transcribed from the three build pages named beside them.
 The pages name no vLLM version, but the builds date from late October 2024 (`DATED_BY`;
 docs/cost-models.md "Checked, not fitted"), before vLLM released its V1 engine: they ran
-V0, so
-the engine they ran (`RAN_ENGINE`, vllm-v0: V0's step and CUDA-graph rules) is what the
-combined table of bench/sim2real.py reports. The simulation runs each test with it and with
-the default serving engine (vllm-v1), both printed. Simulated as the benchmark
+V0, so the combined table of bench/sim2real.py simulates them with `RAN_ENGINE`, vllm-v0
+(V0's step and CUDA-graph rules). Each test runs with it and with the default serving
+engine (vllm-v1), both printed. Simulated as the benchmark
 runs: the offline `LLM` class, so no API server (frontend and emission times 0; the
 engine's own CPU per step stays), 8 requests at t = 0 with distinct pages (no prefix hit),
 the model presets llama-3.1-8b, llama-3.1-70b (Llama-3-70B's geometry) and mixtral-8x7b.
