@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing with mutmut: mutate one part of the package, run that part's tests.
 #
-#   bench/mutation.sh cache       # cache/tree.py and cache/segment_tree.py with tests/cache
+#   bench/mutation.sh cache       # cache/segment_tree.py with tests/cache
 #   bench/mutation.sh cache all   # every module of cache/ with tests/cache
 #   bench/mutation.sh engine      # engine/ with tests/engine
 #   bench/mutation.sh costmodel   # costmodel/ (calibrate.py aside: torch) with tests/costmodel
@@ -39,7 +39,7 @@ case "$scope" in
     mutate="\"$scope\"" ;;
   *)
     case "$part" in
-      cache) mutate='"prefixsim/cache/tree.py", "prefixsim/cache/segment_tree.py"' ;;
+      cache) mutate='"prefixsim/cache/segment_tree.py"' ;;
       *) mutate="\"prefixsim/$part/*\"" ;;
     esac ;;
 esac

@@ -15,8 +15,9 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, CacheMode, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.costmodel import NO_OVERHEADS, CostModelBase, ServingOverheads
 from prefixsim.engine import replay_cache_only
@@ -52,15 +53,14 @@ class Ticks(CostModelBase):
 
 
 def without_segment_cache(monkeypatch) -> None:
-    """Replays, cache-only and timed, build RadixCache where they would pick SegmentCache
-    (whose class cannot be patched itself once compiled: an extension type)."""
-    from prefixsim.cache import factory
-    from prefixsim.cache.segment_tree import SegmentCache
+    """Runs built from a config (pipeline/build.py: cache-only and timed, HBM and the shared
+    pool) get the per-page reference, RadixCache, where they would get the SegmentCache."""
+    from prefixsim.pipeline import build
 
-    class NeverSupported(SegmentCache):
-        supports = staticmethod(lambda *args, **kwargs: False)
+    def reference(capacity_tokens, policy, ttl=None, mode=CacheMode.RADIX, **_how):
+        return RadixCache(capacity_tokens, policy, ttl, CacheMode(mode))
 
-    monkeypatch.setattr(factory, "SegmentCache", NeverSupported)
+    monkeypatch.setattr(build, "replay_cache", reference)
 
 
 def lru(capacity: int | None, ttl=None) -> RadixCache:

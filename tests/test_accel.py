@@ -31,7 +31,7 @@ def test_every_hot_module_has_a_source():
 
 
 def test_the_finder_takes_only_a_copy_built_from_the_current_source(tmp_path):
-    module = "prefixsim.cache.tree"
+    module = "prefixsim.cache.segment_tree"
     finder = accel.CompiledFinder(tmp_path)
     assert finder.find_spec(module) is None  # nothing built
     stale = tmp_path / f"{module}-{accel.source_digest(b'# an older source')}{accel.EXT_SUFFIX}"
@@ -70,38 +70,38 @@ def test_a_compiled_copy_is_named_by_its_source_and_its_types():
 
 
 def test_a_module_that_cimports_a_type_is_stale_with_it(tmp_path, monkeypatch):
-    """tree.pxd cimports page's Page (and the ordered queue, the age bins): the tree's copy
-    is built from page's source and .pxd too, so an edit of either renames (makes stale)
-    both copies; a module that cimports nothing is named by its own files only. s3fifo.pxd
-    cimports two."""
-    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.idle_ages",
-                                                       "prefixsim.cache.ordered_queue",
-                                                       "prefixsim.cache.page"]
+    """s3fifo.pxd cimports page's Page (and the policy base): s3fifo's copy is built from
+    page's source and .pxd too, so an edit of either renames (makes stale) both copies; a
+    module that cimports nothing is named by its own files only. The segment tree's .pxd
+    cimports four."""
     assert accel.cimported("prefixsim.cache.s3fifo") == ["prefixsim.cache.page",
                                                          "prefixsim.cache.policy"]
+    assert accel.cimported("prefixsim.cache.segment_tree") == [
+        "prefixsim.cache.cache_types", "prefixsim.cache.id_arrays",
+        "prefixsim.cache.idle_ages", "prefixsim.cache.ordered_queue"]
     assert accel.cimported("prefixsim.cache.page") == []
     assert accel.cimported("prefixsim.engine.timed") == []
-    tree = accel.build_input("prefixsim.cache.tree")
+    s3fifo = accel.build_input("prefixsim.cache.s3fifo")
     page_parts = (accel.source_path("prefixsim.cache.page").read_bytes(),
                   accel.types_path("prefixsim.cache.page").read_bytes())
-    assert all(part in tree for part in page_parts)
+    assert all(part in s3fifo for part in page_parts)
     package = tmp_path / "prefixsim"
-    for module in ("prefixsim.cache.tree", "prefixsim.cache.page",
-                   "prefixsim.cache.ordered_queue", "prefixsim.cache.idle_ages"):
+    for module in ("prefixsim.cache.s3fifo", "prefixsim.cache.page",
+                   "prefixsim.cache.policy"):
         for path in (accel.source_path(module), accel.types_path(module)):
             copy = package.joinpath(*module.split(".")[1:]).with_suffix(path.suffix)
             copy.parent.mkdir(parents=True, exist_ok=True)
             copy.write_bytes(path.read_bytes())
     monkeypatch.setattr(accel, "PACKAGE_DIR", package)
-    before = {m: accel.compiled_path(m, tmp_path) for m in ("prefixsim.cache.tree",
+    before = {m: accel.compiled_path(m, tmp_path) for m in ("prefixsim.cache.s3fifo",
                                                              "prefixsim.cache.page")}
     page_pxd = package / "cache" / "page.pxd"
     page_pxd.write_bytes(page_pxd.read_bytes() + b"\n# edited\n")
     after = {m: accel.compiled_path(m, tmp_path) for m in before}
     assert all(after[m] != before[m] for m in before)
     # a cimport written either way is found
-    (package / "cache" / "tree.pxd").write_bytes(b"cimport prefixsim.cache.page\n")
-    assert accel.cimported("prefixsim.cache.tree") == ["prefixsim.cache.page"]
+    (package / "cache" / "s3fifo.pxd").write_bytes(b"cimport prefixsim.cache.page\n")
+    assert accel.cimported("prefixsim.cache.s3fifo") == ["prefixsim.cache.page"]
 
 
 def test_a_cimported_pxd_without_a_compiled_module_is_part_of_the_build():

@@ -43,6 +43,7 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.accounting",
     "prefixsim.cache.aging",
     "prefixsim.cache.belady",
+    "prefixsim.cache.cache_types",
     "prefixsim.cache.fifo",
     "prefixsim.cache.idle_ages",
     "prefixsim.cache.gdsf",
@@ -53,7 +54,6 @@ HOT_MODULES: tuple[str, ...] = (
     "prefixsim.cache.priority",
     "prefixsim.cache.s3fifo",
     "prefixsim.cache.segment_tree",
-    "prefixsim.cache.tree",
     "prefixsim.cache.ttl_first",
     "prefixsim.cache.ordered_queue",
     "prefixsim.cache.workload_aware",
@@ -146,7 +146,7 @@ _CIMPORT = re.compile(  # `from prefixsim.x.y cimport Z` or `cimport prefixsim.x
 
 
 def cimported(module: str) -> list[str]:
-    """The package's modules whose extension types `module`'s `.pxd` cimports (tree.pxd
+    """The package's modules whose extension types `module`'s `.pxd` cimports (s3fifo.pxd
     cimports page's Page), directly or through theirs, in a fixed order."""
     found: list[str] = []
     todo = [module]
@@ -172,7 +172,7 @@ def build_input(module: str) -> bytes:
     """What a compiled copy is built from: the source, its `.pxd` when there is one, and
     those of every module it cimports a type from. A compiled module holds the layout of the
     types it cimports and needs their compiled module at import, so it is current only
-    while they are: a change to page.py or page.pxd makes tree's copy stale too, and the
+    while they are: a change to page.py or page.pxd makes s3fifo's copy stale too, and the
     two are then imported from their sources together."""
     data = _own_input(module)
     for other in cimported(module):

@@ -1,5 +1,6 @@
-"""Token figures shared by the two prefix caches (`RadixCache`, `SegmentCache`): free and
-evictable tokens, derived from the counts each cache keeps (docs/cache-semantics.md R10).
+"""Token figures of the prefix cache (`SegmentCache`, and the test suite's per-page
+reference): free and evictable tokens, derived from the counts each cache keeps
+(docs/cache-semantics.md R10).
 
 It owns only these derived figures. Each cache owns and updates `capacity_tokens`,
 `resident_tokens`, `locked_tokens` and `reserved_tokens` (a cache-only replay takes no locks

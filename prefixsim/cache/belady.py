@@ -18,7 +18,7 @@ arrivals in replay order, the first use after (arrival, position) is the next po
 naming the page). A trace whose arrivals go back in time, a timed replica's cache and a
 shared pool's (whose recency is not the replay position) run on a SegmentCache built
 `by_access`, which reads a page's key from its segment's last access and recency
-(`access_keyed`, `access_key`) whenever RadixCache would call `key`.
+(`access_keyed`, `access_key`) whenever a per-page cache would call `key`.
 """
 
 from __future__ import annotations
@@ -159,8 +159,8 @@ class StreamedBelady(Belady):
     That is the position `_Uses.next_use` finds from the page's last access in a cache-only
     replay, where the last access is the request's (arrival, position) and the trace is in
     arrival order. Memory: one number per resident page. The streamed pipeline tells it a
-    chunk's next uses at once (`begin_chunk`): a replay by chunk on SegmentCache then reads
-    `request_keys`, one by request on RadixCache calls `begin_request(i)` for each. Not
+    chunk's next uses at once (`begin_chunk`): a replay by chunk then reads `request_keys`,
+    a step-by-step one (request classes, tiers, a pool) calls `begin_request(i)` for each. Not
     registered: the streamed pipeline builds it for `belady`."""
 
     access_keyed = False  # its keys come from `begin`, not from a page's last access
@@ -191,7 +191,7 @@ class StreamedBelady(Belady):
 
     def begin_request(self, i: int) -> None:
         """`begin` with the next uses of the told chunk's request `i` (a replay that takes
-        requests one by one, on RadixCache)."""
+        requests one by one: request classes, tiers, a pool)."""
         offsets = self._chunk_offsets
         self._current = self._chunk_uses[offsets[i]:offsets[i + 1]].tolist()
 

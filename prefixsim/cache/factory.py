@@ -1,23 +1,25 @@
-"""Which cache class a cache-only replay runs on.
+"""The prefix cache a replay runs on, cache-only or timed: a `SegmentCache`.
 
-SegmentCache gives exactly RadixCache's Part A results, several times faster, in radix mode
-with a node-uniform, page-keyed, run-keyed or page-state policy (with lower tiers, a shared
-pool, request classes or a minimum cacheable prompt too), in a cache-only replay in
-block mode with a policy under which parents outlast their children (lru, priority:
-there block mode evicts the leaves radix mode does), and in block mode anywhere with a
-policy that declares how a segment's pages go (every unlocked segment a victim, orphans
-kept: tail first where its pages share their key, lru, priority, lfu, ttl; head first,
-fifo); everything else runs on RadixCache. A
-timed replica's cache comes from here too (pipeline/build.py; docs/architecture.md
-"One prefix cache").
+Every registered policy declares how a segment's pages go (docs/architecture.md "One
+prefix cache", "Eviction policies"), so one cache serves every policy in both modes: in
+radix mode a node-uniform, page-keyed, run-keyed or page-state policy; in block mode one
+that declares `shared_key` (tail first), `head_first`, per-page keys or states, a
+GreedyDual policy's `run_valued`, or, in a cache-only replay (every request touches its
+whole path), `parents_outlast_children`. A policy that declares none of these is refused
+here with the flags it could declare: its per-page hooks alone describe what the test
+suite's per-page reference does with it, not how the segment cache would.
 """
 
 from __future__ import annotations
 
+from prefixsim.cache.cache_types import CacheMode
 from prefixsim.cache.policy import EvictionPolicy
 from prefixsim.cache.segment_tree import SegmentCache
-from prefixsim.cache.tree import CacheMode, RadixCache
 from prefixsim.cache.ttl import TTLRule
+
+
+class UnsupportedPolicy(ValueError):
+    """A policy that declares no way for the segment cache to evict its pages."""
 
 
 def replay_cache(
@@ -25,20 +27,24 @@ def replay_cache(
     policy: EvictionPolicy,
     ttl: TTLRule | None = None,
     mode: CacheMode | str = CacheMode.RADIX,
-    plain: bool = True,
     chained: bool = False,
     by_access: bool = False,
     whole_paths: bool = False,
-) -> RadixCache | SegmentCache:
-    """A fresh cache for a replay: a SegmentCache where `SegmentCache.supports` the policy
-    and mode, else a RadixCache (`plain=False`: a RadixCache regardless). `chained`: the
-    page ids are checked chained already (a SegmentCache then keeps no resident-id set:
-    cache/segment_tree.py). `by_access`: a page-keyed policy's keys read from a page's last
-    access, so it must be `access_keyed` (a timed replica's or a pool's cache, a cache-only
-    belady over arrivals out of order: SegmentCache's constructor). `whole_paths`: every
-    request touches its whole path from the root (a cache-only replay), which lets block
-    mode run on segments for some policies (`SegmentCache.supports`)."""
-    if plain and SegmentCache.supports(policy, mode, by_access, whole_paths):
-        return SegmentCache(capacity_tokens, policy, ttl, chained=chained,
-                            by_access=by_access, mode=mode, whole_paths=whole_paths)
-    return RadixCache(capacity_tokens, policy, ttl, CacheMode(mode))
+) -> SegmentCache:
+    """A fresh cache for a replay. `chained`: the page ids are checked chained already (the
+    cache then keeps no resident-id set: cache/segment_tree.py). `by_access`: a page-keyed
+    policy's keys read from a page's last access, so it must be `access_keyed` (a timed
+    replica's or a pool's cache, a cache-only belady over arrivals out of order:
+    SegmentCache's constructor). `whole_paths`: every request touches its whole path from
+    the root (a cache-only replay), which lets block mode take the leaves radix mode takes
+    under a policy whose parents outlast their children. Raises UnsupportedPolicy where
+    `SegmentCache.supports` refuses the policy in this mode."""
+    if not SegmentCache.supports(policy, mode, by_access, whole_paths):
+        raise UnsupportedPolicy(
+            f"policy {getattr(policy, 'name', type(policy).__name__)!r} cannot run in "
+            f"{CacheMode(mode).value} mode: its class declares none of node_uniform, "
+            "page_keyed/access_keyed, run_keyed, page_states (radix mode) or shared_key, "
+            "head_first, run_valued, parents_outlast_children (block mode); "
+            "docs/architecture.md \"Eviction policies\"")
+    return SegmentCache(capacity_tokens, policy, ttl, chained=chained, by_access=by_access,
+                        mode=mode, whole_paths=whole_paths)

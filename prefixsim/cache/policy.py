@@ -57,7 +57,7 @@ class EvictionPolicy(Protocol):
     """True when `key(page)` reads only the page's id, last access time and recency, as
     `access_key(page_id, last_access_s, recency)` (belady): a SegmentCache built
     `by_access` (a timed replica's, a shared pool's) then reads a page's key from its
-    segment's statistics whenever RadixCache would call `key`."""
+    segment's statistics whenever a per-page cache would call `key`."""
 
     run_keyed: bool
     """Class attribute: True when a page's key is fixed when a request touches it (a hit or

@@ -2,9 +2,9 @@
 LMCache or Dynamo pool cluster DRAM/SSD.
 
 The pool is one prefix tree of its own (capacity in tokens, eviction policy, TTL rule) that
-every replica reads and writes: a `SegmentCache` where its policy is node-uniform, as an HBM
-cache's (pipeline/build.py), else a `RadixCache`; the pool reads either through the same
-steps (a run of pages is a list of pages or a `SegmentRun`). It is inclusive: a page read
+every replica reads and writes: a `SegmentCache`, as an HBM cache's (pipeline/build.py); a
+run of its pages is a `SegmentRun` (the test suite's per-page reference cache, which the
+pool also accepts, gives a list of pages). It is inclusive: a page read
 into a replica's HBM stays in the pool for the others. Pages enter it as soon as a prefill
 inserts them into HBM (`write_through`, the config's default `write: through`) or when a
 replica's HBM evicts them (write-back, `PoolSpec`'s default: the evicted page and
@@ -33,11 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prefixsim.cache.page import Page
-from prefixsim.cache.segment_tree import SegmentCache, SegmentRun
-from prefixsim.cache.tree import CacheCounters, RadixCache
+from prefixsim.cache.cache_types import CacheCounters
+from prefixsim.cache.segment_tree import SegmentCache, SegmentPage, SegmentRun
 
-PageRun = list[Page] | SegmentRun  # a run of a pool's pages, as its tree gives it
+PageRun = SegmentRun | list  # a run of a pool's pages, as its tree gives it
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +123,7 @@ class SharedPool:
     the replicas' links, by replica index (set by the timed engine; their `serves`
     directions are the holders')."""
 
-    def __init__(self, cache: RadixCache | SegmentCache, spec: PoolSpec,
+    def __init__(self, cache: SegmentCache, spec: PoolSpec,
                  clock: Callable[[], float]) -> None:
         self.cache = cache
         self.spec = spec
@@ -218,9 +217,8 @@ class SharedPool:
         self.write_tokens += written
         return written
 
-    def write_evicted(self, page: Page, holder: int = 0) -> int:
-        """Write an evicted HBM page with the ancestors its pointers still name (`chain`:
-        a Page's, or a compressed cache's SegmentPage's)."""
+    def write_evicted(self, page: SegmentPage, holder: int = 0) -> int:
+        """Write an evicted HBM page with the ancestors its pointers still name (`chain`)."""
         ids, tokens = page.chain()
         return self.write(ids, tokens, holder)
 

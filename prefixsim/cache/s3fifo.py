@@ -64,7 +64,7 @@ from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES, Policy
 
 if TYPE_CHECKING:
-    from prefixsim.cache.tree import RadixCache
+    from prefixsim.cache.segment_tree import SegmentCache
 
 MAX_FREQUENCY = 3
 SMALL_FRACTION = 0.1
@@ -82,8 +82,8 @@ GHOST_TOKENS = 0xFFFF_FFFF  # 2**GHOST_SHIFT - 1, written out (a C int shift wou
 class PageState:
     """What S3-FIFO keeps of one resident page: its queue (DUE / MAIN / SMALL; GONE once the
     page has left), its sequence number in that queue, its 2-bit access frequency, its
-    tokens, and what holds it in the cache (`holder`: the Page on a RadixCache, the Segment
-    on a SegmentCache, which `requeue` is told of; None once gone)."""
+    tokens, and what holds it in the cache (`holder`: the Segment on a SegmentCache, which
+    `requeue` is told of, or a Page of the test suite's per-page reference; None once gone)."""
 
     __slots__ = ("queue", "position", "frequency", "tokens", "holder")
 
@@ -100,10 +100,11 @@ class S3FIFO(Policy):
     """Small/main FIFO queues with a ghost list; see the module docstring. (An extension
     type when compiled, s3fifo.pxd: registered below rather than by a decorator.)
 
-    Its logic works on PageStates (`_enter`, `_hit`, `second_chance`, `_drop`): a
-    RadixCache calls the page hooks, which keep a page's state on `page.policy_state`; a
-    SegmentCache keeps the states per page of a segment (`page_states`) and calls
-    `enter_run`, `hit_run`, `key_of`, `second_chance` and `leave` itself."""
+    Its logic works on PageStates (`_enter`, `_hit`, `second_chance`, `_drop`): the
+    per-page reference calls the page hooks, which keep a page's state on
+    `page.policy_state`; a SegmentCache keeps the states per page of a segment
+    (`page_states`) and calls `enter_run`, `hit_run`, `key_of`, `second_chance` and `leave`
+    itself."""
 
     page_states = True
     parameters = MappingProxyType({
@@ -140,7 +141,7 @@ class S3FIFO(Policy):
         self._small_budget = float("inf")
         self._ghost_budget = float("inf")
 
-    def bind_cache(self, cache: RadixCache) -> None:
+    def bind_cache(self, cache: SegmentCache) -> None:
         """Learn the capacity (S's budget: `small_fraction` of it) and where to `requeue`
         pages (a SegmentCache's `requeue` takes the PageState: `requeues_states`)."""
         self._requeue = cache.requeue

@@ -7,7 +7,7 @@ cimport cython
 from cpython.array cimport array as IdArray
 cimport prefixsim.cache.id_arrays as _ids
 from prefixsim.cache.idle_ages cimport age_bin
-from prefixsim.cache.tree cimport CacheCounters
+from prefixsim.cache.cache_types cimport CacheCounters
 from prefixsim.cache.ordered_queue cimport OrderedQueue
 
 
@@ -179,7 +179,7 @@ cdef class SegmentCache:
     @cython.locals(prefix=Segment, parent=Segment, keys=tuple, seg=IdArray, key=object)
     cpdef Segment _split(self, Segment node, Py_ssize_t k)
 
-    # RadixCache's steps (step-by-step replays; a timed replica's, Part B)
+    # the per-request steps (step-by-step replays; a timed replica's, Part B)
     cpdef object match(self, object page_ids, double now)
 
     @cython.locals(n=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, lo=Py_ssize_t, node=Segment,

@@ -1,13 +1,15 @@
-"""A compressed radix tree for the cache-only replay: one node per run of pages.
+"""The prefix cache: a compressed radix tree, one node per run of pages, for every replay.
 
-RadixCache (tree.py) keeps one Python object per page, which costs more per page than a whole
-flat-LRU replay does. SegmentCache stores a *segment*: a run of consecutive pages that have
-always been touched together, as an array of chained page ids (signed 64-bit integers:
-`id_array`) with token counts and one set of statistics (created, last access, recency,
-deadline, hits, priority) shared by its pages. It replays docs/cache-semantics.md Part A
-with exactly the results of RadixCache (per-request hits and every counter), under these
-conditions (`SegmentCache.supports` checks the policy and mode,
-pipeline/build.py: build_cache(..., replay_only=True) the rest):
+A radix tree of one Python object per page (the test suite's per-page reference,
+`RadixCache` in tests/radix_reference.py, which these docstrings name for its steps and
+results) costs more per page than a whole flat-LRU replay does. SegmentCache stores a
+*segment*: a run of consecutive pages that have always been touched together, as an array
+of chained page ids (signed 64-bit integers: `id_array`) with token counts and one set of
+statistics (created, last access, recency, deadline, hits, priority) shared by its pages.
+It replays docs/cache-semantics.md Part A with exactly the results of RadixCache
+(per-request hits and every counter), under these conditions (`SegmentCache.supports`
+checks the policy and mode, pipeline/build.py: build_cache(..., replay_only=True) the
+rest):
 
 - radix mode (leaves only are victims; lower tiers, a shared pool and request classes go
   through the step methods below; the cache-only replay takes no locks or reservations,
@@ -43,7 +45,8 @@ pipeline/build.py: build_cache(..., replay_only=True) the rest):
   (`_evict_states`). Block mode runs here with every policy that declares one of the
   flags below or keeps keys or states per page; a GreedyDual policy that declares
   `run_valued` (gdsf: its value reads the page before each page) keeps its pages'
-  priorities as set (`keys`, from `run_values`) there. Other policies stay on RadixCache.
+  priorities as set (`keys`, from `run_values`) there. A policy that declares none of
+  these is refused (cache/factory.py).
 
 Why it is exact:
 - Match compares id slices at C speed (arrays of int64: a request's ids are a slice of the
@@ -112,7 +115,7 @@ shared pool's write-back, cache/pool.py: deepest first, as RadixCache evicts the
 leaves out block mode under policies that declare none of the segment flags, and policy
 hooks.
 
-RadixCache's own steps are here too, under its names and with its results step for step
+RadixCache's step methods are here, under its names and with its results step for step
 (`tests/cache/test_segment_locks.py`), for replays that drive a cache a step at a time (a
 timed replica; request classes; lower tiers; a shared pool): `match`, `touch` and `insert`
 (with reuse, R7) read and return a run of pages as a `SegmentRun` (the segments holding it;
@@ -136,11 +139,11 @@ from typing import Protocol
 from prefixsim.cache import id_arrays as _ids
 from prefixsim.cache.accounting import TokenAccounting
 from prefixsim.cache.aging import GreedyDualPolicy
+from prefixsim.cache.cache_types import CacheCounters, CacheMode, ChainConflict, MatchResult
 from prefixsim.cache.idle_ages import age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY
 from prefixsim.cache.policy import EvictionPolicy, key_field_code
-from prefixsim.cache.tree import CacheCounters, CacheMode, ChainConflict, MatchResult
 from prefixsim.cache.ttl import TTLRule
 
 

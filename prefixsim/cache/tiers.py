@@ -21,8 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prefixsim.cache.page import Page
-from prefixsim.cache.tree import RadixCache
+from prefixsim.cache.segment_tree import SegmentCache, SegmentPage
 
 TransferTime = Callable[[int, float], float]
 
@@ -105,10 +104,10 @@ class LowerHit:
 
 
 class TierStack:
-    """HBM (a RadixCache) above lower tiers; wires demotion into the cache's evictions."""
+    """HBM (a SegmentCache) above lower tiers; wires demotion into the cache's evictions."""
 
     def __init__(
-        self, hbm: RadixCache, specs: Sequence[TierSpec], min_load_tokens: int = 0
+        self, hbm: SegmentCache, specs: Sequence[TierSpec], min_load_tokens: int = 0
     ) -> None:
         if min_load_tokens < 0:
             raise ValueError(f"min_load_tokens must be >= 0, got {min_load_tokens}")
@@ -121,7 +120,7 @@ class TierStack:
     def names(self) -> list[str]:
         return [tier.spec.name for tier in self.tiers]
 
-    def _demote(self, page: Page) -> None:
+    def _demote(self, page: SegmentPage) -> None:
         self._put_from(0, page.page_id, page.num_tokens)
 
     def _put_from(self, first_tier: int, page_id: int, num_tokens: int) -> None:
@@ -201,7 +200,7 @@ class TierStack:
 
 
 def build_tier_stack(
-    hbm: RadixCache,
+    hbm: SegmentCache,
     host_capacity_tokens: int | None,
     host_bandwidth_gb_s: float,
     disk_capacity_tokens: int | None = None,

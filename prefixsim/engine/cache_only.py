@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prefixsim.cache import CacheCounters, ChainConflict, RadixCache
+from prefixsim.cache import CacheCounters, ChainConflict
 from prefixsim.cache.classes import DEFAULT_RULE, CacheRules
 from prefixsim.cache.pool import SharedPool, page_sizes
 from prefixsim.cache.segment_tree import SegmentCache
@@ -39,7 +39,7 @@ class CacheOnlyResult:
 
 def replay_cache_only(
     requests: Iterable[Request],
-    cache: RadixCache | SegmentCache,
+    cache: SegmentCache,
     on_progress: ProgressCallback | None = None,
     progress_every: int = 2000,
     tiers: TierStack | None = None,
@@ -61,9 +61,9 @@ def replay_cache_only(
     With `pool` (a shared KV pool, cache/pool.py, R18) the match continues in the pool after
     HBM: the pool's run beyond HBM's is a hit of the pool, inserted into HBM like new pages;
     HBM's evictions are written to the pool (or, write-through, every insert).
-    A SegmentCache (compressed tree, same results) is replayed by engine/cache_only_fast.py,
-    or with `rules`, `tiers` or `pool` by the loop here (its steps under RadixCache's
-    names).
+    Replayed by engine/cache_only_fast.py, or with `rules`, `tiers` or `pool` by the loop
+    here (the cache's per-request steps: match, touch, insert, evict, expire; the loop
+    also drives the test suite's per-page reference cache, which answers the same calls).
     With `sample_interval_s`, the result's `states` are the rows the timeseries is sampled
     from (engine/cache_samples.py): one per arrival that crosses a multiple of the interval.
     `records` (empty) is the table the records go in: a streaming caller drains it between

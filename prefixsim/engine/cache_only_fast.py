@@ -1,10 +1,10 @@
 """Cache-only replay (docs/cache-semantics.md Part A) through a SegmentCache
 (cache/segment_tree.py).
 
-The same steps and records as `replay_cache_only` over a RadixCache, with per-segment rather
-than per-page Python work: match (splitting the segment where the match ends), refresh the
-path, evict leaf pages while the new pages do not fit (the matched path protected), insert the
-rest as one segment. `replay_cache_only` hands a SegmentCache here; no tiers, no rules.
+The same steps and records as `replay_cache_only`'s step-by-step loop, in one cache call per
+request: match (splitting the segment where the match ends), refresh the path, evict leaf
+pages while the new pages do not fit (the matched path protected), insert the rest as one
+segment. `replay_cache_only` hands a SegmentCache here; no tiers, no rules.
 Requests kept by column (RequestColumns, as the loader returns a trace, and each chunk of a
 streamed one) are replayed a block of requests at a time: the block's ids become one int64
 `array`, each request's ids a part of it (`access(ids, ..., first, stop)`: no slice made),
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from prefixsim.cache.cache_types import ChainConflict
 from prefixsim.cache.segment_tree import SegmentCache
-from prefixsim.cache.tree import ChainConflict
 from prefixsim.engine.cache_samples import end_of_replay, next_sample, row_of, state_row
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
 from prefixsim.errors import InputError
@@ -40,7 +40,7 @@ def replay_segments(
     """Replay `requests` (in arrival order; any iterable) through `cache`; one record per
     request, kept by column. With
     `sample_interval_s`, the state rows of the timeseries are appended to `states`
-    (engine/cache_samples.py; as `replay_cache_only` records them on a RadixCache).
+    (engine/cache_samples.py; as `replay_cache_only` records them step by step).
     `records`: the (empty) table to append to, as `replay_cache_only` takes it."""
     if records is None:
         records = RecordTable(CacheOnlyRecord)

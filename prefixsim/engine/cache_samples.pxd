@@ -1,7 +1,7 @@
 # Types of cache_samples.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
 # modules"): the replay loops' sampling calls become C calls (cache_only_fast.pxd).
 cimport cython
-from prefixsim.cache.tree cimport CacheCounters
+from prefixsim.cache.cache_types cimport CacheCounters
 
 
 cdef double _K_MAX

@@ -8,7 +8,7 @@ a request that arrives after it, it appends one row for the state left by the ea
 arrival becomes `upcoming`. That is one float comparison per request and at most one row per
 request, however small dt: no per-page work and nothing that polls. The last row is taken
 after the loop. Rows are (grid time, resident tokens, evicted pages, expired pages), the same
-on RadixCache and SegmentCache. Rolling hit rates come after the run from the per-request
+for either replay loop. Rolling hit rates come after the run from the per-request
 records (hit / query tokens of the requests that arrived since the previous sample),
 in metrics/timeseries.py: this module only records rows, with no pandas.
 """
@@ -49,7 +49,7 @@ def end_of_replay(cache, states: list[tuple] | None, upcoming: float, on_progres
 
 
 def state_row(upcoming: float, cache) -> tuple:
-    """The row a replay appends at a crossing (RadixCache and SegmentCache alike)."""
+    """The row a replay appends at a crossing (either replay loop)."""
     return row_of(upcoming, cache.resident_tokens, cache.counters)
 
 

@@ -40,8 +40,8 @@ class CacheOnlyRecord(NamedTuple):
 def hit_tokens(request: Request, num_matched_pages: int) -> int:
     """Tokens of the first `num_matched_pages` pages, capped at L - 1 (Part A rule 1: the
     cache-only cap is unaligned, unlike the timed engine's R3 cap, `Request.matchable_pages`).
-    The one place it is written: both cache-only replays (cache_only.py over a RadixCache,
-    cache_only_fast.py over a SegmentCache) call it."""
+    The one place it is written: both cache-only replays (cache_only.py step by step,
+    cache_only_fast.py by segment) call it."""
     return min(request.prefix_tokens(num_matched_pages), request.input_tokens - 1)
 
 

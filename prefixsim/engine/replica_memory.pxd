@@ -1,7 +1,7 @@
 # Types of replica_memory.py (Cython's pure-Python mode; docs/architecture.md "Compiled hot
 # modules"): ReplicaMemory becomes an extension type. Its counters are C fields, the cache
-# an object (either tree, RadixCache or SegmentCache: a Python call per step, 1-3% of a
-# run against a typed RadixCache), and the methods a step runs are typed, with
+# an object (a SegmentCache, or in tests the per-page reference: a Python call per step),
+# and the methods a step runs are typed, with
 # the requests they read as typed RequestStates (request_state.pxd). No instance dict: every
 # attribute is a declared field (a Python subclass, DecodeReplica, has a dict of its own), so
 # a typed method called on a plain replica skips Cython's look-up for a Python override,

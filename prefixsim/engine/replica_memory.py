@@ -43,9 +43,9 @@ from functools import partial
 import simpy
 
 from prefixsim.cache import PrefixCache
+from prefixsim.cache.cache_types import ChainConflict
 from prefixsim.cache.pool import PoolLink, SharedPool
 from prefixsim.cache.tiers import TierStack
-from prefixsim.cache.tree import ChainConflict
 from prefixsim.costmodel import CostModel
 from prefixsim.engine.cache_only import lower_tier_tokens
 from prefixsim.engine.request_state import HELD, RUNNING, WAITING, RequestState

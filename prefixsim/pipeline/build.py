@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from prefixsim.cache import (
     EvictionPolicy,
-    RadixCache,
     SegmentCache,
     TTLRule,
     build_policy,
@@ -53,7 +52,6 @@ from prefixsim.trace.chains import requests_chained
 from prefixsim.trace.sessions import Sessions
 
 DTYPE_BYTES = {"bf16": 2, "fp8": 1}
-AnyCache = RadixCache | SegmentCache
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class Components:
     cost_model: CostModel
     rules: CacheRules | None
     pricing: Pricing | None
-    caches: list[AnyCache]
+    caches: list[SegmentCache]
     tiers: list[TierStack | None]
     pool_tokens_per_replica: int | None = None
     kv_bytes_per_token_per_gpu: int = 0
@@ -223,7 +221,7 @@ def build_cache(
     time_scale: float = 1.0,
     policy: EvictionPolicy | None = None,
     chained: bool = False,
-) -> AnyCache:
+) -> SegmentCache:
     """A fresh cache for the `cache` section (policy resolved through the registry; an
     offline policy such as belady needs `requests`, the trace in replay order; a
     cost-aware one (gdsf) prices recomputation with `prefill_time_s(new, cached)`).
@@ -242,17 +240,17 @@ def build_cache(
     if policy is None:
         policy = build_policy(config.policy, requests, prefill_time_s, time_scale,
                               config.policy_params)
-    # a replay runs on SegmentCache where its policy and mode allow: a cache-only one (its
-    # request classes, lower tiers and shared pool included; engine/cache_only.py drives
-    # the step-by-step ones) or a timed replica's, with a node-uniform policy or belady.
-    # Belady keys pages by request up front in a cache-only replay whose arrivals are in
-    # order, else from each page's last access (`by_access`: a timed recency counts steps)
+    # every replay runs on SegmentCache: a cache-only one (its request classes, lower tiers
+    # and shared pool included; engine/cache_only.py drives the step-by-step ones) or a
+    # timed replica's. Belady keys pages by request up front in a cache-only replay whose
+    # arrivals are in order, else from each page's last access (`by_access`: a timed
+    # recency counts steps)
     by_access = not (replay_only and getattr(policy, "page_keyed", False) is True)
     return replay_cache(config.capacity_tokens, policy, ttl, config.mode, chained=chained,
                         by_access=by_access, whole_paths=replay_only)
 
 
-def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> AnyCache:
+def build_unbounded_cache(config: CacheConfig, chained: bool = False) -> SegmentCache:
     """The cache `cache_unbounded_token_hit_rate` is read from: the section's TTL and mode
     with no capacity limit, LRU (no policy matters when nothing is evicted), no pool.
     `chained`: as build_cache's."""
@@ -266,9 +264,9 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
                       time_scale: float = 1.0, chained: bool = False) -> SharedPool | None:
     """The KV pool of `cache.pool` (R18): its own tree, policy and TTL (sliding, as the
     cache's mode), and the link figures; its clock is set by the engine that runs it. The
-    tree is a SegmentCache where the policy is node-uniform or keyed by a page's last access
-    (belady: its recency is the pool's own count of reads and writes), else a RadixCache.
-    `chained`: as build_cache's."""
+    tree is a SegmentCache, a page-keyed policy's keys read from a page's last access
+    (belady: its recency is the pool's own count of reads and writes). `chained`: as
+    build_cache's."""
     section = config.pool
     if section is None:
         return None
@@ -281,7 +279,7 @@ def build_shared_pool(config: CacheConfig, requests: Sequence[Request] | None = 
     return SharedPool(cache, spec, lambda: 0.0)
 
 
-def build_tiers(cache: AnyCache, config: CacheConfig) -> TierStack | None:
+def build_tiers(cache: SegmentCache, config: CacheConfig) -> TierStack | None:
     """Host DRAM and disk tiers under `cache` (R15), or None when neither is configured."""
     return build_tier_stack(cache, config.host_capacity_tokens, config.host_bandwidth_gb_s,
                             config.disk_capacity_tokens, config.disk_bandwidth_gb_s,

@@ -5,10 +5,9 @@ cimport cython
 from cpython.array cimport array as IdArray
 cimport prefixsim.cache.id_arrays as _ids
 from prefixsim.cache.page cimport Page
-from prefixsim.cache.tree cimport PageFeed
 
 
-cdef class _MaskFeed(PageFeed):
+cdef class _MaskFeed:
     cdef public dict masks
     cdef public object bit
     cdef public object others

@@ -3,13 +3,12 @@
 Looking a prompt up in every replica's cache costs O(replicas x pages) per arrival, so a
 fleet of hundreds of replicas is slow to study. The index keeps, per page id, the replicas
 whose HBM cache holds it, updated by the caches' events (a page added; a page removed by
-eviction or expiry: cache/tree.py's `observer`, page by page; a SegmentCache's by runs of
-pages, cache/segment_tree.py's RunFeed, a split passing pages to a new segment). A lookup
-walks the prompt's pages once, narrowing the set of replicas still matching: O(pages +
-holders), whatever the fleet size.
+eviction or expiry: a SegmentCache's `observer` by runs of pages, cache/segment_tree.py's
+RunFeed, a split passing pages to a new segment). A lookup walks the prompt's pages once,
+narrowing the set of replicas still matching: O(pages + holders), whatever the fleet size.
 
 With `event_delay_s` = 0 the index is exact: a page counts for a replica only while it is
-resident and alive (locked, or its deadline not passed: the test `RadixCache.match` applies
+resident and alive (locked, or its deadline not passed: the test the cache's `match` applies
 before matching), so `prefix_tokens` equals each replica's live `cached_prefix_tokens` (the
 page-aligned cap of docs/cache-semantics.md R3) without expiring anything as a side effect.
 With `event_delay_s` > 0 each event reaches the index that many simulated seconds late, as
@@ -37,15 +36,14 @@ from collections.abc import Callable
 from prefixsim.cache import PrefixCache
 from prefixsim.cache import id_arrays as _ids
 from prefixsim.cache.page import Page
-from prefixsim.cache.tree import PageFeed
 from prefixsim.trace import Request
 
 
 class _ReplicaFeed:
     """The observer one replica's cache reports to (live: straight into the index's map,
     one call per page event; delayed: queued). A page's holder is what its liveness is read
-    from: the page itself on a RadixCache, its segment on a SegmentCache (by run: a split
-    passes the prefix's pages to the new segment, `moved_run`)."""
+    from: its segment on a SegmentCache (by run: a split passes the prefix's pages to the
+    new segment, `moved_run`), the page itself on the test suite's per-page reference."""
 
     __slots__ = ("index", "replica", "live")
 
@@ -77,11 +75,11 @@ class _ReplicaFeed:
     moved_run = added_run  # the pages' holder is the new segment
 
 
-class _MaskFeed(PageFeed):
+class _MaskFeed:
     """The observer of one replica's cache when the index keeps bit masks (live, no TTL):
     its bit set on a page id when a page is added, cleared when it is removed (a cache
-    holds a page id once, so the events of one replica alternate). A PageFeed: the compiled
-    tree calls it in C."""
+    holds a page id once, so the events of one replica alternate). By run from a
+    SegmentCache (RunFeed); page by page from the test suite's per-page reference."""
 
     __slots__ = ("masks", "bit", "others")
 
@@ -128,9 +126,9 @@ class _MaskFeed(PageFeed):
 
 
 class _PoolFeed:
-    """The observer of the shared pool's tree: page id -> its holder (a RadixCache's Page,
-    or the Segment holding it in a SegmentCache: a RunFeed), whose lock count and deadline
-    are the page's."""
+    """The observer of the shared pool's tree: page id -> its holder (the Segment holding
+    it, by run: a RunFeed; a Page from the test suite's per-page reference), whose lock
+    count and deadline are the page's."""
 
     __slots__ = ("pages",)
 
@@ -273,8 +271,9 @@ class PrefixIndex:
                              else _ReplicaFeed(self, replica, live=True))
 
     def event(self, replica: int, page_id: int, holder, added: bool) -> None:
-        """A page added to or removed from `replica`'s cache, held by `holder` (a Page, or
-        a Segment), applied now (live) or queued to reach the index `event_delay_s` late."""
+        """A page added to or removed from `replica`'s cache, held by `holder` (a Segment, or
+        a Page from the test suite's per-page reference), applied now (live) or queued to
+        reach the index `event_delay_s` late."""
         if self._live:
             self._apply(replica, page_id, holder, added)
         else:

@@ -4,9 +4,10 @@ request: same hit tokens for every request, whatever the chunking."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
 from prefixsim.analysis.seen_pages import SeenPages
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request
 

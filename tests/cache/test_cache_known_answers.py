@@ -1,20 +1,37 @@
 """Known-answer tests of docs/cache-semantics.md Part A and Part C, worked by hand on tiny traces.
 
 Pages hold P = 4 tokens unless said otherwise; page ids are small ints, chained (an id names
-its whole prefix). `replay` runs the cache-only engine; the RadixCache tests drive the tree
+its whole prefix). `replay` runs the cache-only engine; the other tests drive the cache
 directly. Each docstring works the expected figures out; the asserts only restate them.
+Every test runs on the package's cache (`SegmentCache`) and on the per-page reference
+(tests/radix_reference.py), but for the few that name single pages of a run the segment
+cache keeps as one (`on_the_reference_only`).
 """
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+import pytest
+from radix_reference import RadixCache
+
+from prefixsim.cache import POLICIES, SegmentCache, TTLMode, TTLRule
 from prefixsim.engine import replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
 P = 4
+CACHES = {"segments": SegmentCache, "reference": RadixCache}
+Cache = SegmentCache  # the class the test at hand runs on (`cache_class`)
+
+
+@pytest.fixture(autouse=True, params=list(CACHES))
+def cache_class(request, monkeypatch):
+    monkeypatch.setitem(globals(), "Cache", CACHES[request.param])
+
+
+# a test that reads or touches one page of a run that SegmentCache holds as one segment
+on_the_reference_only = pytest.mark.parametrize("cache_class", ["reference"], indirect=True)
 
 
 def req(t: float, ids: list[int], tokens: int | None = None, page: int = P) -> Request:
@@ -31,7 +48,7 @@ def req(t: float, ids: list[int], tokens: int | None = None, page: int = P) -> R
 
 def replay(requests, capacity=None, ttl=None, mode=TTLMode.SLIDING):
     rule = None if ttl is None else TTLRule(ttl, mode)
-    cache = RadixCache(capacity, POLICIES.build("lru"), rule)
+    cache = Cache(capacity, POLICIES.build("lru"), rule)
     requests = [
         Request(i, r.arrival_s, r.input_tokens, r.output_tokens, r.page_ids, r.page_size_tokens)
         for i, r in enumerate(requests)
@@ -41,13 +58,25 @@ def replay(requests, capacity=None, ttl=None, mode=TTLMode.SLIDING):
     return [r.cached_tokens for r in result.records], result.counters, cache
 
 
-def resident(cache: RadixCache) -> set[int]:
+def resident(cache) -> set[int]:
     return {page.page_id for page in cache.pages()}
 
 
-def lru_cache(capacity=None, ttl=None, mode=TTLMode.SLIDING) -> RadixCache:
+def page_of(cache, page_id: int) -> SimpleNamespace | None:
+    """Page `page_id`'s tokens and statistics (a SegmentCache's: its segment's), or None."""
+    for page in cache.pages():
+        if page.page_id == page_id:
+            stats = page if isinstance(cache, RadixCache) else page._node
+            return SimpleNamespace(
+                num_tokens=page.num_tokens, recency=stats.recency,
+                deadline_s=stats.deadline_s, last_access_s=stats.last_access_s,
+                num_hits=stats.num_hits)
+    return None
+
+
+def lru_cache(capacity=None, ttl=None, mode=TTLMode.SLIDING):
     rule = None if ttl is None else TTLRule(ttl, mode)
-    return RadixCache(capacity, POLICIES.build("lru"), rule)
+    return Cache(capacity, POLICIES.build("lru"), rule)
 
 
 # ------------------------------------------------------------------ Part A, rule 1
@@ -72,7 +101,7 @@ def test_hit_is_capped_at_prompt_length_minus_one():
         [req(0, [1, 2]), req(1, [1, 2]), req(2, [1, 2, 3], 9), req(3, [1, 2, 3], 9)]
     )
     assert hits == [0, 7, 8, 8]
-    assert cache.get(3).num_tokens == 1
+    assert page_of(cache, 3).num_tokens == 1
 
 
 def test_single_token_prompt_never_hits():
@@ -126,18 +155,19 @@ def test_refresh_covers_the_whole_matched_path():
     assert hits == [0, 0, 7, 0, 0]
     assert resident(cache) == {1, 2, 10, 11}
     assert counters.evicted_pages == 2
-    assert cache.get(1).recency == 2 and cache.get(2).recency == 2
+    assert page_of(cache, 1).recency == 2 and page_of(cache, 2).recency == 2
 
 
 def test_touch_refreshes_every_page_of_the_path():
-    """RadixCache.touch on [1,2,3] at t=7, recency 5: all three get last access 7,
-    recency 5 and one more hit."""
+    """touch on [1,2,3] at t=7, recency 5: all three get last access 7, recency 5 and one
+    more hit."""
     cache = lru_cache()
     cache.insert(None, [1, 2, 3], [4, 4, 4], now=0, recency=0)
     match = cache.match([1, 2, 3, 4], now=7)
-    assert [p.page_id for p in match.pages] == [1, 2, 3]
+    assert match.num_pages == 3
     cache.touch(match.pages, now=7, recency=5)
-    for page in match.pages:
+    for page_id in (1, 2, 3):
+        page = page_of(cache, page_id)
         assert (page.last_access_s, page.recency, page.num_hits) == (7, 5, 1)
 
 
@@ -304,7 +334,7 @@ def test_reinsert_under_a_reused_prefix_raises_its_deadline():
     cache.insert(None, [1], [4], now=0, recency=0)
     cache.insert(None, [1, 2], [4, 4], now=5, recency=1)
     cache.check_invariants()
-    assert cache.get(1).deadline_s == 15
+    assert page_of(cache, 1).deadline_s == 15
     assert cache.match([1, 2], now=12).num_pages == 2
 
 
@@ -314,8 +344,8 @@ def test_reused_prefix_with_nothing_new_keeps_its_deadline():
     cache = lru_cache(capacity=4, ttl=10)
     cache.insert(None, [1], [4], now=0, recency=0)
     placed = cache.insert(None, [1, 2], [4, 4], now=5, recency=1)
-    assert [p.page_id for p in placed] == [1]
-    assert cache.get(1).deadline_s == 10
+    assert len(placed) == 1 and resident(cache) == {1}
+    assert page_of(cache, 1).deadline_s == 10
 
 
 # ------------------------------------------------------------------ Part C, locks
@@ -352,7 +382,8 @@ def test_edge_case_2_never_while_a_descendant_is_locked():
     locked (so 1 is too). evict(12): leaf 2 goes (rec 0), 1 is not a leaf and locked anyway,
     4 is locked, so 3 goes; 8 tokens freed of 12: evict returns False."""
     cache = lru_cache(capacity=16)
-    page1, _ = cache.insert(None, [1, 2], [4, 4], now=0, recency=0)
+    cache.insert(None, [1, 2], [4, 4], now=0, recency=0)
+    page1 = cache.match([1], now=0).last  # (a segment [1, 2] splits after page 1)
     (page4,) = cache.insert(page1, [4], [4], now=0, recency=0)
     cache.insert(None, [3], [4], now=0, recency=1)
     cache.lock(page4)
@@ -402,7 +433,7 @@ def test_evict_within_free_space_evicts_nothing():
 def test_unlock_of_an_unlocked_page_is_an_error():
     cache = lru_cache()
     (page,) = cache.insert(None, [1], [4], now=0, recency=0)
-    with pytest.raises(ValueError, match="unlock of an unlocked page"):
+    with pytest.raises(ValueError, match="unlock of an unlocked (page|segment)"):
         cache.unlock(page, now=0)
 
 
@@ -450,7 +481,7 @@ def test_a_deadline_raised_by_a_childs_insert_holds_in_both_modes(mode):
     expire page 1 at its old queue entry, t=10, leaving page 2 an orphan)."""
     from prefixsim.cache import CacheMode
 
-    cache = RadixCache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), CacheMode(mode))
+    cache = Cache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), mode=CacheMode(mode))
     (one,) = cache.insert(None, [1], [P], now=0, recency=0)
     cache.touch(cache.match([1], 5).pages, now=5, recency=1)
     cache.insert(one, [2], [P], now=5, recency=1)
@@ -468,13 +499,14 @@ def test_block_mode_replay_with_a_fixed_ttl_counts_the_hits_radix_counts():
     from prefixsim.cache import CacheMode
 
     for mode in (CacheMode.RADIX, CacheMode.BLOCK):
-        cache = RadixCache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), mode)
+        cache = Cache(None, POLICIES.build("lru"), TTLRule(10, TTLMode.FIXED), mode=mode)
         requests = [Request(i, t, len(ids) * P, 1, tuple(ids), P)
                     for i, (t, ids) in enumerate([(0, [1]), (5, [1, 2]), (12, [1, 2, 3])])]
         result = replay_cache_only(requests, cache)
         assert [r.cached_tokens for r in result.records] == [0, 4, 8], mode
 
 
+@on_the_reference_only  # touches page 2 of segment [1, 2] alone
 def test_block_mode_adoption_raises_the_parents_deadline():
     """Block mode, sliding TTL 10, P=4. t=0 insert [1, 2] (deadlines 10). t=8 touch page 2
     alone (block mode queues each page on its own): page 2's deadline becomes 18. At t=10.5

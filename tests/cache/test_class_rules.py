@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from prefixsim.cache import POLICIES, CacheMode, RadixCache, SegmentCache
+from prefixsim.cache import POLICIES, CacheMode, SegmentCache, UnsupportedPolicy
 from prefixsim.cache.classes import DEFAULT_RULE, CacheRules, RequestClass, RequestRule, unit_hash
 from prefixsim.cache.factory import replay_cache
 from prefixsim.trace import Request
@@ -77,26 +77,47 @@ def test_unit_hash_known_answer():
     assert unit_hash("k", 3) != int.from_bytes(digest, "little") / 2**64
 
 
-def test_replay_cache_is_a_segment_cache_when_plain_by_default():
-    lru = POLICIES.build("lru")
-    assert type(replay_cache(None, lru)) is SegmentCache
-    assert type(replay_cache(None, lru, plain=False)) is RadixCache
+@pytest.mark.parametrize("name", POLICIES.names())
+def test_every_registered_policy_runs_on_the_segment_cache_in_every_mode(name):
+    """One cache for every replay (docs/architecture.md "One prefix cache"): each registered
+    policy, radix and block mode, timed (keys by access, paths not whole) or cache-only."""
+    for mode in ("radix", "block"):
+        for by_access in (False, True):
+            for whole_paths in (False, True):
+                cache = replay_cache(8, POLICIES.build(name), mode=mode, by_access=by_access,
+                                     whole_paths=whole_paths)
+                assert type(cache) is SegmentCache and cache.mode is CacheMode(mode)
 
 
 def test_replay_cache_keeps_the_mode_it_is_given():
-    """Block mode, whether the mode comes as the enum or its name: on segments with lru
-    (every unlocked segment a victim), on pages with a policy that declares nothing (a
-    subclass that changes LRU's key)."""
-    from prefixsim.cache.lru import LRU
-
-    class MostRecentFirst(LRU):
-        def key(self, page):
-            return -page.recency
-
+    """Block mode, whether the mode comes as the enum or its name."""
     for mode in (CacheMode.BLOCK, "block"):
         cache = replay_cache(8, POLICIES.build("lru"), mode=mode)
         assert type(cache) is SegmentCache and cache.mode is CacheMode.BLOCK and cache.block
-        cache = replay_cache(8, MostRecentFirst(), mode=mode)
-        assert type(cache) is RadixCache and cache.mode is CacheMode.BLOCK
-    cache = replay_cache(8, POLICIES.build("lru"), mode="block", plain=False)
-    assert cache.mode is CacheMode.BLOCK
+
+
+def test_a_policy_that_declares_no_segment_form_is_refused_by_name():
+    """A policy whose per-page hooks alone say how its pages go: refused, with the flags it
+    could declare, before any cache is made. In radix mode a new key that declares nothing;
+    in block mode a subclass that changes LRU's key (its own class declares no block form;
+    radix mode takes LRU's `node_uniform`, which a subclass inherits)."""
+    from prefixsim.cache.lru import LRU
+    from prefixsim.cache.policy import Policy
+
+    class ByPageId(Policy):
+        name = "by-page-id"
+
+        def key(self, page):
+            return page.page_id
+
+    class MostRecentFirst(LRU):
+        name = "most-recent-first"
+
+        def key(self, page):
+            return -page.recency
+
+    for policy, mode in ((ByPageId(), "radix"), (ByPageId(), "block"),
+                         (MostRecentFirst(), "block")):
+        with pytest.raises(UnsupportedPolicy, match=f"'{policy.name}' cannot run in {mode} "
+                           "mode: its class declares none of node_uniform"):
+            replay_cache(8, policy, mode=mode)

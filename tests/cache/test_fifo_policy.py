@@ -2,7 +2,9 @@
 numbers its pages with (`Page.inserted`): first inserted, first evicted; hits do not move a
 page; a page evicted and inserted again comes last. The policy keeps no state."""
 
-from prefixsim.cache import POLICIES, RadixCache
+from radix_reference import RadixCache
+
+from prefixsim.cache import POLICIES
 from prefixsim.cache.fifo import FIFO
 from prefixsim.cache.page import Page
 

@@ -6,8 +6,9 @@ what `build_tier_stack` builds. Replays with tiers are in tests/cache/test_tiers
 from __future__ import annotations
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.cache.tiers import FlatTier, LowerHit, TierSpec, TierStack, build_tier_stack
 
 

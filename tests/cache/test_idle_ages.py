@@ -10,8 +10,9 @@ from bisect import bisect_right
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, SegmentCache, TTLRule
+from prefixsim.cache import POLICIES, SegmentCache, TTLRule
 from prefixsim.cache.idle_ages import EDGES_S, AgeHistogram, age_bin
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request

@@ -9,9 +9,10 @@ import pytest
 from fakes import lru, pick_session, resident_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
 from prefixsim.analysis.bounds import replay_hit_rate, unbounded_hit_rate
-from prefixsim.cache import POLICIES, CacheMode, Page, RadixCache, TTLRule, build_policy
+from prefixsim.cache import POLICIES, CacheMode, Page, TTLRule, build_policy
 from prefixsim.cache.policy import EvictionPolicy, Policy, overrides
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.engine import replay_cache_only

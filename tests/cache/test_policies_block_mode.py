@@ -9,8 +9,9 @@ import random
 from fakes import resident_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, CacheMode, RadixCache
+from prefixsim.cache import POLICIES, CacheMode
 from prefixsim.config import load_config
 from prefixsim.pipeline import simulate
 from prefixsim.trace import Request

@@ -3,9 +3,10 @@
 from pathlib import Path
 
 import pytest
+from radix_reference import RadixCache
 
 import prefixsim
-from prefixsim.cache import POLICIES, RadixCache, build_policy, check_policy_params
+from prefixsim.cache import POLICIES, build_policy, check_policy_params
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
 

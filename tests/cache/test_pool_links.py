@@ -8,8 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.cache.page import Page
 from prefixsim.cache.pool import LinkDirection, PoolFigures, PoolLink, PoolSpec, SharedPool
 

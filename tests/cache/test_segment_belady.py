@@ -13,8 +13,9 @@ import pytest
 from fakes import CAPACITIES, TTLS, prefix_traces, replay_part_a
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import RadixCache, TTLRule
+from prefixsim.cache import TTLRule
 from prefixsim.cache.belady import Belady, StreamedBelady
 from prefixsim.cache.classes import CacheRules
 from prefixsim.cache.segment_tree import SegmentCache

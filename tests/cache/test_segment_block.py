@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, CacheMode, ChainConflict, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, CacheMode, ChainConflict, TTLMode, TTLRule
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.segment_tree import SegmentCache

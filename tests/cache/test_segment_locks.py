@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, CacheMode, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 
 P = 4  # tokens of a full page

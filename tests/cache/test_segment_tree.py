@@ -19,8 +19,9 @@ import pytest
 from fakes import CAPACITIES, TTLS, prefix_traces, replay_part_a, without_segment_cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, CacheMode, TTLMode, TTLRule
 from prefixsim.cache.belady import Belady
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.gdsf import GDSF

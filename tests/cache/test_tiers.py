@@ -8,8 +8,9 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.engine import replay_cache_only

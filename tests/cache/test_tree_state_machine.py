@@ -22,8 +22,9 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, TTLMode, TTLRule
 
 INF = math.inf
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, build_policy
+from prefixsim.cache import POLICIES, build_policy
 from prefixsim.cli import app
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import load_trace

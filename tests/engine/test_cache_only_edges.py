@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 from fakes import HAND_TRACE, lru
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, TTLMode, TTLRule
 from prefixsim.cache.classes import CacheRules, RequestClass
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.segment_tree import SegmentCache

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.cache import POLICIES, TTLRule
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import load_trace

@@ -11,8 +11,9 @@ from __future__ import annotations
 from fakes import Ticks
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.load_board import LoadBoard
 from prefixsim.engine.scheduler import ContinuousBatching

@@ -5,8 +5,9 @@ hit, and its load time (bytes / link bandwidth) is added before the prefill chun
 from __future__ import annotations
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline

@@ -6,8 +6,9 @@ arithmetic of a single step.
 """
 
 import pytest
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, TTLMode, TTLRule
 from prefixsim.costmodel import StepRoofline
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.fleet import Fleet, Sampling

@@ -12,8 +12,9 @@ import pytest
 from fakes import prefix_traces, without_segment_cache
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, TTLMode, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError

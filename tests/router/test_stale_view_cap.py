@@ -4,8 +4,9 @@ ending by token L - 1 (docs/cache-semantics.md R3), not the cache-only L - 1 cap
 
 from hypothesis import given
 from hypothesis import strategies as st
+from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, RadixCache
+from prefixsim.cache import POLICIES
 from prefixsim.engine.cache_only import hit_tokens
 from prefixsim.engine.replica import Replica
 from prefixsim.router.protocol import prefix_tokens_in

@@ -1,4 +1,12 @@
-"""The radix tree of cached prefixes: match, insert, lock, evict and expire pages.
+"""The test suite's per-page reference of the prefix cache: a radix tree of one `Page`
+object per page that matches, inserts, locks, evicts and expires pages by the policies'
+per-page methods (`key`, `on_insert`, `on_access`, `on_evict`, `reconsider`, `requeue`,
+`on_expire`), in the plainest way. prefixsim's cache is `SegmentCache`
+(cache/segment_tree.py; docs/architecture.md "One prefix cache"), which must give exactly
+this tree's results (every counter, every request's hits, every victim in order): the
+differential and property tests drive both with the same workloads, and the engines and
+the pool accept this tree where they take a cache (it answers the same calls). Not
+compiled, not used by any command.
 
 Pages are keyed by chained page id (an id names its whole prefix), so a lookup is one dict
 probe per page and a request's work is O(its pages). The tree owns structure, locks, TTL
@@ -32,62 +40,15 @@ The matched path passed to `evict(protect=...)` is protected whole. Lower tiers 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Protocol
 
 from prefixsim.cache.accounting import TokenAccounting
-from prefixsim.cache.idle_ages import AgeHistogram, age_bin
+from prefixsim.cache.cache_types import CacheCounters, CacheMode, ChainConflict, MatchResult
+from prefixsim.cache.idle_ages import age_bin
 from prefixsim.cache.ordered_queue import OrderedQueue
 from prefixsim.cache.page import INFINITY, Page, new_page
 from prefixsim.cache.policy import EvictionPolicy, key_field_code, overrides
 from prefixsim.cache.ttl import TTLRule
-
-
-class CacheMode(StrEnum):
-    """Which pages may be evicted: leaves only (radix, SGLang) or any unlocked page (block)."""
-
-    RADIX = "radix"
-    BLOCK = "block"
-
-
-class ChainConflict(ValueError):
-    """A page id already names a resident page under a different parent (ids not chained)."""
-
-
-@dataclass(frozen=True, slots=True)
-class MatchResult:
-    """The longest resident, alive prefix of a page-id chain, first page first."""
-
-    pages: list[Page]
-
-    @property
-    def last(self) -> Page | None:
-        return self.pages[-1] if self.pages else None
-
-    @property
-    def num_pages(self) -> int:
-        return len(self.pages)
-
-
-@dataclass
-class CacheCounters:
-    """Cumulative counts of what the cache did (tokens as charged against capacity), and
-    the idle ages of pages at hits, evictions and expiries (cache/idle_ages.py).
-
-    Compiled (tree.pxd), an extension type with 64-bit integer counts, which the typed
-    caches add to in C."""
-
-    evicted_pages: int = 0
-    evicted_tokens: int = 0
-    expired_pages: int = 0
-    expired_tokens: int = 0
-    inserted_pages: int = 0
-    inserted_tokens: int = 0
-    peak_tokens: int = 0
-    hit_ages: AgeHistogram = field(default_factory=AgeHistogram)
-    evicted_ages: AgeHistogram = field(default_factory=AgeHistogram)
-    expired_ages: AgeHistogram = field(default_factory=AgeHistogram)
 
 
 def _is_current(entry: tuple, page: Page) -> bool:
@@ -126,27 +87,9 @@ class CacheObserver(Protocol):
     def removed(self, page: Page) -> None: ...
 
 
-class PageFeed:
-    """A CacheObserver the compiled tree calls in C (tree.pxd: an extension type whose
-    methods are typed), not through a bound method: the base of an observer that hears
-    every page of a busy cache (router/index.py's bit masks). Any other observer is called
-    as a Python object."""
-
-    __slots__ = ()
-
-    def added(self, page: Page) -> None:
-        raise NotImplementedError
-
-    def removed(self, page: Page) -> None:
-        raise NotImplementedError
-
-
 class RadixCache:
-    """A capacity-bounded (in tokens) prefix cache over chained page ids.
-
-    Compiled by `prefixsim accelerate` with the types of tree.pxd (an extension type over
-    the Page extension type of page.pxd, so it takes TokenAccounting's figures as
-    attributes rather than as a base)."""
+    """A capacity-bounded (in tokens) prefix cache over chained page ids, page by page
+    (TokenAccounting's figures taken as attributes, as SegmentCache does)."""
 
     free_tokens = TokenAccounting.free_tokens  # docs/cache-semantics.md R10
     evictable_tokens = TokenAccounting.evictable_tokens
@@ -195,7 +138,6 @@ class RadixCache:
         policy.bind_cache(self)
         # A prefix index (router/index.py) sets `observer` to hear of every page that
         # becomes resident (`added(page)`) or leaves, by eviction or expiry (`removed(page)`).
-        self._feed: PageFeed | None = None
         self._observer: CacheObserver | None = None
         # Tiers (cache/tiers.py) set this to receive each page evicted (not expired) from
         # here, after its removal, to demote it to a lower tier (R15). None = it vanishes.
@@ -209,7 +151,6 @@ class RadixCache:
     @observer.setter
     def observer(self, observer: CacheObserver | None) -> None:
         self._observer = observer
-        self._feed = observer if isinstance(observer, PageFeed) else None
 
     # ----------------------------------------------------------------- accounting
     @property
@@ -329,9 +270,7 @@ class RadixCache:
         pages = self._pages
         get = pages.get
         hook = self.policy.on_insert if self._hook_insert else None
-        feed = self._feed
-        added = (self._observer.added if self._observer is not None and feed is None
-                 else None)
+        added = self._observer.added if self._observer is not None else None
         resident = start = self.resident_tokens
         counters = self.counters
         inserted = counters.inserted_pages  # insertion order of the first new page
@@ -367,9 +306,7 @@ class RadixCache:
                 new_pages += 1
                 if hook is not None:
                     hook(page)
-                if feed is not None:
-                    feed.added(page)
-                elif added is not None:
+                if added is not None:
                     added(page)
                 append(page)
                 parent = page
@@ -508,9 +445,8 @@ class RadixCache:
         pages = self._pages
         skipped = []
         demote = self.on_demote
-        feed = self._feed
         observer = self._observer
-        removed = observer.removed if observer is not None and feed is None else None
+        removed = observer.removed if observer is not None else None
         on_evict = self.policy.on_evict if self._hook_evict else None
         ttl = self.ttl is not None
         counters = self.counters
@@ -547,9 +483,7 @@ class RadixCache:
                 # _remove(page, defer=True)
                 page.resident = False
                 del pages[page.page_id]
-                if feed is not None:
-                    feed.removed(page)
-                elif removed is not None:
+                if removed is not None:
                     removed(page)
                 self.resident_tokens -= tokens
                 parent = page.parent
@@ -735,9 +669,7 @@ class RadixCache:
         page goes to the policy's `on_expire` when it has one, else to `on_evict`."""
         page.resident = False
         del self._pages[page.page_id]
-        if self._feed is not None:
-            self._feed.removed(page)
-        elif self._observer is not None:
+        if self._observer is not None:
             self._observer.removed(page)
         self.resident_tokens -= page.num_tokens
         parent = page.parent
