@@ -14,9 +14,8 @@ command's wall time, and resident bytes per cached page.
    process on the same requests, each side reading them as it holds them, built once
    before the timings (`Trace`): the flat LRU a list of Request objects, prefixsim's
    compressed cache the trace's columns as the loader returns them (its replay takes each
-   block's ids as one int64 array; the per-page tree, for the policies that need it, reads
-   the Request list); prefixsim's hit tokens read from its record table's column. Medians
-   of N repetitions;
+   block's ids as one int64 array); prefixsim's hit tokens read from its record table's
+   column. Medians of N repetitions;
    target: prefixsim <= 1.5x the baseline's time on the pure sources, <= 0.125x on the
    compiled hot modules. Each code path
    runs in a child process of its own (bench/code_paths.py; `--code both`, the default,
@@ -60,7 +59,6 @@ from pathlib import Path
 
 import code_paths
 
-from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.config import CacheConfig
 from prefixsim.engine import replay_cache_only
 from prefixsim.engine.gc_pause import paused_gc
@@ -142,7 +140,7 @@ def prefixsim_replay(trace: Trace, capacity: int | None, ttl_s: float | None) ->
     cache = replay_cache(capacity, ttl_s)
     # sampled every second and the collector paused, as `prefixsim run --cache-only` does
     with paused_gc():
-        result = replay_cache_only(trace.read_by(cache), cache,
+        result = replay_cache_only(trace.columns, cache,
                                    sample_interval_s=SAMPLE_INTERVAL_S)
     return hit_column(result)
 
@@ -154,12 +152,6 @@ class Trace:
 
     columns: RequestColumns
     requests: list[Request]
-
-    def read_by(self, cache) -> Sequence[Request]:
-        """What `cache`'s replay reads, as a run holds the trace: the compressed cache's
-        replay takes the ids from the columns a block at a time; the per-page tree's
-        replay reads Request objects (built here once, not on every pass)."""
-        return self.columns if isinstance(cache, SegmentCache) else self.requests
 
 
 def hit_column(result) -> list[int]:
@@ -214,7 +206,7 @@ def libcachesim_speed(trace: Trace, repeat: int) -> None:
             cache = build_cache(CacheConfig(policy=name, capacity_tokens=pages_held * page_size),
                                 requests, replay_only=True, chained=True)
             with paused_gc():
-                result = replay_cache_only(trace.read_by(cache), cache,
+                result = replay_cache_only(trace.columns, cache,
                                            sample_interval_s=SAMPLE_INTERVAL_S)
             return hit_column(result)
 
