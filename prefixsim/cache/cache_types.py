@@ -1,5 +1,5 @@
 """The prefix cache's shared vocabulary: its mode, its counters, a match's result and the
-error for ids that are not chained.
+error for ids that are not chained (the calls a replay makes on it: cache/protocol.py).
 
 The cache itself is `SegmentCache` (cache/segment_tree.py; docs/architecture.md "One prefix
 cache"); these types are what its callers (the engines, the pool, the samplers, the
@@ -61,3 +61,4 @@ class CacheCounters:
     hit_ages: AgeHistogram = field(default_factory=AgeHistogram)
     evicted_ages: AgeHistogram = field(default_factory=AgeHistogram)
     expired_ages: AgeHistogram = field(default_factory=AgeHistogram)
+

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prefixsim.cache.cache_types import CacheCounters
+from prefixsim.cache.protocol import PrefixCache
 from prefixsim.cache.segment_tree import SegmentCache, SegmentPage, SegmentRun
 
 PageRun = SegmentRun | list  # a run of a pool's pages, as its tree gives it
@@ -123,7 +124,7 @@ class SharedPool:
     the replicas' links, by replica index (set by the timed engine; their `serves`
     directions are the holders')."""
 
-    def __init__(self, cache: SegmentCache, spec: PoolSpec,
+    def __init__(self, cache: PrefixCache, spec: PoolSpec,
                  clock: Callable[[], float]) -> None:
         self.cache = cache
         self.spec = spec

@@ -21,7 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prefixsim.cache.segment_tree import SegmentCache, SegmentPage
+from prefixsim.cache.protocol import PrefixCache
+from prefixsim.cache.segment_tree import SegmentPage
 
 TransferTime = Callable[[int, float], float]
 
@@ -104,10 +105,10 @@ class LowerHit:
 
 
 class TierStack:
-    """HBM (a SegmentCache) above lower tiers; wires demotion into the cache's evictions."""
+    """HBM (the prefix cache) above lower tiers; wires demotion into the cache's evictions."""
 
     def __init__(
-        self, hbm: SegmentCache, specs: Sequence[TierSpec], min_load_tokens: int = 0
+        self, hbm: PrefixCache, specs: Sequence[TierSpec], min_load_tokens: int = 0
     ) -> None:
         if min_load_tokens < 0:
             raise ValueError(f"min_load_tokens must be >= 0, got {min_load_tokens}")
@@ -200,7 +201,7 @@ class TierStack:
 
 
 def build_tier_stack(
-    hbm: SegmentCache,
+    hbm: PrefixCache,
     host_capacity_tokens: int | None,
     host_bandwidth_gb_s: float,
     disk_capacity_tokens: int | None = None,
