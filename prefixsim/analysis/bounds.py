@@ -12,20 +12,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
 from prefixsim.analysis.seen_pages import unbounded_hit_tokens, unbounded_hit_tokens_columns
-from prefixsim.cache import SegmentCache
+from prefixsim.cache import PrefixCache
 from prefixsim.cache.classes import CacheRules
 from prefixsim.engine import replay_cache_only
 from prefixsim.metrics.facts import Bounds
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns
 
-CacheFactory = Callable[[str, bool], SegmentCache]
+CacheFactory = Callable[[str, bool], PrefixCache]
 """(policy name, unbounded) -> a fresh cache with the run's other settings, at the run's
 capacity or (unbounded=True) without a capacity limit."""
 
 
 def replay_hit_rate(
-    requests: Iterable[Request], cache: SegmentCache, rules: CacheRules | None = None
+    requests: Iterable[Request], cache: PrefixCache, rules: CacheRules | None = None
 ) -> float:
     """Token hit rate of one cache-only replay through `cache`."""
     records = replay_cache_only(requests, cache, rules=rules).records
@@ -34,7 +34,7 @@ def replay_hit_rate(
 
 
 def unbounded_hit_rate(
-    requests: Iterable[Request], cache: SegmentCache, rules: CacheRules | None = None,
+    requests: Iterable[Request], cache: PrefixCache, rules: CacheRules | None = None,
     chunk_size: int = 50_000,
 ) -> float:
     """Token hit rate of `cache` (unbounded). Without a TTL or request rules nothing ever

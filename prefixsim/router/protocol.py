@@ -15,7 +15,7 @@ from prefixsim.registry import Registry
 from prefixsim.trace import Request
 
 if TYPE_CHECKING:
-    from prefixsim.cache import SegmentCache
+    from prefixsim.cache import PrefixCache
 
 
 class ReplicaView(Protocol):
@@ -55,7 +55,7 @@ class IndexedRouter(Router, Protocol):
     instead of asking each replica: the timed engine hands it the caches, in replica order,
     and its clock before the first arrival when the caches allow it (radix mode)."""
 
-    def bind_caches(self, caches: Sequence[SegmentCache], clock: Callable[[], float]) -> None:
+    def bind_caches(self, caches: Sequence[PrefixCache], clock: Callable[[], float]) -> None:
         """Follow `caches` (replica i's is caches[i]) from now on; `clock()` is `now`."""
         ...
 
