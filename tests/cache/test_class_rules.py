@@ -121,3 +121,23 @@ def test_a_policy_that_declares_no_segment_form_is_refused_by_name():
         with pytest.raises(UnsupportedPolicy, match=f"'{policy.name}' cannot run in {mode} "
                            "mode: its class declares none of node_uniform"):
             replay_cache(8, policy, mode=mode)
+
+
+def test_parents_outlasting_children_serves_block_mode_only_on_whole_paths():
+    """A policy whose own class declares only `parents_outlast_children` (and node-uniform
+    keys): block mode takes the leaves radix mode takes only where every request touches
+    its whole path (a cache-only replay); a timed replica's block mode refuses it."""
+    from prefixsim.cache.lru import LRU
+
+    class LeavesFirst(LRU):
+        name = "leaves-first"
+        parents_outlast_children = True
+
+        def key(self, page):
+            return page.recency
+
+    cache = replay_cache(8, LeavesFirst(), mode="block", whole_paths=True)
+    assert type(cache) is SegmentCache and cache.mode is CacheMode.BLOCK
+    assert not cache.block  # no unlocked segment but a leaf is a victim
+    with pytest.raises(UnsupportedPolicy, match="'leaves-first' cannot run in block mode"):
+        replay_cache(8, LeavesFirst(), mode="block", whole_paths=False)
