@@ -1,4 +1,4 @@
-"""Hypothesis state machine: RadixCache against a brute-force model.
+"""Hypothesis state machine: the prefix cache against a brute-force model.
 
 The model is plain dicts and O(n) scans, written from docs/cache-semantics.md Part A / R8-R12
 rather than from the tree's heaps: the victim is the minimum over unlocked resident leaves
@@ -7,6 +7,8 @@ protected page) of (policy key = recency, recency, -depth, page id); expiry repe
 unlocked leaves whose deadline is before `now`; a lock counts on the page and every ancestor;
 a new page raises every ancestor's deadline to its own. After every step the tree's
 invariants are checked and every page's fields and every counter must equal the model's.
+It drives the package's cache, `SegmentCache` (each page's fields read from the segment
+holding it), and the tests' per-page reference, `RadixCache`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from hypothesis.stateful import (
 )
 from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, SegmentCache, TTLMode, TTLRule
 
 INF = math.inf
 
@@ -42,9 +44,42 @@ class ModelPage:
 
 
 class CacheMachine(RuleBasedStateMachine):
+    """On the per-page reference: a page is its own handle."""
+
     def __init__(self):
         super().__init__()
         self.cache: RadixCache | None = None
+
+    # ---------------------------------------------------------------- the cache's side
+    def make_cache(self, capacity, ttl):
+        return RadixCache(capacity, POLICIES.build("lru"), ttl)
+
+    def handle(self, pid):
+        """What the cache's `lock`, `unlock`, `insert(parent, ...)` and `evict(protect=)`
+        take to name page `pid` (resident)."""
+        return self.cache.get(pid)
+
+    def run_ids(self, run) -> list[int]:
+        """The page ids of a run of pages the cache returned (a match's, an insert's)."""
+        return [p.page_id for p in run]
+
+    def new_page_tokens(self, tokens: list[int]) -> list[int]:
+        """The tokens of an insert's new pages, as drawn (any sizes)."""
+        return tokens
+
+    def settle(self) -> None:
+        """Before a rule picks a page to take a handle of (nothing on the reference)."""
+
+    def page_fields(self) -> dict[int, tuple]:
+        """Each resident page's (parent id, tokens, depth, recency, last access, hits,
+        locks, deadline, children) as the cache holds them."""
+        fields = {}
+        for page in self.cache.pages():
+            parent_id = None if page.parent is None else page.parent.page_id
+            fields[page.page_id] = (parent_id, page.num_tokens, page.depth, page.recency,
+                                    page.last_access_s, page.num_hits, page.lock_count,
+                                    page.deadline_s, page.num_children)
+        return fields
 
     # ------------------------------------------------------------------ model helpers
     def children(self, pid):
@@ -87,8 +122,12 @@ class CacheMachine(RuleBasedStateMachine):
 
     def next_recency(self, bump):
         recency = self.recency
-        self.recency += bump
+        self.recency += self.recency_step(bump)
         return recency
+
+    def recency_step(self, bump):
+        """How far the recency moves after a touch or insert (0: the next one shares it)."""
+        return bump
 
     # ----------------------------------------------------------------------- setup
     @initialize(
@@ -99,7 +138,7 @@ class CacheMachine(RuleBasedStateMachine):
     def setup(self, capacity, ttl, mode):
         self.capacity = capacity
         self.ttl = None if ttl is None else TTLRule(ttl, mode)
-        self.cache = RadixCache(capacity, POLICIES.build("lru"), self.ttl)
+        self.cache = self.make_cache(capacity, self.ttl)
         self.model: dict[int, ModelPage] = {}
         self.resident = 0
         self.held: list[int] = []
@@ -121,6 +160,8 @@ class CacheMachine(RuleBasedStateMachine):
     def insert(self, where, from_root, tokens, ttl_s, bump):
         """Insert fresh pages below a resident page, or its whole path again from the root
         (reusing the resident pages) followed by fresh pages."""
+        tokens = self.new_page_tokens(tokens)
+        self.settle()
         if self.model and where % 2:
             anchor = self.pick(where)
         else:
@@ -131,7 +172,7 @@ class CacheMachine(RuleBasedStateMachine):
         new_ids = list(range(self.next_id, self.next_id + len(tokens)))
         self.next_id += len(tokens)
         recency = self.next_recency(bump)
-        parent_obj = None if anchor is None or from_root else self.cache.get(anchor)
+        parent_obj = None if anchor is None or from_root else self.handle(anchor)
         ids = reused + new_ids
         all_tokens = [self.model[pid].tokens for pid in reused] + tokens
         placed = self.cache.insert(parent_obj, ids, all_tokens, self.now, recency, ttl_s)
@@ -162,7 +203,7 @@ class CacheMachine(RuleBasedStateMachine):
             self.counts["peak_tokens"] = max(self.counts["peak_tokens"], self.resident)
             for pid in self.path(first_new)[:-1]:
                 self.model[pid].deadline = max(self.model[pid].deadline, deadline)
-        assert [p.page_id for p in placed] == got
+        assert self.run_ids(placed) == got
 
     @precondition(lambda self: self.model)
     @rule(
@@ -190,7 +231,7 @@ class CacheMachine(RuleBasedStateMachine):
                 break
             expected.append(pid)
             parent = pid
-        assert [p.page_id for p in result.pages] == expected
+        assert self.run_ids(result.pages) == expected
         if not touch:
             return
         recency = self.next_recency(bump)
@@ -207,8 +248,11 @@ class CacheMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model)
     @rule(where=st.integers(0, 10**6))
     def lock(self, where):
+        self.settle()
+        if not self.model:
+            return
         pid = self.pick(where)
-        self.cache.lock(self.cache.get(pid))
+        self.cache.lock(self.handle(pid))
         for anc in self.path(pid):
             self.model[anc].locks += 1
         self.held.append(pid)
@@ -217,7 +261,7 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, 10**6))
     def unlock(self, index):
         pid = self.held.pop(index % len(self.held))
-        self.cache.unlock(self.cache.get(pid), self.now)
+        self.cache.unlock(self.handle(pid), self.now)
         for anc in self.path(pid):
             self.model[anc].locks -= 1
         self.model_expire(self.now)
@@ -231,9 +275,11 @@ class CacheMachine(RuleBasedStateMachine):
         """Ask for `extra` tokens beyond the free space (so most calls evict a page or two)."""
         free = 0 if self.capacity is None else self.capacity - self.resident
         num_tokens = max(0, free + extra)
+        if protect:
+            self.settle()
         protected = self.pick(where) if protect and self.model else None
         ok = self.cache.evict(
-            num_tokens, None if protected is None else self.cache.get(protected))
+            num_tokens, None if protected is None else self.handle(protected))
         if self.capacity is None:
             expected = True
         else:
@@ -270,16 +316,16 @@ class CacheMachine(RuleBasedStateMachine):
             return
         cache = self.cache
         cache.check_invariants()
-        assert {p.page_id for p in cache.pages()} == set(self.model)
+        fields = self.page_fields()
+        assert set(fields) == set(self.model)
         for pid, m in self.model.items():
-            page = cache.get(pid)
-            parent_id = None if page.parent is None else page.parent.page_id
-            assert (parent_id, page.num_tokens, page.depth) == (m.parent, m.tokens, m.depth)
-            assert (page.recency, page.last_access_s, page.num_hits) == (
-                m.recency, m.last, m.hits)
-            assert page.lock_count == m.locks, pid
-            assert page.deadline_s == m.deadline, pid
-            assert page.num_children == len(self.children(pid))
+            parent_id, tokens, depth, recency, last, hits, locks, deadline, children = (
+                fields[pid])
+            assert (parent_id, tokens, depth) == (m.parent, m.tokens, m.depth)
+            assert (recency, last, hits) == (m.recency, m.last, m.hits)
+            assert locks == m.locks, pid
+            assert deadline == m.deadline, pid
+            assert children == len(self.children(pid))
         assert cache.resident_tokens == self.resident
         assert cache.locked_tokens == sum(p.tokens for p in self.model.values() if p.locks)
         for name, value in self.counts.items():
@@ -293,3 +339,55 @@ TestRadixCacheStateMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+class SegmentCacheMachine(CacheMachine):
+    """On the package's cache: a page's handle is the segment ending at it, as a match of
+    its path leaves it (splitting the segment there), taken after an expiry the model
+    mirrors (a match drops expired pages first; after the expiry every resident page is
+    alive, so the match reaches the page). Every touch and insert takes a recency of its
+    own, as every caller gives it (a request's position, a replica's count of its calls):
+    the segment cache relies on two leaves never sharing one (cache/segment_tree.py)."""
+
+    def make_cache(self, capacity, ttl):
+        return SegmentCache(capacity, POLICIES.build("lru"), ttl)
+
+    def new_page_tokens(self, tokens: list[int]) -> list[int]:
+        """Full pages of 4 tokens (the segment cache takes one page size per insert, but a
+        shorter last page, which a later insert would then continue past)."""
+        return [4] * len(tokens)
+
+    def settle(self) -> None:
+        assert self.cache.expire(self.now) == self.model_expire(self.now)
+
+    def recency_step(self, bump):
+        return 1
+
+    def handle(self, pid):
+        self.settle()  # (unlock takes one without `settle` first: its page is locked)
+        path = self.path(pid)
+        run = self.cache.match(path, self.now)
+        assert len(run.pages) == len(path)
+        return run.pages[-1]
+
+    def run_ids(self, run) -> list[int]:
+        return [page_id for page_id, _ in run.page_sizes()] if len(run) else []
+
+    def page_fields(self) -> dict[int, tuple]:
+        fields = {}
+        for page in self.cache.pages():
+            node, i = page._node, page._index
+            if i:
+                parent_id = node.ids[i - 1]
+            else:
+                parent_id = None if node.parent is None else node.parent.ids[-1]
+            last = i == len(node.ids) - 1
+            children = len(node.children or ()) if last else 1
+            fields[page.page_id] = (parent_id, page.num_tokens, node.depth + i, node.recency,
+                                    node.last_access_s, node.num_hits, node.lock_count,
+                                    node.deadline_s, children)
+        return fields
+
+
+TestSegmentCacheStateMachine = SegmentCacheMachine.TestCase
+TestSegmentCacheStateMachine.settings = TestRadixCacheStateMachine.settings
