@@ -25,6 +25,9 @@ from prefixsim.errors import InputError
 from prefixsim.metrics.timeseries import sample_cache_states
 from prefixsim.trace import Request
 
+# the package's cache and the tests' per-page reference, for tests that hold for both
+CACHE_CLASSES = {"segments": SegmentCache, "reference": RadixCache}
+
 
 class Ticks(CostModelBase):
     """A cost model (docs/architecture.md "Cost models") where every step takes 1 s, a run of

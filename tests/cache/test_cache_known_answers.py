@@ -21,17 +21,12 @@ from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
 P = 4
-CACHES = {"segments": SegmentCache, "reference": RadixCache}
-Cache = SegmentCache  # the class the test at hand runs on (`cache_class`)
-
-
-@pytest.fixture(autouse=True, params=list(CACHES))
-def cache_class(request, monkeypatch):
-    monkeypatch.setitem(globals(), "Cache", CACHES[request.param])
-
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
 
 # a test that reads or touches one page of a run that SegmentCache holds as one segment
-on_the_reference_only = pytest.mark.parametrize("cache_class", ["reference"], indirect=True)
+on_the_reference_only = pytest.mark.parametrize("each_cache", ["reference"], indirect=True)
 
 
 def req(t: float, ids: list[int], tokens: int | None = None, page: int = P) -> Request:

@@ -6,10 +6,14 @@ what `build_tier_stack` builds. Replays with tiers are in tests/cache/test_tiers
 from __future__ import annotations
 
 import pytest
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.cache.tiers import FlatTier, LowerHit, TierSpec, TierStack, build_tier_stack
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 
 class Recorder:
@@ -46,7 +50,7 @@ def test_a_page_larger_than_the_tier_passes_through():
 
 
 def stack(min_load_tokens: int | None = None) -> TierStack:
-    hbm = RadixCache(8, POLICIES.build("lru"))
+    hbm = Cache(8, POLICIES.build("lru"))
     specs = [TierSpec("host", 8, 1e9), TierSpec("disk", 8, 4e9)]
     if min_load_tokens is None:
         return TierStack(hbm, specs)
@@ -108,12 +112,12 @@ def test_load_time_is_each_tiers_tokens_over_its_own_link():
 def test_build_tier_stack_names_and_prices_each_tier():
     """Host 8 GB/s; disk at its default 5 GB/s; the minimum load passed through; no
     capacity given, no stack."""
-    hbm = RadixCache(8, POLICIES.build("lru"))
+    hbm = Cache(8, POLICIES.build("lru"))
     built = build_tier_stack(hbm, 100, 8.0, 200, min_load_tokens=16)
     assert built is not None and built.names == ["host", "disk"]
     assert [t.spec.bandwidth_bytes_s for t in built.tiers] == [8e9, 5e9]
     assert [t.spec.capacity_tokens for t in built.tiers] == [100, 200]
     assert built.min_load_tokens == 16
-    default = build_tier_stack(RadixCache(8, POLICIES.build("lru")), 100, 8.0)
+    default = build_tier_stack(Cache(8, POLICIES.build("lru")), 100, 8.0)
     assert default is not None and default.min_load_tokens == 0 and default.names == ["host"]
-    assert build_tier_stack(RadixCache(8, POLICIES.build("lru")), None, 8.0) is None
+    assert build_tier_stack(Cache(8, POLICIES.build("lru")), None, 8.0) is None

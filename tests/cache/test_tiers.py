@@ -8,15 +8,19 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.engine import replay_cache_only
 from prefixsim.errors import InputError
 from prefixsim.pipeline import simulate
 from prefixsim.trace import Request
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 KV_BYTES = 131_072  # Llama-3.1-8B bf16, per token
 
@@ -31,7 +35,7 @@ TRACE = [req(0, (1, 2)), req(1, (3, 4)), req(2, (1, 2, 5))]
 def run(host_tokens: int | None, disk_tokens: int | None = None, min_load: int = 0):
     """P=1, HBM of 2 tokens. r0 [1,2] fills HBM; r1 [3,4] evicts 2 then 1 (demoted to
     host); r2 [1,2,5]: HBM misses, host holds 1 and 2 -> 2 host hit tokens (cap L-1 = 2)."""
-    cache = RadixCache(2, POLICIES.build("lru"))
+    cache = Cache(2, POLICIES.build("lru"))
     specs = []
     if host_tokens is not None:
         specs.append(TierSpec("host", host_tokens, 50e9))
@@ -75,7 +79,7 @@ def test_a_run_below_hbm_stops_at_an_id_it_found_already():
     """Ids that are not chained may repeat in a request: the host holds page 2 once, so a
     run [2, 2, 1] loads it once (taking it twice failed with a KeyError in timed runs);
     HBM's insert then reports the conflict as the input error."""
-    cache = RadixCache(2, POLICIES.build("lru"))
+    cache = Cache(2, POLICIES.build("lru"))
     tiers = TierStack(cache, [TierSpec("host", 10, 50e9)])
     tiers.tiers[0].put(2, 1)
     tiers.tiers[0].put(1, 1)
@@ -102,7 +106,7 @@ def test_a_timed_run_with_repeated_ids_below_hbm_is_an_input_error():
 
 
 def test_load_time_is_bytes_over_bandwidth():
-    cache = RadixCache(2, POLICIES.build("lru"))
+    cache = Cache(2, POLICIES.build("lru"))
     tiers = TierStack(cache, [TierSpec("host", 1024, 50e9), TierSpec("disk", 1024, 5e9)])
     tiers.tiers[0].put(7, 512)
     tiers.tiers[1].put(8, 512)
@@ -152,8 +156,8 @@ def test_tiers_never_change_hbm_and_only_add_hits(seed, hbm, host, disk, policy)
         path.extend(range(next_id, next_id + rng.randint(1, 3)))
         next_id += 4
         trace.append(Request(i, float(i), len(path) * 2 - 1, 1, tuple(path), 2))
-    plain = replay_cache_only(trace, RadixCache(hbm, POLICIES.build(policy))).records
-    cache = RadixCache(hbm, POLICIES.build(policy))
+    plain = replay_cache_only(trace, Cache(hbm, POLICIES.build(policy))).records
+    cache = Cache(hbm, POLICIES.build(policy))
     specs = [TierSpec("host", host, 1e9)] + ([] if disk is None else [TierSpec("disk", disk, 1e9)])
     tiers = TierStack(cache, specs)
     tiered = replay_cache_only(trace, cache, tiers=tiers).records

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, build_policy
+from prefixsim.cache import POLICIES, SegmentCache, build_policy
 from prefixsim.cli import app
 from prefixsim.engine import replay_cache_only
 from prefixsim.trace import load_trace
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 MOONCAKE = Path(__file__).parents[3] / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 
@@ -76,7 +80,7 @@ def test_belady_bounds_online_policies_on_mooncake():
     requests = load_trace(MOONCAKE, max_requests=1500)
 
     def hits(policy: str) -> int:
-        cache = RadixCache(1_000_000, build_policy(policy, requests))
+        cache = Cache(1_000_000, build_policy(policy, requests))
         return sum(r.cached_tokens for r in replay_cache_only(requests, cache).records)
 
     best = hits("belady")

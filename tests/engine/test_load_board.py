@@ -8,18 +8,23 @@ board entries through a decode run, by hand (Ticks: every step 1 s).
 
 from __future__ import annotations
 
+import pytest
 from fakes import Ticks
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.load_board import LoadBoard
 from prefixsim.engine.scheduler import ContinuousBatching
 from prefixsim.engine.timed import replay_timed
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 
 class View:
@@ -152,7 +157,7 @@ def test_the_engine_replicas_post_their_bounds_through_a_run_by_hand():
     requests = [req(0, 0.0, 4, 10, [1]), req(1, 0.0, 4, 10, [2])]
     requests += [req(2 + k, at, 1, 1, [100 + k]) for k, at in enumerate([0.5, 2.5, 5.5, 10.5])]
     watch = BoardWatch()
-    caches = [RadixCache(100, POLICIES.build("lru")) for _ in range(2)]
+    caches = [Cache(100, POLICIES.build("lru")) for _ in range(2)]
     replay_timed(requests, Fleet(caches, Ticks(), ContinuousBatching(8192, 256), watch),
                  Sampling(check_invariants=True))
     assert watch.seen[2:] == [(0.5, 28, 28), (2.5, 0, 18), (5.5, 0, 18), (10.5, 0, 0)]

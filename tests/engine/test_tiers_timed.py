@@ -5,9 +5,8 @@ hit, and its load time (bytes / link bandwidth) is added before the prefill chun
 from __future__ import annotations
 
 import pytest
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.cache.tiers import TierSpec, TierStack
 from prefixsim.config import load_config
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
@@ -18,6 +17,11 @@ from prefixsim.pipeline import simulate
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 COST = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 KV = 131_072  # bytes per token, llama-3.1-8b bf16
@@ -37,7 +41,7 @@ TRACE = [
 
 
 def run(with_host: bool):
-    cache = RadixCache(64, POLICIES.build("lru"))
+    cache = Cache(64, POLICIES.build("lru"))
     tiers = [TierStack(cache, [TierSpec("host", 1000, LINK)])] if with_host else None
     return replay_timed(TRACE, Fleet([cache], COST, ContinuousBatching(8192, 256),
                         ROUTERS.build("round_robin"), tiers=tiers, kv_bytes_per_token=KV),

@@ -6,9 +6,8 @@ arithmetic of a single step.
 """
 
 import pytest
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.costmodel import PrefillChunk, StepBatch, StepRoofline
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -16,6 +15,11 @@ from prefixsim.engine.timed import replay_timed
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 LLAMA = get_model("llama-3.1-8b")
 H100 = get_gpu("h100-sxm")
@@ -53,7 +57,7 @@ def request(rid, arrival, input_tokens, output_tokens, ids=None, session=None):
 
 
 def run(requests, replicas=1, capacity=400_000, router="round_robin", **kwargs):
-    caches = [RadixCache(capacity, POLICIES.build("lru")) for _ in range(replicas)]
+    caches = [Cache(capacity, POLICIES.build("lru")) for _ in range(replicas)]
     scheduler = kwargs.pop("scheduler", ContinuousBatching(8192, 256))
     return replay_timed(requests, Fleet(caches, COST, scheduler, ROUTERS.build(router)),
                         Sampling(check_invariants=True, **kwargs))

@@ -6,9 +6,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.costmodel import StepRoofline
 from prefixsim.engine.fleet import Fleet, Sampling
 from prefixsim.engine.scheduler import ContinuousBatching
@@ -19,6 +18,11 @@ from prefixsim.metrics.timeseries import timeseries
 from prefixsim.presets import get_gpu, get_model
 from prefixsim.router import ROUTERS
 from prefixsim.trace import Request
+
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
 
 COST = StepRoofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 
@@ -63,7 +67,7 @@ def _requests(n=30):
 
 
 def _run(requests, time_scale=1.0, **sampling):
-    caches = [RadixCache(50_000, POLICIES.build("lru"))]
+    caches = [Cache(50_000, POLICIES.build("lru"))]
     return replay_timed(requests, Fleet(caches, COST, ContinuousBatching(2048, 8),
                         ROUTERS.build("round_robin"), time_scale), Sampling(**sampling))
 
@@ -86,7 +90,7 @@ def test_debug_mode_catches_a_broken_account():
     requests' private KV (the replica losing track of a token) is caught at the end of that
     step. (A cache subclass: the compiled replica's methods cannot be patched.)"""
 
-    class Leaky(RadixCache):
+    class Leaky(Cache):
         def reserve(self, num_tokens):
             super().reserve(num_tokens + 1 if num_tokens else 0)
 

@@ -11,9 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from fakes import Ticks
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES, TTLMode, TTLRule
+from prefixsim.cache import POLICIES, SegmentCache, TTLMode, TTLRule
 from prefixsim.cache.pool import PoolSpec, SharedPool
 from prefixsim.cache.tiers import FlatTier, TierSpec
 from prefixsim.costmodel import Roofline
@@ -27,13 +26,18 @@ from prefixsim.router import ROUTERS
 from prefixsim.router.index import PrefixIndex
 from prefixsim.trace import Request
 
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
+
 P = 16
 COST = Roofline(get_model("llama-3.1-8b"), get_gpu("h100-sxm"))
 
 
 def lru(capacity=10_000, ttl=None):
-    return RadixCache(capacity, POLICIES.build("lru"),
-                      None if ttl is None else TTLRule(ttl, TTLMode.SLIDING))
+    return Cache(capacity, POLICIES.build("lru"),
+                 None if ttl is None else TTLRule(ttl, TTLMode.SLIDING))
 
 
 def put(cache, ids, now=0.0):
@@ -70,7 +74,7 @@ def test_known_answer_by_hand():
 
 def test_dead_pages_do_not_count_and_locked_ones_do():
     """TTL 10: [1, 2] inserted at 0 are alive through t = 10 and dead after; a lock keeps
-    them (R8), as RadixCache.match would see them."""
+    them (R8), as the cache's match would see them."""
     cache = lru(ttl=10.0)
     put(cache, [1, 2])
     index = PrefixIndex(lambda: 0.0)

@@ -2,19 +2,24 @@
 prefix exactly as its live view (`Replica.cached_prefix_tokens`) and admission do: whole pages
 ending by token L - 1 (docs/cache-semantics.md R3), not the cache-only L - 1 cap."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from radix_reference import RadixCache
 
-from prefixsim.cache import POLICIES
+from prefixsim.cache import POLICIES, SegmentCache
 from prefixsim.engine.cache_only import hit_tokens
 from prefixsim.engine.replica import Replica
 from prefixsim.router.protocol import prefix_tokens_in
 from prefixsim.trace import Request
 
+# each test runs on the package's cache and on the per-page reference (conftest: each_cache)
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = SegmentCache
+
+
 
 def live_view(cached: Request, request: Request) -> int:
-    cache = RadixCache(10_000, POLICIES.build("lru"))
+    cache = Cache(10_000, POLICIES.build("lru"))
     cache.insert(None, cached.page_ids, cached.page_tokens(), 0.0, 0)
     replica = Replica.__new__(Replica)
     replica.cache = cache
