@@ -13,6 +13,7 @@ against each other).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -77,22 +78,35 @@ def restart_progress(ctx: ReadContext) -> None:
 
 
 def _shallow(path: Path) -> bool:
-    """Whether no line opens more than two brackets (`{` and `[`: a Mooncake line nests two
-    deep). Arrow's parser recurses on nesting and a deep line would overflow its stack; the
-    exact path's parser refuses such lines with an error."""
+    """Whether Arrow may parse the file: no line opens more than two brackets (`{` and `[`:
+    a Mooncake line nests two deep; Arrow's parser recurses on nesting and a deep line would
+    overflow its stack) and its first value is an object (`record_lines`). The exact path's
+    parser refuses what Arrow may not see with an error naming the line."""
     return record_lines(path) is not None
+
+
+NOT_JSON_SPACE = re.compile(rb"[^ \t\r\n]")  # the first byte of a value (no copy made)
 
 
 def record_lines(path: Path) -> int | None:
     """The lines that open a bracket (a plain file's records), or None when a line opens
-    more than two (see `_shallow`) or is longer than readers.MAX_LINE_CHARS bytes (the exact
-    path then refuses it, naming the line: /dev/zero is never read to its end)."""
+    more than two (see `_shallow`), is longer than readers.MAX_LINE_CHARS bytes (the exact
+    path then refuses it, naming the line: /dev/zero is never read to its end), or the
+    file's first value is not an object: Arrow's JSON reader (pyarrow 26) crashes the
+    process on a file whose first value is `null`, and refuses other non-objects anyway."""
     carry = 0
     records = 0
     line_bytes = 0  # bytes of the line the last block ended in
+    opened = False  # whether the first byte that is not JSON whitespace has been seen
     with path.open("rb") as handle:
         while block := handle.read(SCAN_BYTES):
             data = np.frombuffer(block, dtype=np.uint8)
+            if not opened:
+                first = NOT_JSON_SPACE.search(block)
+                if first is not None:
+                    if block[first.start()] != 123:  # "{"
+                        return None
+                    opened = True
             opens = np.flatnonzero((data == 91) | (data == 123))
             ends = np.flatnonzero(data == 10)
             line_bytes = len(data) - 1 - ends[-1] if len(ends) else line_bytes + len(data)

@@ -86,3 +86,23 @@ def test_max_requests_stops_early(tmp_path):
                                         "hash_ids": [1, 2 + i]}) + "\n" for i in range(100)))
     fast, exact = read_both(path, ReadOptions(max_requests=7))
     assert len(fast.requests) == 7 and list(fast.requests) == list(exact.requests)
+
+
+@pytest.mark.parametrize("text", ["null", " null", "\n\nnull\n", "null\n" + json.dumps(
+    {"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}) + "\n",
+    "[]\n", "7\n"])
+def test_a_file_whose_first_value_is_not_an_object_never_reaches_arrow(tmp_path, text):
+    """Arrow's JSON reader (pyarrow 26) crashes the process on a file whose first value is
+    `null`: the scan sends any file that does not open with an object to the exact path,
+    which names the line; Arrow still reads one that opens with whitespace then `{`."""
+    from prefixsim.trace.mooncake_fast import record_lines
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(text)
+    assert record_lines(path) is None
+    with pytest.raises(InputError, match="t.jsonl") as error:
+        read_trace(path, "mooncake")
+    assert "\n" not in str(error.value)
+    path.write_text("\n  " + json.dumps(
+        {"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}) + "\n")
+    assert record_lines(path) == 1
