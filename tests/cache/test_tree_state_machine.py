@@ -260,6 +260,7 @@ class CacheMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.held)
     @rule(index=st.integers(0, 10**6))
     def unlock(self, index):
+        self.settle()  # (a held page is locked, so it is still resident)
         pid = self.held.pop(index % len(self.held))
         self.cache.unlock(self.handle(pid), self.now)
         for anc in self.path(pid):
@@ -364,7 +365,6 @@ class SegmentCacheMachine(CacheMachine):
         return 1
 
     def handle(self, pid):
-        self.settle()  # (unlock takes one without `settle` first: its page is locked)
         path = self.path(pid)
         run = self.cache.match(path, self.now)
         assert len(run.pages) == len(path)
