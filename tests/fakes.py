@@ -12,6 +12,7 @@ import random
 import shutil
 import sysconfig
 from collections.abc import Callable, Collection, Sequence
+from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import strategies as st
@@ -83,6 +84,25 @@ class UncheckedCache(RadixCache):
 def unchecked_lru(capacity: int | None, ttl=None) -> RadixCache:
     """`lru`, without the cache's own invariant check."""
     return UncheckedCache(capacity, POLICIES.build("lru"), ttl)
+
+
+def resident(cache) -> set[int]:
+    """The ids of the pages either cache holds (no page object kept)."""
+    return {page.page_id for page in cache.pages()}
+
+
+def page_of(cache, page_id: int) -> SimpleNamespace | None:
+    """Page `page_id`'s tokens and statistics, or None if it is not resident: the
+    reference's page, or on a SegmentCache the segment holding it (whose statistics are
+    each of its pages')."""
+    for page in cache.pages():
+        if page.page_id == page_id:
+            stats = page if isinstance(cache, RadixCache) else page._node
+            return SimpleNamespace(
+                num_tokens=page.num_tokens, recency=stats.recency,
+                deadline_s=stats.deadline_s, last_access_s=stats.last_access_s,
+                num_hits=stats.num_hits, created_s=stats.created_s, priority=stats.priority)
+    return None
 
 
 def resident_prefix(ids: Sequence[int], resident: Collection[int]) -> int:

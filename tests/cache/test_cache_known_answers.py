@@ -10,9 +10,8 @@ cache keeps as one (`on_the_reference_only`).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
+from fakes import page_of, resident
 from radix_reference import RadixCache
 
 from prefixsim.cache import POLICIES, SegmentCache, TTLMode, TTLRule
@@ -51,22 +50,6 @@ def replay(requests, capacity=None, ttl=None, mode=TTLMode.SLIDING):
     result = replay_cache_only(requests, cache)
     cache.check_invariants()
     return [r.cached_tokens for r in result.records], result.counters, cache
-
-
-def resident(cache) -> set[int]:
-    return {page.page_id for page in cache.pages()}
-
-
-def page_of(cache, page_id: int) -> SimpleNamespace | None:
-    """Page `page_id`'s tokens and statistics (a SegmentCache's: its segment's), or None."""
-    for page in cache.pages():
-        if page.page_id == page_id:
-            stats = page if isinstance(cache, RadixCache) else page._node
-            return SimpleNamespace(
-                num_tokens=page.num_tokens, recency=stats.recency,
-                deadline_s=stats.deadline_s, last_access_s=stats.last_access_s,
-                num_hits=stats.num_hits)
-    return None
 
 
 def lru_cache(capacity=None, ttl=None, mode=TTLMode.SLIDING):

@@ -29,9 +29,9 @@ def victim(small_fraction):
     0.1 (S budget 1 token): inserting Y pushes X (hit) to M; inserting Z makes Y due (never
     hit), so Y goes. 0.2 (budget 2): X and Y fit; inserting Z pushes X (hit) to M; Y and Z
     are within budget, so M's head X goes."""
-    cache = RadixCache(10, build_policy("s3fifo", params={"small_fraction": small_fraction}))
+    cache = Cache(10, build_policy("s3fifo", params={"small_fraction": small_fraction}))
     cache.insert(None, [1], [1], 0.0, 0)
-    cache.touch([cache.get(1)], 1.0, 1)
+    cache.touch(cache.match([1], 1.0).pages, 1.0, 1)
     cache.insert(None, [2], [1], 2.0, 2)
     cache.insert(None, [3], [1], 3.0, 3)
     before = {p.page_id for p in cache.pages()}
@@ -41,6 +41,10 @@ def victim(small_fraction):
     return gone
 
 
+Cache = RadixCache  # set to each cache in turn by the `each_cache` fixture (tests/conftest.py)
+
+
+@pytest.mark.usefixtures("each_cache")
 def test_s3fifo_small_fraction_sets_the_small_queue_budget():
     assert victim(0.1) == 2
     assert victim(0.2) == 1

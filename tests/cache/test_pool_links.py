@@ -12,7 +12,14 @@ from radix_reference import RadixCache
 
 from prefixsim.cache import POLICIES
 from prefixsim.cache.page import Page
-from prefixsim.cache.pool import LinkDirection, PoolFigures, PoolLink, PoolSpec, SharedPool
+from prefixsim.cache.pool import (
+    LinkDirection,
+    PoolFigures,
+    PoolLink,
+    PoolSpec,
+    SharedPool,
+    page_sizes,
+)
 
 MESSAGE = "a link needs a bandwidth > 0 and a finite latency >= 0"
 
@@ -138,38 +145,52 @@ def test_a_fresh_pool_fetches_over_the_reader_alone():
     assert pool.fetch([Page(9, None, 4, 0.0, 0)], PoolLink(spec), 25, 0.0) == 1.0
 
 
+Cache = RadixCache  # set to each cache in turn by the `each_cache` fixture (tests/conftest.py)
+
+
 def lru_pool(pages: int, ttl_s: float | None = None) -> tuple[SharedPool, list[float]]:
-    """An LRU pool of `pages` 4-token pages whose clock is the returned one-item list."""
+    """An LRU pool of `pages` 4-token pages whose clock is the returned one-item list, over
+    the cache the test runs on (`Cache`)."""
     from prefixsim.cache import TTLRule
 
     now = [0.0]
-    cache = RadixCache(4 * pages, POLICIES.build("lru"), None if ttl_s is None else
+    cache = Cache(4 * pages, POLICIES.build("lru"), None if ttl_s is None else
                        TTLRule(ttl_s))
     return SharedPool(cache, PoolSpec(100, 100), lambda: now[0]), now
 
 
+def resident(pool: SharedPool) -> set[int]:
+    """The ids of the pages the pool's cache holds (either cache: no page object read)."""
+    return {page.page_id for page in pool.cache.pages()}
+
+
+@pytest.mark.usefixtures("each_cache")
 def test_pool_writes_and_reads_keep_lru_order_and_count_tokens():
     """Room for 2 pages: write 5 then 4; a read of 5 makes 4 the LRU page, so writing 3
     evicts 4. Writing 2 then evicts 5 (older than 3). Tokens add up over calls."""
-    pool, _ = lru_pool(2)
+    pool, now = lru_pool(2)
     assert pool.write([5], [4]) == 4 and pool.write([4], [4]) == 4
-    pool.read([pool.cache.get(5)], 4, 0.0)
-    pool.read([pool.cache.get(5)], 4, 0.0)
+    now[0] = 1.0
+    pool.read(pool.cache.match([5], 1.0).pages, 4, 1.0)
+    pool.read(pool.cache.match([5], 1.0).pages, 4, 1.0)
     pool.write([3], [4])
-    assert pool.cache.get(4) is None and pool.cache.get(5) is not None
+    assert resident(pool) == {5, 3}
     pool.write([2], [4])
-    assert pool.cache.get(5) is None and pool.cache.get(3) is not None
+    assert resident(pool) == {3, 2}
     assert (pool.read_tokens, pool.write_tokens) == (8, 16)
+    pool.cache.check_invariants()
 
 
+@pytest.mark.usefixtures("each_cache")
 def test_pool_writes_evict_older_pages_first_whatever_their_ids():
     """Room for 2 pages: 5, 4, then 3 evicts 5, the oldest (not 4, the lower id)."""
     pool, _ = lru_pool(2)
     for page_id in (5, 4, 3):
         pool.write([page_id], [4])
-    assert pool.cache.get(5) is None and pool.cache.get(4) is not None
+    assert resident(pool) == {4, 3}
 
 
+@pytest.mark.usefixtures("each_cache")
 def test_a_write_keeps_the_chain_it_extends_and_says_what_it_added():
     """Room for 2 pages: 1 then 2 written; writing [1, 3] must evict, and takes 2, though
     1 is older: 3 is written onto 1. Writing [1, 3] again adds nothing: 0."""
@@ -177,8 +198,9 @@ def test_a_write_keeps_the_chain_it_extends_and_says_what_it_added():
     pool.write([1], [4])
     pool.write([2], [4])
     assert pool.write([1, 3], [4, 4]) == 4
-    assert pool.cache.get(2) is None and pool.cache.get(3).parent is pool.cache.get(1)
+    assert resident(pool) == {1, 3} and len(pool.cache.match([1, 3], 0.0).pages) == 2
     assert pool.write([1, 3], [4, 4]) == 0
+    pool.cache.check_invariants()
 
 
 def test_pool_pages_are_held_by_their_writer_replica_0_by_default():
@@ -190,12 +212,13 @@ def test_pool_pages_are_held_by_their_writer_replica_0_by_default():
     assert pool.holder == {1: 0, 2: 2, 3: 0}
 
 
+@pytest.mark.usefixtures("each_cache")
 def test_run_after_drops_expired_pages_first():
     """TTL 10: pages 1, 2 written at 0. At 5 the pool's run after 1 HBM page is [2]; at 20
     both have expired: nothing."""
     pool, now = lru_pool(4, ttl_s=10.0)
     pool.write([1, 2], [4, 4])
-    assert [p.page_id for p in pool.run_after([1, 2], 1, 5.0)] == [2]
+    assert [page_id for page_id, _ in page_sizes(pool.run_after([1, 2], 1, 5.0))] == [2]
     now[0] = 20.0
     assert pool.run_after([1, 2], 1, 20.0) == []
 

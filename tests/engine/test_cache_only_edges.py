@@ -7,7 +7,7 @@ write-through), and the SegmentCache hand-off."""
 from __future__ import annotations
 
 import pytest
-from fakes import HAND_TRACE, lru
+from fakes import HAND_TRACE, page_of, resident
 from radix_reference import RadixCache
 
 from prefixsim.cache import POLICIES, TTLMode, TTLRule
@@ -21,6 +21,15 @@ from prefixsim.errors import InputError
 from prefixsim.trace import Request
 
 TRACE = HAND_TRACE  # tests/fakes.py: the replay worked by hand
+
+pytestmark = pytest.mark.usefixtures("each_cache")
+Cache = RadixCache  # set to each cache in turn by the `each_cache` fixture (tests/conftest.py)
+
+
+def lru(capacity: int | None, ttl: TTLRule | None = None):
+    """An LRU cache of `capacity` tokens, of the kind the test runs on (`Cache`)."""
+    return Cache(capacity, POLICIES.build("lru"), ttl)
+
 ROWS = [(0.0, 8, 0, 0), (1.0, 10, 0, 0), (3.0, 21, 0, 0)]
 
 
@@ -43,10 +52,10 @@ def test_records_field_by_field():
     assert result.counters is cache.counters and result.states is None
     assert cache.resident_tokens == 21
     # the matched paths were refreshed: page 1 by r11, r12, r14; page 2 by r11, r12
-    assert cache._pages[1].num_hits == 3 and cache._pages[2].num_hits == 2
-    assert cache._pages[1].recency == 4 and cache._pages[2].recency == 2
-    assert cache._pages[1].last_access_s == 3.0 and cache._pages[2].last_access_s == 2.5
-    assert cache._pages[6].recency == 4 and cache._pages[6].created_s == 3.0
+    assert page_of(cache, 1).num_hits == 3 and page_of(cache, 2).num_hits == 2
+    assert page_of(cache, 1).recency == 4 and page_of(cache, 2).recency == 2
+    assert page_of(cache, 1).last_access_s == 3.0 and page_of(cache, 2).last_access_s == 2.5
+    assert page_of(cache, 6).recency == 4 and page_of(cache, 6).created_s == 3.0
     cache.check_invariants()
 
 
@@ -162,7 +171,7 @@ def test_a_short_prompt_bypasses_the_cache():
     cache = lru(None)
     records = replay_cache_only(trace, cache, rules=rules).records
     assert [r.cached_tokens for r in records] == [0, 0, 4]
-    assert cache._pages[1].num_hits == 1  # r2's hit only
+    assert page_of(cache, 1).num_hits == 1  # r2's hit only
     assert cache.resident_tokens == 8 + 4 + 1  # r0's 1, 2; r2's 3, 4
 
 
@@ -172,15 +181,15 @@ def test_a_class_ttl_reaches_the_insert_and_the_refresh():
     at t=4 page 2 is gone and page 1 alive: r2 (short) matches page 1 only and refreshes it
     to 6 (a class's TTL never shortens a deadline: still 101)."""
     rules = CacheRules([RequestClass("short", ttl_s=2.0, session_regex="^short")])
-    cache = RadixCache(None, POLICIES.build("lru"), TTLRule(100.0, TTLMode.SLIDING))
+    cache = Cache(None, POLICIES.build("lru"), TTLRule(100.0, TTLMode.SLIDING))
     trace = [Request(0, 0.0, 8, 1, (1, 2), 4, "short-a"),
              Request(1, 1.0, 8, 1, (1, 3), 4, "long"),
              Request(2, 4.0, 9, 1, (1, 2, 5), 4, "short-b")]
     records = replay_cache_only(trace, cache, rules=rules).records
     assert [r.cached_tokens for r in records] == [0, 4, 4]
-    assert cache._pages[1].deadline_s == 101.0
-    assert cache._pages[3].deadline_s == 101.0
-    assert cache._pages[2].deadline_s == 6.0 and cache._pages[5].deadline_s == 6.0
+    assert page_of(cache, 1).deadline_s == 101.0
+    assert page_of(cache, 3).deadline_s == 101.0
+    assert page_of(cache, 2).deadline_s == 6.0 and page_of(cache, 5).deadline_s == 6.0
 
 
 def test_a_class_priority_reaches_the_insert_and_the_refresh():
@@ -190,15 +199,15 @@ def test_a_class_priority_reaches_the_insert_and_the_refresh():
     cap). r4's page 5 evicts 3; r5 (vip) hits 5, raising it to 1; r6's page 6 then evicts
     the least recent of the two priority-1 pages, 1 (touched by r3; 5 by r5)."""
     rules = CacheRules([RequestClass("vip", priority=1, session_regex="^vip")])
-    cache = RadixCache(8, POLICIES.build("priority"))
+    cache = Cache(8, POLICIES.build("priority"))
     trace = [Request(0, 0.0, 4, 1, (1,), 4, "vip"), Request(1, 0.0, 4, 1, (2,), 4),
              Request(2, 0.0, 4, 1, (3,), 4), Request(3, 0.0, 4, 1, (1,), 4),
              Request(4, 0.0, 4, 1, (5,), 4), Request(5, 0.0, 4, 1, (5,), 4, "vip"),
              Request(6, 0.0, 4, 1, (6,), 4)]
     records = replay_cache_only(trace, cache, rules=rules).records
     assert [r.cached_tokens for r in records] == [0, 0, 0, 3, 0, 3, 0]
-    assert sorted(cache._pages) == [5, 6]
-    assert cache._pages[5].priority == 1 and cache._pages[6].priority == 0
+    assert sorted(resident(cache)) == [5, 6]
+    assert page_of(cache, 5).priority == 1 and page_of(cache, 6).priority == 0
 
 
 # --- lower tiers
@@ -215,7 +224,7 @@ def test_lower_tier_tokens_by_hand():
     assert lower_tier_tokens(request, 2, LowerHit((), (), ())) == (0, 0)
 
 
-def two_tiers(hbm: int, host: int, disk: int = 100) -> tuple[RadixCache, TierStack]:
+def two_tiers(hbm: int, host: int, disk: int = 100) -> tuple[Cache, TierStack]:
     cache = lru(hbm)
     return cache, TierStack(cache, [TierSpec("host", host, 1.0), TierSpec("disk", disk, 1.0)])
 
@@ -262,7 +271,7 @@ def test_pages_loaded_but_not_kept_return_to_their_tier():
                                 tiers=tiers).records
     assert (records[0].cached_tokens, records[0].cached_tokens_host) == (11, 11)
     assert 3 in tiers.tiers[0] and 1 not in tiers.tiers[0] and 2 not in tiers.tiers[0]
-    assert sorted(cache._pages) == [1, 2]
+    assert sorted(resident(cache)) == [1, 2]
     # a disk page not kept goes back to disk, not to host
     cache, tiers = two_tiers(4, 100)
     tiers.tiers[0].put(1, 4)
@@ -281,7 +290,7 @@ def test_a_run_that_fits_whole_stays_out_of_the_tiers():
                                 tiers=tiers).records
     assert (records[0].cached_tokens_host, records[0].cached_tokens_disk) == (4, 4)
     assert tiers.tiers[0].resident_tokens == tiers.tiers[1].resident_tokens == 0
-    assert sorted(cache._pages) == [1, 2, 3]
+    assert sorted(resident(cache)) == [1, 2, 3]
 
 
 def test_the_tier_run_follows_the_hbm_match():
@@ -320,9 +329,9 @@ def test_pool_write_back():
     ]
     assert shared.read_tokens == 8 and shared.write_tokens == 8 + 8 + 2 + 5
     assert shared.clock() == 3.0
-    assert sorted(pool_cache._pages) == [1, 2, 3, 4, 5, 6, 7]
-    assert pool_cache._pages[5].created_s == 2.0 and pool_cache._pages[3].created_s == 2.0
-    assert pool_cache._pages[1].num_hits == 1 and pool_cache._pages[1].last_access_s == 2.0
+    assert sorted(resident(pool_cache)) == [1, 2, 3, 4, 5, 6, 7]
+    assert page_of(pool_cache, 5).created_s == 2.0 and page_of(pool_cache, 3).created_s == 2.0
+    assert page_of(pool_cache, 1).num_hits == 1 and page_of(pool_cache, 1).last_access_s == 2.0
 
 
 def test_pool_write_through():
@@ -338,7 +347,7 @@ def test_pool_write_through():
         (0, 0), (0, 0), (8, 8)]
     assert cache.on_demote is None
     assert shared.write_tokens == 8 + 8 + 2 and shared.read_tokens == 8
-    assert pool_cache._pages[1].created_s == 0.0 and pool_cache._pages[3].created_s == 1.0
+    assert page_of(pool_cache, 1).created_s == 0.0 and page_of(pool_cache, 3).created_s == 1.0
 
 
 def test_a_pool_run_is_capped_and_counted_after_hbm():
