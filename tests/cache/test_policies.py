@@ -45,23 +45,29 @@ def random_trace(
     return requests
 
 
+Cache = RadixCache  # set to each cache in turn by the `each_cache` fixture (tests/conftest.py)
+
+
 def replay(requests, policy, capacity, ttl=None, mode=CacheMode.RADIX):
-    cache = RadixCache(capacity, build_policy(policy, requests), ttl, mode)
+    cache = Cache(capacity, build_policy(policy, requests), ttl, mode=mode)
     result = replay_cache_only(requests, cache)
     return result, cache
 
 
 # ----------------------------------------------------------------- contract suite
+@pytest.mark.usefixtures("each_cache")
 @pytest.mark.parametrize("policy", POLICIES.names())
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("mode", list(CacheMode))
 def test_contract_capacity_accounting_determinism(policy, seed, mode):
     """Capacity never exceeded (checked after every request), tokens accounted, runs
-    bit-identical, and tree invariants hold, with and without a TTL, in both modes."""
+    bit-identical, and tree invariants hold, with and without a TTL, in both modes, on
+    each cache (the segments driven step by step, as a timed replica or a tier drives
+    them)."""
     requests = random_trace(seed)
     for ttl in (None, TTLRule(3.0)):
         # Part A step by step, checking the tree after every request
-        cache = RadixCache(40, build_policy(policy, requests), ttl, mode)
+        cache = Cache(40, build_policy(policy, requests), ttl, mode=mode)
         hits = []
         for i, request in enumerate(requests):
             match = cache.match(request.page_ids, request.arrival_s)
@@ -83,12 +89,13 @@ def test_contract_capacity_accounting_determinism(policy, seed, mode):
         ]
 
 
+@pytest.mark.usefixtures("each_cache")
 @pytest.mark.parametrize("policy", POLICIES.names())
 @pytest.mark.parametrize("mode", list(CacheMode))
 def test_contract_locked_pages_are_never_evicted(policy, mode):
     requests = [Request(i, float(i), 12, 1, (i * 10, i * 10 + 1, i * 10 + 2), 4)
                 for i in range(4)]
-    cache = RadixCache(48, build_policy(policy, requests), None, mode)
+    cache = Cache(48, build_policy(policy, requests), None, mode=mode)
     tips = []
     for i, r in enumerate(requests):
         tips.append(cache.insert(None, r.page_ids, r.page_tokens(), r.arrival_s, i)[-1])
@@ -101,6 +108,7 @@ def test_contract_locked_pages_are_never_evicted(policy, mode):
     assert cache.num_pages == 0
 
 
+@pytest.mark.usefixtures("each_cache")
 @pytest.mark.parametrize("policy", POLICIES.names())
 def test_contract_runs_under_the_cli_name(policy):
     assert POLICIES.check(policy) == policy
