@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from fakes import resident
 from radix_reference import RadixCache
 
 from prefixsim.cache import POLICIES
@@ -159,11 +160,6 @@ def lru_pool(pages: int, ttl_s: float | None = None) -> tuple[SharedPool, list[f
     return SharedPool(cache, PoolSpec(100, 100), lambda: now[0]), now
 
 
-def resident(pool: SharedPool) -> set[int]:
-    """The ids of the pages the pool's cache holds (either cache: no page object read)."""
-    return {page.page_id for page in pool.cache.pages()}
-
-
 @pytest.mark.usefixtures("each_cache")
 def test_pool_writes_and_reads_keep_lru_order_and_count_tokens():
     """Room for 2 pages: write 5 then 4; a read of 5 makes 4 the LRU page, so writing 3
@@ -174,9 +170,9 @@ def test_pool_writes_and_reads_keep_lru_order_and_count_tokens():
     pool.read(pool.cache.match([5], 1.0).pages, 4, 1.0)
     pool.read(pool.cache.match([5], 1.0).pages, 4, 1.0)
     pool.write([3], [4])
-    assert resident(pool) == {5, 3}
+    assert resident(pool.cache) == {5, 3}
     pool.write([2], [4])
-    assert resident(pool) == {3, 2}
+    assert resident(pool.cache) == {3, 2}
     assert (pool.read_tokens, pool.write_tokens) == (8, 16)
     pool.cache.check_invariants()
 
@@ -187,7 +183,7 @@ def test_pool_writes_evict_older_pages_first_whatever_their_ids():
     pool, _ = lru_pool(2)
     for page_id in (5, 4, 3):
         pool.write([page_id], [4])
-    assert resident(pool) == {4, 3}
+    assert resident(pool.cache) == {4, 3}
 
 
 @pytest.mark.usefixtures("each_cache")
@@ -198,7 +194,7 @@ def test_a_write_keeps_the_chain_it_extends_and_says_what_it_added():
     pool.write([1], [4])
     pool.write([2], [4])
     assert pool.write([1, 3], [4, 4]) == 4
-    assert resident(pool) == {1, 3} and len(pool.cache.match([1, 3], 0.0).pages) == 2
+    assert resident(pool.cache) == {1, 3} and len(pool.cache.match([1, 3], 0.0).pages) == 2
     assert pool.write([1, 3], [4, 4]) == 0
     pool.cache.check_invariants()
 
