@@ -205,6 +205,7 @@ def test_s3fifo_ghost_hit_enters_main():
 
 
 # ------------------------------------------------------------------- offline bound
+@pytest.mark.usefixtures("each_cache")
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("capacity", [16, 40, 100])
 def test_belady_beats_every_online_policy(seed, capacity):
