@@ -1,8 +1,9 @@
-"""The cache-only replay over a RadixCache (engine/cache_only.py) worked by hand: every field
-of the records, progress reports, sampled rows, eviction order by replay position, request
-classes (bypass, TTL, priority), lower tiers (host and disk hits, the L - 1 cap on the
-deepest page, pages HBM could not keep put back) and the shared pool (write-back and
-write-through), and the SegmentCache hand-off."""
+"""The cache-only replay (engine/cache_only.py) worked by hand, on each cache (`each_cache`:
+SegmentCache and the per-page reference): every field of the records, progress reports,
+sampled rows, eviction order by replay position, request classes (bypass, TTL, priority),
+lower tiers (host and disk hits, the L - 1 cap on the deepest page, pages HBM could not keep
+put back) and the shared pool (write-back and write-through), and the SegmentCache
+hand-off (once: those tests build their own cache, or none)."""
 
 from __future__ import annotations
 
@@ -145,6 +146,7 @@ def test_ids_not_chained_are_an_input_error():
 # --- the SegmentCache hand-off
 
 
+@pytest.mark.parametrize("each_cache", ["segments"], indirect=True)  # builds its own
 def test_a_segment_cache_is_replayed_by_the_fast_path():
     cache = SegmentCache(None, POLICIES.build("lru"))
     progress: list[int] = []
@@ -213,6 +215,7 @@ def test_a_class_priority_reaches_the_insert_and_the_refresh():
 # --- lower tiers
 
 
+@pytest.mark.parametrize("each_cache", ["segments"], indirect=True)  # builds its own
 def test_lower_tier_tokens_by_hand():
     """L=10 over pages 1, 2, 3 (4, 4, 2 tokens; the cap L - 1 = 9 trims page 3 to 1)."""
     request = Request(0, 0.0, 10, 1, (1, 2, 3), 4)
