@@ -9,12 +9,7 @@ from prefixsim.cache import priority as _priority  # noqa: F401
 from prefixsim.cache import s3fifo as _s3fifo  # noqa: F401
 from prefixsim.cache import ttl_first as _ttl_first  # noqa: F401
 from prefixsim.cache import workload_aware as _workload_aware  # noqa: F401
-from prefixsim.cache.cache_types import (
-    CacheCounters,
-    CacheMode,
-    ChainConflict,
-    MatchResult,
-)
+from prefixsim.cache.cache_types import CacheCounters, CacheMode, ChainConflict, MatchResult
 from prefixsim.cache.factory import UnsupportedPolicy, replay_cache
 from prefixsim.cache.page import Page
 from prefixsim.cache.policy import POLICIES, EvictionPolicy, build_policy, check_policy_params

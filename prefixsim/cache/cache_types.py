@@ -61,4 +61,3 @@ class CacheCounters:
     hit_ages: AgeHistogram = field(default_factory=AgeHistogram)
     evicted_ages: AgeHistogram = field(default_factory=AgeHistogram)
     expired_ages: AgeHistogram = field(default_factory=AgeHistogram)
-
