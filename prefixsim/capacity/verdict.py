@@ -4,13 +4,10 @@ SLOs are `KEY:LIMIT` pairs over the latency figures every timed summary holds
 (`{mean,median,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms`, docs/results.md), each "lower is
 better": a probe holds an SLO when the figure is at most its limit. The goodput share (as
 vLLM's `--goodput`) is the share of the offered requests that completed within the run's
-`engine.goodput_*` SLOs. The kept-up rule (docs/load.md, capacity):
-
-- at least KEPT_UP_SHARE of the offered requests completed (none rejected beyond that):
-  a finite run serves every admitted request in the end, so a fleet that does not keep
-  up shows as a queue that grows rather than as missing completions;
-- and no queue grew: the last quarter's mean TTFT (requests in arrival order) is at most
-  GROWTH_LIMIT times the first quarter's.
+`engine.goodput_*` SLOs. The kept-up rule (docs/load.md, capacity) is metrics/kept_up.py's,
+which every timed run's summary reports too: at least KEPT_UP_SHARE of the offered requests
+completed, and no queue grew (the last quarter's mean TTFT, requests in arrival order, at
+most GROWTH_LIMIT times the first quarter's).
 
 The rates reported: offered = (n - 1) / (last arrival - first arrival) over the run's n
 requests; achieved = the summary's `request_throughput` (completed / duration, as vLLM's
@@ -33,12 +30,11 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.errors import InputError
+from prefixsim.metrics.kept_up import GROWTH_LIMIT, KEPT_UP_SHARE, ttft_growth
 from prefixsim.metrics.schema import LATENCIES
 
 SLO_STATS = ("mean", "median", "p50", "p90", "p95", "p99")
 SLO_KEYS = tuple(f"{stat}_{name}_ms" for name in LATENCIES for stat in SLO_STATS)
-KEPT_UP_SHARE = 0.98
-GROWTH_LIMIT = 2.0
 
 
 def parse_slos(values: Sequence[str], flag: str = "--slo") -> dict[str, float]:
@@ -95,7 +91,7 @@ def judge(summary: Mapping[str, Any], requests: pd.DataFrame, slos: Mapping[str,
     completed, total = summary.get("completed") or 0, summary.get("num_requests") or 0
     if not completed >= KEPT_UP_SHARE * total:
         reasons.append(f"{completed} of {total} requests completed (< {KEPT_UP_SHARE:g})")
-    growth = _ttft_growth(requests)
+    growth = ttft_growth(requests)
     if growth > GROWTH_LIMIT:
         reasons.append(f"queue grew: last quarter's mean TTFT {growth:.2f} x the first's")
     return Verdict(offered_rate=offered, achieved_rate=achieved, figures=figures,
@@ -118,20 +114,6 @@ def _goodput_share(summary: Mapping[str, Any]) -> float:
     if goodput is None or duration is None or not offered:
         return 0.0
     return float(goodput) * float(duration) / float(offered)
-
-
-def _ttft_growth(requests: pd.DataFrame) -> float:
-    """Last quarter's mean TTFT / the first quarter's, in arrival order (0 when unknown)."""
-    if "ttft_ms" not in requests or "arrival_s" not in requests:
-        return 0.0
-    ttft = requests.sort_values("arrival_s", kind="stable")["ttft_ms"].to_numpy(dtype=float)
-    quarter = len(ttft) // 4
-    if quarter == 0:
-        return 0.0
-    first, last = np.nanmean(ttft[:quarter]), np.nanmean(ttft[-quarter:])
-    if not np.isfinite(last):
-        return math.inf  # the last quarter never got a first token
-    return float(last / first) if first > 0 else 0.0
 
 
 def _show(value: object) -> str:

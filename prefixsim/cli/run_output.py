@@ -68,6 +68,9 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
         if key in summary:
             click.echo(f"{key + ':':<44}{format_value(summary[key]):>16}")
     click.echo("=" * 60)
+    for key in ("rejected_warning", "kept_up_warning"):
+        if key in summary:
+            click.echo(f"warning: {summary[key]}")
     if "cost_model_warning" in summary:
         click.echo(f"warning: {summary['cost_model_warning']}")
     if "cost_model_borrowed" in summary:

@@ -101,6 +101,11 @@ _SERVING = {
                        "without an SLO)",
     "rejected": "requests that could never fit a replica's KV pool",
     "num_preemptions": "preemptions (recompute) over all requests",
+    "kept_up": "the fleet kept up: >= 98% of the requests completed and, open loop, no "
+               "growing queue (docs/load.md)",
+    "ttft_growth": "open loop: last quarter's mean TTFT / the first quarter's (arrival order)",
+    "kept_up_warning": "present when the fleet did not keep up: what failed and what to try",
+    "rejected_warning": "present when requests were rejected: how many, why, the longest",
     "num_events": "engine steps plus requests (how much work the simulation did)",
     "simulated_s_per_wall_s": "simulated seconds per wall-clock second",
     "model": "model preset",

@@ -16,6 +16,7 @@ from prefixsim._version import __version__
 from prefixsim.accel import code_path
 from prefixsim.config.load import LoadConfig
 from prefixsim.metrics.facts import CACHE_ONLY, TIMED, Bounds, RunFacts
+from prefixsim.metrics.kept_up import kept_up_keys
 from prefixsim.metrics.pricing import prefill_savings, pricing_summary
 from prefixsim.metrics.requests import cache_summary, pool_summary, request_summary
 from prefixsim.metrics.serving import (
@@ -78,6 +79,9 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
     summary.update(pool_summary(facts.pool))
     summary.update(replica_summary(facts.requests, result.replicas, result.duration_s))
     summary.update(disaggregation_summary(result))
+    load = config.load
+    summary.update(kept_up_keys(facts.requests, not load.closed_loop and load.stages is None,
+                                facts.pool_tokens_per_replica))
     wall = facts.wall_time_s
     summary.update({
         "model": facts.model.name, "gpu": facts.gpu.name, "tp": config.hardware.tp,

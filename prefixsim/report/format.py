@@ -109,6 +109,11 @@ def rate(number: float, unit: str = "req/s") -> str:
     return f"{number:,.3g} {unit}" if number < 100 else f"{number:,.0f} {unit}"
 
 
+def yes_no(value: object) -> str:
+    """A flag: yes or no (missing: "-")."""
+    return MISSING if missing(value) else ("yes" if value else "no")
+
+
 def capacity(value: object) -> str:
     """A cache capacity in tokens: missing means unbounded."""
     return "unbounded" if missing(value) else integer(value)

@@ -36,6 +36,7 @@ from prefixsim.report.format import (
     rate,
     seconds,
     usd,
+    yes_no,
 )
 from prefixsim.report.units import HBM_SHARE, KV_GIB, WORKING_SET_SHARE, capacity_units
 
@@ -76,6 +77,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("p99_ttft_ms", "p99 TTFT", "99th percentile time to first token", milliseconds),
     Column("request_throughput", "throughput", "completed requests per simulated second",
            rate),
+    Column("kept_up", "kept up", "the fleet kept up with the load: at least 98% of the "
+           "requests completed and, open loop, no growing TTFT queue (docs/load.md)", yes_no),
     Column("cache_evictions", "evictions", "pages evicted for space", integer),
     Column("cache_expirations", "expirations", "pages freed by TTL expiry", integer),
 )
@@ -95,6 +98,7 @@ SWEPT_TITLES = {"cache_policy": "policy", "cache_capacity_tokens": "capacity (to
                 "engine_replicas": "replicas"}
 MISSING_WHY = {
     "p50_ttft_ms": "timing", "p99_ttft_ms": "timing", "request_throughput": "timing",
+    "kept_up": "timing",
     "cost_saved_usd": "pricing", BELADY: "bounds", "belady_gap_closed": "bounds",
     "vs_lru": "policies",
 }
@@ -212,6 +216,10 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
         parts = [f"{', '.join(titles)}: {WHY_TEXT.get(why, 'no run has them')}"
                  for why, titles in absent.items()]
         notes.append(f"Not shown, as no run has them: {'; '.join(parts)}.")
+    if "kept_up" in frame and frame["kept_up"].astype(object).eq(False).any():
+        notes.append("A run marked no under kept up did not keep up with its load: its "
+                     "latencies measure a backlog that grows with the trace, not the server "
+                     "(docs/load.md, kept up).")
     if "vs_lru" in frame and frame["vs_lru"].notna().any():
         notes.append("vs LRU and the gap closed compare each run with the LRU run at the "
                      "same capacity, TTL and other swept values (blank for LRU itself, the "

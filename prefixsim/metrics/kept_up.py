@@ -1,0 +1,87 @@
+"""Whether a timed run's fleet kept up with the load it was offered (docs/load.md, "kept
+up"; docs/results.md): the rule `prefixsim capacity` judges each probe by
+(capacity/verdict.py), and the summary keys and the warning a run reports it with.
+
+The rule: at least KEPT_UP_SHARE of the requests completed (the others were rejected: a
+prompt plus its output that no replica's KV pool could ever hold), and, under an open-loop
+load (the trace's own times, or a rate), the queue did not grow: the mean TTFT of the last
+quarter of the requests in arrival order is at most GROWTH_LIMIT times the first quarter's.
+On a finite trace every admitted request is served in the end, so a fleet that falls behind
+shows as a growing queue, not as missing completions. A closed loop (users) cannot build a
+backlog, and a staged load changes its rate on purpose: for those only the completions
+count (each stage has its own figures: `stages`).
+
+This module reads a requests frame and counts; it runs and writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+KEPT_UP_SHARE = 0.98
+GROWTH_LIMIT = 2.0
+
+
+def ttft_growth(requests: pd.DataFrame) -> float:
+    """Last quarter's mean TTFT / the first quarter's, in arrival order (0 when unknown:
+    fewer than four requests, or no TTFT in the first quarter; infinite when the last
+    quarter got no first token at all)."""
+    if "ttft_ms" not in requests or "arrival_s" not in requests:
+        return 0.0
+    ttft = requests.sort_values("arrival_s", kind="stable")["ttft_ms"].to_numpy(dtype=float)
+    quarter = len(ttft) // 4
+    if quarter == 0:
+        return 0.0
+    first, last = _mean(ttft[:quarter]), _mean(ttft[-quarter:])
+    if not np.isfinite(last):
+        return math.inf  # the last quarter never got a first token
+    return float(last / first) if first > 0 else 0.0
+
+
+def _mean(values: np.ndarray) -> float:
+    """Mean of the finite values (NaN when there are none), without numpy's warning."""
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if len(finite) else math.nan
+
+
+def kept_up_keys(requests: pd.DataFrame, open_loop: bool,
+                 pool_tokens: int | None) -> dict[str, Any]:
+    """`kept_up`, `ttft_growth` (open loop only), `rejected_warning` when any request was
+    rejected (how many, why, the longest rejected prompt) and `kept_up_warning` when the
+    fleet did not keep up (what failed, with the figures, and what to try). `requests`: a
+    timed run's frame (`status`, `arrival_s`, `ttft_ms`, `input_tokens`); `pool_tokens`:
+    one replica's KV pool, which a rejected request could never fit."""
+    total = len(requests)
+    rejected = requests["status"] == "rejected" if total else None
+    num_rejected = int(rejected.sum()) if total else 0
+    keys: dict[str, Any] = {}
+    reasons = []
+    if num_rejected:
+        longest = int(requests.loc[rejected, "input_tokens"].max())
+        pool = f" of {pool_tokens:,} tokens" if pool_tokens is not None else ""
+        keys["rejected_warning"] = (
+            f"{num_rejected:,} of {total:,} requests were rejected: a prompt plus its output "
+            f"longer than a replica's KV pool{pool} (the longest rejected prompt has "
+            f"{longest:,} tokens); no latency figure counts them")
+        if total - num_rejected < KEPT_UP_SHARE * total:
+            reasons.append(f"only {(total - num_rejected) / total:.1%} of the requests "
+                           f"completed (at least {KEPT_UP_SHARE:.0%} keep up); a larger KV "
+                           "pool would serve them (a larger GPU, more GPUs per replica: "
+                           "--tp, or more --cache-tokens)")
+    if open_loop:
+        growth = ttft_growth(requests)
+        keys["ttft_growth"] = growth
+        if growth > GROWTH_LIMIT:
+            reasons.append(f"the queue grew: the last quarter's mean TTFT is {growth:,.1f}x "
+                           "the first quarter's, so the latencies measure a backlog, not "
+                           "the server; more replicas, GPUs per replica (--tp) or a faster "
+                           "GPU would keep up (`prefixsim capacity --search replicas` finds "
+                           "the fewest replicas that do)")
+    keys["kept_up"] = not reasons
+    if reasons:
+        keys["kept_up_warning"] = "the fleet did not keep up: " + "; and ".join(reasons)
+    return keys

@@ -1,0 +1,128 @@
+"""The kept-up rule a timed run reports (metrics/kept_up.py; docs/load.md "kept up"): known
+answers worked by hand, the summary keys of real runs that keep up, fall behind or reject
+requests, the warnings `prefixsim run` prints, and the capacity search judging by the same
+rule."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from prefixsim.capacity import verdict
+from prefixsim.cli import app
+from prefixsim.config import load_config
+from prefixsim.metrics import kept_up
+from prefixsim.metrics.kept_up import kept_up_keys, ttft_growth
+from prefixsim.pipeline import simulate
+
+DEMO = "traces/demo_chat.jsonl"
+
+
+def frame(ttft_ms, status=None, arrival_s=None, input_tokens=None) -> pd.DataFrame:
+    n = len(ttft_ms)
+    return pd.DataFrame({
+        "arrival_s": np.arange(n, dtype=float) if arrival_s is None else arrival_s,
+        "ttft_ms": np.asarray(ttft_ms, dtype=float),
+        "status": ["completed"] * n if status is None else status,
+        "input_tokens": [100] * n if input_tokens is None else input_tokens,
+    })
+
+
+def test_growth_known_answer_in_arrival_order():
+    # 8 requests, quarters of 2: first (1 + 3) / 2 = 2, last (8 + 12) / 2 = 10 -> 5x; the
+    # rows are given out of arrival order and the middle ones do not count
+    rows = frame([12, 1, 50, 8, 3, 50, 50, 50], arrival_s=[7.0, 0.0, 2.0, 6.0, 1.0, 3.0,
+                                                           4.0, 5.0])
+    assert ttft_growth(rows) == pytest.approx(5.0)
+
+
+def test_growth_edge_cases():
+    assert ttft_growth(frame([5.0, 5.0, 5.0])) == 0.0  # no quarter
+    assert ttft_growth(frame([math.nan, 1, 1, 1])) == 0.0  # nothing to compare against
+    assert ttft_growth(frame([1, 1, 1, math.nan])) == math.inf  # the last never started
+    # rejected requests have no TTFT: the quarter's mean is over those that have one
+    assert ttft_growth(frame([2, math.nan, 1, 1, 6, math.nan, 4, 4])) == pytest.approx(2.0)
+    assert ttft_growth(pd.DataFrame({"arrival_s": [0.0]})) == 0.0
+
+
+def test_steady_open_loop_keeps_up_without_a_warning():
+    keys = kept_up_keys(frame([10, 12, 11, 30, 9, 14, 20, 19]), True, 1000)
+    assert keys == {"ttft_growth": pytest.approx(19.5 / 11), "kept_up": True}
+    at_the_limit = kept_up_keys(frame([10, 10, 5, 5, 5, 5, 20, 20]), True, 1000)
+    assert at_the_limit == {"ttft_growth": 2.0, "kept_up": True}  # "at most twice"
+
+
+def test_growing_queue_warns_with_its_figure():
+    keys = kept_up_keys(frame([10, 10, 20, 40, 80, 90, 25, 35]), True, 1000)
+    assert keys["kept_up"] is False and keys["ttft_growth"] == pytest.approx(3.0)
+    assert "3.0x the first quarter's" in keys["kept_up_warning"]
+    assert "prefixsim capacity --search replicas" in keys["kept_up_warning"]
+    assert "rejected_warning" not in keys
+
+
+def test_closed_loop_judges_completions_only():
+    keys = kept_up_keys(frame([10, 10, 20, 40, 80, 90, 250, 350]), False, 1000)
+    assert keys == {"kept_up": True}
+
+
+@pytest.mark.parametrize(("rejected", "kept"), [(1, True), (2, True), (3, False)])
+def test_rejections_warn_and_more_than_two_percent_fail(rejected, kept):
+    status = ["rejected"] * rejected + ["completed"] * (100 - rejected)
+    tokens = [5000 + i for i in range(rejected)] + [100] * (100 - rejected)
+    ttft = [math.nan] * rejected + [10.0] * (100 - rejected)
+    keys = kept_up_keys(frame(ttft, status=status, input_tokens=tokens), True, 4096)
+    assert keys["kept_up"] is kept
+    assert keys["rejected_warning"].startswith(f"{rejected} of 100 requests were rejected")
+    assert "KV pool of 4,096 tokens" in keys["rejected_warning"]
+    assert f"longest rejected prompt has {5000 + rejected - 1:,} tokens" in \
+        keys["rejected_warning"]
+    if not kept:
+        assert "only 97.0% of the requests completed" in keys["kept_up_warning"]
+        assert "larger KV pool" in keys["kept_up_warning"]
+        assert "queue grew" not in keys["kept_up_warning"]
+
+
+def test_capacity_search_judges_by_the_same_rule():
+    assert verdict.ttft_growth is kept_up.ttft_growth
+    assert (verdict.KEPT_UP_SHARE, verdict.GROWTH_LIMIT) == (0.98, 2.0)
+    rows = frame([10, 10, 20, 40, 80, 90, 25, 35])
+    judged = verdict.judge({"completed": 8, "num_requests": 8}, rows, {})
+    assert judged.reasons == ("queue grew: last quarter's mean TTFT 3.00 x the first's",)
+
+
+def _run(**overrides) -> dict:
+    config = load_config(None, {"trace.path": DEMO, "engine.sample_interval_s": None,
+                                **overrides})
+    return simulate(config).summary
+
+
+def test_real_runs_keep_up_fall_behind_and_reject():
+    light = _run(**{"engine.replicas": 2})
+    assert light["kept_up"] is True and light["ttft_growth"] < 2
+    assert "kept_up_warning" not in light and "rejected_warning" not in light
+    flooded = _run(**{"load.type": "constant", "load.rate": 200.0})
+    assert flooded["kept_up"] is False and flooded["ttft_growth"] > 2
+    assert flooded["completed"] == flooded["num_requests"]  # served in the end, late
+    small = _run(**{"cache.capacity_tokens": 3000})
+    assert small["rejected"] > 0 and small["kept_up"] is False
+    assert f"{small['rejected']} of 264 requests were rejected" in small["rejected_warning"]
+    closed = _run(**{"load.type": "concurrency", "load.users": 64})
+    assert closed["kept_up"] is True and "ttft_growth" not in closed
+
+
+def test_run_prints_the_warnings_under_its_result_block(tmp_path):
+    out = tmp_path / "flooded"
+    result = CliRunner().invoke(app, ["run", "--trace", DEMO, "--load", "constant",
+                                      "--rate", "200", "--cache-tokens", "3000",
+                                      "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    block, _, after = result.output.partition("=" * 60 + "\n")
+    lines = after.splitlines()
+    assert lines[0].startswith("warning: ") and "were rejected" in lines[0]
+    assert lines[1].startswith("warning: the fleet did not keep up: only ")
+    assert "queue grew" in lines[1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert lines[1] == f"warning: {summary['kept_up_warning']}"
