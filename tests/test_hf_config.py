@@ -105,6 +105,15 @@ def test_deepseek_v3_config_matches_the_preset():
     assert round(model.num_active_params / 1e9, 1) == 37.6
 
 
+def test_context_length_from_max_position_embeddings(tmp_path):
+    assert load_hf_config(write_config(tmp_path, "dense")).max_model_len is None
+    long = load_hf_config(write_config(tmp_path, "dense", max_position_embeddings=8192))
+    assert long.max_model_len == 8192
+    gemma = model_from_hf_config({**BASE, "text_config": {"max_position_embeddings": 2048}},
+                                 "multimodal")
+    assert gemma.max_model_len == 2048  # a multimodal config's text_config first
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_each_kind_runs_timed(tmp_path, kind):
     out = tmp_path / "out"
@@ -123,6 +132,7 @@ def test_each_kind_runs_timed(tmp_path, kind):
     ({"layer_types": ["conv"] * 4}, "layer_types[0]: unknown layer kind 'conv'"),
     ({"tie_word_embeddings": "no"}, "tie_word_embeddings: must be true or false"),
     ({"num_experts_per_tok": 9, "num_local_experts": 4}, "num_experts_per_tok: must not"),
+    ({"max_position_embeddings": 0}, "max_position_embeddings: must be an integer >= 1"),
 ])
 def test_bad_config_fails_in_one_line_naming_file_and_key(tmp_path, change, key):
     path = write_config(tmp_path, "dense", **change)

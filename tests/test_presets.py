@@ -1,5 +1,7 @@
 """Presets match docs/cost-models.md; derived sizes worked by hand; custom specs from YAML."""
 
+import dataclasses
+
 import pytest
 
 from prefixsim.errors import InputError
@@ -106,3 +108,33 @@ def test_custom_preset_errors_name_the_field():
     with pytest.raises(InputError) as info:
         model_from_mapping({**good, "num_layers": 0}, prefix="model")
     assert info.value.field == "model.num_layers"
+
+
+# docs/cost-models.md "context (max_model_len)" column: each config.json's
+# max_position_embeddings
+CONTEXT = {
+    "llama-3.1-8b": 131_072, "llama-3.1-70b": 131_072, "llama-3.1-405b": 131_072,
+    "llama-2-7b": 4_096, "llama-2-70b": 4_096, "codellama-34b": 16_384,
+    "qwen2.5-7b": 32_768, "qwen2.5-72b": 32_768, "mistral-7b": 32_768,
+    "mixtral-8x7b": 32_768, "deepseek-v3": 163_840, "qwen3-coder-30b-a3b": 262_144,
+    "gpt-oss-120b": 131_072, "gemma-3-27b": 131_072,
+}
+
+
+def test_every_preset_has_its_context_length():
+    assert {name: MODELS[name].max_model_len for name in MODELS} == CONTEXT
+
+
+def test_the_docs_table_lists_each_context_length():
+    from pathlib import Path
+    text = (Path(__file__).parents[1] / "docs" / "cost-models.md").read_text()
+    for name, context in CONTEXT.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
+        assert row.rstrip(" |").endswith(f"{context:,}"), name
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "4096"])
+def test_a_bad_context_length_names_its_field(value):
+    with pytest.raises(InputError) as info:
+        dataclasses.replace(get_model("llama-3.1-8b"), max_model_len=value)
+    assert info.value.field == "max_model_len"

@@ -87,6 +87,10 @@ class SchedulerConfig(Section):
     chunked_prefill: bool = Field(
         True, description="split prompts into chunks under the token budget (vLLM "
                           "--enable-chunked-prefill); false: whole prompts only")
+    max_model_len: int | None = option(
+        None, "--max-model-len", "Longest prompt plus output a replica accepts, as vLLM's "
+        "--max-model-len (longer requests are rejected); default: the model's context length "
+        "(its config.json's max_position_embeddings)", ge=1, shown_default="the model's")
 
     @model_validator(mode="after")
     def _consistent(self) -> SchedulerConfig:

@@ -56,7 +56,7 @@ cdef class Replica(ReplicaMemory):
     @cython.locals(clock=RunClock, start=cython.double)
     cpdef long long least_load_at(self, double now) except? -1
 
-    @cython.locals(was_empty=bint)
+    @cython.locals(was_empty=bint, tokens=cython.longlong)
     cpdef submit(self, RequestState state)
 
     cpdef _finish(self, RequestState state)

@@ -242,9 +242,13 @@ class Replica(ReplicaMemory):
 
     # ------------------------------------------------------------------ arrival
     def submit(self, state: RequestState) -> None:
-        """A routed request joins the queue (or is rejected if it could never fit)."""
+        """A routed request joins the queue, or is rejected if it could never fit its KV
+        pool or is longer than the model's context (the scheduler's `max_model_len`: vLLM
+        refuses a prompt plus its requested output over --max-model-len on arrival)."""
         state.replica = self.index
-        if state.prompt_tokens + state.target_tokens > self.capacity_tokens:
+        tokens = state.prompt_tokens + state.target_tokens
+        limit = self.scheduler.max_model_len
+        if tokens > self.capacity_tokens or (limit is not None and tokens > limit):
             state.status = REJECTED
             self.on_finish(state)
             return

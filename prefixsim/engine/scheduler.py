@@ -50,6 +50,8 @@ class ContinuousBatching:
     max_num_seqs: int = 256
     chunked_prefill: bool = True  # False: a prompt is prefilled in one step (vLLM's
     # --no-enable-chunked-prefill), or waits until a step has the budget for all of it
+    max_model_len: int | None = None  # the longest prompt + output a replica accepts (vLLM's
+    # --max-model-len: longer requests are rejected on arrival); None: no limit but memory
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1 or self.max_batched_tokens < self.max_num_seqs:

@@ -46,6 +46,8 @@ class RunFacts:
     `trace`: the trace as read (its labels and skipped lines go in the summary).
     `pool`: the shared KV pool's figures (R18), None without one.
     `distinct_prefix_tokens`: the trace's, when counted as it streamed (else from `trace`).
+    `max_model_len`: the longest prompt plus output a replica accepted (timed; None: no
+    limit but its KV pool).
     """
 
     mode: str
@@ -68,4 +70,5 @@ class RunFacts:
     trace: TraceData | None = None
     command: str | None = None
     pool: PoolFigures | None = None
+    max_model_len: int | None = None
     distinct_prefix_tokens: int | None = None

@@ -48,13 +48,14 @@ def _mean(values: np.ndarray) -> float:
     return float(finite.mean()) if len(finite) else math.nan
 
 
-def kept_up_keys(requests: pd.DataFrame, open_loop: bool,
-                 pool_tokens: int | None) -> dict[str, Any]:
+def kept_up_keys(requests: pd.DataFrame, open_loop: bool, pool_tokens: int | None,
+                 max_model_len: int | None = None) -> dict[str, Any]:
     """`kept_up`, `ttft_growth` (open loop only), `rejected_warning` when any request was
-    rejected (how many, why, the longest rejected prompt) and `kept_up_warning` when the
-    fleet did not keep up (what failed, with the figures, and what to try). `requests`: a
-    timed run's frame (`status`, `arrival_s`, `ttft_ms`, `input_tokens`); `pool_tokens`:
-    one replica's KV pool, which a rejected request could never fit."""
+    rejected (how many, the limit they were over, the longest rejected prompt) and
+    `kept_up_warning` when the fleet did not keep up (what failed, with the figures, and
+    what to try). `requests`: a timed run's frame (`status`, `arrival_s`, `ttft_ms`,
+    `input_tokens`); a request is rejected when its prompt plus output is over the smaller
+    of `pool_tokens` (one replica's KV pool) and `max_model_len` (the model's context)."""
     total = len(requests)
     rejected = requests["status"] == "rejected" if total else None
     num_rejected = int(rejected.sum()) if total else 0
@@ -62,16 +63,24 @@ def kept_up_keys(requests: pd.DataFrame, open_loop: bool,
     reasons = []
     if num_rejected:
         longest = int(requests.loc[rejected, "input_tokens"].max())
-        pool = f" of {pool_tokens:,} tokens" if pool_tokens is not None else ""
+        by_context = max_model_len is not None and (pool_tokens is None
+                                                    or max_model_len < pool_tokens)
+        if by_context:
+            limit = f"the model's context (max_model_len) of {max_model_len:,} tokens"
+            remedy = ("a model with a longer context would serve them (or --max-model-len, "
+                      "where the model supports more)")
+        else:
+            limit = ("a replica's KV pool" + (f" of {pool_tokens:,} tokens"
+                                              if pool_tokens is not None else ""))
+            remedy = ("a larger KV pool would serve them (a larger GPU, more GPUs per "
+                      "replica: --tp, or more --cache-tokens)")
         keys["rejected_warning"] = (
             f"{num_rejected:,} of {total:,} requests were rejected: a prompt plus its output "
-            f"longer than a replica's KV pool{pool} (the longest rejected prompt has "
-            f"{longest:,} tokens); no latency figure counts them")
+            f"longer than {limit} (the longest rejected prompt has {longest:,} tokens); no "
+            "latency figure counts them")
         if total - num_rejected < KEPT_UP_SHARE * total:
             reasons.append(f"only {(total - num_rejected) / total:.1%} of the requests "
-                           f"completed (at least {KEPT_UP_SHARE:.0%} keep up); a larger KV "
-                           "pool would serve them (a larger GPU, more GPUs per replica: "
-                           "--tp, or more --cache-tokens)")
+                           f"completed (at least {KEPT_UP_SHARE:.0%} keep up); {remedy}")
     if open_loop:
         growth = ttft_growth(requests)
         keys["ttft_growth"] = growth

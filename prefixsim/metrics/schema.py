@@ -99,7 +99,7 @@ _SERVING = {
     "total_token_throughput": "input + output tokens of completed requests per second",
     "request_goodput": "completed requests meeting every --goodput SLO, per second (null "
                        "without an SLO)",
-    "rejected": "requests that could never fit a replica's KV pool",
+    "rejected": "requests that could never fit a replica's KV pool or max_model_len",
     "num_preemptions": "preemptions (recompute) over all requests",
     "kept_up": "the fleet kept up: >= 98% of the requests completed and, open loop, no "
                "growing queue (docs/load.md)",
@@ -120,6 +120,7 @@ _SERVING = {
     "cost_model_warning": "the profile was measured on another device, model or TP",
     "cost_model_borrowed": "parts of the profile borrowed from another GPU or model",
     "kv_pool_tokens_per_replica": "KV pool of one replica in tokens",
+    "max_model_len": "longest prompt + output a replica accepts (null: no limit but the pool)",
     "replica{i}_completed": "requests completed on replica i",
     "replica{i}_kv_pool_tokens": "KV pool of replica i in tokens",
     "replica{i}_busy_fraction": "share of the run replica i was stepping",

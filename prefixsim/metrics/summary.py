@@ -81,13 +81,14 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
     summary.update(disaggregation_summary(result))
     load = config.load
     summary.update(kept_up_keys(facts.requests, not load.closed_loop and load.stages is None,
-                                facts.pool_tokens_per_replica))
+                                facts.pool_tokens_per_replica, facts.max_model_len))
     wall = facts.wall_time_s
     summary.update({
         "model": facts.model.name, "gpu": facts.gpu.name, "tp": config.hardware.tp,
         "replicas": engine.num_replicas, "router": config.router.name,
         "cost_model": config.cost_model.name,
         "kv_pool_tokens_per_replica": facts.pool_tokens_per_replica,
+        "max_model_len": facts.max_model_len,
         "cache_policy": config.cache.policy, "cache_ttl_s": config.cache.ttl_s,
         "num_requests": facts.num_requests, "num_events": result.num_events,
         "prefixsim_version": __version__, "wall_time_s": wall,

@@ -130,7 +130,8 @@ def build(config: RunConfig, requests: Sequence[Request],
     tiers = [build_tiers(cache, config.cache) for cache in caches]
     scheduler = ContinuousBatching(config.scheduler.max_batched_tokens,
                                    config.scheduler.max_num_seqs,
-                                   config.scheduler.chunked_prefill)
+                                   config.scheduler.chunked_prefill,
+                                   max_model_len(config, model))
     clients, sessions = build_clients(config.load, requests)
     fleet = Fleet(caches, cost_model, scheduler, router, config.engine.time_scale, rules,
                   tiers, kv_bytes_per_gpu, shared, split, clients, decode_router,
@@ -195,6 +196,12 @@ def build_cost_model(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> CostM
                                  tp=config.hardware.tp, **params)
     except (TypeError, ValueError) as exc:
         raise InputError(str(exc), field="cost_model.params") from None
+
+
+def max_model_len(config: RunConfig, model: ModelSpec) -> int | None:
+    """The longest prompt plus output a replica accepts: `scheduler.max_model_len`, else
+    the model's context length (None: no limit but its KV pool)."""
+    return config.scheduler.max_model_len or model.max_model_len
 
 
 def replica_pool_tokens(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> int:

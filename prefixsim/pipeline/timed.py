@@ -30,7 +30,12 @@ from prefixsim.metrics.facts import TIMED, Bounds, RunFacts
 from prefixsim.metrics.requests import records_frame
 from prefixsim.metrics.serving import total_counters
 from prefixsim.metrics.timeseries import timeseries
-from prefixsim.pipeline.build import Components, build_unbounded_cache, request_ttls
+from prefixsim.pipeline.build import (
+    Components,
+    build_unbounded_cache,
+    max_model_len,
+    request_ttls,
+)
 from prefixsim.pipeline.closed_loop import with_session_columns
 from prefixsim.trace import Request
 
@@ -107,6 +112,7 @@ def run_timed(parts: Components, requests: Iterable[Request],
         bounds=figures.bounds,
         num_requests=figures.num_requests, wall_time_s=0.0, timed=result,
         pool_tokens_per_replica=pool, pricing=parts.pricing,
+        max_model_len=max_model_len(config, parts.model),
         request_ttls=figures.request_ttls,
         sampling=sampling,
         pool=None if parts.shared_pool is None else PoolFigures.of(

@@ -13,7 +13,8 @@ mlp_only_layers, decoder_sparse_step, expert_layer_period / _offset); MLA: kv_lo
 qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds: layer_types
 (full_attention, sliding_attention, linear_attention, mamba), else sliding_window_pattern
 (every Nth layer full), else attn_layer_period / attn_layer_offset (the rest Mamba), else
-sliding_window on every layer (unless use_sliding_window is false).
+sliding_window on every layer (unless use_sliding_window is false); the context length:
+max_position_embeddings (vLLM's default --max-model-len; absent: no limit).
 
 Parameter counts come from the geometry (h hidden, a heads, k KV heads, d head dim, V vocab,
 L layers; biases and norms are left out, a fraction of a percent):
@@ -126,6 +127,8 @@ def model_from_hf_config(data: dict[str, Any], name: str,
             vocab_size=vocab, num_params=total, num_active_params=active, tied_embeddings=tied,
             sliding_window=keys.int("sliding_window") if window else None,
             num_window_layers=window, num_state_layers=kinds.count(STATE),
+            max_model_len=(keys.int("max_position_embeddings")
+                           if keys.has("max_position_embeddings") else None),
             notes=f"from config.json {source or name}; parameters computed from the geometry",
             **extra)
     except InputError as exc:

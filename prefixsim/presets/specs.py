@@ -45,6 +45,10 @@ class ModelSpec(LayerShape):
     num_window_layers keep the KV of the last `sliding_window` tokens only (sliding-window
     attention) and num_state_layers keep a fixed state and no per-token KV (linear attention,
     Mamba); the rest are full attention. Both default to 0: every layer full attention.
+
+    `max_model_len`: the longest prompt plus output a server of the model accepts, its
+    context length (config.json's max_position_embeddings, which vLLM's --max-model-len
+    defaults to); None: no limit but the KV pool.
     """
 
     num_params: int
@@ -58,6 +62,7 @@ class ModelSpec(LayerShape):
     sliding_window: int | None = None
     num_window_layers: int = 0
     num_state_layers: int = 0
+    max_model_len: int | None = None
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -76,6 +81,11 @@ class ModelSpec(LayerShape):
         if (self.kv_lora_rank is None) != (self.rope_dim is None):
             raise InputError("kv_lora_rank and rope_dim go together", field="rope_dim")
         self._check_layer_kinds()
+        length = self.max_model_len
+        if length is not None and (isinstance(length, bool) or not isinstance(length, int)
+                                   or length < 1):
+            raise InputError(f"must be an integer >= 1 or null, got {length!r}",
+                             field="max_model_len")
         if self.linear_params_per_token < 1:
             raise InputError("active parameters do not exceed the embeddings",
                              field="num_active_params")

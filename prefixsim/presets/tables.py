@@ -63,28 +63,38 @@ def _model(name: str, shape: tuple[int, int, int, int, int, int, int], params_b:
     )
 
 
+# Context lengths (max_model_len): each model card's config.json max_position_embeddings,
+# which vLLM's --max-model-len defaults to (docs/cost-models.md "Models").
+_LLAMA_31_CONTEXT = 131072
 MODELS: dict[str, ModelSpec] = {
     m.name: m
     for m in (
-        _model("llama-3.1-8b", (32, 4096, 32, 8, 128, 14336, 128256), 8.03),
-        _model("llama-3.1-70b", (80, 8192, 64, 8, 128, 28672, 128256), 70.6),
-        _model("llama-3.1-405b", (126, 16384, 128, 8, 128, 53248, 128256), 405.9),
-        _model("llama-2-7b", (32, 4096, 32, 32, 128, 11008, 32000), 6.74,
+        _model("llama-3.1-8b", (32, 4096, 32, 8, 128, 14336, 128256), 8.03,
+               max_model_len=_LLAMA_31_CONTEXT),
+        _model("llama-3.1-70b", (80, 8192, 64, 8, 128, 28672, 128256), 70.6,
+               max_model_len=_LLAMA_31_CONTEXT),
+        _model("llama-3.1-405b", (126, 16384, 128, 8, 128, 53248, 128256), 405.9,
+               max_model_len=_LLAMA_31_CONTEXT),
+        _model("llama-2-7b", (32, 4096, 32, 32, 128, 11008, 32000), 6.74, max_model_len=4096,
                notes="Llama-2-7B config.json: multi-head attention (32 KV heads)"),
-        _model("llama-2-70b", (80, 8192, 64, 8, 128, 28672, 32000), 68.98,
+        _model("llama-2-70b", (80, 8192, 64, 8, 128, 28672, 32000), 68.98, max_model_len=4096,
                notes="Llama-2-70B config.json: GQA with 8 KV heads"),
         _model("codellama-34b", (48, 8192, 64, 8, 128, 22016, 32000), 33.74,
+               max_model_len=16384,
                notes="CodeLlama-34B config.json: GQA with 8 KV heads, vocab 32000"),
-        _model("qwen2.5-7b", (28, 3584, 28, 4, 128, 18944, 152064), 7.62),
-        _model("qwen2.5-72b", (80, 8192, 64, 8, 128, 29568, 152064), 72.7),
-        _model("mistral-7b", (32, 4096, 32, 8, 128, 14336, 32768), 7.25),
+        _model("qwen2.5-7b", (28, 3584, 28, 4, 128, 18944, 152064), 7.62,
+               max_model_len=32768),
+        _model("qwen2.5-72b", (80, 8192, 64, 8, 128, 29568, 152064), 72.7,
+               max_model_len=32768),
+        _model("mistral-7b", (32, 4096, 32, 8, 128, 14336, 32768), 7.25,
+               max_model_len=32768),
         _model("mixtral-8x7b", (32, 4096, 32, 8, 128, 14336, 32000), 46.7, 12.9,
                num_experts=8, experts_per_token=2,
-               expert_params=32 * 8 * 3 * 4096 * 14336),
+               expert_params=32 * 8 * 3 * 4096 * 14336, max_model_len=32768),
         _model("deepseek-v3", (61, 7168, 128, 1, 128, 18432, 129280), 671, 37,
                num_experts=256, experts_per_token=8,
                expert_params=58 * 256 * 3 * 7168 * 2048,
-               kv_lora_rank=512, rope_dim=64,
+               kv_lora_rank=512, rope_dim=64, max_model_len=163840,
                notes="MLA: KV is the 512-wide latent + 64 rope values per layer; attention "
                      "FLOPs use head_dim 128 per head (approximate); ~37B active is approximate; "
                      "routed experts (58 MoE layers x 256, intermediate 2048) plus a shared one"),
@@ -106,7 +116,7 @@ _HF_PRESETS = (
         hidden_size=2048, num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4,
         head_dim=128, intermediate_size=6144, moe_intermediate_size=768, num_experts=128,
         num_experts_per_tok=8, vocab_size=151936, tie_word_embeddings=False,
-        sliding_window=None, use_sliding_window=False),
+        sliding_window=None, use_sliding_window=False, max_position_embeddings=262144),
     _from_card(
         "gpt-oss-120b", "openai/gpt-oss-120b",
         "MoE 128 experts, 4 active; layers alternate a 128-token sliding window and full "
@@ -116,7 +126,8 @@ _HF_PRESETS = (
         hidden_size=2880, num_hidden_layers=36, num_attention_heads=64, num_key_value_heads=8,
         head_dim=64, intermediate_size=2880, num_local_experts=128, num_experts_per_tok=4,
         vocab_size=201088, tie_word_embeddings=False, sliding_window=128,
-        layer_types=["sliding_attention", "full_attention"] * 18),
+        layer_types=["sliding_attention", "full_attention"] * 18,
+        max_position_embeddings=131072),
     _from_card(
         "gemma-3-27b", "google/gemma-3-27b-it",
         "text model only (the vision tower, ~0.4B, left out); 5 local layers with a "
@@ -124,7 +135,8 @@ _HF_PRESETS = (
         text_config={
             "hidden_size": 5376, "num_hidden_layers": 62, "num_attention_heads": 32,
             "num_key_value_heads": 16, "head_dim": 128, "intermediate_size": 21504,
-            "vocab_size": 262208, "sliding_window": 1024, "sliding_window_pattern": 6},
+            "vocab_size": 262208, "sliding_window": 1024, "sliding_window_pattern": 6,
+            "max_position_embeddings": 131072},
         tie_word_embeddings=True),
 )
 MODELS.update((m.name, m) for m in _HF_PRESETS)

@@ -117,7 +117,7 @@ _DEFAULT_DUMP = RunConfig().model_dump(mode="json")
 # it). A new config key goes here too (tests/sweep/test_run_ids.py pins the demo's ids).
 LATER_KEYS = ("load", "model.config_path", "serving", "trace.max_pages",
               "engine.disaggregation", "hardware.expert_parallel", "router.decode_router",
-              "cache.tier_load")
+              "cache.tier_load", "scheduler.max_model_len")
 
 
 def _identity(config: RunConfig) -> dict[str, Any]:

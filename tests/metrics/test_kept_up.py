@@ -85,6 +85,20 @@ def test_rejections_warn_and_more_than_two_percent_fail(rejected, kept):
         assert "queue grew" not in keys["kept_up_warning"]
 
 
+def test_the_smaller_limit_is_named_with_its_remedy():
+    status = ["rejected"] * 5 + ["completed"] * 5
+    rows = frame([math.nan] * 5 + [10.0] * 5, status=status,
+                 input_tokens=[200_000] * 5 + [100] * 5)
+    by_context = kept_up_keys(rows, True, 450_911, 131_072)
+    assert "the model's context (max_model_len) of 131,072 tokens" in \
+        by_context["rejected_warning"]
+    assert "a model with a longer context" in by_context["kept_up_warning"]
+    by_pool = kept_up_keys(rows, True, 100_000, 131_072)
+    assert "a replica's KV pool of 100,000 tokens" in by_pool["rejected_warning"]
+    assert "a larger KV pool" in by_pool["kept_up_warning"]
+    assert "KV pool of 100,000" in kept_up_keys(rows, True, 100_000, None)["rejected_warning"]
+
+
 def test_capacity_search_judges_by_the_same_rule():
     assert verdict.ttft_growth is kept_up.ttft_growth
     assert (verdict.KEPT_UP_SHARE, verdict.GROWTH_LIMIT) == (0.98, 2.0)
