@@ -28,6 +28,7 @@ from prefixsim.capacity.search import SearchResult, find_threshold
 from prefixsim.capacity.verdict import Verdict, judge
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
+from prefixsim.metrics.kept_up import KEPT_UP_SHARE, rejection_limit
 from prefixsim.report.plots_load import PLOTTED_KEYS
 from prefixsim.sweep import OK, RunOutcome, run_point
 from prefixsim.sweep.executors import LOCAL_WORKERS, ExecutorOptions, default_jobs
@@ -56,6 +57,17 @@ class CapacityQuestion:
     slos: dict[str, float] = field(default_factory=dict)
     goodput_share: float | None = None
     tolerance: float = 0.05
+
+
+class _Unservable(Exception):
+    """A probe rejected more requests than a passing run may (each too long for a replica's
+    KV pool or the model's context): no value of the knob changes which requests those are,
+    so no probe can pass and the search stops there."""
+
+    def __init__(self, value: float, note: str) -> None:
+        super().__init__(note)
+        self.value = value
+        self.note = note
 
 
 @dataclass
@@ -97,11 +109,13 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
         todo = [make_point(base, knob.params(v)) for v in values]
         verdicts: dict[int, Verdict | None] = {}
         latencies: dict[int, dict[str, Any]] = {}
+        outcomes: dict[int, RunOutcome] = {}
         for index, outcome in runner.map_unordered(fn, todo):
             if isinstance(outcome, BaseException):
                 outcome = RunOutcome(run_id=todo[index].run_id, params=todo[index].params,
                                      status=FAILED, error=f"worker lost: {outcome}")
             write_run(out_dir, outcome)
+            outcomes[index] = outcome
             verdicts[index] = _verdict(outcome, question)
             latencies[index] = {k: outcome.summary.get(k) for k in PLOTTED_KEYS}
         round_number = 1 + max((r["round"] for r in rows), default=0)
@@ -112,19 +126,44 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
             if on_probe is not None:
                 on_probe(row)
         points.extend(todo)
+        for index, value in enumerate(values):
+            if _unservable(outcomes[index]):
+                raise _Unservable(value, _unservable_note(outcomes[index].summary, knob))
         return [row["passed"] for row in rows[-len(values):]]
 
+    unservable = None
     try:
         width = min(MAX_WIDTH, workers.n_jobs or default_jobs())
         result = find_threshold(probe, knob.space(question.tolerance, width))
+    except _Unservable as stop:
+        result = SearchResult(good=None, bad=stop.value)
+        unservable = stop.note
     finally:
         runner.close()
     table = pd.DataFrame(rows)
     table = table[[*PROBE_COLUMNS, *(c for c in table.columns if c not in PROBE_COLUMNS)]] \
         if rows else pd.DataFrame(columns=list(PROBE_COLUMNS))
     summary = _answer(question, knob, result, table)
+    if unservable is not None:
+        summary["note"] = unservable
     _write_folder(out_dir, question, knob, points, table, summary, command)
     return CapacityAnswer(summary=summary, probes=table)
+
+
+def _unservable(outcome: RunOutcome) -> bool:
+    """Whether a finished probe rejected more than a passing run may (rejection depends on
+    a request's length and a replica's limits, never on the replicas or the rate)."""
+    summary = outcome.summary if outcome.status == OK else {}
+    total = summary.get("num_requests") or 0
+    return bool(total) and (summary.get("rejected") or 0) > (1 - KEPT_UP_SHARE) * total
+
+
+def _unservable_note(summary: dict[str, Any], knob: Knob) -> str:
+    limit, remedy = rejection_limit(summary.get("kv_pool_tokens_per_replica"),
+                                    summary.get("max_model_len"))
+    return (f"stopped: {summary['rejected']:,} of {summary['num_requests']:,} requests are "
+            f"longer than {limit} at any {knob.key}, more than {1 - KEPT_UP_SHARE:.0%} of "
+            f"them, so no probe can pass; {remedy}")
 
 
 def _verdict(outcome: RunOutcome, question: CapacityQuestion) -> Verdict | None:

@@ -48,6 +48,19 @@ def _mean(values: np.ndarray) -> float:
     return float(finite.mean()) if len(finite) else math.nan
 
 
+def rejection_limit(pool_tokens: int | None,
+                    max_model_len: int | None) -> tuple[str, str]:
+    """(what a rejected request's prompt plus output was longer than, what would serve it):
+    the smaller of the model's context and one replica's KV pool decides."""
+    if max_model_len is not None and (pool_tokens is None or max_model_len < pool_tokens):
+        return (f"the model's context (max_model_len) of {max_model_len:,} tokens",
+                "a model with a longer context would serve them (or --max-model-len, where "
+                "the model supports more)")
+    pool = f" of {pool_tokens:,} tokens" if pool_tokens is not None else ""
+    return (f"a replica's KV pool{pool}", "a larger KV pool would serve them (a larger GPU, "
+            "more GPUs per replica: --tp, or more --cache-tokens)")
+
+
 def kept_up_keys(requests: pd.DataFrame, open_loop: bool, pool_tokens: int | None,
                  max_model_len: int | None = None) -> dict[str, Any]:
     """`kept_up`, `ttft_growth` (open loop only), `rejected_warning` when any request was
@@ -63,17 +76,7 @@ def kept_up_keys(requests: pd.DataFrame, open_loop: bool, pool_tokens: int | Non
     reasons = []
     if num_rejected:
         longest = int(requests.loc[rejected, "input_tokens"].max())
-        by_context = max_model_len is not None and (pool_tokens is None
-                                                    or max_model_len < pool_tokens)
-        if by_context:
-            limit = f"the model's context (max_model_len) of {max_model_len:,} tokens"
-            remedy = ("a model with a longer context would serve them (or --max-model-len, "
-                      "where the model supports more)")
-        else:
-            limit = ("a replica's KV pool" + (f" of {pool_tokens:,} tokens"
-                                              if pool_tokens is not None else ""))
-            remedy = ("a larger KV pool would serve them (a larger GPU, more GPUs per "
-                      "replica: --tp, or more --cache-tokens)")
+        limit, remedy = rejection_limit(pool_tokens, max_model_len)
         keys["rejected_warning"] = (
             f"{num_rejected:,} of {total:,} requests were rejected: a prompt plus its output "
             f"longer than {limit} (the longest rejected prompt has {longest:,} tokens); no "

@@ -45,6 +45,39 @@ def test_rate_search_brackets_within_the_tolerance(tmp_path):
     assert answer["offered_rate"] > 0 and answer["achieved_rate"] > 0
 
 
+@pytest.mark.parametrize(("search", "limit", "named"), [
+    (("--search", "replicas", "--model", "llama-2-7b"), "the model's context (max_model_len) "
+     "of 4,096 tokens", "a model with a longer context"),
+    (("--search", "rate", "--cache-tokens", 3000), "a replica's KV pool of 3,000 tokens",
+     "a larger KV pool"),
+])
+def test_requests_no_replica_accepts_stop_the_search_at_once(tmp_path, search, limit, named):
+    """Rejection depends on a request's length and a replica's limits, not on the knob: the
+    first probe that rejects more than 2% ends the search (not 13 doublings to 4,096
+    replicas, each failing the same way)."""
+    out = tmp_path / "cap"
+    result = invoke("capacity", *search, "--trace", DEMO, "-j", 1, "--slo",
+                    "p99_ttft_ms:5000", "-o", out, "--quiet")
+    assert result.exit_code == 1, result.output  # no answer, as when no probe passes
+    answer = json.loads((out / "capacity.json").read_text())
+    assert answer["probes"] == 1 and answer["answer"] is None
+    assert answer["note"].startswith("stopped: ")
+    assert limit in answer["note"] and named in answer["note"]
+    summary = json.loads(next((out / "runs").glob("*/summary.json")).read_text())
+    assert f"{summary['rejected']:,} of 264 requests" in answer["note"]
+
+
+def test_a_few_rejections_do_not_stop_the_search(tmp_path):
+    """2% of the requests may be rejected and a probe still pass: the search goes on."""
+    out = tmp_path / "cap"
+    # of the first 120 requests one asks for more than 9,800 tokens (10,068): 1 rejected
+    result = invoke("capacity", "--search", "replicas", *TINY, "--max-model-len", 9800,
+                    "--slo", "p99_ttft_ms:5000", "-o", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    answer = json.loads((out / "capacity.json").read_text())
+    assert answer["answer"] == 1 and not answer.get("note", "").startswith("stopped")
+
+
 @pytest.mark.parametrize(("args", "named"), [
     (("--search", "replicas", "--slo", "p99_hit_rate:5"), "p99_hit_rate"),
     (("--search", "replicas", "--slo", "std_ttft_ms:5"), "std_ttft_ms"),
