@@ -164,9 +164,34 @@ def runs_section(runs: _Runs) -> Section:
             ("swept", " x ".join(short_name(c) for c in data.swept) or "-")]
     prices = runs.column("cost_prices_as_of")
     rows.append(("prices", _one_or_many(prices) if prices else "not priced (no --pricing)"))
+    kept = _kept_up(runs)
+    if kept is not None:
+        rows.append(("kept up", kept))
     rows.append(("prefixsim", _one_or_many(runs.column("prefixsim_version"))))
     rows.append(("command", data.meta.get("command") or _one_or_many(runs.column("command"))))
     return "Runs", rows
+
+
+def _kept_up(runs: _Runs) -> str | None:
+    """Whether the timed runs' fleets kept up with their load (docs/load.md, kept up): one
+    run's warnings in full, or how many of a sweep's runs did not (None: no timed run)."""
+    table = runs.table
+    if "kept_up" not in table:
+        return None
+    flags = table["kept_up"].astype(object)
+    timed = flags[flags.notna()]
+    if timed.empty:
+        return None
+    behind = timed.eq(False)
+    if len(timed) == 1:
+        row = table.loc[timed.index[0]]
+        warnings = [str(row[key]) for key in ("rejected_warning", "kept_up_warning")
+                    if key in table and isinstance(row[key], str)]
+        return "; ".join(["no", *warnings]) if behind.all() else "; ".join(["yes", *warnings])
+    if not behind.any():
+        return f"yes, all {len(timed)} timed runs"
+    return (f"no for {int(behind.sum())} of {len(timed)} timed runs (their latencies measure "
+            "a growing backlog; the table's kept up column)")
 
 
 def header_sections(data: ReportData) -> list[Section]:

@@ -41,7 +41,7 @@ h1 { margin: 0.2em 0 0.4em; font-size: 1.5em; } h2 { font-size: 1.15em; margin: 
 .facts h2 { margin: 0.1em 0 0.3em; font-size: 0.95em; color: #555; }
 .facts dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.1em 0.7em;
             margin: 0; font-size: 0.85em; }
-.facts dt { color: #666; } .facts dd { margin: 0; min-width: 0; }
+.facts dt { color: #666; } .facts dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; max-width: 100%; border: 1px solid #ddd; }
 table { border-collapse: separate; border-spacing: 0; font-size: 0.84em; }
 th, td { border-bottom: 1px solid #e3e3e3; border-right: 1px solid #eee;

@@ -130,6 +130,32 @@ def test_header_says_what_the_runs_ran_on(demo):
     assert runs["prices"].startswith("Claude Sonnet 4 list prices of 2025-06")
 
 
+def test_header_says_whether_the_timed_runs_kept_up(demo, tmp_path):
+    """Cache-only runs say nothing; a sweep of timed runs counts those that fell behind
+    (a flood at 200 requests/s on one replica against two replicas at the trace's pace);
+    one run gives its warnings in full. The comparison table has the column and a note."""
+    assert "kept up" not in dict(header_sections(demo)[2][1])
+    out = tmp_path / "timed"
+    run_sweep(parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl"},
+                                   "engine": {"sample_interval_s": None}},
+                          "runs": [{"engine.replicas": 2},
+                                   {"load": {"type": "constant", "rate": 200.0}}]}),
+              out, ExecutorOptions(n_jobs=1))
+    data = load_report_data(out)
+    runs = dict(header_sections(data)[2][1])
+    assert runs["kept up"].startswith("no for 1 of 2 timed runs")
+    frame = comparison(data)
+    assert sorted(frame["kept_up"].tolist()) == [False, True]
+    assert any("did not keep up" in note for note in comparison_notes(frame, data))
+    flooded = data.ok[data.ok["kept_up"].astype(object).eq(False)]["run_id"].iloc[0]
+    one = load_report_data(out / "runs" / flooded)
+    line = dict(header_sections(one)[2][1])["kept up"]
+    assert line.startswith("no; the fleet did not keep up: the queue grew: ")
+    steady = data.ok[data.ok["kept_up"].astype(object).eq(True)]["run_id"].iloc[0]
+    assert dict(header_sections(load_report_data(out / "runs" / steady))[2][1])[
+        "kept up"] == "yes"
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["lru", "s3fifo", "fifo"]),
                           st.sampled_from([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]),
