@@ -78,6 +78,25 @@ def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: 
         click.echo(f"{len(result.points)} runs: {len(result.executed) - len(result.failed)} "
                    f"ran, {len(result.failed)} failed, {len(result.skipped)} already finished")
         click.echo(f"results: {result.table_path}")
+        behind = _not_kept_up(result.table_path)
+        if behind:
+            shown = ", ".join(behind[:4]) + (f" and {len(behind) - 4} more"
+                                             if len(behind) > 4 else "")
+            click.echo(f"warning: {len(behind)} timed run{'s' if len(behind) > 1 else ''} did "
+                       f"not keep up with the load, so {'their' if len(behind) > 1 else 'its'} "
+                       f"latencies measure a backlog (kept_up false; docs/load.md): {shown}")
         click.echo(f"report:  prefixsim report {shlex.quote(str(out_dir))}")
     if result.failed:  # the sweep went on; its exit status still says not all runs finished
         sys.exit(1)
+
+
+def _not_kept_up(table_path: Path | None) -> list[str]:
+    """The run ids of the sweep table's timed runs whose fleet did not keep up."""
+    if table_path is None or not table_path.exists():
+        return []
+    import pandas as pd  # the command group imports no pandas (docs/architecture.md "cli/")
+
+    table = pd.read_parquet(table_path)
+    if "kept_up" not in table or "run_id" not in table:
+        return []
+    return table.loc[table["kept_up"].astype(object).eq(False), "run_id"].astype(str).tolist()

@@ -5,6 +5,7 @@ rule."""
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -140,3 +141,23 @@ def test_run_prints_the_warnings_under_its_result_block(tmp_path):
     assert "queue grew" in lines[1]
     summary = json.loads((out / "summary.json").read_text())
     assert lines[1] == f"warning: {summary['kept_up_warning']}"
+
+
+def test_sweep_names_the_runs_that_did_not_keep_up(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    demo = Path(DEMO).resolve()  # a spec's paths are relative to its own folder
+    spec.write_text(f"""name: kept
+base: {{trace: {{path: {demo}}}, engine: {{sample_interval_s: null}}}}
+runs:
+  - {{engine.replicas: 2}}
+  - {{load: {{type: constant, rate: 200.0}}}}
+""")
+    out = tmp_path / "sweep"
+    result = CliRunner().invoke(app, ["sweep", str(spec), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(out / "sweep.parquet")
+    behind = table.loc[table["kept_up"].astype(object).eq(False), "run_id"].tolist()
+    assert len(behind) == 1
+    line = next(x for x in result.output.splitlines() if x.startswith("warning: "))
+    assert line.startswith("warning: 1 timed run did not keep up with the load, so its ")
+    assert line.endswith(f": {behind[0]}")
