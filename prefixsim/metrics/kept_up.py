@@ -8,8 +8,9 @@ load (the trace's own times, or a rate), the queue did not grow: the mean TTFT o
 quarter of the requests in arrival order is at most GROWTH_LIMIT times the first quarter's.
 On a finite trace every admitted request is served in the end, so a fleet that falls behind
 shows as a growing queue, not as missing completions. A closed loop (users) cannot build a
-backlog, and a staged load changes its rate on purpose: for those only the completions
-count (each stage has its own figures: `stages`).
+backlog: there only the completions count. A staged load changes its rate on purpose, so
+its queue is judged stage by stage (each rate stage on its own rows: metrics/stages.py),
+and the run kept up when every stage did (`with_stages`).
 
 This module reads a requests frame and counts; it runs and writes nothing.
 """
@@ -24,6 +25,7 @@ import pandas as pd
 
 KEPT_UP_SHARE = 0.98
 GROWTH_LIMIT = 2.0
+KEPT_UP_KEYS = ("kept_up", "ttft_growth", "kept_up_warning")
 
 
 def ttft_growth(requests: pd.DataFrame) -> float:
@@ -96,4 +98,27 @@ def kept_up_keys(requests: pd.DataFrame, open_loop: bool, pool_tokens: int | Non
     keys["kept_up"] = not reasons
     if reasons:
         keys["kept_up_warning"] = "the fleet did not keep up: " + "; and ".join(reasons)
+    return keys
+
+
+def with_stages(keys: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A staged run's `kept_up` keys (`kept_up_keys` of the whole run, judged on its
+    completions only) with its stages' verdicts: it kept up when every stage did, and the
+    warning names the stages whose queue grew, with their offered rates and growths."""
+    behind = [stage for stage in stages if stage.get("kept_up") is False]
+    if not behind:
+        return keys
+    keys = dict(keys)
+    shown = ", ".join(
+        f"{stage['stage']} ({stage['rate']:g} req/s: {stage['ttft_growth']:,.1f}x)"
+        if stage.get("rate") is not None and stage.get("ttft_growth") is not None
+        else str(stage["stage"]) for stage in behind)
+    several = len(behind) > 1
+    reason = (f"the queue grew in stage{'s' if several else ''} {shown} (the last quarter's "
+              f"mean TTFT over the first quarter's), so {'those stages' if several else 'its'}"
+              " latencies measure a backlog, not the server")
+    earlier = keys.get("kept_up_warning")
+    keys["kept_up"] = False
+    keys["kept_up_warning"] = (f"{earlier}; and {reason}" if earlier
+                               else f"the fleet did not keep up: {reason}")
     return keys

@@ -20,6 +20,7 @@ import pandas as pd
 from prefixsim.cache import CacheCounters
 from prefixsim.config.load import StageConfig
 from prefixsim.metrics.facts import TIMED, RunFacts
+from prefixsim.metrics.kept_up import kept_up_keys
 from prefixsim.metrics.requests import cache_summary, request_summary
 from prefixsim.metrics.serving import serving_summary
 
@@ -29,6 +30,9 @@ STAGE_CACHE_KEYS = (
     "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_hit_tokens_pool",
     "cache_request_hit_rate", "cache_request_weighted_hit_rate",
 )
+
+
+STAGE_KEPT_UP_KEYS = ("kept_up", "ttft_growth")  # the rule on the stage's rows (kept_up.py)
 
 
 def stage_starts(durations: Iterable[float]) -> list[float]:
@@ -53,7 +57,8 @@ def stage_summaries(facts: RunFacts) -> list[dict[str, Any]]:
     """One dict per stage of `facts.config.load.stages`: its index, offered rate or users,
     start, duration, requests, and the run's figures on its rows. Timed runs add the
     serving figures over the stage's span: from its start to its last request's finish, or
-    its duration when that is longer."""
+    its duration when that is longer, and whether the fleet kept up in the stage (`kept_up`,
+    and `ttft_growth` for a rate stage: metrics/kept_up.py on the stage's rows)."""
     stages = facts.config.load.stages or []
     requests = facts.requests
     which = stage_index(requests["arrival_s"].to_numpy(), stages)
@@ -71,6 +76,9 @@ def stage_summaries(facts: RunFacts) -> list[dict[str, Any]]:
         figures.update({key: cache[key] for key in STAGE_CACHE_KEYS})
         if facts.mode == TIMED:
             figures.update(_serving(rows, starts[index], stage.duration_s, facts))
+            kept = kept_up_keys(rows, stage.rate is not None, facts.pool_tokens_per_replica,
+                                facts.max_model_len)  # an open-loop stage's queue too
+            figures.update({key: kept[key] for key in STAGE_KEPT_UP_KEYS if key in kept})
         summaries.append(figures)
     return summaries
 

@@ -16,7 +16,7 @@ from prefixsim._version import __version__
 from prefixsim.accel import code_path
 from prefixsim.config.load import LoadConfig
 from prefixsim.metrics.facts import CACHE_ONLY, TIMED, Bounds, RunFacts
-from prefixsim.metrics.kept_up import kept_up_keys
+from prefixsim.metrics.kept_up import KEPT_UP_KEYS, kept_up_keys, with_stages
 from prefixsim.metrics.pricing import prefill_savings, pricing_summary
 from prefixsim.metrics.requests import cache_summary, pool_summary, request_summary
 from prefixsim.metrics.serving import (
@@ -40,6 +40,9 @@ def summarize(facts: RunFacts) -> dict[str, Any]:
     summary.update(load_keys(facts.config.load))
     if facts.config.load.stages is not None:  # docs/load.md, stages
         summary["stages"] = stage_summaries(facts)
+        if facts.mode == TIMED:
+            summary.update(with_stages({k: summary[k] for k in KEPT_UP_KEYS if k in summary},
+                                       summary["stages"]))
     return summary
 
 

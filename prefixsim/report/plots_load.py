@@ -9,7 +9,8 @@ an answer as a dotted vertical one; it is also what capacity/plot.py draws `capa
 with. `latency_vs_load` is the report's plot: a capacity folder's probes with its SLOs and
 answer, else the stages of every staged run. A stage's offered rate is its `rate` (open
 loops) or, for a closed loop's users, its requests over its duration; its achieved rate is
-its `request_throughput`. Labels are plain text and linear axes (no math text).
+its `request_throughput`; a stage that did not keep up (its `kept_up`) is drawn hollow.
+Labels are plain text and linear axes (no math text).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def stage_points(data: ReportData) -> tuple[pd.DataFrame, list[str]]:
                 rate = (stage.get("num_requests") or 0) / stage["duration_s"]
             rows.append({CURVE: data.label(run_id), "offered_rate": rate,
                          "achieved_rate": stage.get("request_throughput"),
+                         "passed": stage.get("kept_up") is not False,
                          **{k: stage.get(k) for k in PLOTTED_KEYS}})
     return pd.DataFrame(rows), runs
 
@@ -125,7 +127,8 @@ def latency_vs_load(data: ReportData) -> Figure:
     """Latency against load: TTFT and TPOT (p50 dashed with circles, p99 solid with squares)
     against the offered and the achieved request rate, per probe of a capacity search (its
     SLOs dashed, its answer dotted, failed probes hollow) or per stage of each staged run
-    (a closed loop's offered rate is its stage's requests over the stage's duration)."""
+    (a closed loop's offered rate is its stage's requests over the stage's duration; a stage
+    whose fleet did not keep up hollow)."""
     if data.capacity is not None:
         probes, answer = data.capacity.probes, data.capacity.answer
         if probes.empty:
@@ -144,7 +147,10 @@ def latency_vs_load(data: ReportData) -> Figure:
     left = runs[MAX_RUNS_PER_PANEL:]
     note = f"Not drawn (one colour per run, at most {MAX_RUNS_PER_PANEL}): " \
         f"{', '.join(left)}." if left else ""
-    return tag(latency_load_figure(kept, title="Latency against load, per stage"), shown, note)
+    title = "Latency against load, per stage"
+    if not kept["passed"].all():
+        title += " (hollow: the fleet did not keep up)"
+    return tag(latency_load_figure(kept, title=title), shown, note)
 
 
 def capacity_figure(probes: pd.DataFrame, answer: Mapping[str, Any]) -> Figure:

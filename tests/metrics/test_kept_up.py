@@ -161,3 +161,19 @@ runs:
     line = next(x for x in result.output.splitlines() if x.startswith("warning: "))
     assert line.startswith("warning: 1 timed run did not keep up with the load, so its ")
     assert line.endswith(f": {behind[0]}")
+
+
+def test_a_staged_load_is_judged_stage_by_stage():
+    """Poisson stages of 0.5 and 200 requests/s on one replica: the first keeps up, the
+    flood does not; the run did not, and its warning names the stage and its rate."""
+    summary = _run(**{"load.type": "poisson", "load.stages": [
+        {"rate": 0.5, "duration_s": 200.0}, {"rate": 200.0, "duration_s": 0.5}]})
+    calm, flood = summary["stages"]
+    assert calm["kept_up"] is True and calm["ttft_growth"] <= 2
+    assert flood["kept_up"] is False and flood["ttft_growth"] > 2
+    assert summary["kept_up"] is False and "ttft_growth" not in summary
+    assert f"stage 1 (200 req/s: {flood['ttft_growth']:,.1f}x)" in summary["kept_up_warning"]
+    steady = _run(**{"load.type": "poisson", "load.stages": [
+        {"rate": 0.2, "duration_s": 200.0}, {"rate": 0.4, "duration_s": 200.0}]})
+    assert steady["kept_up"] is True and "kept_up_warning" not in steady
+    assert all(stage["kept_up"] for stage in steady["stages"])

@@ -114,6 +114,24 @@ def test_a_staged_run_draws_each_stage_against_offered_and_achieved_rate(tmp_pat
     assert fig.prefixsim_runs == ["run"]
 
 
+def test_a_stage_that_did_not_keep_up_is_drawn_hollow(tmp_path):
+    """The 30 req/s stage fell behind (`kept_up` false): its points are hollow, the others
+    filled, and the title says what hollow means."""
+    stages = _staged_stages()
+    stages[2]["kept_up"] = False
+    stages[0]["kept_up"] = stages[1]["kept_up"] = True
+    fig = _draw(load_report_data(_run(tmp_path / "run", stages, STAGED)))
+    ttft_offered = fig.axes[0]
+    assert _points(ttft_offered, "TTFT p99") == [(2.0, 120.0), (8.0, 180.0)]  # filled
+    hollow = [c for c in ttft_offered.collections if not c.get_label()
+              or c.get_label().startswith("_")]
+    assert sorted(tuple(p) for c in hollow for p in c.get_offsets().tolist()) == [
+        (30.0, 900.0), (30.0, 2700.0)]  # p50 and p99 TTFT of the stage that fell behind
+    assert all((c.get_facecolor().size == 0 or c.get_facecolor()[:, 3].max() == 0)
+               for c in hollow)
+    assert "hollow: the fleet did not keep up" in fig._suptitle.get_text()
+
+
 def test_a_closed_loop_stage_offers_its_requests_over_its_duration(tmp_path):
     """Users stages have no rate: 40 requests in 20 s offer 2 req/s, 100 in 20 s 5 req/s."""
     stages = [_stage(0, users=2, requests=40), _stage(1, users=8, requests=100)]
