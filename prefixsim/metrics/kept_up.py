@@ -3,9 +3,10 @@ up"; docs/results.md): the rule `prefixsim capacity` judges each probe by
 (capacity/verdict.py), and the summary keys and the warning a run reports it with.
 
 The rule: at least KEPT_UP_SHARE of the requests completed (the others were rejected: a
-prompt plus its output that no replica's KV pool could ever hold), and, under an open-loop
-load (the trace's own times, or a rate), the queue did not grow: the mean TTFT of the last
-quarter of the requests in arrival order is at most GROWTH_LIMIT times the first quarter's.
+prompt plus its output longer than a replica's KV pool or the model's context), and, under
+an open-loop load (the trace's own times, or a rate), the queue did not grow: the mean TTFT
+of the last quarter of the requests in arrival order is at most GROWTH_LIMIT times the
+first quarter's.
 On a finite trace every admitted request is served in the end, so a fleet that falls behind
 shows as a growing queue, not as missing completions. A closed loop (users) cannot build a
 backlog: there only the completions count. A staged load changes its rate on purpose, so
@@ -104,21 +105,29 @@ def kept_up_keys(requests: pd.DataFrame, open_loop: bool, pool_tokens: int | Non
 def with_stages(keys: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str, Any]:
     """A staged run's `kept_up` keys (`kept_up_keys` of the whole run, judged on its
     completions only) with its stages' verdicts: it kept up when every stage did, and the
-    warning names the stages whose queue grew, with their offered rates and growths."""
+    warning names the stages that did not, each with its offered rate and why (its queue's
+    growth, or its share of rejected requests)."""
     behind = [stage for stage in stages if stage.get("kept_up") is False]
     if not behind:
         return keys
     keys = dict(keys)
-    shown = ", ".join(
-        f"{stage['stage']} ({stage['rate']:g} req/s: {stage['ttft_growth']:,.1f}x)"
-        if stage.get("rate") is not None and stage.get("ttft_growth") is not None
-        else str(stage["stage"]) for stage in behind)
     several = len(behind) > 1
-    reason = (f"the queue grew in stage{'s' if several else ''} {shown} (the last quarter's "
-              f"mean TTFT over the first quarter's), so {'those stages' if several else 'its'}"
-              " latencies measure a backlog, not the server")
+    whose = "those stages'" if several else "its"
+    reason = (f"the fleet fell behind in stage{'s' if several else ''} "
+              f"{', '.join(map(_stage_reason, behind))}, so {whose} latencies measure a "
+              "backlog, not the server")
     earlier = keys.get("kept_up_warning")
     keys["kept_up"] = False
     keys["kept_up_warning"] = (f"{earlier}; and {reason}" if earlier
                                else f"the fleet did not keep up: {reason}")
     return keys
+
+
+def _stage_reason(stage: dict[str, Any]) -> str:
+    """`3 (60 req/s: the queue grew 10.7x)`: a stage that did not keep up, and why."""
+    rate = f"{stage['rate']:g} req/s: " if stage.get("rate") is not None else ""
+    growth = stage.get("ttft_growth")
+    if growth is not None and growth > GROWTH_LIMIT:
+        return f"{stage['stage']} ({rate}the queue grew {growth:,.1f}x)"
+    rejected = 1 - (stage.get("completed") or 0) / max(1, stage.get("num_requests") or 0)
+    return f"{stage['stage']} ({rate}{rejected:.1%} of its requests rejected)"

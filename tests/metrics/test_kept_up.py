@@ -16,7 +16,7 @@ from prefixsim.capacity import verdict
 from prefixsim.cli import app
 from prefixsim.config import load_config
 from prefixsim.metrics import kept_up
-from prefixsim.metrics.kept_up import kept_up_keys, ttft_growth
+from prefixsim.metrics.kept_up import kept_up_keys, ttft_growth, with_stages
 from prefixsim.pipeline import simulate
 
 DEMO = "traces/demo_chat.jsonl"
@@ -143,6 +143,20 @@ def test_run_prints_the_warnings_under_its_result_block(tmp_path):
     assert lines[1] == f"warning: {summary['kept_up_warning']}"
 
 
+def test_a_stage_behind_for_its_rejections_says_so():
+    stages = [{"stage": 0, "rate": 1.0, "kept_up": True, "ttft_growth": 1.0},
+              {"stage": 1, "rate": 5.0, "kept_up": False, "ttft_growth": 1.5,
+               "num_requests": 40, "completed": 38},
+              {"stage": 2, "rate": None, "kept_up": False, "num_requests": 10,
+               "completed": 5}]
+    keys = with_stages({"kept_up": True}, stages)
+    assert keys["kept_up_warning"] == (
+        "the fleet did not keep up: the fleet fell behind in stages 1 (5 req/s: 5.0% of its "
+        "requests rejected), 2 (50.0% of its requests rejected), so those stages' latencies "
+        "measure a backlog, not the server")
+    assert with_stages({"kept_up": True}, stages[:1]) == {"kept_up": True}
+
+
 def test_sweep_names_the_runs_that_did_not_keep_up(tmp_path):
     spec = tmp_path / "spec.yaml"
     demo = Path(DEMO).resolve()  # a spec's paths are relative to its own folder
@@ -172,7 +186,8 @@ def test_a_staged_load_is_judged_stage_by_stage():
     assert calm["kept_up"] is True and calm["ttft_growth"] <= 2
     assert flood["kept_up"] is False and flood["ttft_growth"] > 2
     assert summary["kept_up"] is False and "ttft_growth" not in summary
-    assert f"stage 1 (200 req/s: {flood['ttft_growth']:,.1f}x)" in summary["kept_up_warning"]
+    assert (f"fell behind in stage 1 (200 req/s: the queue grew {flood['ttft_growth']:,.1f}x)"
+            ", so its latencies measure a backlog") in summary["kept_up_warning"]
     steady = _run(**{"load.type": "poisson", "load.stages": [
         {"rate": 0.2, "duration_s": 200.0}, {"rate": 0.4, "duration_s": 200.0}]})
     assert steady["kept_up"] is True and "kept_up_warning" not in steady
