@@ -83,8 +83,8 @@ def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: 
             shown = ", ".join(behind[:4]) + (f" and {len(behind) - 4} more"
                                              if len(behind) > 4 else "")
             click.echo(f"warning: {len(behind)} timed run{'s' if len(behind) > 1 else ''} did "
-                       f"not keep up with the load, so {'their' if len(behind) > 1 else 'its'} "
-                       f"latencies measure a backlog (kept_up false; docs/load.md): {shown}")
+                       "not keep up with the load (kept_up false: a growing TTFT queue or too "
+                       f"many rejected requests; docs/load.md): {shown}")
         click.echo(f"report:  prefixsim report {shlex.quote(str(out_dir))}")
     if result.failed:  # the sweep went on; its exit status still says not all runs finished
         sys.exit(1)

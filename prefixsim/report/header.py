@@ -187,11 +187,11 @@ def _kept_up(runs: _Runs) -> str | None:
         row = table.loc[timed.index[0]]
         warnings = [str(row[key]) for key in ("rejected_warning", "kept_up_warning")
                     if key in table and isinstance(row[key], str)]
-        return "; ".join(["no", *warnings]) if behind.all() else "; ".join(["yes", *warnings])
+        return "; ".join(["no" if behind.all() else "yes", *warnings])
     if not behind.any():
         return f"yes, all {len(timed)} timed runs"
-    return (f"no for {int(behind.sum())} of {len(timed)} timed runs (their latencies measure "
-            "a growing backlog; the table's kept up column)")
+    return (f"no for {int(behind.sum())} of {len(timed)} timed runs (the table's kept up "
+            "column; each run's summary says why)")
 
 
 def header_sections(data: ReportData) -> list[Section]:

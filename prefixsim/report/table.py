@@ -217,9 +217,9 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
                  for why, titles in absent.items()]
         notes.append(f"Not shown, as no run has them: {'; '.join(parts)}.")
     if "kept_up" in frame and frame["kept_up"].astype(object).eq(False).any():
-        notes.append("A run marked no under kept up did not keep up with its load: its "
-                     "latencies measure a backlog that grows with the trace, not the server "
-                     "(docs/load.md, kept up).")
+        notes.append("A run marked no under kept up did not keep up with its load: its TTFT "
+                     "queue grew, so its latencies measure a backlog rather than the server, "
+                     "or more than 2% of its requests were rejected (docs/load.md, kept up).")
     if "vs_lru" in frame and frame["vs_lru"].notna().any():
         notes.append("vs LRU and the gap closed compare each run with the LRU run at the "
                      "same capacity, TTL and other swept values (blank for LRU itself, the "

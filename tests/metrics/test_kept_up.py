@@ -173,7 +173,7 @@ runs:
     behind = table.loc[table["kept_up"].astype(object).eq(False), "run_id"].tolist()
     assert len(behind) == 1
     line = next(x for x in result.output.splitlines() if x.startswith("warning: "))
-    assert line.startswith("warning: 1 timed run did not keep up with the load, so its ")
+    assert line.startswith("warning: 1 timed run did not keep up with the load (kept_up ")
     assert line.endswith(f": {behind[0]}")
 
 
