@@ -114,6 +114,20 @@ def test_context_length_from_max_position_embeddings(tmp_path):
     assert gemma.max_model_len == 2048  # a multimodal config's text_config first
 
 
+def test_longest_context_a_pool_holds(tmp_path):
+    """A pool token is one token in each of the layers keeping KV. Dense, 4 full layers:
+    the pool's own count. Window model (4 layers, window 64): every layer keeps at most 64
+    tokens, so any context fits a pool of 64 tokens, none one of 63. Gemma 3 27B's 10 full
+    layers and 52 windowed ones (1024): (62 x 41,633 - 52 x 1,024) // 10 = 252,799."""
+    dense = load_hf_config(write_config(tmp_path, "dense"))
+    assert dense.longest_context(5000) == 5000
+    window = load_hf_config(write_config(tmp_path, "window"))
+    assert window.longest_context(64) is None and window.longest_context(63) == 0
+    hybrid = load_hf_config(write_config(tmp_path, "hybrid"))  # 2 full of 2 KV layers
+    assert hybrid.longest_context(1000) == 1000
+    assert MODELS["gemma-3-27b"].longest_context(41_633) == 252_799
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_each_kind_runs_timed(tmp_path, kind):
     out = tmp_path / "out"

@@ -68,7 +68,7 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
         if key in summary:
             click.echo(f"{key + ':':<44}{format_value(summary[key]):>16}")
     click.echo("=" * 60)
-    for key in ("rejected_warning", "kept_up_warning"):
+    for key in ("max_model_len_warning", "rejected_warning", "kept_up_warning"):
         if key in summary:
             click.echo(f"warning: {summary[key]}")
     if "cost_model_warning" in summary:

@@ -121,6 +121,7 @@ _SERVING = {
     "cost_model_borrowed": "parts of the profile borrowed from another GPU or model",
     "kv_pool_tokens_per_replica": "KV pool of one replica in tokens",
     "max_model_len": "longest prompt + output a replica accepts (null: no limit but the pool)",
+    "max_model_len_warning": "present when vLLM would not start: max_model_len over the pool",
     "replica{i}_completed": "requests completed on replica i",
     "replica{i}_kv_pool_tokens": "KV pool of replica i in tokens",
     "replica{i}_busy_fraction": "share of the run replica i was stepping",

@@ -85,6 +85,7 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
     load = config.load
     summary.update(kept_up_keys(facts.requests, not load.closed_loop and load.stages is None,
                                 facts.pool_tokens_per_replica, facts.max_model_len))
+    summary.update(_context_keys(facts))
     wall = facts.wall_time_s
     summary.update({
         "model": facts.model.name, "gpu": facts.gpu.name, "tp": config.hardware.tp,
@@ -104,6 +105,24 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
     summary["cache_unbounded_token_hit_rate"] = facts.bounds.unbounded_token_hit_rate
     summary.update(_savings_keys(facts))
     return summary
+
+
+def _context_keys(facts: RunFacts) -> dict[str, Any]:
+    """`max_model_len_warning` when vLLM would refuse to start a replica: one request of
+    max_model_len must fit its KV pool (docs/cost-models.md "Models"). Only for a pool
+    derived from the GPU's memory (not `cache.capacity_tokens`)."""
+    limit, pool = facts.max_model_len, facts.pool_tokens_per_replica
+    if limit is None or pool is None or facts.config.cache.capacity_tokens is not None:
+        return {}
+    longest = facts.model.longest_context(pool)
+    if longest is None or longest >= limit:
+        return {}
+    return {"max_model_len_warning": (
+        f"vLLM would not start this replica: one request of max_model_len {limit:,} tokens "
+        f"needs more KV than its pool of {pool:,} tokens holds; it starts with "
+        f"--max-model-len {longest:,} or less, which serves the same requests as this run "
+        "(longer ones are rejected either way), or with more GPUs per replica (--tp), a "
+        "larger GPU or FP8 weights or KV")}
 
 
 def _bounds_keys(bounds: Bounds) -> dict[str, float]:

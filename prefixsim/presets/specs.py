@@ -154,6 +154,19 @@ class ModelSpec(LayerShape):
         tokens = self.num_full_attention_layers * context_tokens + self.num_window_layers * window
         return int(tokens * self.kv_values_per_token_per_layer() * dtype_bytes)
 
+    def longest_context(self, pool_tokens: int) -> int | None:
+        """The longest single request whose KV fits a pool of `pool_tokens` (a pool token is
+        one token in every layer that keeps KV, as kv_bytes_per_token counts it; a request
+        keeps every token in full-attention layers and min(context, sliding_window) in
+        window layers, as `kv_bytes_of_context`); None: any (no full-attention layer, and
+        the windows fit). What vLLM checks before it starts: one request of max_model_len
+        must fit."""
+        layer_tokens = pool_tokens * self.num_kv_layers  # the pool, in tokens of one layer
+        window = self.num_window_layers * (self.sliding_window or 0)
+        if self.num_full_attention_layers == 0:
+            return None if window <= layer_tokens else 0
+        return max(0, (layer_tokens - window) // self.num_full_attention_layers)
+
     def kv_heads_per_gpu(self, tp: int = 1) -> int:
         """KV heads each of `tp` GPUs holds: split evenly, or one replicated on every GPU
         when tp exceeds the KV heads (as vLLM does). MLA's latent counts as one head."""

@@ -82,3 +82,22 @@ def test_the_flag_sets_it_and_refuses_a_bad_value(tmp_path):
                                    "-o", str(tmp_path / "bad")])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
     assert "max_model_len" in bad.output and not (tmp_path / "bad").exists()
+
+
+def test_a_pool_shorter_than_the_context_says_vllm_would_not_start():
+    """llama-3.1-70b on 2 x H100: (0.9 x 80 GiB - 70.6e9 x 2 / 2 bytes - 2 GiB) / 163,840
+    bytes a token per GPU = 27,843 tokens, under its 131,072-token context: vLLM refuses
+    to start unless --max-model-len is at most that."""
+    summary, _ = _timed(**{"model.name": "llama-3.1-70b", "hardware.tp": 2,
+                           "trace.max_requests": 30})
+    assert summary["kv_pool_tokens_per_replica"] == 27_843
+    line = summary["max_model_len_warning"]
+    assert line.startswith("vLLM would not start this replica: one request of max_model_len "
+                           "131,072 tokens needs more KV than its pool of 27,843 tokens")
+    assert "--max-model-len 27,843 or less" in line
+    for fits in ({"scheduler.max_model_len": 27_843}, {"hardware.tp": 4},
+                 {"cache.capacity_tokens": 20_000}):  # the last: no GPU pool to check
+        summary, _ = _timed(**{"model.name": "llama-3.1-70b", "hardware.tp": 2,
+                               "trace.max_requests": 30, **fits})
+        assert "max_model_len_warning" not in summary, fits
+    assert "max_model_len_warning" not in _timed(**{"trace.max_requests": 30})[0]
