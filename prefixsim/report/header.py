@@ -147,6 +147,12 @@ def hardware_section(runs: _Runs) -> Section:
              ("replicas", _one_or_many(runs.either("replicas", "engine", "replicas"), integer))]
     if timed:
         rows.append(("router", _one_or_many(runs.either("router", "router", "name"))))
+        lengths = runs.column("max_model_len")
+        if lengths:
+            rows.append(("max model len", _one_or_many(lengths, lambda v: f"{integer(v)} tokens")))
+        starts = runs.column("max_model_len_warning")
+        if starts:
+            rows.append(("note", _one_or_many(starts)))
     cost = _one_or_many(runs.either("cost_model", "cost_model", "name"))
     profile = runs.either("cost_model_profile", "cost_model", "profile")
     rows.append(("cost model", cost + (f", profile {_one_or_many(profile)}" if profile else "")))

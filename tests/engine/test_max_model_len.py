@@ -14,6 +14,8 @@ from click.testing import CliRunner
 from prefixsim.cli import app
 from prefixsim.config import load_config
 from prefixsim.pipeline import simulate
+from prefixsim.report import load_report_data
+from prefixsim.report.header import header_sections
 from prefixsim.trace import load_trace
 
 DEMO = "traces/demo_chat.jsonl"
@@ -101,3 +103,14 @@ def test_a_pool_shorter_than_the_context_says_vllm_would_not_start():
                                "trace.max_requests": 30, **fits})
         assert "max_model_len_warning" not in summary, fits
     assert "max_model_len_warning" not in _timed(**{"trace.max_requests": 30})[0]
+
+
+def test_the_report_header_gives_the_limit_and_the_warning(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "--trace", DEMO, "--max-requests", "30",
+                                      "--model", "llama-3.1-70b", "--tp", "2", "-o", str(out),
+                                      "--quiet"])
+    assert result.exit_code == 0, result.output
+    hardware = dict(header_sections(load_report_data(out))[1][1])
+    assert hardware["max model len"] == "131,072 tokens"
+    assert hardware["note"].startswith("vLLM would not start this replica")
