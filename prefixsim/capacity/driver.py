@@ -102,6 +102,7 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
     runner.open()
     rows: list[dict[str, Any]] = []
     points: list[SweepPoint] = []
+    start_warnings: list[str] = []  # vLLM would not start the probes' replicas (one limit)
     base = base_mapping(question.config)
     fn = functools.partial(run_point, keep_requests=True)
 
@@ -118,6 +119,8 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
             outcomes[index] = outcome
             verdicts[index] = _verdict(outcome, question)
             latencies[index] = {k: outcome.summary.get(k) for k in PLOTTED_KEYS}
+            if "max_model_len_warning" in outcome.summary:
+                start_warnings.append(outcome.summary["max_model_len_warning"])
         round_number = 1 + max((r["round"] for r in rows), default=0)
         for index, value in enumerate(values):
             row = _row(len(rows), round_number, knob, value, todo[index], verdicts[index])
@@ -146,6 +149,8 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
     summary = _answer(question, knob, result, table)
     if unservable is not None:
         summary["note"] = unservable
+    if start_warnings:
+        summary["max_model_len_warning"] = start_warnings[0]
     _write_folder(out_dir, question, knob, points, table, summary, command)
     return CapacityAnswer(summary=summary, probes=table)
 

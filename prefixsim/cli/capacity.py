@@ -121,4 +121,6 @@ def _print_answer(summary: dict[str, Any], out_dir: Path) -> None:
     click.echo("=" * 60)
     if summary.get("note"):
         click.echo(f"note: {summary['note']}")
+    if summary.get("max_model_len_warning"):
+        click.echo(f"warning: {summary['max_model_len_warning']}")
     click.echo(f"results: {out_dir}  (prefixsim report {shlex.quote(str(out_dir))})")

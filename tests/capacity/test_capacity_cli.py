@@ -94,3 +94,19 @@ def test_bad_question_is_one_line_and_writes_nothing(tmp_path, args, named):
     one_line_error(result, named)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_answer_says_when_vllm_would_not_start_its_replicas(tmp_path):
+    """llama-3.1-70b on 2 x H100 holds 27,843 tokens of KV, under its 131,072-token context:
+    every probe's replicas would need a smaller --max-model-len to start, and the answer
+    says so (more replicas do not change it)."""
+    out = tmp_path / "cap"
+    result = invoke("capacity", "--search", "replicas", "--trace", DEMO, "--max-requests", 60,
+                    "--model", "llama-3.1-70b", "--tp", 2, "-j", 1, "--slo",
+                    "p99_ttft_ms:60000", "-o", out)
+    answer = json.loads((out / "capacity.json").read_text())
+    assert "--max-model-len 27,843 or less" in answer["max_model_len_warning"]
+    assert f"warning: {answer['max_model_len_warning']}" in result.output
+    plain = tmp_path / "plain"
+    invoke("capacity", "--search", "replicas", *TINY, "--slo", "p99_ttft_ms:60000", "-o", plain)
+    assert "max_model_len_warning" not in json.loads((plain / "capacity.json").read_text())
