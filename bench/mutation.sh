@@ -5,6 +5,8 @@
 #   bench/mutation.sh cache all   # every module of cache/ with tests/cache
 #   bench/mutation.sh engine      # engine/ with tests/engine
 #   bench/mutation.sh costmodel   # costmodel/ (calibrate.py aside: torch) with tests/costmodel
+#   bench/mutation.sh metrics prefixsim/metrics/kept_up.py   # one module of metrics/
+#   bench/mutation.sh capacity all                           # capacity/ with tests/capacity
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
@@ -29,8 +31,8 @@ if ! "$py" -c "import mutmut" 2>/dev/null; then
   exit 2
 fi
 case "$part" in
-  cache|engine|costmodel) ;;
-  *) echo "usage: bench/mutation.sh cache|engine|costmodel [all|MODULE.py]" >&2; exit 2 ;;
+  cache|engine|costmodel|metrics|capacity) ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity [all|MODULE.py]" >&2; exit 2 ;;
 esac
 case "$scope" in
   all) mutate="\"prefixsim/$part/*\"" ;;
@@ -59,7 +61,7 @@ only_mutate = [{mutate}]
 # Protocols are not mutated: a test reads their member names, which mutmut rewrites.
 do_not_mutate = ["prefixsim/profiles/calibrate.py", "prefixsim/cache/policy.py",
                  "prefixsim/costmodel/protocol.py"]
-also_copy = ["traces", "docs"]
+also_copy = ["traces", "docs", "README.md"]
 pytest_add_cli_args_test_selection = ["tests/{part}"]
 pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
 '''

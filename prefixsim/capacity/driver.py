@@ -89,7 +89,14 @@ def check_question(question: CapacityQuestion) -> Knob:
         if engine.goodput_ttft_ms is None and engine.goodput_tpot_ms is None:
             raise InputError("needs the goodput SLOs: --goodput ttft:MS and/or tpot:MS",
                              field="--goodput-share")
-    return knob_for(question.config, question.search)
+    knob = knob_for(question.config, question.search)
+    load = question.config.load
+    if load.closed_loop and not question.slos and question.goodput_share is None:
+        raise InputError(f"a {load.type} load is a closed loop: its users wait for their "
+                         "answers, so no queue builds and every probe keeps up; give the "
+                         "latency it must hold (--slo, e.g. p99_ttft_ms:2000, or "
+                         "--goodput-share)", field="--slo")
+    return knob
 
 
 def run_capacity(question: CapacityQuestion, out_dir: Path,

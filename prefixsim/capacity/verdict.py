@@ -5,9 +5,11 @@ SLOs are `KEY:LIMIT` pairs over the latency figures every timed summary holds
 better": a probe holds an SLO when the figure is at most its limit. The goodput share (as
 vLLM's `--goodput`) is the share of the offered requests that completed within the run's
 `engine.goodput_*` SLOs. The kept-up rule (docs/load.md, capacity) is metrics/kept_up.py's,
-which every timed run's summary reports too: at least KEPT_UP_SHARE of the offered requests
-completed, and no queue grew (the last quarter's mean TTFT, requests in arrival order, at
-most GROWTH_LIMIT times the first quarter's).
+read from the probe's own summary, which judged it: at least KEPT_UP_SHARE of the offered
+requests completed, and, under an open loop, no queue grew (`ttft_growth`: the last
+quarter's mean TTFT, requests in arrival order, at most GROWTH_LIMIT times the first
+quarter's); a staged load is judged stage by stage (each stage's `kept_up`), a closed loop
+by its completions only. So a probe passes the rule exactly when its run says it kept up.
 
 The rates reported: offered = (n - 1) / (last arrival - first arrival) over the run's n
 requests; achieved = the summary's `request_throughput` (completed / duration, as vLLM's
@@ -30,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.errors import InputError
-from prefixsim.metrics.kept_up import GROWTH_LIMIT, KEPT_UP_SHARE, ttft_growth
+from prefixsim.metrics.kept_up import GROWTH_LIMIT, KEPT_UP_SHARE, stage_reason
 from prefixsim.metrics.schema import LATENCIES
 
 SLO_STATS = ("mean", "median", "p50", "p90", "p95", "p99")
@@ -91,9 +93,13 @@ def judge(summary: Mapping[str, Any], requests: pd.DataFrame, slos: Mapping[str,
     completed, total = summary.get("completed") or 0, summary.get("num_requests") or 0
     if not completed >= KEPT_UP_SHARE * total:
         reasons.append(f"{completed} of {total} requests completed (< {KEPT_UP_SHARE:g})")
-    growth = ttft_growth(requests)
-    if growth > GROWTH_LIMIT:
+    growth = summary.get("ttft_growth")  # an open loop's, as its run judged it
+    if growth is not None and growth > GROWTH_LIMIT:
         reasons.append(f"queue grew: last quarter's mean TTFT {growth:.2f} x the first's")
+    behind = [stage for stage in summary.get("stages") or () if stage.get("kept_up") is False]
+    if behind:
+        reasons.append(f"behind in stage{'s' if len(behind) > 1 else ''} "
+                       f"{', '.join(map(stage_reason, behind))}")
     return Verdict(offered_rate=offered, achieved_rate=achieved, figures=figures,
                    reasons=tuple(reasons))
 

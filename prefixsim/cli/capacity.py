@@ -57,7 +57,8 @@ def capacity(config_path: str | None, search: str | None, slo_values: tuple[str,
              output: str | None, quiet: bool, **flags: Any) -> None:
     """Find the capacity of a fleet: each probe is a normal timed run (on the sweep
     executors); bracketing by doubling, then bisection. A probe passes when every --slo
-    holds and the fleet kept up (>= 98% of the requests completed, no growing TTFT queue;
+    holds and the fleet kept up, as the probe's run judges it (>= 98% of the requests
+    completed; open loop, no growing TTFT queue, a staged load stage by stage;
     docs/load.md).
 
     Writes capacity.json (the answer), capacity.parquet (one row per probe), capacity.png

@@ -114,7 +114,7 @@ def with_stages(keys: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str,
     several = len(behind) > 1
     whose = "those stages'" if several else "its"
     reason = (f"the fleet fell behind in stage{'s' if several else ''} "
-              f"{', '.join(map(_stage_reason, behind))}, so {whose} latencies measure a "
+              f"{', '.join(map(stage_reason, behind))}, so {whose} latencies measure a "
               "backlog, not the server")
     earlier = keys.get("kept_up_warning")
     keys["kept_up"] = False
@@ -123,7 +123,7 @@ def with_stages(keys: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str,
     return keys
 
 
-def _stage_reason(stage: dict[str, Any]) -> str:
+def stage_reason(stage: dict[str, Any]) -> str:
     """`3 (60 req/s: the queue grew 10.7x)`: a stage that did not keep up, and why."""
     rate = f"{stage['rate']:g} req/s: " if stage.get("rate") is not None else ""
     growth = stage.get("ttft_growth")

@@ -87,6 +87,7 @@ def test_a_few_rejections_do_not_stop_the_search(tmp_path):
     (("--search", "rate", "--cache-only"), "--search"),
     (("--search", "rate", "--tolerance", 2), "--tolerance"),
     (("--search", "rate", "--goodput-share", 0.9), "--goodput-share"),
+    (("--search", "replicas", "--load", "concurrency", "--users", 8), "closed loop"),
 ])
 def test_bad_question_is_one_line_and_writes_nothing(tmp_path, args, named):
     out = tmp_path / "cap"
@@ -94,6 +95,19 @@ def test_bad_question_is_one_line_and_writes_nothing(tmp_path, args, named):
     one_line_error(result, named)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_loop_search_is_decided_by_its_slo(tmp_path):
+    """64 users of the demo trace: every probe keeps up (a closed loop cannot queue), so
+    the mean TTFT limit alone decides: 1 replica misses 600 ms (762 ms), 2 hold it (564)."""
+    out = tmp_path / "cap"
+    result = invoke("capacity", "--search", "replicas", "--load", "concurrency",
+                    "--users", 64, "--slo", "mean_ttft_ms:600", *TINY, "-o", out)
+    assert result.exit_code == 0, result.output
+    answer = json.loads((out / "capacity.json").read_text())
+    probes = pd.read_parquet(out / "capacity.parquet")
+    assert (answer["answer"], answer["first_failing"]) == (2, 1)
+    assert probes.loc[~probes["passed"], "reasons"].tolist() == ["mean_ttft_ms 761.6 > 600"]
 
 
 def test_the_answer_says_when_vllm_would_not_start_its_replicas(tmp_path):

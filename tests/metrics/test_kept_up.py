@@ -44,6 +44,7 @@ def test_growth_edge_cases():
     assert ttft_growth(frame([5.0, 5.0, 5.0])) == 0.0  # no quarter
     assert ttft_growth(frame([math.nan, 1, 1, 1])) == 0.0  # nothing to compare against
     assert ttft_growth(frame([1, 1, 1, math.nan])) == math.inf  # the last never started
+    assert ttft_growth(frame([0, 0, 1, 1, 1, 1, 5, 5])) == 0.0  # no first-quarter wait
     # rejected requests have no TTFT: the quarter's mean is over those that have one
     assert ttft_growth(frame([2, math.nan, 1, 1, 6, math.nan, 4, 4])) == pytest.approx(2.0)
     assert ttft_growth(pd.DataFrame({"arrival_s": [0.0]})) == 0.0
@@ -100,12 +101,109 @@ def test_the_smaller_limit_is_named_with_its_remedy():
     assert "KV pool of 100,000" in kept_up_keys(rows, True, 100_000, None)["rejected_warning"]
 
 
+def test_warnings_word_for_word():
+    # both reasons at once, the remedy of each, joined as one warning (hand-written: a
+    # user reads these lines, so the whole text is pinned)
+    status = ["rejected"] * 3 + ["completed"] * 97
+    ttft = [math.nan] * 3 + [10.0] * 25 + [20.0] * 47 + [40.0] * 25
+    keys = kept_up_keys(frame(ttft, status=status,
+                              input_tokens=[9000, 8000, 7000] + [100] * 97), True, 4096)
+    assert keys["rejected_warning"] == (
+        "3 of 100 requests were rejected: a prompt plus its output longer than a replica's "
+        "KV pool of 4,096 tokens (the longest rejected prompt has 9,000 tokens); no latency "
+        "figure counts them")
+    assert keys["ttft_growth"] == pytest.approx(4.0)  # first quarter (10 x 22) / 22 = 10
+    assert keys["kept_up_warning"] == (
+        "the fleet did not keep up: only 97.0% of the requests completed (at least 98% keep "
+        "up); a larger KV pool would serve them (a larger GPU, more GPUs per replica: --tp, "
+        "or more --cache-tokens); and the queue grew: the last quarter's mean TTFT is 4.0x "
+        "the first quarter's, so the latencies measure a backlog, not the server; more "
+        "replicas, GPUs per replica (--tp) or a faster GPU would keep up (`prefixsim "
+        "capacity --search replicas` finds the fewest replicas that do)")
+    by_context = kept_up_keys(frame(ttft, status=status), False, None, 131_072)
+    assert by_context["kept_up_warning"] == (
+        "the fleet did not keep up: only 97.0% of the requests completed (at least 98% keep "
+        "up); a model with a longer context would serve them (or --max-model-len, where the "
+        "model supports more)")
+    assert "longer than a replica's KV pool (the longest" in \
+        kept_up_keys(frame(ttft, status=status), False, None, None)["rejected_warning"]
+
+
+def test_limits_equal_name_the_pool_and_nothing_run_nothing_rejected():
+    status = ["rejected"] + ["completed"] * 9
+    rows = frame([math.nan] + [10.0] * 9, status=status)
+    assert "a replica's KV pool of 4,096 tokens" in \
+        kept_up_keys(rows, False, 4096, 4096)["rejected_warning"]
+    assert "max_model_len) of 4,095" in kept_up_keys(rows, False, 4096, 4095)["rejected_warning"]
+    assert kept_up_keys(frame([]), True, 4096) == {"ttft_growth": 0.0, "kept_up": True}
+    assert kept_up_keys(frame([]), False, 4096) == {"kept_up": True}
+
+
+def test_growth_below_a_millisecond_and_with_equal_arrivals():
+    # TTFTs under a millisecond still compare (0.25 ms -> 1 ms: 4x)
+    assert ttft_growth(frame([0.25] * 4 + [1.0] * 4 + [1.0] * 4 + [1.0] * 4)) == \
+        pytest.approx(4.0)
+    # requests arriving together keep their row order (a stable sort): 200 rows at t = 1
+    # after 200 at t = 0, given interleaved; TTFT = row number, so the first quarter is the
+    # first 100 rows at t = 0 (1, 3, .., 199: mean 100) and the last the last 100 at t = 1
+    # (202, 204, .., 400: mean 301)
+    rows = frame(list(range(1, 401)), arrival_s=[0.0, 1.0] * 200)
+    assert ttft_growth(rows) == pytest.approx(301 / 100)
+
+
+def test_stage_verdicts_join_a_run_warning_and_the_growth_limit_is_at_most_twice():
+    # stage 0's growth is at the limit (not over it), so its verdict is read from its
+    # completions (a unit check of the wording: the stages' own rule set kept_up)
+    stages = [{"stage": 0, "rate": 2.0, "kept_up": False, "ttft_growth": 2.0,
+               "num_requests": 1, "completed": 1},
+              {"stage": 1, "rate": 8.0, "kept_up": False, "ttft_growth": 2.5}]
+    run = {"kept_up": False, "kept_up_warning": "the fleet did not keep up: X"}
+    keys = with_stages(run, stages)
+    assert keys["kept_up_warning"] == (
+        "the fleet did not keep up: X; and the fleet fell behind in stages 0 (2 req/s: 0.0% "
+        "of its requests rejected), 1 (8 req/s: the queue grew 2.5x), so those stages' "
+        "latencies measure a backlog, not the server")
+    assert run["kept_up_warning"] == "the fleet did not keep up: X"  # not changed in place
+    one = with_stages({"kept_up": True}, [{"stage": 3, "rate": None, "kept_up": False,
+                                           "num_requests": 1, "completed": None}])
+    assert one["kept_up_warning"] == (
+        "the fleet did not keep up: the fleet fell behind in stage 3 (100.0% of its requests "
+        "rejected), so its latencies measure a backlog, not the server")
+
+
 def test_capacity_search_judges_by_the_same_rule():
-    assert verdict.ttft_growth is kept_up.ttft_growth
+    assert verdict.stage_reason is kept_up.stage_reason
     assert (verdict.KEPT_UP_SHARE, verdict.GROWTH_LIMIT) == (0.98, 2.0)
     rows = frame([10, 10, 20, 40, 80, 90, 25, 35])
-    judged = verdict.judge({"completed": 8, "num_requests": 8}, rows, {})
+    summary = {"completed": 8, "num_requests": 8}
+    judged = verdict.judge({**summary, **kept_up_keys(rows, True, None)}, rows, {})
     assert judged.reasons == ("queue grew: last quarter's mean TTFT 3.00 x the first's",)
+    # a closed loop's run is judged by its completions: the same rows pass
+    assert verdict.judge({**summary, **kept_up_keys(rows, False, None)}, rows, {}).passed
+    stages = [{"stage": 0, "rate": 1.0, "kept_up": True, "ttft_growth": 0.7},
+              {"stage": 1, "rate": 30.0, "kept_up": False, "ttft_growth": 2.04}]
+    judged = verdict.judge({**summary, "kept_up": False, "stages": stages}, rows, {})
+    assert judged.reasons == ("behind in stage 1 (30 req/s: the queue grew 2.0x)",)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"engine.replicas": 2},
+    {"load.type": "constant", "load.rate": 200.0},
+    {"cache.capacity_tokens": 3000},
+    {"load.type": "concurrency", "load.users": 64},
+    # a ramp whose last stage falls behind (its growth 2.04x) while the run's rows, judged
+    # whole, grow 1.96x: a probe passed by the whole-run figure that its run says failed
+    {"load.type": "poisson", "engine.replicas": 2,
+     "load.stages": [{"rate": 0.5, "duration_s": 30}, {"rate": 30, "duration_s": 30}]},
+])
+def test_a_probe_passes_exactly_when_its_run_kept_up(overrides):
+    config = load_config(None, {"trace.path": DEMO, "engine.sample_interval_s": None,
+                                **overrides})
+    result = simulate(config)
+    judged = verdict.judge(result.summary, result.requests, {})
+    assert judged.passed is result.summary["kept_up"]
+    if "load.stages" in overrides:
+        assert result.summary["kept_up"] is False and ttft_growth(result.requests) < 2
 
 
 def _run(**overrides) -> dict:
