@@ -233,3 +233,30 @@ def cannot_compile() -> str | None:
     if shutil.which(compiler) is None:
         return f"no C compiler ({compiler})"
     return None
+
+
+class LosingExecutor:
+    """Stand-in executor (registered by a test under a name of its own): the worker of item
+    `lost_index` of every map dies (a ConnectionError as its result); with `crash`, the pool
+    breaks after it. The others run here, in order."""
+
+    crash = False
+    lost_index = 1
+
+    def __init__(self, n_jobs=None, address=None):
+        pass
+
+    def open(self):
+        pass
+
+    def close(self):
+        pass
+
+    def map_unordered(self, fn, items):
+        for index, item in enumerate(items):
+            if index == self.lost_index:
+                if self.crash:
+                    raise RuntimeError("pool broke")
+                yield index, ConnectionError("worker died")
+            else:
+                yield index, fn(item)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from fakes import LosingExecutor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -296,34 +297,10 @@ def test_interrupted_sweep_keeps_finished_runs_and_resumes(tmp_path):
     assert len(pd.read_parquet(out / "sweep.parquet")) == 4
 
 
-class _LosingExecutor:
-    """Stand-in executor: item 1's worker dies; with `crash`, the pool breaks after it."""
-
-    crash = False
-
-    def __init__(self, n_jobs=None, address=None):
-        pass
-
-    def open(self):
-        pass
-
-    def close(self):
-        pass
-
-    def map_unordered(self, fn, items):
-        for index, item in enumerate(items):
-            if index == 1:
-                if self.crash:
-                    raise RuntimeError("pool broke")
-                yield index, ConnectionError("worker died")
-            else:
-                yield index, fn(item)
-
-
 @pytest.mark.parametrize("crash", [False, True])
 def test_lost_workers_become_failed_runs(tmp_path, monkeypatch, crash):
-    monkeypatch.setattr(_LosingExecutor, "crash", crash)
-    monkeypatch.setitem(EXECUTORS._factories, "losing", _LosingExecutor)
+    monkeypatch.setattr(LosingExecutor, "crash", crash)
+    monkeypatch.setitem(EXECUTORS._factories, "losing", LosingExecutor)
     spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": [1000, 2000, 4000]}})
     result = run_sweep(spec, tmp_path / "s", ExecutorOptions(executor="losing"))
     table = pd.read_parquet(tmp_path / "s" / "sweep.parquet")
