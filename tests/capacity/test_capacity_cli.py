@@ -26,8 +26,9 @@ def test_replicas_search_finds_a_count_and_writes_the_folder(tmp_path):
         assert not probes[probes["value"] == answer["first_failing"]]["passed"].any()
     assert {"offered_rate", "achieved_rate", "p99_ttft_ms", "run_id"} <= set(probes.columns)
     assert (out / "capacity.png").stat().st_size > 0
-    for run_id in probes["run_id"]:
-        assert (out / "runs" / run_id / "summary.json").exists()
+    for run_id, p99 in zip(probes["run_id"], probes["p99_ttft_ms"], strict=True):
+        run = json.loads((out / "runs" / run_id / "summary.json").read_text())
+        assert run["p99_ttft_ms"] == p99  # each probe's row carries its run's figures
     assert "prefixsim capacity (replicas)" in result.output
     report = invoke("report", out, "--quiet")  # a sweep folder: the report reads it
     assert report.exit_code == 0, report.output
@@ -61,6 +62,7 @@ def test_requests_no_replica_accepts_stop_the_search_at_once(tmp_path, search, l
     assert result.exit_code == 1, result.output  # no answer, as when no probe passes
     answer = json.loads((out / "capacity.json").read_text())
     assert answer["probes"] == 1 and answer["answer"] is None
+    assert answer["first_failing"] == 1  # the probe that stopped it: 1 replica, or x1 rate
     assert answer["note"].startswith("stopped: ")
     assert limit in answer["note"] and named in answer["note"]
     summary = json.loads(next((out / "runs").glob("*/summary.json")).read_text())
@@ -95,6 +97,20 @@ def test_bad_question_is_one_line_and_writes_nothing(tmp_path, args, named):
     one_line_error(result, named)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_goodput_share_decides_the_probes(tmp_path):
+    """The demo's first 120 requests at 50x their rate, TTFT within 150 ms: 90.0% of them
+    on 1 replica, 99.2% on 2, so a 95% goodput share needs 2 (no latency SLO given)."""
+    out = tmp_path / "cap"
+    result = invoke("capacity", "--search", "replicas", *TINY, "--rate-scale", 50,
+                    "--goodput", "ttft:150", "--goodput-share", 0.95, "-o", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    answer = json.loads((out / "capacity.json").read_text())
+    probes = pd.read_parquet(out / "capacity.parquet")
+    assert (answer["answer"], answer["first_failing"], answer["goodput_share"]) == (2, 1, 0.95)
+    assert probes["goodput_share"].round(4).tolist() == [0.9, 0.9917]
+    assert answer["first_failing_reasons"] == "goodput share 0.900 < 0.95"
 
 
 def test_a_closed_loop_search_is_decided_by_its_slo(tmp_path):

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from fakes import LosingExecutor
 
 from prefixsim.capacity import SearchSpace, find_threshold
@@ -25,7 +26,7 @@ from prefixsim.capacity.driver import (
 )
 from prefixsim.capacity.knob import MAX_REPLICAS, RATE_RANGE, knob_for
 from prefixsim.capacity.search import SearchResult
-from prefixsim.capacity.verdict import Verdict, judge, parse_slos
+from prefixsim.capacity.verdict import SLO_KEYS, Verdict, judge, parse_slos
 from prefixsim.config import load_config
 from prefixsim.errors import InputError
 from prefixsim.sweep import OK, RunOutcome
@@ -41,10 +42,15 @@ def config(**overrides):
 
 
 def refused(call, field: str, message: str) -> None:
+    """`call` raises an InputError naming `field` whose message is `message`, or starts
+    with it when `message` ends in "..."."""
     with pytest.raises(InputError) as caught:
         call()
     assert caught.value.field == field
-    assert message in str(caught.value)
+    if message.endswith("..."):
+        assert caught.value.message.startswith(message[:-3])
+    else:
+        assert caught.value.message == message
 
 
 # ------------------------------------------------------------------------- the question
@@ -118,7 +124,20 @@ def test_knobs_that_cannot_be_turned_name_the_flag():
             "--search rate turns a trace, poisson or constant load's rate, not a staged "
             "poisson load")
     refused(lambda: knob_for(config(**{"load.type": "concurrency", "load.users": 4}), "rate"),
-            "--search", "not a concurrency load")
+            "--search", "--search rate turns a trace, poisson or constant load's rate, not a "
+            "concurrency load")
+
+
+def test_a_closed_loop_search_needs_an_slo_or_a_goodput_share():
+    closed = config(**{"load.type": "sessions", "load.users": 4})
+    refused(lambda: check_question(CapacityQuestion(closed, "replicas")), "--slo",
+            "a sessions load is a closed loop: its users wait for their answers, so no queue "
+            "builds and every probe keeps up; give the latency it must hold (--slo, e.g. "
+            "p99_ttft_ms:2000, or --goodput-share)")
+    assert check_question(CapacityQuestion(closed, "replicas", slos={"p99_ttft_ms": 1.0}))
+    with_goodput = config(**{"load.type": "sessions", "load.users": 4,
+                             "engine.goodput_ttft_ms": 100.0})
+    assert check_question(CapacityQuestion(with_goodput, "replicas", goodput_share=0.5))
 
 
 # ------------------------------------------------------------------------- the verdict
@@ -143,6 +162,32 @@ def test_verdict_rates_and_figures_worked_by_hand():
     assert math.isnan(judge({}, rows([2.0, 2.0]), {}).offered_rate)  # no span
     assert math.isnan(judge({}, pd.DataFrame({"x": [1]}), {}).offered_rate)
     assert judge({}, rows([0.0, 1.0]), {}).achieved_rate == 0.0
+
+
+def test_verdict_edges_of_missing_and_odd_figures():
+    assert judge({}, rows([2.0, 6.0]), {}).offered_rate == pytest.approx(1 / 4)
+    assert judge({"num_requests": 1}, rows([0.0, 1.0]), {}).reasons == \
+        ("0 of 1 requests completed (< 0.98)",)
+    assert judge({"completed": 0}, rows([0.0, 1.0]), {}).passed  # nothing offered
+    text = judge({"p99_ttft_ms": "fast"}, rows([0.0, 1.0]), {"p99_ttft_ms": 5.0})
+    assert text.figures == {"p99_ttft_ms": None}
+    assert text.reasons == ("p99_ttft_ms missing > 5",)
+
+
+def test_verdict_of_a_staged_run_names_the_stages_behind():
+    summary = {"completed": 10, "num_requests": 10, "stages": [
+        {"stage": 0, "rate": 1.0, "kept_up": True, "ttft_growth": 1.0},
+        {"stage": 1, "rate": 4.0, "kept_up": False, "ttft_growth": 3.25},
+        {"stage": 2, "rate": None, "kept_up": None},
+        {"stage": 3, "rate": 9.0, "kept_up": False, "ttft_growth": 1.0, "num_requests": 8,
+         "completed": 6}]}
+    assert judge(summary, rows([0.0, 1.0]), {}).reasons == (
+        "behind in stages 1 (4 req/s: the queue grew 3.2x), 3 (9 req/s: 25.0% of its "
+        "requests rejected)",)
+    one = {**summary, "stages": summary["stages"][:2]}
+    assert judge(one, rows([0.0, 1.0]), {}).reasons == (
+        "behind in stage 1 (4 req/s: the queue grew 3.2x)",)
+    assert judge({**summary, "stages": summary["stages"][:1]}, rows([0.0, 1.0]), {}).passed
 
 
 @pytest.mark.parametrize(("completed", "passed"), [(98, True), (97, False)])
@@ -184,11 +229,12 @@ def test_slo_parsing_splits_and_refuses():
             "expected KEY:LIMIT with a positive number of ms, got 'p99_ttft_ms:1:2'")
     refused(lambda: parse_slos(["p99_ttft_ms"], flag="--x"), "--x",
             "expected KEY:LIMIT with a positive number of ms, got 'p99_ttft_ms'")
-    refused(lambda: parse_slos(["p99_ttft_ms:0"]), "--slo", "got 'p99_ttft_ms:0'")
-    refused(lambda: parse_slos(["p99_ttft_ms:inf"]), "--slo", "got 'p99_ttft_ms:inf'")
+    for bad in ("p99_ttft_ms:0", "p99_ttft_ms:inf", "p99_ttft_ms:-3", "p99_ttft_ms:x"):
+        refused(lambda bad=bad: parse_slos([bad]), "--slo",
+                f"expected KEY:LIMIT with a positive number of ms, got {bad!r}")
     refused(lambda: parse_slos(["p98_ttft_ms:5"]), "--slo",
-            "'p98_ttft_ms' is not a latency of a timed summary (valid: mean_ttft_ms, "
-            "median_ttft_ms, p50_ttft_ms,")
+            f"'p98_ttft_ms' is not a latency of a timed summary (valid: {', '.join(SLO_KEYS)})")
+    assert SLO_KEYS[:3] == ("mean_ttft_ms", "median_ttft_ms", "p50_ttft_ms")
 
 
 # ------------------------------------------------------------------------- the answer
@@ -253,9 +299,14 @@ def test_the_answer_worked_by_hand():
     rate = _answer(rate_question, knob_for(config(), "rate"),
                    SearchResult(good=2.0, bad=None), table)
     assert (rate["answer"], rate["tolerance"], rate["first_failing"]) == (2.0, 0.1, None)
+    fractional = _answer(rate_question, knob_for(config(), "rate"),
+                         SearchResult(good=2.5, bad=3.5), table.assign(value=[1.0, 2.5, 3.5, 4]))
+    assert (fractional["answer"], fractional["first_failing"]) == (2.5, 3.5)
+    assert type(answer["first_failing"]) is int
     assert rate["note"] == "no probe failed within the knob's range (the answer is its limit)"
-    assert [_plain(v) for v in (np.int64(3), np.float32(0.5), float("inf"), "x")] == \
-        [3, 0.5, None, "x"]
+    plain = [_plain(v) for v in (np.int64(3), np.float32(0.5), float("inf"), "x", np.nan)]
+    assert plain == [3, 0.5, None, "x", None]
+    assert [type(v) for v in plain[:2]] == [int, float]
 
 
 # ------------------------------------------------------------------------- the search
@@ -292,6 +343,11 @@ def test_replicas_search_probe_sequence_worked_by_hand():
     find_threshold(lambda values: asked.append(list(values)) or [v >= 3 for v in values],
                    space)
     assert asked == [[1.0], [2.0, 4.0]] + [[3.0]]
+    # one replica passes: nothing below it to ask (1 is the lowest), so one probe in all
+    asked.clear()
+    every = find_threshold(lambda values: asked.append(list(values)) or [True] * len(values),
+                           space)
+    assert asked == [[1.0]] and (every.good, every.bad) == (1.0, None)
     # at the top of the range replicas stop at the limit (4096 fails: no answer)
     never = find_threshold(lambda values: [False] * len(values), space)
     assert (never.good, never.bad) == (None, 4096.0)
@@ -318,7 +374,20 @@ def test_probes_whose_worker_was_lost_fail_and_are_stored(tmp_path, monkeypatch)
     assert table["passed"].tolist() == [False] * 13
     stored = json.loads((out / "capacity.json").read_text())
     assert stored["first_failing_reasons"] == "the run failed"
+    assert stored["note"] == "no probe passed within the knob's range"
+    assert (out / "capacity.json").read_text().startswith('{\n  "search": "replicas",\n')
+    spec = (out / "spec.yaml").read_text()
+    assert spec.startswith("name: capacity-replicas\nbase:\n")
+    parsed = yaml.safe_load(spec)
+    assert parsed["grid"] == {}
+    assert parsed["runs"] == [{"engine.replicas": 2 ** k} for k in range(13)]
+    assert parsed["base"]["trace"]["max_requests"] == 20
     sweep = json.loads((out / "sweep.json").read_text())
-    assert sweep["command"] == "prefixsim capacity ..."
-    statuses = pd.read_parquet(out / "sweep.parquet")["status"].tolist()
-    assert statuses == ["failed"] * 13
+    assert (sweep["name"], sweep["command"]) == ("capacity-replicas", "prefixsim capacity ...")
+    first = json.loads((out / "runs" / seen[0]["run_id"] / "run.json").read_text())
+    assert (first["status"], first["error"], first["params"]) == \
+        ("failed", "worker lost: worker died", {"engine.replicas": 1})
+    sweep_rows = pd.read_parquet(out / "sweep.parquet")
+    assert sweep_rows["status"].tolist() == ["failed"] * 13
+    assert set(sweep_rows["error"]) == {"worker lost: worker died"}
+    assert sweep_rows["engine_replicas"].tolist() == [2 ** k for k in range(13)]
