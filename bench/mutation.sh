@@ -12,7 +12,8 @@
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
 # tree is left alone and a rerun continues where the last one stopped (delete the folder
 # to start afresh; MUTATION_RERUN=1 reruns only the survivors, after tests were added).
-# Prints mutmut's survivors and the score: killed / (killed + survived)
+# MUTATION_TESTS="tests/metrics tests/pipeline/test_load.py" picks the tests run (default:
+# tests/PART). Prints mutmut's survivors and the score: killed / (killed + survived)
 #   bench/mutation.sh costmodel prefixsim/costmodel/collectives.py   # one module
 #
 # (timeouts count as killed; mutants no test reaches count as survived). Needs
@@ -52,8 +53,9 @@ mkdir -p "$work"
 git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work"
 cd "$work"
 python3 - "$part" "$mutate" <<'PY'
-import re, sys
+import os, re, sys
 part, mutate = sys.argv[1], sys.argv[2]
+tests = os.environ.get("MUTATION_TESTS", f"tests/{part}").split()
 text = open("pyproject.toml").read()
 section = f'''[tool.mutmut]
 source_paths = ["prefixsim"]
@@ -62,7 +64,7 @@ only_mutate = [{mutate}]
 do_not_mutate = ["prefixsim/profiles/calibrate.py", "prefixsim/cache/policy.py",
                  "prefixsim/costmodel/protocol.py"]
 also_copy = ["traces", "docs", "README.md"]
-pytest_add_cli_args_test_selection = ["tests/{part}"]
+pytest_add_cli_args_test_selection = {tests!r}
 pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
 '''
 text = re.sub(r"\[tool\.mutmut\].*?(?=\n\[|\Z)", section, text, flags=re.S)
