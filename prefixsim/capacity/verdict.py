@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from prefixsim.errors import InputError
-from prefixsim.metrics.kept_up import GROWTH_LIMIT, KEPT_UP_SHARE, stage_reason
+from prefixsim.metrics.kept_up import GROWTH_LIMIT, KEPT_UP_SHARE, named_stages, stages_behind
 from prefixsim.metrics.schema import LATENCIES
 
 SLO_STATS = ("mean", "median", "p50", "p90", "p95", "p99")
@@ -96,10 +96,9 @@ def judge(summary: Mapping[str, Any], requests: pd.DataFrame, slos: Mapping[str,
     growth = summary.get("ttft_growth")  # an open loop's, as its run judged it
     if growth is not None and growth > GROWTH_LIMIT:
         reasons.append(f"queue grew: last quarter's mean TTFT {growth:.2f} x the first's")
-    behind = [stage for stage in summary.get("stages") or () if stage.get("kept_up") is False]
+    behind = stages_behind(summary.get("stages") or ())
     if behind:
-        reasons.append(f"behind in stage{'s' if len(behind) > 1 else ''} "
-                       f"{', '.join(map(stage_reason, behind))}")
+        reasons.append(f"behind in {named_stages(behind)}")
     return Verdict(offered_rate=offered, achieved_rate=achieved, figures=figures,
                    reasons=tuple(reasons))
 

@@ -19,6 +19,7 @@ This module reads a requests frame and counts; it runs and writes nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -107,15 +108,13 @@ def with_stages(keys: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str,
     completions only) with its stages' verdicts: it kept up when every stage did, and the
     warning names the stages that did not, each with its offered rate and why (its queue's
     growth, or its share of rejected requests)."""
-    behind = [stage for stage in stages if stage.get("kept_up") is False]
+    behind = stages_behind(stages)
     if not behind:
         return keys
     keys = dict(keys)
-    several = len(behind) > 1
-    whose = "those stages'" if several else "its"
-    reason = (f"the fleet fell behind in stage{'s' if several else ''} "
-              f"{', '.join(map(stage_reason, behind))}, so {whose} latencies measure a "
-              "backlog, not the server")
+    whose = "those stages'" if len(behind) > 1 else "its"
+    reason = (f"the fleet fell behind in {named_stages(behind)}, so {whose} latencies "
+              "measure a backlog, not the server")
     earlier = keys.get("kept_up_warning")
     keys["kept_up"] = False
     keys["kept_up_warning"] = (f"{earlier}; and {reason}" if earlier
@@ -123,7 +122,18 @@ def with_stages(keys: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str,
     return keys
 
 
-def stage_reason(stage: dict[str, Any]) -> str:
+def stages_behind(stages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries of `stages` (a summary's) whose stage did not keep up."""
+    return [stage for stage in stages if stage.get("kept_up") is False]
+
+
+def named_stages(behind: list[dict[str, Any]]) -> str:
+    """`stages 1 (4 req/s: the queue grew 3.2x), 3 (...)`: stages that did not keep up,
+    each with its rate and why."""
+    return f"stage{'s' if len(behind) > 1 else ''} {', '.join(map(_stage_reason, behind))}"
+
+
+def _stage_reason(stage: dict[str, Any]) -> str:
     """`3 (60 req/s: the queue grew 10.7x)`: a stage that did not keep up, and why."""
     rate = f"{stage['rate']:g} req/s: " if stage.get("rate") is not None else ""
     growth = stage.get("ttft_growth")

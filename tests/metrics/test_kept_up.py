@@ -172,7 +172,8 @@ def test_stage_verdicts_join_a_run_warning_and_the_growth_limit_is_at_most_twice
 
 
 def test_capacity_search_judges_by_the_same_rule():
-    assert verdict.stage_reason is kept_up.stage_reason
+    assert (verdict.named_stages, verdict.stages_behind) == (kept_up.named_stages,
+                                                            kept_up.stages_behind)
     assert (verdict.KEPT_UP_SHARE, verdict.GROWTH_LIMIT) == (0.98, 2.0)
     rows = frame([10, 10, 20, 40, 80, 90, 25, 35])
     summary = {"completed": 8, "num_requests": 8}
