@@ -112,9 +112,7 @@ class _Uses:
         starts = np.flatnonzero(np.concatenate(([True], ~same))) if len(sorted_ids) else \
             np.zeros(0, np.int64)
         unique = sorted_ids[starts]
-        following = np.full(len(sorted_ids), -1, dtype=np.int64)  # next use's position
-        if len(sorted_ids) > 1:
-            following[:-1] = np.where(same, sorted_positions[1:], -1)
+        following = _following(sorted_ids, sorted_positions, same)  # next use's position
         next_use = np.empty_like(following)
         next_use[order] = following
         next_keys = _keys_of(next_use)
@@ -139,6 +137,23 @@ class _Uses:
         same_end = bisect_right(times, last_access_s, first, hi)
         index = bisect_right(self.positions, recency, first, same_end)
         return self.positions[index] if index < hi else None
+
+
+def _following(ids: np.ndarray, positions: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """For each use (sorted by id, then position; `same`: whether a use and the next have one
+    id), the position of the first use of its id by a later request, -1 for none. A request
+    that names an id twice (ids not chained) makes uses of one position: none of them is
+    the other's next use, as `_Uses.next_use` looks strictly after a position."""
+    count = len(ids)
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    # runs of uses of one id by one request; a run's next use is the next run's position
+    new_run = np.concatenate(([True], ~(same & (positions[1:] == positions[:-1]))))
+    run_starts = np.flatnonzero(new_run)
+    run_next = np.full(len(run_starts), -1, dtype=np.int64)
+    run_next[:-1] = np.where(ids[run_starts[1:]] == ids[run_starts[:-1]],
+                             positions[run_starts[1:]], -1)
+    return np.repeat(run_next, np.diff(np.append(run_starts, count)))
 
 
 def _keys_of(next_uses: np.ndarray) -> np.ndarray:

@@ -52,6 +52,20 @@ def test_negative_ids_are_found():
     assert belady.key(at(-5)) == -2 and belady.key(at(4)) == -1
 
 
+def test_an_id_a_request_names_twice_is_next_used_by_a_later_request():
+    """Ids not chained: request 0 names 1, 2, 1, 1. Each use of 1 there is next used by
+    request 3 (key -3), not by the same request's later pages (key -0, which once made the
+    compressed cache's belady keep the wrong page); 2 next at request 1; 9 at 2 then never.
+    The keys of each request's pages agree with the key a page last touched there gets."""
+    belady = prepared((0.0, (1, 2, 1, 1)), (1.0, (2,)), (2.0, (9, 9)), (3.0, (1,)))
+    assert belady.request_keys(0) == [-3, -1, -3, -3]
+    assert belady.request_keys(1) == [-INFINITY]
+    assert belady.request_keys(2) == [-INFINITY, -INFINITY]
+    assert belady.request_keys(3) == [-INFINITY]
+    assert belady.key(at(1, 0.0, 0)) == -3 and belady.key(at(2, 0.0, 0)) == -1
+    assert belady.key(at(9, 2.0, 2)) == -INFINITY
+
+
 def test_an_empty_trace_has_no_uses():
     for belady in (prepared(), prepared((0.0, ()))):
         assert belady.key(at(0)) == -INFINITY and belady.key(at(1)) == -INFINITY

@@ -12,6 +12,7 @@ timeseries rows.
 from __future__ import annotations
 
 import gc
+import math
 import sys
 from pathlib import Path
 
@@ -780,6 +781,22 @@ def test_block_mode_with_tiers_or_a_pool_on_segments_as_on_pages(
                      for r in result.records], result.counters, result.states,
                     page_statistics(cache), below, cache.orphan_tokens()))
     assert out[0] == out[1]
+
+
+def test_belady_keeps_the_same_page_on_either_tree_after_an_id_named_twice():
+    """Found by the test above: a request naming page 1 three times (ids not chained) left
+    page 1 keyed by its own request's later position, so at page 3's insert the compressed
+    tree kept page 1 (used next at 20) and dropped page 2 (used next at 19), where the
+    per-page tree, reading each page's next use afresh, drops page 1 (cache/belady.py)."""
+    names = ["2", "1", "1", "1", "2"] + ["1"] * 11 + ["1 2 1 1", "2", "3", "2"] + ["1"] * 10
+    requests = [Request(i, 0.0, 7 if len(ids.split()) == 4 else 1, 1,
+                        tuple(int(x) for x in ids.split()), 2) for i, ids in enumerate(names)]
+    seen = []
+    for cache in (RadixCache(2, stepwise_policy("belady", requests), None, CacheMode.BLOCK),
+                  block_segments(2, "belady", None, False, requests)):
+        replay_cache_only(requests[:19], cache)
+        seen.append(page_statistics(cache))
+    assert seen[0] == seen[1] == {2: (math.inf, 0, 17, 0), 3: (math.inf, 0, 18, 0)}
 
 
 # -------------------------------------------------------------------- shared pool
