@@ -61,6 +61,7 @@ from prefixsim.capacity import SearchResult, SearchSpace, find_threshold
 from prefixsim.capacity.knob import RATE_RANGE
 from prefixsim.capacity.verdict import judge
 from prefixsim.config import load_config
+from prefixsim.metrics.kept_up import kept_up_keys
 from prefixsim.pipeline import simulate
 from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_prefix_requests
 
@@ -236,11 +237,13 @@ def simulated_saturation(run: ServerRun, cost: dict) -> float:
 
 
 def kept_up(rows: pd.DataFrame) -> bool:
-    """The capacity verdict, without SLOs, on one stage's rows (its own counts and rate)."""
+    """The capacity verdict, without SLOs, on one open-loop stage's rows: its own counts,
+    rate and kept-up keys, as a run's summary holds them (metrics/kept_up.py)."""
     done = rows[rows["status"] == "completed"]
     span = done["finish_s"].max() - rows["arrival_s"].min() if len(done) else 0.0
     summary = {"num_requests": len(rows), "completed": len(done),
-               "request_throughput": len(done) / span if span > 0 else 0.0}
+               "request_throughput": len(done) / span if span > 0 else 0.0,
+               **kept_up_keys(rows, open_loop=True, pool_tokens=None)}
     return judge(summary, rows, slos={}).passed
 
 
