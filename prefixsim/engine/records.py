@@ -237,15 +237,20 @@ class RecordTable(Sequence):
                 numbers = array(column.typecode)
                 if isinstance(given, np.ndarray) \
                         and given.dtype.kind in _NUMPY_KINDS[column.typecode]:
-                    numbers.frombytes(
-                        given.astype(_DTYPES[column.typecode], copy=False).tobytes())
+                    # one copy, from numpy's buffer as bytes (no `bytes` object between)
+                    numbers.frombytes(np.ascontiguousarray(
+                        given, dtype=_DTYPES[column.typecode]).view(np.uint8))
                 else:
                     _extend(numbers, tuple(given))
                 given = numbers
             converted.append(given)
         self._flush()
-        for column, given in zip(self._columns, converted, strict=True):
-            column.extend(given)
+        columns = self._columns
+        for i, given in enumerate(converted):
+            if isinstance(given, array) and not len(columns[i]):
+                columns[i] = given  # an empty column takes the new one as it is: no copy
+            else:
+                columns[i].extend(given)
 
     def __len__(self) -> int:
         return len(self._columns[0]) + len(self._pending)

@@ -240,6 +240,24 @@ def test_extend_columns_reads_as_the_rows_appended(rows, before, as_numpy):
 CACHE_ONLY_FIELDS = CacheOnlyRecord._fields
 
 
+def test_extend_columns_copies_once_into_an_empty_table():
+    """Columns given to an empty table become its columns as one copy each (no copy of a
+    copy): the caller's arrays stay theirs (changing them afterwards changes no record),
+    and a second call appends to what the first one left."""
+    n = 3
+    ints = np.arange(n, dtype=np.int64)
+    floats = np.linspace(0.0, 1.0, n)
+    table = RecordTable(CacheOnlyRecord)
+    given = [ints, [None] * n, ["completed"] * n, floats, ints, ints, ints, ints, ints, ints]
+    table.extend_columns(given)
+    table.extend_columns(given)
+    ints[:] = -1
+    floats[:] = -1.0
+    assert [record.request_id for record in table] == [0, 1, 2, 0, 1, 2]
+    assert [record.arrival_s for record in table] == [0.0, 0.5, 1.0] * 2
+    assert table.column("cached_tokens").tolist() == [0, 1, 2, 0, 1, 2]
+
+
 def test_extend_columns_checks_what_append_checks():
     """A float array for an int field goes value by value, refused as `append` refuses a
     float; an unsigned array for an int field too (it could exceed int64); a wrong count
