@@ -13,6 +13,7 @@ from prefixsim.errors import InputError
 from prefixsim.metrics.pricing import (
     PRESET_SOURCES,
     PRESETS,
+    Pricing,
     billed_tokens,
     load_pricing,
     prefill_savings,
@@ -53,6 +54,52 @@ def test_openai_reads_in_128_token_steps_from_1024():
     assert s["cost_total_usd"] == pytest.approx((592 * 2 + 1408 * 0.5 + 100 * 8) / 1e6)
 
 
+def test_the_minimum_and_the_step_are_inclusive():
+    """OpenAI (1,024 then 128-token steps): a prompt of exactly 1,024 tokens is cacheable
+    (written whole, nothing read at a hit of 1,023); 1,023 tokens are neither read nor
+    written; a hit of exactly 1,024 is read whole, 1,151 reads 1,024 and 1,152 all of it. A
+    price list without a minimum caches a prompt of one token, not an empty one."""
+    read, write = billed_tokens(np.array([1024, 1023, 2000, 2000, 2000]),
+                                np.array([1023, 1022, 1024, 1151, 1152]), PRESETS["openai"])
+    assert read.tolist() == [0, 0, 1024, 1024, 1152]
+    assert write.tolist() == [1024, 0, 976, 976, 848]
+    anywhere = Pricing("flat", 1.0, 1.0, 0.1, 1.0, 1.0, 0, 1)
+    read, write = billed_tokens(np.array([1, 0, 6]), np.array([0, 0, 5]), anywhere)
+    assert read.tolist() == [0, 0, 5] and write.tolist() == [1, 0, 1]
+
+
+def test_a_ttl_of_five_minutes_writes_at_the_five_minute_price():
+    """R17: the 1-hour write price applies past 5 minutes, so 300 s is the 5-minute class
+    and 301 s the 1-hour one; no TTL at all is priced as 5 minutes. One TTL per request
+    (classes) prices each request's writes at its own."""
+    rows = frame([(2000, 1500, 0)])
+    for ttl_s, price in ((300.0, 3.75), (301.0, 6.0), (None, 3.75)):
+        s = pricing_summary(rows, PRESETS["anthropic"], ttl_s)
+        assert s["cost_total_usd"] == pytest.approx((500 * price + 1500 * 0.30) / 1e6,
+                                                    rel=1e-12)
+    s = pricing_summary(frame([(2000, 1500, 0)] * 3), PRESETS["anthropic"],
+                        [300.0, 301.0, None])
+    assert s["cost_total_usd"] == pytest.approx(
+        (500 * (3.75 + 6.0 + 3.75) + 3 * 1500 * 0.30) / 1e6, rel=1e-12)
+
+
+def test_the_bill_to_the_cent_and_what_the_cache_saved():
+    """Sonnet 4, L=2000, hit 1500, out 100 and L=800 under the minimum, hit 500: total
+    (500*3.75 + 1500*0.30 + 100*15 + 800*3) / 1e6, without a cache (2800*3 + 100*15) / 1e6,
+    saved the difference; token counts as billed. An empty run costs nothing."""
+    s = pricing_summary(frame([(2000, 1500, 100), (800, 500, 0)]), PRESETS["anthropic"], None)
+    total = (500 * 3.75 + 1500 * 0.30 + 100 * 15 + 800 * 3) / 1e6
+    no_cache = (2800 * 3 + 100 * 15) / 1e6
+    assert s["cost_total_usd"] == pytest.approx(total, rel=1e-12)
+    assert s["cost_no_cache_usd"] == pytest.approx(no_cache, rel=1e-12)
+    assert s["cost_saved_usd"] == pytest.approx(no_cache - total, rel=1e-12)
+    assert (s["cost_cache_read_tokens"], s["cost_cache_write_tokens"],
+            s["cost_uncached_input_tokens"]) == (1500, 500, 800)
+    empty = pricing_summary(frame([]), PRESETS["anthropic"], None)
+    assert (empty["cost_total_usd"], empty["cost_no_cache_usd"], empty["cost_saved_usd"],
+            empty["cost_uncached_input_tokens"]) == (0.0, 0.0, 0.0, 0)
+
+
 def test_pricing_file(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("input_usd_per_mtok: 1\noutput_usd_per_mtok: 2\n"
@@ -66,6 +113,55 @@ def test_pricing_file(tmp_path):
         load_pricing(str(bad))
     with pytest.raises(InputError, match="presets"):
         load_pricing("nowhere")
+
+
+PRICE_LINES = ("input_usd_per_mtok: 1\noutput_usd_per_mtok: 2\ncache_read_usd_per_mtok: 0.1\n"
+               "cache_write_usd_per_mtok: 1\ncache_write_1h_usd_per_mtok: 1\n")
+
+
+FINITE = "must be a finite number in [0, 1e+06], got "
+INTEGER = "must be an integer in [0, 9.22337e+18], got "
+
+
+@pytest.mark.parametrize(("text", "field", "message"), [
+    ("- 1\n- 2\n", None, "expected a mapping of pricing fields"),
+    (PRICE_LINES + "surprise: 2\n", "surprise", "unknown key"),
+    ("input_usd_per_mtok: 1\n", None,
+     "Pricing.__init__() missing 4 required positional arguments: 'output_usd_per_mtok', "
+     "'cache_read_usd_per_mtok', 'cache_write_usd_per_mtok', and "
+     "'cache_write_1h_usd_per_mtok'"),
+    (PRICE_LINES + "cache_step_tokens: 0\n", "cache_step_tokens", "must be >= 1"),
+    (PRICE_LINES.replace("0.1", "1000000.5"), "cache_read_usd_per_mtok", FINITE + "1000000.5"),
+    (PRICE_LINES.replace("0.1", "-0.1"), "cache_read_usd_per_mtok", FINITE + "-0.1"),
+    (PRICE_LINES.replace("0.1", "true"), "cache_read_usd_per_mtok", FINITE + "True"),
+    (PRICE_LINES.replace("0.1", ".nan"), "cache_read_usd_per_mtok", FINITE + "nan"),
+    (PRICE_LINES + "min_cacheable_tokens: 1.5\n", "min_cacheable_tokens", INTEGER + "1.5"),
+    (PRICE_LINES + f"min_cacheable_tokens: {2**63}\n", "min_cacheable_tokens",
+     INTEGER + "9223372036854775808"),
+])
+def test_a_bad_pricing_file_names_its_file_and_field(tmp_path, text, field, message):
+    """Each refusal of a price file names the file, the field where there is one, and what
+    was wrong (docs/input-rules.md I4), as the one-line error prints it."""
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        load_pricing(str(path))
+    error = caught.value
+    assert (error.file, error.field, error.message) == (str(path), field, message)
+
+
+def test_a_pricing_file_at_the_limits_is_taken(tmp_path):
+    """The largest price (1e6 USD per million tokens) and token count (2**63 - 1) pass,
+    integers pass where prices are asked, and the name defaults to the file's stem."""
+    path = tmp_path / "edge.yaml"
+    path.write_text(PRICE_LINES.replace("0.1", "1000000") + f"min_cacheable_tokens: {2**63 - 1}\n")
+    pricing = load_pricing(str(path))
+    assert pricing.cache_read_usd_per_mtok == 1e6
+    assert pricing.min_cacheable_tokens == 2**63 - 1 and pricing.name == "edge"
+    with pytest.raises(InputError) as caught:
+        load_pricing(str(tmp_path / "absent.yaml"))
+    assert caught.value.field == "cache.pricing"
+    assert "presets: anthropic, anthropic-haiku, openai, or a YAML file" in caught.value.message
 
 
 def test_every_preset_says_where_and_when_its_prices_were_taken(tmp_path):
@@ -176,3 +272,23 @@ def test_a_class_ttl_of_zero_is_not_the_cache_ttl():
     requests = [Request(0, 0.0, 200, 1, (1,), 512), Request(1, 1.0, 50, 1, (2,), 512)]
     assert request_ttls(config, build_rules(config, seed=0), requests) == [0, 3600]
     assert request_ttls(config, None, requests) == [3600, 3600]
+
+
+def test_one_memo_over_many_prompts_is_keyed_by_chunk_and_context():
+    """`prefill_time_s` calls that share a memo get each prompt's own chunk times (a chunk
+    of 256 after 256 cached tokens is not one after 768), and the cost model is asked once
+    per distinct (chunk, context): 768 new from 0 (contexts 0, 256, 512), 512 from 512
+    (512 asked already, 768), 256 from 256 (asked already): 4 times."""
+    memo: dict[tuple[int, int], float] = {}
+    shared = CountingCost()
+    calls = [(768, 0), (512, 512), (256, 256)]
+    got = [prefill_time_s(shared, new, cached, 256, memo) for new, cached in calls]
+    assert got == [prefill_time_s(CountingCost(), new, cached, 256) for new, cached in calls]
+    assert sorted(memo) == [(256, 0), (256, 256), (256, 512), (256, 768)]
+    assert shared.calls == 4
+
+
+def test_an_empty_run_saves_no_prefill():
+    s = prefill_savings(frame([]), LinearCost(), 2, 256)
+    assert s == {"prefill_gpu_s": 0.0, "prefill_gpu_s_no_cache": 0.0,
+                 "prefill_gpu_s_saved": 0.0}
