@@ -7,6 +7,7 @@
 #   bench/mutation.sh costmodel   # costmodel/ (calibrate.py aside: torch) with tests/costmodel
 #   bench/mutation.sh metrics prefixsim/metrics/kept_up.py   # one module of metrics/
 #   bench/mutation.sh capacity all                           # capacity/ with tests/capacity
+#   bench/mutation.sh router all                             # router/ with tests/router
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
@@ -32,8 +33,8 @@ if ! "$py" -c "import mutmut" 2>/dev/null; then
   exit 2
 fi
 case "$part" in
-  cache|engine|costmodel|metrics|capacity) ;;
-  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity [all|MODULE.py]" >&2; exit 2 ;;
+  cache|engine|costmodel|metrics|capacity|router) ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router [all|MODULE.py]" >&2; exit 2 ;;
 esac
 case "$scope" in
   all) mutate="\"prefixsim/$part/*\"" ;;
