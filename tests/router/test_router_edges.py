@@ -197,18 +197,24 @@ def test_host_tokens_are_credited_at_their_weight():
     assert routed(router, [16, 0, 0], request) == 1
 
 
-def test_pool_tokens_beyond_the_hbm_run_are_credited_at_their_weight():
-    """Pool weight 0.8, the pool holding pages 1-3 (48 tokens), replica 0's HBM page 1:
-    replica 0 scores 16 + 0.8 x 32 = 41.6 - its load, replica 1 0.8 x 48 = 38.4 - its
-    load. Loads 3 and 0: 38.6 > 38.4, replica 0; 4 and 0: replica 1; 0 and 4: replica 0."""
+def pool_router(hbm_ids):
+    """prefix_aware (pool weight 0.8) over two replicas, replica 0's HBM holding `hbm_ids`,
+    and a pool holding pages 1-3; with the request of pages 1-5 it is asked about."""
     caches = [lru(1000), lru(1000)]
-    caches[0].insert(None, [1], [P], 0.0, 0)
+    caches[0].insert(None, list(hbm_ids), [P] * len(hbm_ids), 0.0, 0)
     pool = lru(1000)
     pool.insert(None, [1, 2, 3], [P] * 3, 0.0, 0)
     router = ROUTERS.build("prefix_aware", tier_weights={"pool": 0.8})
     router.bind_caches(caches, lambda: 0.0)
     router.bind_lower_tiers(pool, [None, None])
-    request = Request(0, 0.0, 5 * P, 1, (1, 2, 3, 4, 5), P)
+    return router, Request(0, 0.0, 5 * P, 1, (1, 2, 3, 4, 5), P)
+
+
+def test_pool_tokens_beyond_the_hbm_run_are_credited_at_their_weight():
+    """Pool weight 0.8, the pool holding pages 1-3 (48 tokens), replica 0's HBM page 1:
+    replica 0 scores 16 + 0.8 x 32 = 41.6 - its load, replica 1 0.8 x 48 = 38.4 - its
+    load. Loads 3 and 0: 38.6 > 38.4, replica 0; 4 and 0: replica 1; 0 and 4: replica 0."""
+    router, request = pool_router([1])
     assert routed(router, [3, 0], request) == 0
     assert routed(router, [4, 0], request) == 1
     assert routed(router, [0, 4], request) == 0
@@ -217,13 +223,6 @@ def test_pool_tokens_beyond_the_hbm_run_are_credited_at_their_weight():
 def test_a_pool_run_no_longer_than_the_hbm_run_adds_nothing():
     """Replica 0 holds pages 1-3 in HBM and the pool the same 48 tokens: its score is 48 -
     its load, replica 1's 0.8 x 48 = 38.4. Loads 10 and 0: 38 < 38.4, replica 1."""
-    caches = [lru(1000), lru(1000)]
-    caches[0].insert(None, [1, 2, 3], [P] * 3, 0.0, 0)
-    pool = lru(1000)
-    pool.insert(None, [1, 2, 3], [P] * 3, 0.0, 0)
-    router = ROUTERS.build("prefix_aware", tier_weights={"pool": 0.8})
-    router.bind_caches(caches, lambda: 0.0)
-    router.bind_lower_tiers(pool, [None, None])
-    request = Request(0, 0.0, 5 * P, 1, (1, 2, 3, 4, 5), P)
+    router, request = pool_router([1, 2, 3])
     assert routed(router, [10, 0], request) == 1
     assert routed(router, [9, 0], request) == 0
