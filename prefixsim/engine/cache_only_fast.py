@@ -22,7 +22,13 @@ import numpy as np
 from prefixsim.cache.cache_types import ChainConflict
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.engine.cache_samples import end_of_replay, next_sample, row_of, state_row
-from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_token_array, hit_tokens
+from prefixsim.engine.records import (
+    CacheOnlyRecord,
+    RecordTable,
+    array_of,
+    hit_token_array,
+    hit_tokens,
+)
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
 from prefixsim.trace.columns import ID_BLOCK, RequestColumns
@@ -159,17 +165,9 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
 
 def _doubles(column: np.ndarray) -> array:
     """A column as an `array("d")` of its values (a copy of its bytes as float64)."""
-    return _copied(column, "d", np.float64)
+    return array_of(column, "d")
 
 
 def _longs(column: np.ndarray) -> array:
     """A column as an `array("q")` of its values (a copy of its bytes as int64)."""
-    return _copied(column, "q", np.int64)
-
-
-def _copied(column: np.ndarray, typecode: str, dtype: type) -> array:
-    """`column` as an `array(typecode)` of `dtype`'s values: one copy, from numpy's buffer
-    (no `bytes` object in between)."""
-    values = array(typecode)
-    values.frombytes(np.ascontiguousarray(column, dtype=dtype).view(np.uint8))
-    return values
+    return array_of(column, "q")

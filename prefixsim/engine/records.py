@@ -234,15 +234,13 @@ class RecordTable(Sequence):
         converted = []
         for column, given in zip(self._columns, values, strict=True):
             if isinstance(column, array):
-                numbers = array(column.typecode)
                 if isinstance(given, np.ndarray) \
                         and given.dtype.kind in _NUMPY_KINDS[column.typecode]:
-                    # one copy, from numpy's buffer as bytes (no `bytes` object between)
-                    numbers.frombytes(np.ascontiguousarray(
-                        given, dtype=_DTYPES[column.typecode]).view(np.uint8))
+                    given = array_of(given, column.typecode)
                 else:
+                    numbers = array(column.typecode)
                     _extend(numbers, tuple(given))
-                given = numbers
+                    given = numbers
             converted.append(given)
         self._flush()
         columns = self._columns
@@ -330,6 +328,14 @@ def _extend(column, values: tuple) -> None:
 
 _TYPECODES = {"int": "q", "float": "d", int: "q", float: "d"}
 _DTYPES = {"q": np.int64, "d": np.float64}
+
+
+def array_of(values: np.ndarray, typecode: str) -> array:
+    """`values` as an `array(typecode)` ("q": int64, "d": float64): one copy, from numpy's
+    buffer (no `bytes` object in between)."""
+    numbers = array(typecode)
+    numbers.frombytes(np.ascontiguousarray(values, dtype=_DTYPES[typecode]).view(np.uint8))
+    return numbers
 # numpy dtype kinds an array column takes without a check per value: signed integers for
 # an int column (an unsigned one could exceed int64), integers and floats for a float one
 _NUMPY_KINDS = {"q": "i", "d": "iuf"}
