@@ -226,3 +226,19 @@ def test_a_pool_run_no_longer_than_the_hbm_run_adds_nothing():
     router, request = pool_router([1, 2, 3])
     assert routed(router, [10, 0], request) == 1
     assert routed(router, [9, 0], request) == 0
+
+
+def test_a_stale_view_is_refreshed_every_staleness_s_from_the_last_refresh():
+    """staleness_s 10: the router sees each cache as it was at its last snapshot, taken at
+    the first request and again once 10 s have passed since the one before (0, 10, 20).
+    Replica 1 gains page 1 at 11 s: a request for it at 12 s still sees the 10 s snapshot
+    (nothing anywhere: the tie goes to replica 0); at 20 s the new one (replica 1)."""
+    held = [set(), set()]
+    views = [SimpleNamespace(outstanding_tokens=0, cached_page_ids=lambda r=r: held[r])
+             for r in range(2)]
+    router = ROUTERS.build("prefix_aware", staleness_s=10.0)
+    request = Request(0, 0.0, 2 * P, 1, (1, 2), P)
+    assert [router.route(request, views, now) for now in (0.0, 10.0)] == [0, 0]
+    held[1].add(1)
+    assert router.route(request, views, 12.0) == 0
+    assert router.route(request, views, 20.0) == 1
