@@ -127,8 +127,8 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
     for chunk in chunks:
         # arrays of C numbers (read through typed memoryviews compiled; as Python floats
         # and ints, as `tolist` gave them, on the pure path): no object per value made
-        arrivals, inputs = _doubles(chunk.arrival_s), _longs(chunk.input_tokens)
-        sizes, starts = _longs(chunk.page_size_tokens), _longs(chunk.page_start)
+        arrivals, inputs = array_of(chunk.arrival_s, "d"), array_of(chunk.input_tokens, "q")
+        sizes, starts = array_of(chunk.page_size_tokens, "q"), array_of(chunk.page_start, "q")
         count = len(arrivals)
         found = array("q", bytes(8 * count))  # matched pages per request (typed view: C)
         matched = found
@@ -136,7 +136,7 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         for block in range(0, count, ID_BLOCK):  # a block's ids as one int64 array
             last = min(block + ID_BLOCK, count)
             base = starts[block]
-            ids = _longs(page_ids[base:starts[last]])  # a request's ids: a part of it
+            ids = array_of(page_ids[base:starts[last]], "q")  # a request's ids: a part of it
             for i in range(block, last):
                 now = arrivals[i]
                 if now > upcoming:  # the state so far holds from `upcoming` until `now`
@@ -162,12 +162,3 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
         states.append(state_row(upcoming, cache))
     return position
 
-
-def _doubles(column: np.ndarray) -> array:
-    """A column as an `array("d")` of its values (a copy of its bytes as float64)."""
-    return array_of(column, "d")
-
-
-def _longs(column: np.ndarray) -> array:
-    """A column as an `array("q")` of its values (a copy of its bytes as int64)."""
-    return array_of(column, "q")

@@ -328,6 +328,9 @@ def _extend(column, values: tuple) -> None:
 
 _TYPECODES = {"int": "q", "float": "d", int: "q", float: "d"}
 _DTYPES = {"q": np.int64, "d": np.float64}
+# numpy dtype kinds an array column takes without a check per value: signed integers for
+# an int column (an unsigned one could exceed int64), integers and floats for a float one
+_NUMPY_KINDS = {"q": "i", "d": "iuf"}
 
 
 def array_of(values: np.ndarray, typecode: str) -> array:
@@ -336,9 +339,8 @@ def array_of(values: np.ndarray, typecode: str) -> array:
     numbers = array(typecode)
     numbers.frombytes(np.ascontiguousarray(values, dtype=_DTYPES[typecode]).view(np.uint8))
     return numbers
-# numpy dtype kinds an array column takes without a check per value: signed integers for
-# an int column (an unsigned one could exceed int64), integers and floats for a float one
-_NUMPY_KINDS = {"q": "i", "d": "iuf"}
+
+
 _STRINGS = {"str", "str | None", str}
 
 
