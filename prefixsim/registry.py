@@ -35,9 +35,13 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._factories: dict[str, Callable[..., T]] = {}
+        self._keywords: dict[str, tuple[str, ...]] = {}
 
-    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        """Class decorator: make `factory` buildable as `name` (lowercase, unique)."""
+    def register(self, name: str, keywords: Iterable[str] | None = None
+                 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Class decorator: make `factory` buildable as `name` (lowercase, unique).
+        `keywords`: the names a factory's `**params` take, where it takes a known set (the
+        cost models' parameter records), so that `check_params` refuses the others."""
         if name != name.lower():
             raise ValueError(f"{self.kind} names are lowercase: {name!r}")
 
@@ -45,6 +49,8 @@ class Registry(Generic[T]):
             if name in self._factories:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._factories[name] = factory
+            if keywords is not None:
+                self._keywords[name] = tuple(keywords)
             return factory
 
         return decorate
@@ -89,14 +95,16 @@ class Registry(Generic[T]):
                  if p.kind in kinds and p.name not in ("self", *supplied)]
         extra = next((p.name for p in signature.parameters.values()
                       if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+        keywords = self._keywords.get(name)
         for key, value in params.items():
             where = f"{field}.{key}"
             if key in named:
                 hint = hints.get(key)
-            elif extra is not None and key not in supplied:
+            elif extra is not None and key not in supplied and (keywords is None
+                                                                or key in keywords):
                 hint = hints.get(extra)
             else:
-                takes = ", ".join(named) or "none"
+                takes = ", ".join(named + sorted(keywords or ())) or "none"
                 raise InputError(f"{self.kind} {name!r} takes no such parameter "
                                  f"(parameters: {takes})", field=where)
             if hint in (int, float):

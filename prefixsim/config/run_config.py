@@ -28,7 +28,7 @@ from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
 from prefixsim.cache.session_regex import probe
 from prefixsim.config.flags import option
 from prefixsim.config.load import LoadConfig
-from prefixsim.config.section import Section, registered
+from prefixsim.config.section import FieldError, Section, registered
 from prefixsim.config.serving import (
     CostModelConfig,
     EngineConfig,
@@ -247,13 +247,18 @@ class RunConfig(Section):
     load: LoadConfig = LoadConfig()
 
 
-def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | None = None
+               ) -> None:
+    """Set `tree`'s value at the dotted key, making the sections on the way; a section that
+    `source` (the config file) gave as something other than a mapping is an InputError
+    naming the file and that section's key."""
     *parents, leaf = dotted.split(".")
     node = tree
-    for key in parents:
+    for depth, key in enumerate(parents):
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
-            raise InputError("expected a mapping", field=".".join(parents))
+            raise InputError(f"expected a mapping of keys, got {child!r:.60}", file=source,
+                             field=".".join(parents[:depth + 1]))
         node = child
     node[leaf] = value
 
@@ -275,6 +280,9 @@ def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
             message = first["msg"].removeprefix("Value error, ")
             if first["type"] != "value_error" and not isinstance(first.get("input"), dict):
                 message += f" (got {first['input']!r})"
+            error = first.get("ctx", {}).get("error")
+            if isinstance(error, FieldError):  # a section's check names its field
+                key = f"{key}.{error.field}" if key else error.field
         raise InputError(message, file=source, field=key) from None
     _check_across_sections(config, source)
     return config
@@ -335,12 +343,13 @@ def load_config(
     `unset` are set to None, as `null` in a file sets them (e.g. no timeseries:
     `unset=("engine.sample_interval_s",)`)."""
     data = read_config_file(path) if path is not None else {}
+    source = None if path is None else str(path)
     for dotted, value in (overrides or {}).items():
         if value is not None:
-            set_dotted(data, dotted, value)
+            set_dotted(data, dotted, value, source)
     for dotted in unset:
-        set_dotted(data, dotted, None)
-    return build_config(data, source=None if path is None else str(path))
+        set_dotted(data, dotted, None, source)
+    return build_config(data, source=source)
 
 
 def config_to_yaml(config: RunConfig) -> str:

@@ -12,16 +12,18 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from prefixsim.config.flags import option
-from prefixsim.config.section import Section, registered
+from prefixsim.config.section import FieldError, Section, registered
 from prefixsim.costmodel import COST_MODELS
 from prefixsim.presets import GPUS, MODELS
 from prefixsim.registry import unknown_name
 from prefixsim.router import ROUTERS
 
 
-def _preset(value: str, names: dict, kind: str, presets_file: Path | None) -> str:
+def _preset(value: str, names: dict, kind: str, presets_file: Path | None, field: str) -> str:
+    """`value` if a preset's name or a `presets_file` can define it; else the error names
+    `field` and lists the presets."""
     if presets_file is None and value not in names:
-        raise ValueError(unknown_name(kind, value, names))
+        raise FieldError(field, unknown_name(kind, value, names))
     return value
 
 
@@ -53,7 +55,7 @@ class ModelConfig(Section):
     @model_validator(mode="after")
     def _known(self) -> ModelConfig:
         if self.config_path is None:
-            _preset(self.name, MODELS, "model", self.presets_file)
+            _preset(self.name, MODELS, "model", self.presets_file, "name")
         return self
 
 
@@ -74,7 +76,7 @@ class HardwareConfig(Section):
 
     @model_validator(mode="after")
     def _known(self) -> HardwareConfig:
-        _preset(self.gpu, GPUS, "gpu", self.presets_file)
+        _preset(self.gpu, GPUS, "gpu", self.presets_file, "gpu")
         return self
 
 
@@ -95,7 +97,8 @@ class SchedulerConfig(Section):
     @model_validator(mode="after")
     def _consistent(self) -> SchedulerConfig:
         if self.max_num_seqs > self.max_batched_tokens:
-            raise ValueError("max_num_seqs must not exceed max_batched_tokens")
+            raise FieldError("max_num_seqs", "must not exceed max_batched_tokens "
+                             f"({self.max_num_seqs} > {self.max_batched_tokens})")
         return self
 
 

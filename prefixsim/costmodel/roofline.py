@@ -81,6 +81,12 @@ class ServingParams:
                 + self.step_overhead_s_per_token * num_tokens)
 
 
+def param_names() -> list[str]:
+    """Every name `cost_model.params` of the roofline may set (both parameter sets)."""
+    return sorted({f.name for f in fields(OperatorParams)}
+                  | {f.name for f in fields(ServingParams)})
+
+
 def split_params(params: dict[str, float]) -> tuple[OperatorParams, ServingParams]:
     """`cost_model.params` of the roofline into its two parameter sets (an unknown name is
     a TypeError that names it)."""
@@ -89,7 +95,7 @@ def split_params(params: dict[str, float]) -> tuple[OperatorParams, ServingParam
     unknown = sorted(set(params) - ops - serving)
     if unknown:
         raise TypeError(f"unknown roofline parameter {unknown[0]!r} (valid: "
-                        f"{', '.join(sorted(ops | serving))})")
+                        f"{', '.join(param_names())})")
     return (OperatorParams(**{k: v for k, v in params.items() if k in ops}),
             ServingParams(**{k: v for k, v in params.items() if k in serving}))
 
@@ -331,4 +337,4 @@ class Roofline(RooflineBase):
                 + self._s_per_context * (num_steps * context_sum + growth))
 
 
-COST_MODELS.register("roofline")(Roofline)
+COST_MODELS.register("roofline", keywords=param_names())(Roofline)

@@ -23,7 +23,7 @@ communication latency, quantised weights other than `weight_dtype_bytes`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from prefixsim.costmodel.collectives import allreduce_s_per_token
 from prefixsim.costmodel.protocol import COST_MODELS, StepBatch
@@ -70,7 +70,7 @@ def _sum_max_of_lines(a1: float, b1: float, a2: float, b2: float, num_steps: int
     return line_sum(a1, b1, 0, split) + line_sum(a2, b2, split, num_steps)
 
 
-@COST_MODELS.register("step_roofline")
+@COST_MODELS.register("step_roofline", keywords=[f.name for f in fields(StepRooflineParams)])
 class StepRoofline(RooflineBase):
     """Whole-step roofline times of `model` on `tp` × `gpu` (see the module docstring)."""
 

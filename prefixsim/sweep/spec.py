@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from prefixsim.config import RunConfig, build_config, read_config_file
+from prefixsim.config.run_config import set_dotted
 from prefixsim.errors import InputError
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
@@ -195,18 +196,6 @@ def _dotted_value(dump: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any, source: str | None) -> None:
-    *parents, leaf = dotted.split(".")
-    node = tree
-    for depth, key in enumerate(parents):
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise InputError("expected a mapping", file=source,
-                             field=".".join(parents[:depth + 1]))
-        node = child
-    node[leaf] = copy.deepcopy(value)
-
-
 def make_point(base: dict[str, Any], params: dict[str, Any],
                source: str | None = None, root: Path | None = None,
                named: list[str] | None = None) -> SweepPoint:
@@ -217,7 +206,7 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
     the policy at its default still says `lru`); its hash part is the whole config's."""
     data = copy.deepcopy(base)
     for dotted, value in params.items():
-        _set_dotted(data, dotted, value, source)
+        set_dotted(data, dotted, copy.deepcopy(value), source)
     try:
         config = build_config(data, source=source)
     except InputError as exc:

@@ -9,6 +9,7 @@ import yaml
 
 from prefixsim.cache import TTLMode
 from prefixsim.config import RunConfig, build_config, config_to_yaml, load_config
+from prefixsim.costmodel.roofline import param_names as roofline_params
 from prefixsim.errors import InputError
 from prefixsim.pipeline.inputs import resolve_trace_defaults
 
@@ -123,3 +124,117 @@ def test_trace_defaults_are_resolved_into_the_effective_config(tmp_path):
     explicit = resolve_trace_defaults(
         load_config(None, {"trace.path": str(trace), "trace.block_size": 8}))
     assert explicit.trace.block_size == 8
+
+
+# ------------------------------------------------------------------ refusals word for word
+@pytest.mark.parametrize(("data", "text"), [
+    ({"cache": {"ttl_s": "5parsecs"}},  # a validator's message, without pydantic's prefix
+     "run.yaml: cache.ttl_s: expected a number, or one with a unit (300s, 5m, 1h; units: ms, "
+     "s, m, min, h, d), got '5parsecs'"),
+    ({"cache": {"capacity_tokens": -1}},  # pydantic's own check: the value is appended
+     "run.yaml: cache.capacity_tokens: Input should be greater than or equal to 0 (got -1)"),
+    ({"cache": {"capacty_tokens": 5}}, "run.yaml: cache.capacty_tokens: unknown key"),
+    ({"seed": 1}, "run.yaml: seed: unknown key (a run has no randomness of its own; the "
+                  "workload's modelled randomness is trace.seed)"),
+    ({"hardware": {"gpu": "h1000"}},  # a section's own check names the field at fault
+     "run.yaml: hardware.gpu: unknown gpu 'h1000' (did you mean 'h200'? valid: a100-40g, "
+     "a100-80g, b200, h100-pcie, h100-sxm, h200, l4, l40s, mi300x)"),
+    ({"scheduler": {"max_num_seqs": 10000}},
+     "run.yaml: scheduler.max_num_seqs: must not exceed max_batched_tokens (10000 > 8192)"),
+    ({"hardware": {"tp": 3}},  # across sections: the preset model's heads
+     "run.yaml: hardware.tp: tp 3 does not split llama-3.1-8b's 32 attention heads and 8 KV "
+     "heads evenly (tp must divide the attention heads, and divide the KV heads or be a "
+     "multiple of them)"),
+    ({"router": {"params": {"staleness_s": -1}}},  # the router is built to check its values
+     "run.yaml: router.params: staleness_s must be >= 0, got -1"),
+    ({"router": {"params": {"bogus": 1}}},
+     "run.yaml: router.params.bogus: router 'prefix_aware' takes no such parameter "
+     "(parameters: load_weight, staleness_s, event_delay_s, tier_weights)"),
+    ({"cost_model": {"params": {"tp": 2}}},  # tp comes from hardware.tp, not the params
+     "run.yaml: cost_model.params.tp: cost model 'roofline' takes no such parameter "
+     "(parameters: engine, expert_parallel, " + ", ".join(roofline_params()) + ")"),
+    ({"cost_model": {"name": "step_roofline", "params": {"frontend_s": 0.1}}},
+     "run.yaml: cost_model.params.frontend_s: cost model 'step_roofline' takes no such "
+     "parameter (parameters: attention_efficiency, bandwidth_efficiency, gemm_efficiency, "
+     "kv_dtype_bytes, step_overhead_s, weight_dtype_bytes)"),
+    ({"cost_model": {"profile": "cpu-llama-3.1-8b", "params": {"gemm_efficiency": 0.5}}},
+     "run.yaml: cost_model.params.gemm_efficiency: cost model 'fitted' takes no such "
+     "parameter (parameters: profile, engine, emission_s, frontend_s, "
+     "frontend_s_per_prompt_token, idle_wakeup_s, step_overhead_s, step_overhead_s_per_seq, "
+     "step_overhead_s_per_token)"),
+    ({"cache_only": True, "load": {"type": "concurrency", "users": 2}},
+     "run.yaml: load.type: a concurrency load reacts to finished requests, so it needs a "
+     "timed run (not cache_only)"),
+])
+def test_refusals_word_for_word(data, text):
+    with pytest.raises(InputError) as info:
+        build_config(data, source="run.yaml")
+    assert str(info.value) == text
+
+
+def test_a_roofline_parameter_is_taken_and_a_misspelt_one_refused_at_load():
+    assert build_config({"cost_model": {"params": {"gemm_efficiency": 0.5}}}) \
+        .cost_model.params == {"gemm_efficiency": 0.5}
+    with pytest.raises(InputError) as info:  # before, only building the model refused it
+        build_config({"cost_model": {"params": {"gemm_efficency": 0.5}}})
+    assert info.value.field == "cost_model.params.gemm_efficency"
+
+
+@pytest.mark.parametrize("model", [
+    {"name": "llama-3.1-8b", "presets_file": "custom.yaml"},  # the file may redefine it
+    {"config_path": "some/config.json"},  # its heads are read when the run builds it
+])
+def test_tensor_parallel_is_checked_at_load_only_for_a_shipped_preset(model):
+    config = build_config({"model": model, "hardware": {"tp": 3}})
+    assert config.hardware.tp == 3
+
+
+def test_a_flag_into_a_section_the_file_wrote_as_a_value_names_file_and_section(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("cache:\n  pool: 5\n")
+    with pytest.raises(InputError) as info:
+        load_config(path, {"cache.pool.ttl_s": 60})
+    assert str(info.value) == f"{path}: cache.pool: expected a mapping of keys, got 5"
+    path.write_text("engine: [1, 2]\n")
+    with pytest.raises(InputError) as info:
+        load_config(path, unset=("engine.sample_interval_s",))
+    assert str(info.value) == f"{path}: engine: expected a mapping of keys, got [1, 2]"
+
+
+def test_an_unset_key_is_null_and_the_file_is_named_in_later_errors(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("engine: {sample_interval_s: 5}\n")
+    assert load_config(path, unset=("engine.sample_interval_s",)).engine.sample_interval_s \
+        is None
+    with pytest.raises(InputError) as info:
+        load_config(path, {"cache.ttl_s": -1})
+    assert info.value.file == str(path) and info.value.field == "cache.ttl_s"
+
+
+def test_not_a_mapping_word_for_word(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("- a\n")
+    with pytest.raises(InputError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: expected a mapping of config sections"
+
+
+def test_the_effective_config_keeps_the_sections_in_their_order():
+    text = config_to_yaml(RunConfig())
+    tops = [line.split(":")[0] for line in text.splitlines() if not line.startswith(" ")]
+    assert tops == ["trace", "cache", "cache_only", "model", "hardware", "scheduler",
+                    "router", "cost_model", "serving", "engine", "load"]
+
+
+def test_a_registered_name_is_checked_and_none_passes():
+    # the section is made here, not at import, so that the validator is made by this test
+    from prefixsim.config.section import Section, registered
+    from prefixsim.router import ROUTERS
+
+    class Named(Section):
+        name: str | None = None
+        _known = registered(ROUTERS, "name")
+
+    assert Named(name=None).name is None and Named(name="round_robin").name == "round_robin"
+    with pytest.raises(pydantic.ValidationError, match="did you mean 'round_robin'"):
+        Named(name="round-robin")

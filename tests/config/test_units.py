@@ -126,3 +126,36 @@ def test_registry_suggests_the_closest_name():
 def test_run_suggests_names(tmp_path, flag, typo, suggested, field):
     result = invoke("run", "--trace", DEMO, flag, typo, "-o", tmp_path / "o")
     one_line_error(result, field, f"did you mean {suggested!r}?")
+
+
+# ------------------------------------------------------------------ exact texts and edges
+def test_digits_may_be_grouped_with_underscores():
+    assert quantity("1_000k", "tokens", integer=True) == 1_000_000
+    assert quantity("1_500", "tokens", integer=True, bare=True) == 1500
+
+
+def test_a_float_product_near_a_whole_number_is_that_number():
+    # 4.1 * 1e6 is 4099999.9999999995 in binary floating point: still 4.1M tokens
+    assert 4.1 * 1e6 != 4_100_000
+    assert quantity("4.1M", "tokens", integer=True) == 4_100_000
+    assert quantity("4.1G", "tokens", integer=True) == 4_100_000_000
+
+
+def test_whole_numbers_allow_one_part_in_a_billion():
+    # the tolerance is 1e-9 of the value, and never less than 1e-9 absolute
+    assert quantity("1.0000000005", "tokens", integer=True, bare=True) == 1
+    with pytest.raises(ValueError, match="whole number"):
+        quantity("1.0000000015", "tokens", integer=True, bare=True)
+
+
+def test_refusal_texts_word_for_word():
+    with pytest.raises(ValueError) as info:
+        quantity("5x", "tokens")
+    assert str(info.value) == ("expected a number, or one with a unit (5k, 2M; units: k, K, "
+                               "M, G, T), got '5x'")
+    with pytest.raises(ValueError) as info:
+        quantity("1e400h", "seconds")
+    assert str(info.value) == "must be finite, got '1e400h'"
+    with pytest.raises(ValueError) as info:
+        quantity("1.2345k", "tokens", integer=True)
+    assert str(info.value) == "expected a whole number of tokens, got '1.2345k' = 1234.5"
