@@ -195,6 +195,10 @@ def test_a_flag_into_a_section_the_file_wrote_as_a_value_names_file_and_section(
     with pytest.raises(InputError) as info:
         load_config(path, {"cache.pool.ttl_s": 60})
     assert str(info.value) == f"{path}: cache.pool: expected a mapping of keys, got 5"
+    path.write_text("cache: 5\n")  # the first section on the way is the one at fault
+    with pytest.raises(InputError) as info:
+        load_config(path, {"cache.pool.ttl_s": 60})
+    assert info.value.field == "cache"
     path.write_text("engine: [1, 2]\n")
     with pytest.raises(InputError) as info:
         load_config(path, unset=("engine.sample_interval_s",))
@@ -209,6 +213,9 @@ def test_an_unset_key_is_null_and_the_file_is_named_in_later_errors(tmp_path):
     with pytest.raises(InputError) as info:
         load_config(path, {"cache.ttl_s": -1})
     assert info.value.file == str(path) and info.value.field == "cache.ttl_s"
+    with pytest.raises(InputError) as info:  # flags alone: no file to name
+        load_config(None, {"cache.ttl_s": -1})
+    assert info.value.file is None and str(info.value).startswith("cache.ttl_s: ")
 
 
 def test_not_a_mapping_word_for_word(tmp_path):
