@@ -27,6 +27,7 @@ from prefixsim.trace.readers import (
     FOLDER_SNIFFERS,
     READERS,
     ReadContext,
+    first_undecodable_line,
     sniffer,
     trace_files,
 )
@@ -120,7 +121,8 @@ def _load(path: Path) -> object:
         with path.open("rb") as handle:
             return json.loads(handle.read().removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except UnicodeDecodeError:
-        raise InputError("not a UTF-8 text file", file=str(path)) from None
+        raise InputError("not a UTF-8 text file", file=str(path),
+                         line=first_undecodable_line(path)) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg})", file=str(path), line=exc.lineno) \
             from None

@@ -23,6 +23,7 @@ from prefixsim.trace.readers import (
     PREFIX_MODEL_FORMATS,
     READERS,
     ReadContext,
+    first_undecodable_line,
     open_trace,
     sniffer,
 )
@@ -128,7 +129,8 @@ def read_lengths_csv(
                     page_size_tokens=block_size, session_id=session,
                 ))
         except UnicodeDecodeError:
-            raise InputError("not a UTF-8 text file", file=str(path)) from None
+            raise InputError("not a UTF-8 text file", file=str(path),
+                             line=first_undecodable_line(path)) from None
         except csv.Error as exc:
             raise InputError(f"not valid CSV ({exc})", file=str(path)) from None
     return requests

@@ -179,10 +179,10 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
                     yield line_no, raw
         except UnicodeDecodeError:
             raise InputError("not a UTF-8 text file", file=str(path),
-                             line=_first_undecodable_line(path)) from None
+                             line=first_undecodable_line(path)) from None
 
 
-def _first_undecodable_line(path: Path) -> int | None:
+def first_undecodable_line(path: Path) -> int | None:
     """The number of the first line that is not UTF-8 (text reading decodes ahead by
     blocks, so its error does not say which line)."""
     with path.open("rb") as handle:

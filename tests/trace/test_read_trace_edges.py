@@ -208,3 +208,9 @@ def test_a_file_the_system_will_not_open_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "open", refuse)
     assert refusal(open_trace, path) == f"{path}: cannot read (Permission denied)"
     assert refusal(detect_format, path) == f"{path}: cannot read (Permission denied)"
+
+
+def test_a_kv_cache_tester_file_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "conversation.json"
+    path.write_bytes(b'{\n "requests": "\xff"\n}\n')
+    assert refusal(read_trace, path, "kv-cache-tester") == f"{path}:2: not a UTF-8 text file"
