@@ -2,7 +2,8 @@
 (so hand-worked answers stay exact binary fractions), an LRU radix cache, the matching step
 of the brute-force reference caches, the steps that random prefix-tree traces share, and
 random Part A traces with what a replay of them gives (the compressed tree's differential
-tests against RadixCache), and why a Cython build cannot run here (`cannot_compile`).
+tests against RadixCache), why a Cython build cannot run here (`cannot_compile`), and the
+one-line text of the InputError a call raises (`refusal`).
 
 Owns only what several test files need; a fake used by one file stays in that file.
 """
@@ -15,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from radix_reference import RadixCache
 
@@ -260,3 +262,11 @@ class LosingExecutor:
                 yield index, ConnectionError("worker died")
             else:
                 yield index, fn(item)
+
+
+def refusal(call: Callable, *args, **kwargs) -> str:
+    """The one-line text (file, line and field included) of the InputError that
+    `call(*args, **kwargs)` raises; fails the test when it raises none."""
+    with pytest.raises(InputError) as info:
+        call(*args, **kwargs)
+    return str(info.value)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from fakes import refusal
 
-from prefixsim.errors import InputError
 from prefixsim.trace.fields import (
     MAX_TIME,
     MAX_TOKENS,
@@ -25,13 +25,6 @@ from prefixsim.trace.fields import (
 )
 
 WHERE = {"file": "t.jsonl", "line": 7}
-
-
-def refusal(call, *args, **kwargs) -> str:
-    """The one-line text of the InputError `call` raises (file, line and field included)."""
-    with pytest.raises(InputError) as info:
-        call(*args, **kwargs)
-    return str(info.value)
 
 
 # ------------------------------------------------------------------ one JSON line

@@ -7,9 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
+from fakes import refusal
 
-from prefixsim.errors import InputError
 from prefixsim.trace import ReadOptions, detect_format, read_trace
 from prefixsim.trace.fields import MAX_TOKENS
 from prefixsim.trace.lengths import PrefixModel, _WallClock, check_prefix_model
@@ -21,12 +20,6 @@ def burstgpt(tmp_path: Path, body: str, header: str = HEADER) -> Path:
     path = tmp_path / "b.csv"
     path.write_text(header + body)
     return path
-
-
-def refusal(call, *args, **kwargs) -> str:
-    with pytest.raises(InputError) as info:
-        call(*args, **kwargs)
-    return str(info.value)
 
 
 # ------------------------------------------------------------------ prefix models

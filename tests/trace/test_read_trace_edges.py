@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes import refusal
 
 from prefixsim.errors import InputError
 from prefixsim.trace import ReadOptions, detect_format, load_trace, read_trace, readers
@@ -31,12 +32,6 @@ def mooncake(path: Path, times: list[float], bad: int = 0) -> Path:
                         "hash_ids": [i]}) for i, t in enumerate(times)]
     path.write_text("not json\n" * bad + "\n".join(rows) + "\n")
     return path
-
-
-def refusal(call, *args, **kwargs) -> str:
-    with pytest.raises(InputError) as info:
-        call(*args, **kwargs)
-    return str(info.value)
 
 
 # ------------------------------------------------------------------ the read context
