@@ -109,7 +109,13 @@ def record_lines(path: Path) -> int | None:
                     opened = True
             opens = np.flatnonzero((data == 91) | (data == 123))
             ends = np.flatnonzero(data == 10)
-            line_bytes = len(data) - 1 - ends[-1] if len(ends) else line_bytes + len(data)
+            if len(ends):  # each line that ends here, the first with what came before
+                lengths = np.diff(ends, prepend=-1 - line_bytes) - 1
+                if lengths.max() > readers.MAX_LINE_CHARS:
+                    return None
+                line_bytes = len(data) - 1 - ends[-1]
+            else:
+                line_bytes += len(data)
             if line_bytes > readers.MAX_LINE_CHARS:
                 return None
             per_line = np.bincount(np.searchsorted(ends, opens), minlength=len(ends) + 1)
