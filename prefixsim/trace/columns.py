@@ -180,12 +180,6 @@ def concat_columns(parts: Sequence[RequestColumns]) -> RequestColumns:
     if len(parts) == 1:
         return parts[0].renumbered(0.0)
     counts = np.concatenate([np.diff(p.page_start) for p in parts])
-    sessions = [p.sessions for p in parts]
-    if all(s is None for s in sessions):
-        joined = None
-    else:
-        joined = pa.concat_arrays([s if s is not None else pa.nulls(len(p), pa.string())
-                                   for s, p in zip(sessions, parts, strict=True)])
     return RequestColumns(
         np.arange(sum(len(p) for p in parts), dtype=np.int64),
         np.concatenate([p.arrival_s for p in parts]),
@@ -193,4 +187,15 @@ def concat_columns(parts: Sequence[RequestColumns]) -> RequestColumns:
         np.concatenate([p.output_tokens for p in parts]),
         np.concatenate([p.page_size_tokens for p in parts]),
         np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        np.concatenate([p.page_ids for p in parts]), joined, None)
+        np.concatenate([p.page_ids for p in parts]),
+        _joined([p.sessions for p in parts], parts),
+        _joined([p.namespaces for p in parts], parts))
+
+
+def _joined(texts: list[pa.Array | None], parts: Sequence[RequestColumns]) -> pa.Array | None:
+    """One string column from the parts' (a part without one: nulls), or None if none has
+    one."""
+    if all(t is None for t in texts):
+        return None
+    return pa.concat_arrays([t if t is not None else pa.nulls(len(p), pa.string())
+                             for t, p in zip(texts, parts, strict=True)])
