@@ -32,6 +32,7 @@ from prefixsim.trace.fields import (
     check_page_count,
     id_list,
     namespace_field,
+    session_field,
 )
 from prefixsim.trace.mooncake_fast import columns_of, report_progress, restart_progress
 from prefixsim.trace.readers import DEFAULT_BLOCK_SIZES, READERS, ReadContext
@@ -86,8 +87,9 @@ def _read_columns(handle: pq.ParquetFile, ctx: ReadContext) -> RequestColumns | 
     requests (tested against each other)."""
     names = [name for name in KNOWN if name in handle.schema_arrow.names]
     session = handle.schema_arrow.field("session_id").type if "session_id" in names else None
-    if session is not None and not (pa.types.is_string(session) or pa.types.is_null(session)):
-        return None  # the row path keeps non-text session ids as they are
+    if session is not None and not (pa.types.is_string(session) or pa.types.is_null(session)
+                                    or pa.types.is_int64(session)):
+        return None  # the row path reads them (and refuses what is not text or an integer)
     meta = handle.metadata
     limit = ctx.options.max_requests
     total = meta.num_rows if limit is None else min(limit, meta.num_rows)
@@ -199,10 +201,10 @@ def _read_batch(rows: list[dict], row_no: int, path: Path, ctx: ReadContext,
             check_page_count(len(ids), input_tokens, block, where)
             namespace = namespace_field(row, where)
             chains.check(ids, where, namespace=namespace)
+            session = session_field(row, where, keys=("session_id",))  # as text, as in JSON
         except InputError as error:
             ctx.bad(error)
             continue
-        session = row.get("session_id")
         requests.append(Request(len(requests), arrival_s, input_tokens, output_tokens,
                                 tuple(ids), block, session, namespace))
     return True

@@ -180,8 +180,8 @@ def open_stream(path: Path, format: str, block_size: int | None,
             return None  # the whole-trace reader says what is wrong
         schema = handle.schema_arrow
         session = schema.field("session_id").type if "session_id" in schema.names else None
-        if session is not None and not (pa.types.is_string(session)
-                                        or pa.types.is_null(session)):
+        if session is not None and not (pa.types.is_string(session) or pa.types.is_null(session)
+                                        or pa.types.is_int64(session)):
             return None  # (a namespace column with a value gives up later, chunk by chunk)
         _check_sizes(path, handle, max_pages)  # the whole-trace reader's errors, from metadata
         rows = handle.metadata.num_rows

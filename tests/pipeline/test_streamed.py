@@ -369,3 +369,17 @@ def test_a_streamed_cache_only_run_builds_its_caches_without_the_id_set(chat, mo
     assert build_module.build(config, chained).caches[0]._ids is None
     crossed = [Request(0, 0.0, 32, 1, (1, 1), 16)]  # an id after itself: not chained
     assert build_module.build(config, crossed).caches[0]._ids == set()
+
+
+def test_streamed_parquet_with_integer_session_ids_equals_in_memory(chat, tmp_path):
+    """Integer session ids are read as text on every road (a class's session regex reads
+    them), so such a file streams too, with a class matching some sessions by regex."""
+    table = pq.read_table(chat["parquet"])
+    ids = pa.array([i % 97 for i in range(table.num_rows)], pa.int64())
+    table = table.set_column(table.schema.get_field_index("session_id"), "session_id", ids)
+    path = tmp_path / "int_sessions.parquet"
+    pq.write_table(table, path, row_group_size=250)
+    config = _config(path, **{"cache.policy": "lru", "cache.capacity_tokens": 400_000,
+                              "cache.ttl_s": 600.0, "cache.classes": [
+                                  {"name": "short", "session_regex": "^1", "ttl_s": 5.0}]})
+    _compare(config, tmp_path)

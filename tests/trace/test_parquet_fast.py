@@ -4,11 +4,13 @@ one-line error when a file is bad (the fast path gives up and the row path decid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from fast_path import assert_same_reads
 from fast_path import read_both as read_both_ways
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from prefixsim.errors import InputError
 from prefixsim.trace import ReadOptions, parquet, read_trace
 from prefixsim.trace.chains import TABLE_IDS, ChunkChains
 from prefixsim.trace.columns import RequestColumns
@@ -110,3 +112,26 @@ def test_the_id_span_of_the_rows_read_sizes_the_chain_table(tmp_path):
         other.expect(low, high)
         assert len(other.table) == 0
     assert read_trace(path, "parquet").requests[2].page_ids == (900, 901)
+
+
+@pytest.mark.parametrize("kind", [pa.int64(), pa.int32(), pa.string()])
+def test_session_ids_are_text_whatever_the_column_holds(tmp_path, kind):
+    """As in JSON lines (docs/input-rules.md I6): an integer session id is read as its
+    text, on both paths (a class's session_regex once met an int and crashed the run)."""
+    path = tmp_path / "t.parquet"
+    sessions = pa.array([7, None, 8] if kind != pa.string() else ["7", None, "8"], kind)
+    pq.write_table(pa.table({"timestamp": [0.0, 1.0, 2.0], "input_length": [10] * 3,
+                             "output_length": [1] * 3, "hash_ids": [[1], [2], [3]],
+                             "session_id": sessions}), path)
+    for data in read_both(path):
+        assert [r.session_id for r in data.requests] == ["7", None, "8"]
+
+
+def test_a_session_id_that_is_not_text_or_an_integer_names_its_row(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"timestamp": [0.0, 1.0], "input_length": [10, 10],
+                             "output_length": [1, 1], "hash_ids": [[1], [2]],
+                             "session_id": [1.0, 1.5]}), path)
+    with pytest.raises(InputError) as info:
+        read_trace(path)
+    assert str(info.value) == f"{path}:1: session_id: expected a string or an integer, got 1.0"
