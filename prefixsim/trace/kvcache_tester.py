@@ -1,11 +1,12 @@
 """Reader for kv-cache-tester conversations (one JSON document per file, or a folder).
 
 A file: `id`, `block_size` (64), `hash_id_scope` ("local": ids mean something only inside
-the file), `requests`: each `t` (s from the conversation's start), `in`, `out`, `hash_ids`
-(chained, one per *full* block: `len == floor(in/block_size)`), or a nested sub-agent
+the file; the one scope read, another is refused), `requests`: each `t` (s from the
+conversation's start), `in`, `out`, `hash_ids` (chained, one per *full* block:
+`len == floor(in/block_size)`), or a nested sub-agent
 `{type: "subagent", t, agent_id, requests: [...]}` whose requests' `t` count from the
-sub-agent's start (at the parent's clock). Local ids are renumbered into one global space per
-file; the partial last block, which the file does not name, gets a fresh private id.
+sub-agent's start (at the parent's clock). Local ids are renumbered into one global space
+per file; the partial last block, which the file does not name, gets a fresh private id.
 
 Files carry no absolute time, so placing conversations on one timeline is a modelling
 choice, made explicit here: in file-name order, conversation k starts at the k-th event of a
@@ -59,6 +60,11 @@ class _Conversation:
             raise InputError(f"the file's pages are {block} tokens, not {given}",
                              file=str(self.path), field="block_size")
         self.block_size = block
+        scope = doc.get("hash_id_scope", "local")
+        if scope != "local":  # ids shared across files would be read as unrelated pages
+            raise InputError(f"expected \"local\" (ids that mean something inside this file "
+                             f"only: the one scope read), got {scope!r:.60}",
+                             file=str(self.path), field="hash_id_scope")
         name = str(doc.get("id", self.path.stem))
         self.walk(doc.get("requests"), "requests", start_s, name, 0)
 
