@@ -14,6 +14,7 @@ string; the file is not sorted (the loader sorts by time).
 from __future__ import annotations
 
 import json
+from hashlib import blake2b
 from pathlib import Path
 
 from prefixsim.errors import InputError
@@ -95,7 +96,9 @@ class ChunkPager:
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
-        self.ids: dict[int, int] = {}  # hash of (parent id, pieces) -> page id
+        # a 16-byte digest of (parent id, pieces) -> page id: Python's hash() of the tuple
+        # is 64 bits and equal for ids 2^61 - 1 apart, which once shared unrelated pages
+        self.ids: dict[bytes, int] = {}
         self.next_private = -1  # private (never shared) pages count down from -1
 
     def page_ids(self, chunks: list[tuple[int, int]], input_tokens: int) -> tuple[int, ...]:
@@ -109,7 +112,7 @@ class ChunkPager:
                 offset += take
                 fill += take
                 if fill == size:
-                    key = hash((parent, tuple(pieces)))
+                    key = blake2b(repr((parent, pieces)).encode(), digest_size=16).digest()
                     parent = ids.setdefault(key, len(ids))
                     out.append(parent)
                     pieces, fill = [], 0
