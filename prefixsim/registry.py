@@ -40,8 +40,9 @@ class Registry(Generic[T]):
     def register(self, name: str, keywords: Iterable[str] | None = None
                  ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Class decorator: make `factory` buildable as `name` (lowercase, unique).
-        `keywords`: the names a factory's `**params` take, where it takes a known set (the
-        cost models' parameter records), so that `check_params` refuses the others."""
+        `keywords`: every parameter name `check_params` lets a config set, where the factory
+        takes a known set through `**params` (the cost models' parameter records); the
+        others are refused and these are listed."""
         if name != name.lower():
             raise ValueError(f"{self.kind} names are lowercase: {name!r}")
 
@@ -103,8 +104,9 @@ class Registry(Generic[T]):
             elif extra is not None and key not in supplied and (keywords is None
                                                                 or key in keywords):
                 hint = hints.get(extra)
-            else:
-                takes = ", ".join(named + sorted(keywords or ())) or "none"
+            else:  # the declared names where there are some: a compiled class's signature
+                # may not show its named parameters
+                takes = ", ".join(named if keywords is None else keywords) or "none"
                 raise InputError(f"{self.kind} {name!r} takes no such parameter "
                                  f"(parameters: {takes})", field=where)
             if hint in (int, float):

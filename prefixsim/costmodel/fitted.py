@@ -97,7 +97,7 @@ def fitted_params(params: dict[str, float]) -> ServingParams:
     return ServingParams(**params)
 
 
-@COST_MODELS.register("fitted", keywords=PARAMS)
+@COST_MODELS.register("fitted", keywords=("profile", "engine", *sorted(PARAMS)))
 class FittedCostModel(CostModelBase):
     """Step times of `model` on `tp` devices from a `profile` (a Profile, a path or a
     shipped profile's name). `gpu` is the run's GPU preset: it prices all-reduces the

@@ -337,4 +337,5 @@ class Roofline(RooflineBase):
                 + self._s_per_context * (num_steps * context_sum + growth))
 
 
-COST_MODELS.register("roofline", keywords=param_names())(Roofline)
+COST_MODELS.register("roofline", keywords=["engine", "expert_parallel", *param_names()])(
+    Roofline)

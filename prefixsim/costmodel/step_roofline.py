@@ -70,7 +70,8 @@ def _sum_max_of_lines(a1: float, b1: float, a2: float, b2: float, num_steps: int
     return line_sum(a1, b1, 0, split) + line_sum(a2, b2, split, num_steps)
 
 
-@COST_MODELS.register("step_roofline", keywords=[f.name for f in fields(StepRooflineParams)])
+@COST_MODELS.register("step_roofline",
+                      keywords=sorted(f.name for f in fields(StepRooflineParams)))
 class StepRoofline(RooflineBase):
     """Whole-step roofline times of `model` on `tp` × `gpu` (see the module docstring)."""
 
