@@ -86,9 +86,7 @@ def _read_columns(handle: pq.ParquetFile, ctx: ReadContext) -> RequestColumns | 
     row-by-row path then reads the file, so both accept the same files and build the same
     requests (tested against each other)."""
     names = [name for name in KNOWN if name in handle.schema_arrow.names]
-    session = handle.schema_arrow.field("session_id").type if "session_id" in names else None
-    if session is not None and not (pa.types.is_string(session) or pa.types.is_null(session)
-                                    or pa.types.is_int64(session)):
+    if not fast_sessions(handle.schema_arrow):
         return None  # the row path reads them (and refuses what is not text or an integer)
     meta = handle.metadata
     limit = ctx.options.max_requests
@@ -142,6 +140,15 @@ def _prefetched(handle: pq.ParquetFile, names: list[str]) -> Iterator[pa.Table]:
             if group + 1 < count:
                 pending = pool.submit(handle.read_row_group, group + 1, columns=names)
             yield table
+
+
+def fast_sessions(schema: pa.Schema) -> bool:
+    """Whether a file's `session_id` column (if any) is one the fast path and the stream
+    read (text, integers as their text, or nulls); else the row path decides."""
+    if "session_id" not in schema.names:
+        return True
+    kind = schema.field("session_id").type
+    return pa.types.is_string(kind) or pa.types.is_null(kind) or pa.types.is_int64(kind)
 
 
 def id_span(handle: pq.ParquetFile, rows: int | None = None) -> tuple[int, int] | None:

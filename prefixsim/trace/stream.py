@@ -32,7 +32,14 @@ import pyarrow.parquet as pq
 from prefixsim.trace.chains import ChunkChains
 from prefixsim.trace.columns import RequestColumns
 from prefixsim.trace.mooncake_fast import BLOCK_BYTES, columns_of, record_lines
-from prefixsim.trace.parquet import KNOWN, UNREADABLE, _check_sizes, _prefetched, id_span
+from prefixsim.trace.parquet import (
+    KNOWN,
+    UNREADABLE,
+    _check_sizes,
+    _prefetched,
+    fast_sessions,
+    id_span,
+)
 from prefixsim.trace.readers import MAX_SPAN_S
 
 STREAMED_FORMATS = ("mooncake", "parquet")
@@ -178,10 +185,7 @@ def open_stream(path: Path, format: str, block_size: int | None,
             handle = pq.ParquetFile(path)
         except UNREADABLE:
             return None  # the whole-trace reader says what is wrong
-        schema = handle.schema_arrow
-        session = schema.field("session_id").type if "session_id" in schema.names else None
-        if session is not None and not (pa.types.is_string(session) or pa.types.is_null(session)
-                                        or pa.types.is_int64(session)):
+        if not fast_sessions(handle.schema_arrow):
             return None  # (a namespace column with a value gives up later, chunk by chunk)
         _check_sizes(path, handle, max_pages)  # the whole-trace reader's errors, from metadata
         rows = handle.metadata.num_rows
