@@ -209,3 +209,11 @@ def test_a_kv_cache_tester_file_that_is_not_utf8_names_the_line(tmp_path):
     path = tmp_path / "conversation.json"
     path.write_bytes(b'{\n "requests": "\xff"\n}\n')
     assert refusal(read_trace, path, "kv-cache-tester") == f"{path}:2: not a UTF-8 text file"
+
+
+def test_a_token_ids_line_without_tokens_names_the_first_key(tmp_path):
+    from prefixsim.trace.tokenids import TOKEN_KEYS
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({TOKEN_KEYS[0]: [1, 2]}) + "\n" + json.dumps({"x": 1}) + "\n")
+    assert refusal(read_trace, path, "token-ids") == f"{path}:2: {TOKEN_KEYS[0]}: missing field"
