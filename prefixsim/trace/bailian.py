@@ -25,7 +25,6 @@ from prefixsim.trace.record import Request
 DEFAULT_BLOCK_SIZES["bailian"] = 16
 
 
-@READERS.register("bailian")
 def read_bailian(path: Path, ctx: ReadContext) -> list[Request]:
     block_size = ctx.block_size("bailian")
     chains = ChainCheck()
@@ -58,6 +57,11 @@ def read_bailian(path: Path, ctx: ReadContext) -> list[Request]:
     return read_json_lines(path, ctx, parse)
 
 
-@sniffer("bailian")
+READERS.register("bailian")(read_bailian)
+
+
 def _looks_like_bailian(first: object, text: str, path: Path) -> bool:
     return isinstance(first, dict) and "chat_id" in first and "hash_ids" in first
+
+
+sniffer("bailian")(_looks_like_bailian)

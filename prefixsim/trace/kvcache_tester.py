@@ -136,7 +136,6 @@ def _load(path: Path) -> object:
         raise InputError("not valid JSON (too deeply nested)", file=str(path)) from None
 
 
-@READERS.register("kv-cache-tester")
 def read_kv_cache_tester(path: Path, ctx: ReadContext) -> list[Request]:
     if not path.exists():
         raise InputError("no such file", file=str(path))
@@ -166,6 +165,9 @@ def read_kv_cache_tester(path: Path, ctx: ReadContext) -> list[Request]:
     return out
 
 
+READERS.register("kv-cache-tester")(read_kv_cache_tester)
+
+
 def _is_conversation(first: object, text: str) -> bool:
     if isinstance(first, dict):  # a one-line conversation; the reader checks `requests`
         return "requests" in first and "hash_ids" not in first
@@ -174,9 +176,11 @@ def _is_conversation(first: object, text: str) -> bool:
         '"hash_id_scope"' in head or '"block_size"' in head)
 
 
-@sniffer("kv-cache-tester")
 def _looks_like_conversation(first: object, text: str, path: Path) -> bool:
     return _is_conversation(first, text)
+
+
+sniffer("kv-cache-tester")(_looks_like_conversation)
 
 
 def _is_folder(folder: Path) -> bool:

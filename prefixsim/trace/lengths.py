@@ -168,14 +168,15 @@ for _name in ("azure", "burstgpt", "vidur"):
     PREFIX_MODEL_FORMATS.add(_name)
 
 
-@READERS.register("azure")
 def read_azure(path: Path, ctx: ReadContext) -> list[Request]:
     """Azure LLM inference trace 2023: TIMESTAMP, ContextTokens, GeneratedTokens."""
     return read_lengths_csv(path, ctx, "azure", ("TIMESTAMP",), ("ContextTokens",),
                             ("GeneratedTokens",), _WallClock())
 
 
-@READERS.register("burstgpt")
+READERS.register("azure")(read_azure)
+
+
 def read_burstgpt(path: Path, ctx: ReadContext) -> list[Request]:
     """BurstGPT: Timestamp (s), Request tokens, Response tokens, Session ID where present."""
     return read_lengths_csv(path, ctx, "burstgpt", ("Timestamp",), ("Request tokens",),
@@ -183,11 +184,16 @@ def read_burstgpt(path: Path, ctx: ReadContext) -> list[Request]:
                             session_col=("Session ID", "session_id"))
 
 
-@READERS.register("vidur")
+READERS.register("burstgpt")(read_burstgpt)
+
+
 def read_vidur(path: Path, ctx: ReadContext) -> list[Request]:
     """Vidur / Splitwise request CSV: arrived_at (s), num_prefill_tokens, num_decode_tokens."""
     return read_lengths_csv(path, ctx, "vidur", ("arrived_at",), ("num_prefill_tokens",),
                             ("num_decode_tokens",), _seconds)
+
+
+READERS.register("vidur")(read_vidur)
 
 
 def _header(text: str) -> set[str]:
@@ -195,16 +201,22 @@ def _header(text: str) -> set[str]:
     return {name.strip().strip('"').lower() for name in first.split(",")}
 
 
-@sniffer("azure")
 def _looks_like_azure(first: object, text: str, path: Path) -> bool:
     return {"timestamp", "contexttokens", "generatedtokens"} <= _header(text)
 
 
-@sniffer("burstgpt")
+sniffer("azure")(_looks_like_azure)
+
+
 def _looks_like_burstgpt(first: object, text: str, path: Path) -> bool:
     return {"timestamp", "request tokens", "response tokens"} <= _header(text)
 
 
-@sniffer("vidur")
+sniffer("burstgpt")(_looks_like_burstgpt)
+
+
 def _looks_like_vidur(first: object, text: str, path: Path) -> bool:
     return {"arrived_at", "num_prefill_tokens", "num_decode_tokens"} <= _header(text)
+
+
+sniffer("vidur")(_looks_like_vidur)

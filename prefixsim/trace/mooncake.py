@@ -59,7 +59,6 @@ def parse_line(obj: dict, request_id: int, block_size: int, where: dict,
     )
 
 
-@READERS.register("mooncake")
 def read_mooncake(path: Path, ctx: ReadContext) -> Sequence[Request]:
     """Stream `path` and return its requests in file order: by the fast path
     (mooncake_fast.py, as columns) when the file is plain, else line by line with every
@@ -78,11 +77,16 @@ def read_mooncake(path: Path, ctx: ReadContext) -> Sequence[Request]:
     return read_json_lines(path, ctx, parse)
 
 
+READERS.register("mooncake")(read_mooncake)
+
+
 def _row_block_size(obj: dict, where: dict) -> int:
     return int_field(obj, "block_size", where, minimum=1)
 
 
-@sniffer("mooncake")
 def _looks_like_mooncake(first: object, text: str, path: Path) -> bool:
     return isinstance(first, dict) and isinstance(first.get("hash_ids"), list) \
         and "input_length" in first and "chat_id" not in first
+
+
+sniffer("mooncake")(_looks_like_mooncake)

@@ -46,7 +46,6 @@ KNOWN = (*REQUIRED, "session_id", "block_size", "namespace")  # the columns the 
 UNREADABLE = (pa.ArrowException, OSError, UnicodeDecodeError)
 
 
-@READERS.register("parquet")
 def read_parquet(path: Path, ctx: ReadContext) -> Sequence[Request]:
     """The file's requests in row order: as columns when every row is plain (the fast
     path, `_read_columns`), else row by row with every check naming its row."""
@@ -77,6 +76,9 @@ def read_parquet(path: Path, ctx: ReadContext) -> Sequence[Request]:
         message = " ".join(str(exc).split())
         raise InputError(f"not a readable Parquet file ({message})", file=str(path)) from None
     return requests
+
+
+READERS.register("parquet")(read_parquet)
 
 
 def _read_columns(handle: pq.ParquetFile, ctx: ReadContext) -> RequestColumns | None:

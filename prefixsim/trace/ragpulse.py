@@ -123,7 +123,6 @@ class ChunkPager:
         return tuple(out)
 
 
-@READERS.register("ragpulse")
 def read_ragpulse(path: Path, ctx: ReadContext) -> list[Request]:
     if not path.exists():
         raise InputError("no such file", file=str(path))
@@ -156,6 +155,9 @@ def read_ragpulse(path: Path, ctx: ReadContext) -> list[Request]:
     return read_json_lines(trace, ctx, parse)
 
 
+READERS.register("ragpulse")(read_ragpulse)
+
+
 def _chunks(parts: dict, lengths: dict[int, int], where: dict) -> list[tuple[int, int]]:
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
@@ -174,9 +176,11 @@ def _chunks(parts: dict, lengths: dict[int, int], where: dict) -> list[tuple[int
     return chunks
 
 
-@sniffer("ragpulse")
 def _looks_like_ragpulse(first: object, text: str, path: Path) -> bool:
     return _is_trace_line(first)
+
+
+sniffer("ragpulse")(_looks_like_ragpulse)
 
 
 def _is_ragpulse_folder(folder: Path) -> bool:

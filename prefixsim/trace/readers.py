@@ -142,7 +142,9 @@ class TraceData:
 
 
 def sniffer(name: str) -> Callable[[Sniffer], Sniffer]:
-    """Register a content test for format `name` (tried in registration order)."""
+    """Register a content test for format `name` (tried in registration order). The
+    readers call it (and `READERS.register`) after a function, not as its decorator:
+    mutation testing skips decorated functions (README, "Testing")."""
 
     def decorate(test: Sniffer) -> Sniffer:
         SNIFFERS.append((name, test))

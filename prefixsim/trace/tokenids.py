@@ -49,7 +49,6 @@ def _first(obj: dict, keys: tuple[str, ...]) -> tuple[str, object]:
     return keys[0], None
 
 
-@READERS.register("token-ids")
 def read_token_ids(path: Path, ctx: ReadContext) -> list[Request]:
     block_size = ctx.block_size("token-ids")
     chainer = PageChainer(block_size)
@@ -79,6 +78,11 @@ def read_token_ids(path: Path, ctx: ReadContext) -> list[Request]:
     return read_json_lines(path, ctx, parse)
 
 
-@sniffer("token-ids")
+READERS.register("token-ids")(read_token_ids)
+
+
 def _looks_like_token_ids(first: object, text: str, path: Path) -> bool:
     return isinstance(first, dict) and any(isinstance(first.get(k), list) for k in TOKEN_KEYS)
+
+
+sniffer("token-ids")(_looks_like_token_ids)
