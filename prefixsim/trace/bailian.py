@@ -31,8 +31,8 @@ def read_bailian(path: Path, ctx: ReadContext) -> list[Request]:
     root_of: dict[int, int] = {}
 
     def parse(obj: dict, request_id: int, where: dict) -> Request:
-        chat_id = as_int(require(obj, "chat_id", where), "chat_id", where, minimum=-1,
-                         maximum=1 << 62)
+        chat_id = as_int(require(obj, "chat_id", where), "chat_id", where, minimum=0,
+                         maximum=1 << 62)  # -1 is the root marker, never a chat
         parent = as_int(obj.get("parent_chat_id", -1), "parent_chat_id", where,
                         minimum=-1, maximum=1 << 62)
         arrival_s = as_time(require(obj, "timestamp", where), "timestamp", where,
