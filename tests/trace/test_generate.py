@@ -114,3 +114,15 @@ def test_cli_generate_is_byte_identical(tmp_path):
     result = CliRunner().invoke(app, ["trace", "generate", "--preset", "chat", "--requests",
                                       "0", "-o", str(tmp_path / "c.jsonl")])
     assert result.exit_code == 2 and "--requests" in result.output
+
+
+@pytest.mark.parametrize("name", ["chat", "shared-prefix"])
+def test_a_rate_too_low_for_a_trace_is_refused(name):
+    """The readers refuse a trace spanning over MAX_SPAN_S (1e9 s): the generator refuses the
+    rate that would write one (nothing is written), and takes one just inside it."""
+    preset = load_preset(name)
+    with pytest.raises(InputError, match=r"^--rate: the workload would span 1\.\d+e\+1[01] s, "
+                       r"over the 1e\+09 s a trace may \(~31 years\): raise the rate$"):
+        generate(preset, 20, seed=3, rate_per_s=1e-9)
+    requests = generate(preset, 3, seed=3, rate_per_s=1e-7)
+    assert 1e6 < requests[-1].arrival_s - requests[0].arrival_s < 1e9

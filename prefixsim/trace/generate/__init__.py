@@ -17,6 +17,7 @@ from prefixsim.trace.generate.arrivals import session_starts
 from prefixsim.trace.generate.model import Corpus, Pager, Row, session_rows
 from prefixsim.trace.generate.preset import PRESETS, Preset, SharedPrefixPreset, load_preset
 from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_prefix_requests
+from prefixsim.trace.readers import MAX_SPAN_S
 from prefixsim.trace.record import Request
 
 __all__ = ["PRESETS", "Preset", "SharedPrefixPreset", "generate", "load_preset"]
@@ -32,12 +33,14 @@ def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
              on_progress: Callable[[int], None] | None = None) -> list[Request]:
     """`num_requests` requests (the earliest ones) in arrival order, session ids kept;
     `on_progress(n)` is told of the rows each session added (until num_requests); more than
-    MAX_GENERATED_REQUESTS is refused before anything is made (docs/input-rules.md I7)."""
+    MAX_GENERATED_REQUESTS is refused before anything is made, and a rate so low that the
+    requests would span more than a trace may (MAX_SPAN_S) once they are (docs/input-rules.md
+    I7)."""
     if num_requests > MAX_GENERATED_REQUESTS:
         raise InputError(f"must be <= {MAX_GENERATED_REQUESTS:,} (the trace is built in "
                          f"memory), got {num_requests:,}", field="--requests")
     if isinstance(preset, SharedPrefixPreset):
-        return _shared_prefix(preset, num_requests, seed, rate_per_s)
+        return _within_span(_shared_prefix(preset, num_requests, seed, rate_per_s))
     rng = np.random.default_rng(seed)
     pager = Pager(preset.page_size_tokens)
     corpora = [Corpus(i, w, rng) for i, w in enumerate(preset.workloads)]
@@ -70,11 +73,21 @@ def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
             session += 1
     rows.sort(key=lambda row: row.arrival_s)
     del rows[num_requests:]
-    return [
+    return _within_span([
         Request(index, round(row.arrival_s, 3), row.input_tokens, row.output_tokens,
                 row.page_ids, preset.page_size_tokens, row.session)
         for index, row in enumerate(rows)
-    ]
+    ])
+
+
+def _within_span(requests: list[Request]) -> list[Request]:
+    """`requests`, or an InputError when they span more than a trace may (MAX_SPAN_S): a
+    rate so low that the readers would refuse the file written."""
+    span_s = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
+    if span_s > MAX_SPAN_S:
+        raise InputError(f"the workload would span {span_s:.3g} s, over the {MAX_SPAN_S:g} s "
+                         "a trace may (~31 years): raise the rate", field="--rate")
+    return requests
 
 
 def _shared_prefix(preset: SharedPrefixPreset, num_requests: int, seed: int,
