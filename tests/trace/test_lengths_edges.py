@@ -129,3 +129,12 @@ def test_quoted_headers_are_detected(tmp_path):
     path = burstgpt(tmp_path, "0,10,1\n", header='"Timestamp","Request tokens","Response '
                                                  'tokens"\n')
     assert detect_format(path) == "burstgpt"
+
+
+def test_burstgpt_sessions_from_either_column(tmp_path):
+    # BurstGPT's release names the column "Session ID"; a file written by other tools
+    # "session_id"; column names are matched whatever their case
+    for column in ("Session ID", "session_id", "SESSION_ID"):
+        path = burstgpt(tmp_path, "0,10,2,a\n1,12,3,b\n",
+                        header=f"Timestamp,Request tokens,Response tokens,{column}\n")
+        assert [r.session_id for r in read_trace(path, "burstgpt").requests] == ["a", "b"]
