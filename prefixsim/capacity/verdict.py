@@ -34,6 +34,7 @@ import pandas as pd
 from prefixsim.errors import InputError
 from prefixsim.metrics.kept_up import GROWTH_LIMIT, KEPT_UP_SHARE, named_stages, stages_behind
 from prefixsim.metrics.schema import LATENCIES
+from prefixsim.report.format import significant
 
 SLO_STATS = ("mean", "median", "p50", "p90", "p95", "p99")
 SLO_KEYS = tuple(f"{stat}_{name}_ms" for name in LATENCIES for stat in SLO_STATS)
@@ -84,7 +85,7 @@ def judge(summary: Mapping[str, Any], requests: pd.DataFrame, slos: Mapping[str,
         value = summary.get(key)
         figures[key] = value if isinstance(value, (int, float)) else None
         if figures[key] is None or not value <= limit:
-            reasons.append(f"{key} {_show(value)} > {limit:g}")
+            reasons.append(f"{key} {_show(value)} > {significant(limit, 6)}")
     if goodput_share is not None:
         share = _goodput_share(summary)
         figures["goodput_share"] = share
@@ -122,4 +123,6 @@ def _goodput_share(summary: Mapping[str, Any]) -> float:
 
 
 def _show(value: object) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) else "missing"
+    """A figure in a reason: 4 significant digits, never in exponent notation (a p99 TTFT
+    of 12,345 ms, not 1.234e+04)."""
+    return significant(value, 4) if isinstance(value, (int, float)) else "missing"

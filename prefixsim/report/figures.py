@@ -41,6 +41,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from prefixsim.report.data import short_name, show_swept, swept_text  # noqa: E402
+from prefixsim.report.format import significant  # noqa: E402
 
 KNOWN_LABELS = {
     "cache_capacity_tokens": "cache capacity (tokens)",
@@ -262,8 +263,8 @@ def _one_two_five(value: float, _position: object = None) -> str:
 def _short_number(value: float, _position: object = None) -> str:
     for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= size:
-            return f"{value / size:g}{suffix}"
-    return f"{value:g}"
+            return f"{significant(value / size, 6)}{suffix}"
+    return significant(value, 6)
 
 
 def finish_figure(fig: Figure) -> Figure:
@@ -284,8 +285,8 @@ def short_seconds(value: float) -> str:
     """A time tick: 10 -> 10 s, 120 -> 2 min, 3600 -> 1 h, 0.5 -> 0.5 s."""
     for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
         if value >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{value:.3g} s" if value > 0 else "0 s"
+            return f"{significant(value / size, 3)} {unit}"
+    return f"{significant(value, 3)} s" if value > 0 else "0 s"
 
 
 def value_ticks(axis, values, fmt=short_number, max_ticks: int = 8) -> None:
@@ -319,7 +320,7 @@ def percent_axis(axis) -> None:
 def thousands_axis(axis) -> None:
     """A linear count axis with thousands separators (250,000), no offset text."""
     axis.set_major_formatter(FuncFormatter(lambda v, _=None: f"{v:,.0f}" if abs(v) >= 1000
-                                           else f"{v:g}"))
+                                           else significant(v, 6)))
 
 
 def png_bytes(fig: Figure) -> bytes:

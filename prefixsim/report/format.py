@@ -8,6 +8,7 @@ which figures to show.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,18 @@ def missing(value: object) -> bool:
         return bool(value != value)  # NaN and NA
     except (TypeError, ValueError):
         return False
+
+
+def significant(number: float, digits: int) -> str:
+    """`number` to `digits` significant digits, with thousands separators and never in
+    exponent notation, which `g` formats switch to (1.2e+02 GiB, 8.64e+04 s): 123.4 -> 123,
+    86400 -> 86,400, 0.00001 -> 0.00001, 0.610 -> 0.61 (trailing zeros dropped). Whole
+    numbers keep every digit (12,345 at 3 digits)."""
+    if number == 0 or not math.isfinite(number):
+        return f"{number:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(number))))
+    text = f"{number:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _number(shown: str = MISSING) -> Callable[[Callable[..., str]], Callable[..., str]]:
@@ -61,8 +74,8 @@ def points(share: float) -> str:
 
 @_number(shown="none")
 def seconds(number: float) -> str:
-    """A TTL or short time: 300 -> 300 s, 0.5 -> 0.5 s; missing -> none."""
-    return f"{number:,.4g} s"
+    """A TTL or short time: 300 -> 300 s, 0.5 -> 0.5 s, 86400 -> 86,400 s; missing -> none."""
+    return f"{significant(number, 4)} s"
 
 
 @_number()
@@ -77,16 +90,17 @@ def duration(number: float) -> str:
 
 @_number()
 def milliseconds(number: float) -> str:
-    """A latency in ms: 35.8 -> 36 ms, 5.2 -> 5.2 ms, 2383 -> 2.38 s."""
-    if number >= 1000:
+    """A latency in ms: 35.8 -> 36 ms, 5.2 -> 5.2 ms, 2383 -> 2.38 s, 999.7 -> 1.00 s (a
+    value that rounds to 1,000 ms is shown in seconds)."""
+    if number >= 999.5:
         return f"{number / 1000:,.2f} s"
-    return f"{number:.1f} ms" if number < 10 else f"{number:,.0f} ms"
+    return f"{number:.1f} ms" if number < 9.95 else f"{number:,.0f} ms"
 
 
 @_number()
 def gib(number: float) -> str:
-    """Bytes in GiB: 0.6104 -> 0.61 GiB, 12.5 -> 12.5 GiB."""
-    return f"{number:,.3g} GiB" if number < 1000 else f"{number:,.0f} GiB"
+    """Bytes in GiB: 0.6104 -> 0.61 GiB, 12.5 -> 12.5 GiB, 999.7 -> 1,000 GiB."""
+    return f"{significant(number, 3)} GiB"
 
 
 @_number()
@@ -105,8 +119,8 @@ def usd(number: float) -> str:
 
 @_number()
 def rate(number: float, unit: str = "req/s") -> str:
-    """A throughput: 0.3654 -> 0.37 req/s."""
-    return f"{number:,.3g} {unit}" if number < 100 else f"{number:,.0f} {unit}"
+    """A throughput: 0.3654 -> 0.365 req/s, 1234.5 -> 1,234 req/s."""
+    return f"{significant(number, 3)} {unit}"
 
 
 def yes_no(value: object) -> str:
@@ -128,7 +142,7 @@ def plain(value: object) -> str:
     if isinstance(value, float):
         if value.is_integer() and abs(value) < 1e15:
             return f"{value:,.0f}"
-        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+        return significant(value, 4)
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from prefixsim.report.data import ReportData, short_name
-from prefixsim.report.format import duration, integer, percent, seconds
+from prefixsim.report.format import duration, integer, percent, seconds, significant
 
 Section = tuple[str, list[tuple[str, str]]]
 MAX_SHOWN = 4
@@ -75,7 +75,7 @@ def _span(values: list[object], unit: str) -> str:
     numbers = [float(v) for v in values if isinstance(v, (int, float))]
     if not numbers:
         return ""
-    low, high = f"{min(numbers):g}", f"{max(numbers):g}"
+    low, high = significant(min(numbers), 6), significant(max(numbers), 6)
     return f"{low} {unit}" if low == high else f"{low}-{high} {unit}"
 
 

@@ -32,6 +32,7 @@ from prefixsim.report.figures import (
     varying,
     xy_figure,
 )
+from prefixsim.report.format import significant
 from prefixsim.report.plots_load import latency_vs_load
 from prefixsim.report.plots_requests import (
     latency_ecdfs,
@@ -153,7 +154,7 @@ def gib_axis(ax, geometry: KVGeometry, capacities: pd.Series) -> None:
     """A second x axis on top: the capacities in GiB of KV for the runs' model."""
     top = ax.secondary_xaxis("top", functions=(geometry.gib, geometry.tokens))
     value_ticks(top.xaxis, [geometry.gib(c) for c in capacities.dropna()],
-                lambda v: f"{v:.2g}")
+                lambda v: significant(v, 2))
     top.set_xlabel(f"KV (GiB; {geometry.describe()})", fontsize=9)
     top.tick_params(labelsize=8)
 

@@ -25,6 +25,7 @@ from matplotlib.ticker import MaxNLocator
 
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import MAX_RUNS_PER_PANEL, PlotSkipped, new_figure, tag
+from prefixsim.report.format import significant
 
 LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"))
 STATS = (("p50", "o", "--"), ("p99", "s", "-"))  # statistic, marker, line style
@@ -53,7 +54,7 @@ def latency_load_figure(points: pd.DataFrame,
             for key, limit in (slos or {}).items():
                 if key.endswith(f"_{name}_ms"):
                     ax.axhline(limit, color="black", linestyle="--", linewidth=1,
-                               label=f"SLO {key} = {limit:g} ms")
+                               label=f"SLO {key} = {significant(limit, 6)} ms")
             if answer is not None and pd.notna(answer.get(x)):
                 ax.axvline(float(answer[x]), color="grey", linestyle=":", label="answer (knee)")
             ax.set_xlabel(x_label)

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 from prefixsim.cache import POLICIES, TTLRule, replay_cache  # noqa: E402
 from prefixsim.engine import replay_cache_only  # noqa: E402
 from prefixsim.engine.gc_pause import paused_gc  # noqa: E402
+from prefixsim.report.format import significant  # noqa: E402
 from prefixsim.trace import Request  # noqa: E402
 from prefixsim.trace.columns import RequestColumns  # noqa: E402
 
@@ -110,7 +111,8 @@ def plot_characterisation(requests: Sequence[Request], out_dir: Path,
                         "arrival rate (requests/s)") as ax:
         counts, edges = np.histogram(arrivals, bins=bins)
         width = span / bins
-        ax.plot(edges[:-1] / 60.0, counts / width, label=f"requests/s ({width:.3g} s bins)")
+        ax.plot(edges[:-1] / 60.0, counts / width,
+                label=f"requests/s ({significant(width, 3)} s bins)")
         ax.axhline(len(requests) / span, color="grey", ls="--", label="mean rate")
 
     with figures.figure("lengths", "request lengths", "length (tokens, log scale)",
@@ -128,8 +130,9 @@ def plot_characterisation(requests: Sequence[Request], out_dir: Path,
     with figures.figure("reuse_time_cdf", "reuse-time CDF", "time since the page's last use (s)",
                         "fraction of reuses") as ax:
         if len(gaps):
+            median = significant(float(np.median(gaps)), 3)
             ax.plot(np.maximum(gaps, 1e-3), np.arange(1, len(gaps) + 1) / len(gaps),
-                    label=f"{len(gaps):,} page reuses (median {np.median(gaps):.3g} s)")
+                    label=f"{len(gaps):,} page reuses (median {median} s)")
             ax.set_xscale("log")
 
     reuses = popularity(requests)

@@ -10,15 +10,21 @@ import re
 from unittest import mock
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 from fakes import run_demo_sweep
 from matplotlib.text import Text
 
 from prefixsim.report import PLOTS, PlotSkipped, load_report_data
-from prefixsim.report.figures import finish_figure
+from prefixsim.report.figures import finish_figure, value_ticks
+from prefixsim.report.plots import gib_axis
+from prefixsim.report.units import KVGeometry
 
 DEMOS = ("quickstart", "cluster_demo")  # quickstart: cache-only and timed runs
 RAW_MATH = re.compile(r"(?<!\\)\$|\\mathdefault")
+# 1.2e+02, 1e6: a `g` format's fallback or an axis's offset text, not for readers (a run
+# id's hex digits, cc2fb4e3, are not a number)
+EXPONENT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?e[+-]?\d+(?![\w.])")
 SLACK_PX = 1.0
 
 
@@ -54,6 +60,8 @@ def faults(fig) -> list[str]:
     for text, extent in drawn_texts(fig):
         if RAW_MATH.search(text):
             wrong.append(f"raw math text {text!r}")
+        if EXPONENT.search(text):
+            wrong.append(f"a number in exponent notation {text!r}")
         if (extent.x0 < box.x0 - SLACK_PX or extent.y0 < box.y0 - SLACK_PX
                 or extent.x1 > box.x1 + SLACK_PX or extent.y1 > box.y1 + SLACK_PX):
             wrong.append(f"outside the figure: {text!r} at x {extent.x0:.0f}-{extent.x1:.0f},"
@@ -94,4 +102,23 @@ def test_the_checks_see_raw_math_and_a_cut_title():
                  if t.get_visible() and t.get_text().strip()]
     assert any(RAW_MATH.search(text) for text, _ in texts)
     assert any(extent.x0 < 0 and extent.x1 > fig.bbox.x1 for _, extent in texts)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.set_xlabel("KV (1.2e+02 GiB)")
+    assert faults(fig) == ["a number in exponent notation 'KV (1.2e+02 GiB)'"]
+    plt.close(fig)
+
+
+def test_the_gib_axis_of_large_capacities_reads_plainly():
+    """Swept capacities of 1M and 2M tokens at 128 KiB a token are 122 and 244 GiB of KV:
+    the top axis labels them 122 and 244 (whole GiB keep their digits), where a `.2g` format
+    drew 1.2e+02 and 2.4e+02."""
+    geometry = KVGeometry("llama-3.1-8b", "bf16", 1, "h100-sxm", 131072, 131072, 80e9)
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([1e6, 2e6], [0.5, 0.6])
+    value_ticks(ax.xaxis, [1e6, 2e6])  # the bottom axis as the plots tick it: 1M, 2M
+    gib_axis(ax, geometry, pd.Series([1e6, 2e6]))
+    texts = [text for text, _ in drawn_texts(fig)]
+    assert "122" in texts and "244" in texts
+    assert faults(fig) == []
     plt.close(fig)

@@ -4,6 +4,8 @@ arithmetic. Known answers are worked in the docstrings; the demo sweep is run on
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,12 +18,15 @@ from prefixsim.report.figures import MAX_RUNS_PER_PANEL, run_panels
 from prefixsim.report.format import (
     capacity,
     duration,
+    gib,
     integer,
     milliseconds,
     percent,
+    plain,
     points,
     rate,
     seconds,
+    significant,
     usd,
 )
 from prefixsim.report.header import header_sections
@@ -64,6 +69,44 @@ def test_numbers_for_people():
         "12.0 min (720 s)", "30.0 s", "24.0 h (86,400 s)")
     assert (usd(0.3249), usd(-0.11), usd(0.004), rate(0.3654)) == (
         "$0.32", "-$0.11", "$0.0040", "0.365 req/s")
+
+
+EXPONENT = r"\de[+-]?\d"  # 1.2e+02, 8.64e+04, 1e-05: what a `g` format falls back to
+
+
+def test_significant_digits_by_hand():
+    """3 significant digits: 123.4 -> 123, 0.6104 -> 0.61 (zeros dropped), 99.96 -> 100,
+    1e-5 -> 0.00001; whole numbers keep every digit (86,400 at 3 digits); 0, inf, nan as
+    written."""
+    assert [significant(v, 3) for v in (123.4, 0.6104, 99.96, 1e-5, 86400.0, -0.00123)] == [
+        "123", "0.61", "100", "0.00001", "86,400", "-0.00123"]
+    assert [significant(v, 2) for v in (150.0, 0.0, float("inf"), float("nan"))] == [
+        "150", "0", "inf", "nan"]
+
+
+def test_numbers_never_in_exponent_notation():
+    """A day-long TTL, a 150 GiB pool, a 1,000 GiB boundary, a tiny rate: formats that
+    fell back to `g` printed 8.64e+04 s, 1e+03 GiB and 1e-05 req/s."""
+    assert (seconds(86400.0), seconds(12345.0), seconds(1.23456)) == (
+        "86,400 s", "12,345 s", "1.235 s")
+    assert (gib(150.4), gib(999.6), gib(0.6104), gib(1e-5)) == (
+        "150 GiB", "1,000 GiB", "0.61 GiB", "0.00001 GiB")
+    assert (rate(1e-5), rate(99.96), rate(1234.5)) == ("0.00001 req/s", "100 req/s",
+                                                        "1,234 req/s")
+    assert (milliseconds(999.7), milliseconds(9.96), milliseconds(9.94)) == (
+        "1.00 s", "10 ms", "9.9 ms")
+    assert (plain(1e-6), plain(12345.6), plain(0.5)) == ("0.000001", "12,346", "0.5")
+
+
+@given(st.floats(min_value=-1e15, max_value=1e15, allow_nan=False, allow_infinity=False),
+       st.integers(min_value=1, max_value=8))
+@settings(max_examples=300, deadline=None)
+def test_significant_is_the_number_without_an_exponent(number, digits):
+    text = significant(number, digits)
+    assert not re.search(EXPONENT, text)
+    if number:
+        assert float(text.replace(",", "")) == pytest.approx(number, rel=10.0 ** (1 - digits),
+                                                              abs=1e-300)
 
 
 def test_comparison_against_lru_and_belady(demo):
