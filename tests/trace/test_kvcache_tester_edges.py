@@ -146,3 +146,35 @@ def test_detection_edges(tmp_path):
     folder.mkdir()
     (folder / "a.json").write_bytes(b'{\n "id": "\xff",\n "block_size": 64, "requests": []}')
     assert detect_format(folder) == KV  # a byte that is not UTF-8 does not stop detection
+
+
+def test_what_the_reader_refuses_before_a_file_is_read(tmp_path):
+    missing, empty = tmp_path / "gone.json", tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a conversation")
+    assert refusal(read_trace, missing, KV) == f"{missing}: no such file"
+    assert refusal(read_trace, empty, KV) == f"{empty}: no .json conversation files in the folder"
+    path = conversation(tmp_path / "c.json", {"requests": [request()]})
+    for rate in (0.0, -1.0, float("inf"), float("nan")):
+        assert refusal(read_trace, path, KV, ReadOptions(session_rate_per_s=rate)) == \
+            f"session_rate_per_s: must be a finite number > 0, got {rate}"
+
+
+def test_the_arrival_model_is_labelled(tmp_path):
+    path = conversation(tmp_path / "c.json", {"requests": [request()]})
+    data = read_trace(path, KV, ReadOptions(session_rate_per_s=0.25, seed=9))
+    assert data.labels["arrival_model"] == (
+        "poisson conversation starts, rate 0.25/s, seed 9 (modelled; the files carry no "
+        "absolute time)")
+
+
+def test_max_requests_stops_between_files(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        conversation(folder / f"{name}.json", {"id": name, "requests": [request(0, 10),
+                                                                        request(1, 10)]})
+    data = read_trace(folder, KV, ReadOptions(max_requests=2))
+    assert [r.session_id for r in data.requests] == ["a", "a"]
+    data = read_trace(folder, KV, ReadOptions(max_requests=3))
+    assert sorted(r.session_id for r in data.requests) == ["a", "a", "b"]
