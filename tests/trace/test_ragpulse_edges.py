@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import refusal
 
-from prefixsim.trace import detect_format, read_trace
+from prefixsim.trace import ReadOptions, detect_format, read_trace
 from prefixsim.trace.ragpulse import ChunkPager
 
 
@@ -121,3 +121,36 @@ def test_a_table_line_that_is_not_json_names_its_file_and_line(tmp_path):
     table = root / "5_user_input.jsonl"
     table.write_text(table.read_text() + "{oops\n")
     assert refusal(read_trace, root).startswith(f"{table}:2: not valid JSON")
+
+
+def test_a_line_by_hand(tmp_path):
+    # chunks of 20 + 12 tokens fill a 32-token prompt exactly (not less than its chunks);
+    # the timestamp may be text; only session_id names a session (a chat_id does not)
+    lines = [line(input_length=32, timestamp="2.5", session_id="u1"),
+             line(timestamp=4, chat_id=7)]
+    first, second = read_trace(folder(tmp_path, lines, TABLES)).requests
+    assert (first.arrival_s, first.input_tokens, first.page_ids, first.session_id) == (
+        0.0, 32, (0, 1), "u1")
+    assert (second.arrival_s, second.session_id) == (1.5, None)
+
+
+def test_refusals_of_the_entry_point(tmp_path):
+    missing = tmp_path / "gone"
+    assert refusal(read_trace, missing, "ragpulse") == f"{missing}: no such file"
+    root = folder(tmp_path, [line(), line(timestamp="later")], TABLES)
+    assert refusal(read_trace, root) == \
+        f"{root / '0_trace.jsonl'}:2: timestamp: expected a number, got 'later'"
+    untimed = {key: value for key, value in line().items() if key != "timestamp"}
+    root = folder(tmp_path, [line(), untimed], TABLES)
+    assert refusal(read_trace, root) == f"{root / '0_trace.jsonl'}:2: timestamp: missing field"
+
+
+def test_made_up_pages_are_charged_whole(tmp_path):
+    # 40 tokens are 3 pages of 16 (not 2.5, not 2): two lines need 6, so a budget of 5
+    # refuses the second line and a budget of 6 takes both
+    root = folder(tmp_path, [line(), line(timestamp="2")], TABLES)
+    assert len(read_trace(root, options=ReadOptions(max_pages=6)).requests) == 2
+    assert refusal(read_trace, root, options=ReadOptions(max_pages=5)) == (
+        f"{root / '0_trace.jsonl'}:2: input_length: the trace needs more than 5 pages; read "
+        "fewer requests (--max-requests), coarser pages (--block-size) or raise "
+        "--max-trace-pages")
