@@ -164,3 +164,41 @@ def test_the_id_span_over_row_groups(tmp_path):
     empty = tmp_path / "e.parquet"
     pq.write_table(pa.table({"hash_ids": pa.array([], pa.list_(pa.int64()))}), empty)
     assert parquet.id_span(pq.ParquetFile(empty)) is None
+
+
+def test_what_the_entry_point_refuses(tmp_path):
+    missing = tmp_path / "gone.parquet"
+    assert refusal(read_trace, missing, "parquet") == f"{missing}: no such file"
+    text = tmp_path / "t.parquet"
+    text.write_text("timestamp,input_length\n")
+    assert refusal(read_trace, text, "parquet").startswith(
+        f"{text}: not a readable Parquet file (")
+    no_ids = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"timestamp": [1.0], "input_length": [5],
+                             "output_length": [1]}), no_ids)
+    assert refusal(read_trace, no_ids) == f"{no_ids}: hash_ids: missing column"
+
+
+def test_a_damaged_page_deep_in_the_file(tmp_path):
+    # the footer reads, the third row group's first page does not: the row path names the
+    # file with Arrow's reason on one line
+    path = write(tmp_path / "t.parquet", plain(200, namespace="a"), group_rows=50,
+                 compression="snappy")
+    column = pq.ParquetFile(path).metadata.row_group(2).column(0)
+    data = bytearray(path.read_bytes())
+    for at in range(column.data_page_offset + 5,
+                    column.data_page_offset + column.total_compressed_size - 2):
+        data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises((pa.ArrowException, OSError)) as arrow:
+        for _ in pq.ParquetFile(path).iter_batches(batch_size=4096):
+            pass
+    reason = " ".join(str(arrow.value).split())
+    assert refusal(read_trace, path) == f"{path}: not a readable Parquet file ({reason})"
+
+
+def test_rows_past_the_first_batch_are_named_by_their_number(tmp_path):
+    rows = plain(9000, namespace="a")  # the row path decodes 4,096 rows at a time: the
+    rows[8499]["input_length"] = 0  # bad row is in the third batch
+    path = write(tmp_path / "t.parquet", rows, group_rows=9000)
+    assert refusal(read_trace, path) == f"{path}:8500: input_length: must be >= 1, got 0"
