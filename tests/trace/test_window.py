@@ -74,3 +74,10 @@ def test_an_empty_window_is_an_input_error():
         prefixsim.run(trace={"path": DEMO, "time_window": [0.99999, 0.999999]},
                       cache_only=True)
     assert error.value.field == "trace.time_window"
+
+
+@pytest.mark.parametrize(("start", "end"), [(0.5, 1.5), (-0.1, 0.5), (0.5, 0.5), (0.6, 0.4)])
+def test_a_window_outside_the_span_is_refused(start, end):
+    with pytest.raises(ValueError) as error:
+        time_window(requests_at(0, 1, 2), start, end)
+    assert str(error.value) == f"expected 0 <= start < end <= 1, got [{start}, {end}]"
