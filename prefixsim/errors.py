@@ -3,7 +3,8 @@
 `InputError` carries where the bad input is (file, line, field) so the CLI can print a
 single message that names it. Internal failures are ordinary exceptions and exit with 1.
 `read_yaml` reads every YAML file a user gives (configs, sweep specs, presets, prices) with
-the same checks, so each problem with one becomes such an error. A write that the user's
+the same checks, so each problem with one becomes such an error; `validation_message` words
+a schema's (pydantic's) error as the readers word theirs. A write that the user's
 disk refuses (full, over `ulimit -f`, a name too long, no permission) is the user's to fix
 too: `naming_the_file` makes it name the file, `is_users_os_error` says it exits 2
 (docs/input-rules.md I19).
@@ -15,7 +16,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,28 @@ def _count_values(data: Any, budget: int) -> int:
 USERS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETOOLONG,
                           errno.EACCES, errno.EPERM, errno.EROFS})
 _ARROW_ERRNO = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+
+
+# pydantic's numeric bound errors: (operator, the context key holding the bound)
+_BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
+           "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}
+
+
+def validation_message(error: Mapping[str, Any]) -> str:
+    """One pydantic error (an item of `ValidationError.errors()`) as one line's message: a
+    bound as the readers word it (`must be >= 1, got 0`), a check's own text without
+    pydantic's "Value error, ", anything else with the value it got (`(got 'x')`)."""
+    kind, value = error["type"], error.get("input")
+    if kind in _BOUNDS:
+        op, key_of_bound = _BOUNDS[kind]
+        bound = error["ctx"][key_of_bound]
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)  # "> 0", not "> 0.0"
+        return f"must be {op} {bound}, got {value!r}"
+    message = error["msg"].removeprefix("Value error, ")
+    if kind != "value_error" and not isinstance(value, dict):
+        message += f" (got {value!r})"
+    return message
 
 
 def os_error_number(exc: OSError) -> int | None:

@@ -39,7 +39,7 @@ from prefixsim.config.serving import (
     ServingConfig,
 )
 from prefixsim.costmodel import COST_MODELS
-from prefixsim.errors import InputError, read_yaml
+from prefixsim.errors import InputError, read_yaml, validation_message
 from prefixsim.presets import MODELS, check_tensor_parallel
 from prefixsim.registry import Registry
 from prefixsim.router import ROUTERS
@@ -277,9 +277,7 @@ def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
         if first["type"] == "extra_forbidden":
             message = "unknown key" + (_NO_SEED if key == "seed" else "")
         else:
-            message = first["msg"].removeprefix("Value error, ")
-            if first["type"] != "value_error" and not isinstance(first.get("input"), dict):
-                message += f" (got {first['input']!r})"
+            message = validation_message(first)
             error = first.get("ctx", {}).get("error")
             if isinstance(error, FieldError):  # a section's check names its field
                 key = f"{key}.{error.field}" if key else error.field

@@ -36,7 +36,7 @@ from prefixsim.costmodel.profile_parts import (
     ElementwiseTable,
     Source,
 )
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, validation_message
 
 SCHEMA = "prefixsim-profile/1"
 HELDOUT_CLASSES = ("gemm", "prefill_attention", "decode_attention", "layer")
@@ -201,8 +201,7 @@ def profile_from_mapping(data: Any, source: str | None = None) -> Profile:
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"]) or None
-        message = first["msg"].removeprefix("Value error, ")
-        raise InputError(message, file=source, field=key) from None
+        raise InputError(validation_message(first), file=source, field=key) from None
 
 
 def shipped_profiles() -> dict[str, Path]:

@@ -126,7 +126,7 @@ def test_a_custom_model_is_checked_when_built(tmp_path):
 
 # -------------------------------------------- docs/input-rules.md I4
 @pytest.mark.parametrize("name, config, expected", [
-    ("ttl zero", None, ["cache.ttl_s", "greater than 0"]),
+    ("ttl zero", None, ["cache.ttl_s", "must be > 0, got 0"]),
     ("bool capacity", "cache: {capacity_tokens: true}\n",
      ["cache.capacity_tokens", "expected an integer, got True"]),
     ("string ttl", "cache: {ttl_s: '300'}\n", ["cache.ttl_s", "expected a number"]),

@@ -33,12 +33,12 @@ def test_good_loads(keys):
 
 
 @pytest.mark.parametrize(("keys", "field", "text"), [
-    ({"type": "concurrency", "users": 0}, "load.users", "greater than or equal to 1"),
+    ({"type": "concurrency", "users": 0}, "load.users", "must be >= 1, got 0"),
     ({"type": "concurrency", "users": 2, "think_time_s": -1}, "load.think_time_s",
-     "greater than or equal to 0"),
-    ({"type": "poisson", "rate": -2}, "load.rate", "greater than 0"),
-    ({"type": "poisson", "rate": 0}, "load.rate", "greater than 0"),
-    ({"rate_scale": 0}, "load.rate_scale", "greater than 0"),
+     "must be >= 0, got -1"),
+    ({"type": "poisson", "rate": -2}, "load.rate", "must be > 0, got -2"),
+    ({"type": "poisson", "rate": 0}, "load.rate", "must be > 0, got 0"),
+    ({"rate_scale": 0}, "load.rate_scale", "must be > 0, got 0"),
     ({"type": "poisson"}, "load.rate", "needs load.rate"),
     ({"type": "concurrency"}, "load.users", "needs load.users"),
     ({"rate": 3}, "load.rate", "not trace"),
@@ -51,7 +51,7 @@ def test_good_loads(keys):
     ({"type": "constant", "stages": [{"rate": 1, "users": 1, "duration_s": 1}]},
      "load.stages.0", "either rate or users"),
     ({"type": "constant", "stages": [{"rate": 1, "duration_s": 0}]},
-     "load.stages.0.duration_s", "greater than 0"),
+     "load.stages.0.duration_s", "must be > 0, got 0"),
     ({"type": "constant", "stages": []}, "load.stages", "at least one"),
     ({"type": "poisson", "rate": "3"}, "load.rate", "expected a number"),
     ({"type": "uniform"}, "load.type", "poisson"),

@@ -10,7 +10,7 @@ import yaml
 from prefixsim.cache import TTLMode
 from prefixsim.config import RunConfig, build_config, config_to_yaml, load_config
 from prefixsim.costmodel.roofline import param_names as roofline_params
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, validation_message
 from prefixsim.pipeline.inputs import resolve_trace_defaults
 
 
@@ -132,7 +132,7 @@ def test_trace_defaults_are_resolved_into_the_effective_config(tmp_path):
      "run.yaml: cache.ttl_s: expected a number, or one with a unit (300s, 5m, 1h; units: ms, "
      "s, m, min, h, d), got '5parsecs'"),
     ({"cache": {"capacity_tokens": -1}},  # pydantic's own check: the value is appended
-     "run.yaml: cache.capacity_tokens: Input should be greater than or equal to 0 (got -1)"),
+     "run.yaml: cache.capacity_tokens: must be >= 0, got -1"),
     ({"cache": {"capacty_tokens": 5}}, "run.yaml: cache.capacty_tokens: unknown key"),
     ({"seed": 1}, "run.yaml: seed: unknown key (a run has no randomness of its own; the "
                   "workload's modelled randomness is trace.seed)"),
@@ -245,3 +245,19 @@ def test_a_registered_name_is_checked_and_none_passes():
     assert Named(name=None).name is None and Named(name="round_robin").name == "round_robin"
     with pytest.raises(pydantic.ValidationError, match="did you mean 'round_robin'"):
         Named(name="round-robin")
+
+
+def test_schema_errors_are_worded_as_the_readers_word_theirs():
+    def error(kind: str, value: object, **ctx: object) -> dict:
+        return {"type": kind, "input": value, "ctx": ctx, "msg": "pydantic's own words"}
+
+    assert validation_message(error("greater_than_equal", 0, ge=1)) == "must be >= 1, got 0"
+    assert validation_message(error("greater_than", -5.0, gt=0.0)) == "must be > 0, got -5.0"
+    assert validation_message(error("less_than_equal", 2.5, le=1.5)) == "must be <= 1.5, got 2.5"
+    assert validation_message(error("less_than", 9, lt=8)) == "must be < 8, got 9"
+    assert validation_message({"type": "value_error", "input": 3,
+                               "msg": "Value error, a check's own text"}) == "a check's own text"
+    assert validation_message({"type": "int_type", "input": "x", "msg": "Input should be a "
+                               "valid integer"}) == "Input should be a valid integer (got 'x')"
+    assert validation_message({"type": "model_type", "input": {"a": 1},
+                               "msg": "Input should be an object"}) == "Input should be an object"

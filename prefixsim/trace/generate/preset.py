@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from prefixsim.errors import InputError, read_yaml
+from prefixsim.errors import InputError, read_yaml, validation_message
 
 PRESET_DIR = Path(__file__).resolve().parents[3] / "traces"
 PRESETS = ("chat", "agent", "rag", "api-mixed", "shared-prefix")
@@ -200,5 +200,4 @@ def load_preset(name_or_path: str) -> Preset | SharedPrefixPreset:
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(part) for part in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
-        raise InputError(message, file=str(path), field=key) from None
+        raise InputError(validation_message(first), file=str(path), field=key) from None
