@@ -144,6 +144,25 @@ USERS_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENAMETO
 _ARROW_ERRNO = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
 
 
+class FieldError(ValueError):
+    """A model-level check's failure that belongs to one field of the model (a preset name
+    checked against the section's presets file, a prompt too long for its pages): the
+    error names `model.field` instead of the model (`field_of`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def field_of(error: Mapping[str, Any], key: str) -> str:
+    """The dotted key a pydantic error names: `key` (its location), or `key.field` when a
+    FieldError raised it."""
+    raised = (error.get("ctx") or {}).get("error")
+    if isinstance(raised, FieldError):
+        return f"{key}.{raised.field}" if key else raised.field
+    return key
+
+
 # pydantic's numeric bound errors: (operator, the context key holding the bound)
 _BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
            "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}

@@ -20,6 +20,7 @@ from prefixsim.errors import InputError
 from prefixsim.report.trace_plots import plot_characterisation, popularity, top_share
 from prefixsim.trace import READERS, ReadOptions, TraceData, detect_format, read_trace
 from prefixsim.trace.generate import PRESETS, generate, load_preset
+from prefixsim.trace.generate.preset import preset_path
 from prefixsim.trace.lengths import check_prefix_model
 from prefixsim.trace.pages import convert_pages
 from prefixsim.trace.readers import FOLDER_SNIFFERS, trace_files
@@ -235,7 +236,7 @@ def generate_command(preset: str, num_requests: int, rate: float | None, seed: i
     check_output_file(out)
     with Progress("generate", "req", total=num_requests) as bar:
         requests = generate(load_preset(preset), num_requests, seed, rate,
-                            on_progress=bar.update)
+                            on_progress=bar.update, source=str(preset_path(preset)))
         bar.update(len(requests) - bar.count)  # the generator's last partial block
     write_trace(requests, out, None)
     click.echo(f"wrote {len(requests):,} requests ({preset}, seed {seed}) to {out}", err=True)

@@ -28,7 +28,7 @@ from prefixsim.cache import POLICIES, CacheMode, TTLMode, check_policy_params
 from prefixsim.cache.session_regex import probe
 from prefixsim.config.flags import option
 from prefixsim.config.load import LoadConfig
-from prefixsim.config.section import FieldError, Section, registered
+from prefixsim.config.section import Section, registered
 from prefixsim.config.serving import (
     CostModelConfig,
     EngineConfig,
@@ -39,7 +39,7 @@ from prefixsim.config.serving import (
     ServingConfig,
 )
 from prefixsim.costmodel import COST_MODELS
-from prefixsim.errors import InputError, read_yaml, validation_message
+from prefixsim.errors import InputError, field_of, read_yaml, validation_message
 from prefixsim.presets import MODELS, check_tensor_parallel
 from prefixsim.registry import Registry
 from prefixsim.router import ROUTERS
@@ -278,9 +278,7 @@ def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
             message = "unknown key" + (_NO_SEED if key == "seed" else "")
         else:
             message = validation_message(first)
-            error = first.get("ctx", {}).get("error")
-            if isinstance(error, FieldError):  # a section's check names its field
-                key = f"{key}.{error.field}" if key else error.field
+            key = field_of(first, key)  # a section's check names its field
         raise InputError(message, file=source, field=key) from None
     _check_across_sections(config, source)
     return config

@@ -5,7 +5,7 @@ section here takes a number only as a YAML/JSON number (an integral float for an
 field is still fine), so a boolean or a string where a number belongs is an error naming the
 key; a number where a boolean belongs likewise. Fields typed `str` take what pydantic takes.
 `registered` is the validator of a field that names a plug-in of a registry; `FieldError`
-is how a check of the whole section names the field at fault.
+(errors.py) is how a check of the whole section names the field at fault.
 See docs/architecture.md.
 """
 
@@ -23,16 +23,6 @@ from prefixsim.registry import Registry
 # An integer setting must fit in 64 bits: results are stored as int64 columns
 # (docs/input-rules.md I4; 10**30 tokens once failed only after every run had finished).
 INT64_LIMIT = 1 << 63
-
-
-class FieldError(ValueError):
-    """A section-level check's failure that belongs to one field of the section (a preset
-    name checked against the section's presets file): `build_config` names `section.field`
-    instead of the section."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def value_kinds(annotation: Any) -> set[type]:

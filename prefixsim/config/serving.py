@@ -12,8 +12,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from prefixsim.config.flags import option
-from prefixsim.config.section import FieldError, Section, registered
+from prefixsim.config.section import Section, registered
 from prefixsim.costmodel import COST_MODELS
+from prefixsim.errors import FieldError
 from prefixsim.presets import GPUS, MODELS
 from prefixsim.registry import unknown_name
 from prefixsim.router import ROUTERS

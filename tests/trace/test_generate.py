@@ -126,3 +126,104 @@ def test_a_rate_too_low_for_a_trace_is_refused(name):
         generate(preset, 20, seed=3, rate_per_s=1e-9)
     requests = generate(preset, 3, seed=3, rate_per_s=1e-7)
     assert 1e6 < requests[-1].arrival_s - requests[0].arrival_s < 1e9
+
+
+CHAT = Path(__file__).resolve().parents[2] / "traces" / "chat.yaml"
+
+
+def chat_preset(tmp_path: Path, *changes: str) -> Path:
+    """traces/chat.yaml with each old text of `changes` (old, new, old, new...) replaced."""
+    text = CHAT.read_text()
+    for old, new in zip(changes[::2], changes[1::2], strict=True):
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return path
+
+
+FIRST = "first_message: {dist: lognormal, median: 5200, sigma: 1.1, min: 20, max: 120000}"
+OUTPUT = "output_tokens: {dist: lognormal, median: 330, sigma: 0.45, min: 1, max: 2048}"
+ARRIVAL = "arrival: {process: poisson, rate_per_s: 3.4}"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    (FIRST, "first_message: {dist: fixed, value: .inf}",
+     "workloads.0.first_message.value: Input should be a finite number (got inf)"),
+    (FIRST, "first_message: {dist: fixed, value: .nan}",
+     "workloads.0.first_message.value: Input should be a finite number (got nan)"),
+    (ARRIVAL, "arrival: {process: gamma, rate_per_s: 3.4, cv: 0.0001}",
+     "arrival.cv: must be >= 0.001, got 0.0001"),
+    (ARRIVAL, "arrival: {process: gamma, rate_per_s: 3.4, cv: 2000.0}",
+     "arrival.cv: must be <= 1000, got 2000.0"),
+    ("max_context_tokens: 131072", "max_context_tokens: 16777217",
+     "workloads.0.max_context_tokens: must be <= 16777216, got 16777217"),
+    ("page_size_tokens: 512\n", "page_size_tokens: 8\n",
+     "workloads.0.max_context_tokens: a prompt of 16,777,216 tokens in 8-token pages has "
+     "2,097,152 pages, more than 1,048,576 a request may"),
+])
+def test_presets_that_would_break_the_generator_are_refused(tmp_path, old, new, message):
+    """Infinite lengths (a traceback converting them to tokens), a gamma's shape that is not
+    a number, prompts or pages a trace may not hold: refused naming the key."""
+    changes = (old, new)
+    if "8-token" in message:
+        changes += ("max_context_tokens: 131072", "max_context_tokens: 16777216")
+    path = chat_preset(tmp_path, *changes)
+    with pytest.raises(InputError) as error:
+        load_preset(str(path))
+    assert str(error.value) == f"{path}: {message}"
+
+
+def test_what_generating_finds_is_named_in_the_preset(tmp_path):
+    # a first prompt over max_context_tokens in every session: no request would ever be
+    # made (the generator looped for ever); an output over what a request may have; a
+    # preset's own rate so low that the trace would span over 1e9 s
+    never = chat_preset(tmp_path, FIRST, "first_message: {dist: fixed, value: 200000}")
+    with pytest.raises(InputError) as error:
+        generate(load_preset(str(never)), 5, seed=1, source=str(never))
+    assert str(error.value) == (
+        f"{never}: workloads.0.max_context_tokens: the first prompt of 1,000 sessions of "
+        "workload 'chat' in a row was longer than 131,072 tokens: no request would ever be "
+        "made; raise it or shorten the prompts")
+    huge = chat_preset(tmp_path, OUTPUT, "output_tokens: {dist: fixed, value: 16777217}")
+    with pytest.raises(InputError) as error:
+        generate(load_preset(str(huge)), 5, seed=1, source=str(huge))
+    assert str(error.value) == (
+        f"{huge}: workloads.0.output_tokens: drew an output of 16,777,217 tokens, over the "
+        "16,777,216 a request may have: give the distribution a max")
+    slow = chat_preset(tmp_path, ARRIVAL, "arrival: {process: poisson, rate_per_s: 1.0e-9}")
+    with pytest.raises(InputError) as error:
+        generate(load_preset(str(slow)), 20, seed=1, source=str(slow))
+    assert str(error.value).startswith(f"{slow}: arrival.rate_per_s: the workload would span ")
+
+
+def test_the_page_ids_held_are_bounded(monkeypatch):
+    import prefixsim.trace.generate.model as model
+
+    monkeypatch.setattr(model, "MAX_GENERATED_PAGES", 100)
+    with pytest.raises(InputError) as error:
+        generate(load_preset("chat"), 1000, seed=1)
+    assert str(error.value) == (
+        "--requests: the workload needs more than 100 page ids, held in memory: ask for fewer "
+        "requests or larger pages (page_size_tokens)")
+
+
+def test_shared_prefix_presets_that_a_trace_could_not_hold(tmp_path):
+    def refused(text: str) -> str:
+        path = tmp_path / "sp.yaml"
+        path.write_text("kind: shared_prefix\nname: sp\n" + text)
+        with pytest.raises(InputError) as error:
+            load_preset(str(path))
+        return str(error.value).removeprefix(f"{path}: ")
+
+    assert refused("system_prompt_tokens: 16777200\nquestion_tokens: 64\n") == (
+        "question_tokens: a prompt of system_prompt_tokens + question_tokens = 16,777,264 is "
+        "over the 16,777,216 a request may have")
+    assert refused("page_size_tokens: 1\nsystem_prompt_tokens: 2000000\n") == (
+        "page_size_tokens: a prompt of 2,000,064 tokens in 1-token pages has 2,000,064 pages, "
+        "more than 1,048,576 a request may")
+    assert refused("num_groups: 10000\nprompts_per_group: 101\n") == (
+        "prompts_per_group: num_groups x prompts_per_group = 1,010,000 prompts, more than "
+        "1,000,000 (each is held in memory)")
+    assert refused("output_tokens: 16777217\n") == "output_tokens: must be <= 16777216, got " \
+        "16777217"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from prefixsim.errors import InputError
+from prefixsim.trace.fields import MAX_TOKENS
 from prefixsim.trace.generate.arrivals import session_starts
 from prefixsim.trace.generate.model import Corpus, Pager, Row, session_rows
 from prefixsim.trace.generate.preset import PRESETS, Preset, SharedPrefixPreset, load_preset
@@ -26,21 +27,31 @@ __all__ = ["PRESETS", "Preset", "SharedPrefixPreset", "generate", "load_preset"]
 # The most requests one generated trace holds: it is built in memory (about 1 kB a request
 # with its page ids); a larger workload is several files or a preset at a higher rate.
 MAX_GENERATED_REQUESTS = 10_000_000
+# Sessions of one workload whose first prompt is over its max_context_tokens, none having
+# fitted, after which the preset is refused (else generating would never end).
+UNFIT_SESSIONS = 1000
 
 
 def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
              rate_per_s: float | None = None,
-             on_progress: Callable[[int], None] | None = None) -> list[Request]:
+             on_progress: Callable[[int], None] | None = None,
+             source: str | None = None) -> list[Request]:
     """`num_requests` requests (the earliest ones) in arrival order, session ids kept;
-    `on_progress(n)` is told of the rows each session added (until num_requests); more than
+    `on_progress(n)` is told of the rows each session added (until num_requests); `source`
+    (the preset's file) is named by an error in a preset key; more than
     MAX_GENERATED_REQUESTS is refused before anything is made, and a rate so low that the
     requests would span more than a trace may (MAX_SPAN_S) once they are (docs/input-rules.md
     I7)."""
     if num_requests > MAX_GENERATED_REQUESTS:
         raise InputError(f"must be <= {MAX_GENERATED_REQUESTS:,} (the trace is built in "
                          f"memory), got {num_requests:,}", field="--requests")
+    # a span too long is the rate's: the caller's when given, else the preset's
+    rate_key = "--rate" if rate_per_s is not None else \
+        "rate_per_s" if isinstance(preset, SharedPrefixPreset) else "arrival.rate_per_s"
+    rate_file = None if rate_per_s is not None else source
     if isinstance(preset, SharedPrefixPreset):
-        return _within_span(_shared_prefix(preset, num_requests, seed, rate_per_s))
+        return _within_span(_shared_prefix(preset, num_requests, seed, rate_per_s),
+                            rate_key, rate_file)
     rng = np.random.default_rng(seed)
     pager = Pager(preset.page_size_tokens)
     corpora = [Corpus(i, w, rng) for i, w in enumerate(preset.workloads)]
@@ -54,6 +65,8 @@ def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
     starts = session_starts(preset.arrival, rate / mean_turns, rng)
     rows: list[Row] = []
     session = reported = 0
+    fitted = [False] * len(corpora)  # whether a session of the workload made a request
+    started = [0] * len(corpora)
     while len(rows) < num_requests:
         if on_progress is not None and session:
             on_progress(min(len(rows), num_requests) - reported)
@@ -64,12 +77,24 @@ def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
         workload = corpus.workload
         spawn: list = []
         label = f"s{session}"
-        rows += session_rows(corpus, pager, rng, session, label, start_s,
-                             workload.turns.sample(rng), spawn=spawn)
+        made = session_rows(corpus, pager, rng, session, label, start_s,
+                            workload.turns.sample(rng), spawn=spawn)
+        rows += made
+        _check_outputs(made, pick, source)
+        started[pick] += 1
+        fitted[pick] = fitted[pick] or bool(made)
+        if not fitted[pick] and started[pick] >= UNFIT_SESSIONS:
+            raise InputError(
+                f"the first prompt of {started[pick]:,} sessions of workload "
+                f"{workload.name!r} in a row was longer than {workload.max_context_tokens:,} "
+                "tokens: no request would ever be made; raise it or shorten the prompts",
+                file=source, field=f"workloads.{pick}.max_context_tokens")
         session += 1
         for number, (sub_start, picks) in enumerate(spawn):
-            rows += session_rows(corpus, pager, rng, session, f"{label}/a{number}", sub_start,
-                                 workload.subagents.turns.sample(rng), picks=picks)
+            made = session_rows(corpus, pager, rng, session, f"{label}/a{number}", sub_start,
+                                workload.subagents.turns.sample(rng), picks=picks)
+            rows += made
+            _check_outputs(made, pick, source)
             session += 1
     rows.sort(key=lambda row: row.arrival_s)
     del rows[num_requests:]
@@ -77,16 +102,28 @@ def generate(preset: Preset | SharedPrefixPreset, num_requests: int, seed: int,
         Request(index, round(row.arrival_s, 3), row.input_tokens, row.output_tokens,
                 row.page_ids, preset.page_size_tokens, row.session)
         for index, row in enumerate(rows)
-    ])
+    ], rate_key, rate_file)
 
 
-def _within_span(requests: list[Request]) -> list[Request]:
-    """`requests`, or an InputError when they span more than a trace may (MAX_SPAN_S): a
-    rate so low that the readers would refuse the file written."""
+def _check_outputs(rows: list[Row], workload: int, source: str | None) -> None:
+    """An InputError when a drawn output length is over what a trace may hold (MAX_TOKENS:
+    the readers would refuse the file written)."""
+    most = max((row.output_tokens for row in rows), default=0)
+    if most > MAX_TOKENS:
+        raise InputError(f"drew an output of {most:,} tokens, over the {MAX_TOKENS:,} a "
+                         "request may have: give the distribution a max", file=source,
+                         field=f"workloads.{workload}.output_tokens")
+
+
+def _within_span(requests: list[Request], rate_key: str, source: str | None) -> list[Request]:
+    """`requests`, or an InputError naming the rate (`rate_key` of `source`) when they span
+    more than a trace may (MAX_SPAN_S): a rate so low that the readers would refuse the
+    file written (or think times so long)."""
     span_s = requests[-1].arrival_s - requests[0].arrival_s if requests else 0.0
     if span_s > MAX_SPAN_S:
         raise InputError(f"the workload would span {span_s:.3g} s, over the {MAX_SPAN_S:g} s "
-                         "a trace may (~31 years): raise the rate", field="--rate")
+                         "a trace may (~31 years): raise the rate", file=source,
+                         field=rate_key)
     return requests
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prefixsim.errors import InputError
 from prefixsim.trace.generate.preset import Layer, Workload
 
 Segment = tuple[tuple[int, ...], int]  # (content key, tokens); key[0] == 0 means private
@@ -36,13 +37,21 @@ def zipf_weights(n: int, s: float) -> np.ndarray:
     return weights / weights.sum()
 
 
+# The most page ids one generated trace holds in its requests (each a pointer in a tuple,
+# most an int of its own: ~9 GB at the limit, as 10^7 chat requests of ~25 pages take).
+MAX_GENERATED_PAGES = 1 << 28
+
+
 class Pager:
-    """Chained page ids for segment sequences (shared pages interned, private ones fresh)."""
+    """Chained page ids for segment sequences (shared pages interned, private ones fresh);
+    counts the ids it hands out, and refuses (InputError) to go past MAX_GENERATED_PAGES
+    (docs/input-rules.md I7)."""
 
     def __init__(self, page_size: int) -> None:
         self.page_size = page_size
         self.shared: dict[tuple, int] = {}
         self.next_id = 0
+        self.handed_out = 0  # page ids in every tuple `pages` returned
 
     def fresh(self) -> int:
         self.next_id += 1
@@ -79,6 +88,11 @@ class Pager:
                     pieces, fill = [], 0
         if fill:
             out.append(self._page(parent, pieces, private))
+        self.handed_out += len(out)
+        if self.handed_out > MAX_GENERATED_PAGES:
+            raise InputError(f"the workload needs more than {MAX_GENERATED_PAGES:,} page ids, "
+                             "held in memory: ask for fewer requests or larger pages "
+                             "(page_size_tokens)", field="--requests")
         return tuple(out)
 
     def _page(self, parent: int, pieces: list[tuple], private: bool) -> int:

@@ -17,14 +17,18 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from prefixsim.errors import InputError, read_yaml, validation_message
+from prefixsim.errors import FieldError, InputError, field_of, read_yaml, validation_message
+from prefixsim.trace.fields import MAX_PAGES_PER_REQUEST, MAX_TOKENS
 
 PRESET_DIR = Path(__file__).resolve().parents[3] / "traces"
 PRESETS = ("chat", "agent", "rag", "api-mixed", "shared-prefix")
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Every preset section: frozen, unknown keys refused, numbers finite (an infinite or
+    NaN length cannot become a token count; a distribution's `max` may be infinite)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Dist(Model):
@@ -40,7 +44,7 @@ class Dist(Model):
     low: float | None = None
     high: float | None = None
     min: float = Field(0.0, ge=0)
-    max: float = math.inf
+    max: float = Field(math.inf, allow_inf_nan=True)
 
     @model_validator(mode="after")
     def _params(self) -> Dist:
@@ -82,7 +86,8 @@ class Arrival(Model):
 
     process: Literal["poisson", "gamma", "diurnal"] = "poisson"
     rate_per_s: float = Field(1.0, gt=0, description="requests per second (all workloads)")
-    cv: float = Field(1.0, gt=0, description="gamma: coefficient of variation of gaps")
+    cv: float = Field(1.0, ge=1e-3, le=1e3,  # the gamma's shape 1/cv^2 stays a number
+                      description="gamma: coefficient of variation of gaps")
     amplitude: float = Field(0.5, ge=0, le=1, description="diurnal: relative swing of rate")
     period_s: float = Field(86400.0, gt=0, description="diurnal: period")
 
@@ -149,7 +154,7 @@ class Workload(Model):
     think_time_s: Dist
     output_tokens: Dist
     decode_tokens_per_s: float = Field(50.0, gt=0)
-    max_context_tokens: int = Field(1_000_000, ge=1)
+    max_context_tokens: int = Field(1_000_000, ge=1, le=MAX_TOKENS)  # a trace's limit
     subagents: Subagents = Subagents()
 
 
@@ -159,6 +164,13 @@ class Preset(Model):
     page_size_tokens: int = Field(512, ge=1)
     arrival: Arrival = Arrival()
     workloads: list[Workload] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _pages_per_request(self) -> Preset:
+        for number, workload in enumerate(self.workloads):
+            _check_pages(workload.max_context_tokens, self.page_size_tokens,
+                         f"workloads.{number}.max_context_tokens")
+        return self
 
 
 class SharedPrefixPreset(Model):
@@ -175,9 +187,36 @@ class SharedPrefixPreset(Model):
     prompts_per_group: int = Field(10, ge=1)
     system_prompt_tokens: int = Field(128, ge=1)
     question_tokens: int = Field(64, ge=1)
-    output_tokens: int = Field(64, ge=1)
+    output_tokens: int = Field(64, ge=1, le=MAX_TOKENS)
     rate_per_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     warmup: bool = False
+
+    @model_validator(mode="after")
+    def _sizes(self) -> SharedPrefixPreset:
+        tokens = self.system_prompt_tokens + self.question_tokens
+        if tokens > MAX_TOKENS:
+            raise FieldError("question_tokens", f"a prompt of system_prompt_tokens + "
+                             f"question_tokens = {tokens:,} is over the {MAX_TOKENS:,} a "
+                             "request may have")
+        _check_pages(tokens, self.page_size_tokens, "page_size_tokens")
+        prompts = self.num_groups * self.prompts_per_group
+        if prompts > MAX_PROMPTS:
+            raise FieldError("prompts_per_group", f"num_groups x prompts_per_group = "
+                             f"{prompts:,} prompts, more than {MAX_PROMPTS:,} (each is held "
+                             "in memory)")
+        return self
+
+
+MAX_PROMPTS = 1_000_000  # prompts of a shared-prefix preset (built before any request)
+
+
+def _check_pages(tokens: int, page_size: int, key: str) -> None:
+    """A FieldError on `key` when a prompt of `tokens` would have more pages than a request
+    may (MAX_PAGES_PER_REQUEST, as the readers refuse)."""
+    pages = -(-tokens // page_size)
+    if pages > MAX_PAGES_PER_REQUEST:
+        raise FieldError(key, f"a prompt of {tokens:,} tokens in {page_size}-token pages has "
+                         f"{pages:,} pages, more than {MAX_PAGES_PER_REQUEST:,} a request may")
 
 
 def preset_path(name_or_path: str) -> Path:
@@ -199,5 +238,5 @@ def load_preset(name_or_path: str) -> Preset | SharedPrefixPreset:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
+        key = field_of(first, ".".join(str(part) for part in first["loc"]))
         raise InputError(validation_message(first), file=str(path), field=key) from None
