@@ -136,15 +136,19 @@ class ChainCheck:
 
     def check(self, ids: list[int] | tuple[int, ...], where: dict, key: str = "hash_ids",
               namespace: str | None = None) -> None:
-        """Raise if an id follows a different parent than before. Ids of a `namespace` are
-        their own id space (docs/cache-semantics.md R2: read_trace gives them distinct ids), so
-        they are checked as (namespace, id) pairs."""
+        """Raise if an id follows a different parent than before, in an earlier line or
+        earlier in this one (an id twice in a prompt names two prefixes: trace/chains.py
+        refuses it too). Ids of a `namespace` are their own id space (docs/cache-semantics.md
+        R2: read_trace gives them distinct ids), so they are checked as (namespace, id)
+        pairs. Nothing is recorded from a line that is refused."""
         if namespace is not None:
             ids = [(namespace, page_id) for page_id in ids]
         parent_of = self.parent_of
+        here: dict = {}  # this line's ids and their parents
         parent = None
         for position, page_id in enumerate(ids):
-            known = parent_of.get(page_id, _UNSEEN)
+            known = parent_of.get(page_id, here.get(page_id, _UNSEEN))
+            here.setdefault(page_id, parent)
             if known is not _UNSEEN and known != parent:
                 raise InputError(
                     f"id {_raw(page_id)} at position {position} follows {_raw(parent)} here "

@@ -73,3 +73,12 @@ def test_bailian_rows_are_not_mooncake(tmp_path):
     bailian = trace(tmp_path / "b.jsonl", [row(0, 16, [1], chat_id=3, parent_chat_id=-1)])
     assert detect_format(mooncake) == "mooncake"
     assert detect_format(bailian) == "bailian"
+
+
+def test_an_id_twice_in_one_prompt_is_not_chained(tmp_path):
+    # a chained id names its whole prefix, so a prompt cannot hold one twice: the exact
+    # check took the first such line (the chunked one did not) and refused only a second
+    path = trace(tmp_path / "twice.jsonl", [row(0, 1024, [5, 6]), row(1, 1536, [7, 8, 7])])
+    assert refusal(read_trace, path, "mooncake") == (
+        f"{path}:2: hash_ids: id 7 at position 2 follows 8 here but None earlier (ids are not "
+        "chained prefix hashes)")
