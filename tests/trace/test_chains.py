@@ -90,7 +90,7 @@ def test_verdicts_by_hand():
     assert not check.check(np.array([big + 1]), np.array([0]))  # a second page first
     assert not check.check(np.array([big]), np.array([0]))  # once False, False
     marker = ChunkChains()
-    assert not marker.check(np.array([NO_PARENT, 5]), np.array([0]))
+    assert not marker.check(np.array([NO_PARENT, 5]), np.array([0])) and not marker.ok
     switched = ChunkChains()
     assert switched.check(np.array([3, 4]), np.array([0])) and switched.table is not None
     assert not switched.check(np.array([-7, 4]), np.array([0]))  # 4 followed 3 in the table
@@ -109,3 +109,17 @@ def test_the_async_check_gives_the_same_verdicts():
 def test_ids_that_are_not_int64_are_not_chained():
     assert requests_chained([Request(0, 0.0, 4, 1, (1 << 64,), 4)]) is False
     assert requests_chained([]) is True
+
+
+def test_what_the_table_knew_survives_the_switch_to_sorted_arrays():
+    # 4 follows 3 and 3 starts a prompt, learnt in the table; a negative id moves the check
+    # to its sorted arrays, which must keep both parents (3: none, 4: 3)
+    check = ChunkChains()
+    assert check.check(np.array([3, 4]), np.array([0]))
+    assert check.check(np.array([-7]), np.array([0])) and check.table is None
+    assert check.check(np.array([3, 4, -9]), np.array([0]))
+    assert not ChunkChains().check(np.array([3, 4, -1, 4]), np.array([0, 2]))
+    check_first = ChunkChains()
+    assert check_first.check(np.array([3, 4]), np.array([0]))
+    assert check_first.check(np.array([-7]), np.array([0]))
+    assert not check_first.check(np.array([4]), np.array([0]))  # 4 never starts a prompt
