@@ -66,6 +66,9 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
     out_dir, result = write_run(out_dir, lambda rows: simulate(
         config, sink=rows, progress=lambda desc, total: Progress(desc, "req", total, quiet),
         command=command, stream=not no_stream), fresh=output is None)
+    if result.not_streamed:  # the memory a streamed run bounds was not bounded: say why
+        click.echo(f"note: the trace was read whole, not streamed ({result.not_streamed})",
+                   err=True)
     if result.summary.get("trace_skipped_lines"):
         click.echo(f"prefixsim: skipped {result.summary['trace_skipped_lines']:,} bad lines",
                    err=True)

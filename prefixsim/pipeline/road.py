@@ -85,20 +85,24 @@ def simulate(
 def _run(config: RunConfig, trace: TraceData | Sequence[Request] | None,
          sink: RowSink | None, progress: ProgressFactory, command: str | None,
          stream: bool, share_trace: bool) -> RunResult:
+    not_streamed = None
     if trace is None:
         config = resolve_trace_defaults(config)
         opened = open_trace_stream(config) if stream else None
         if opened is not None:
             streamed = _streamed(config, loaded_stream(opened, config.load),
                                  staged_rows(sink, config.load), progress, command)
-            if streamed is not None:
+            if isinstance(streamed, RunResult):
                 return staged_result(streamed, config.load)
+            not_streamed = streamed
         if share_trace:
             trace = shared_trace_data(config.trace)
         else:
             with progress("read", None) as bar:
                 trace = load_trace_data(config.trace, on_progress=bar.update)
     result = staged_result(_whole(config, trace, progress, command), config.load)
+    if not_streamed is not None:
+        result = dataclasses.replace(result, not_streamed=not_streamed)
     if sink is not None:
         sink.write(result.requests)
         sink.close()
@@ -106,9 +110,9 @@ def _run(config: RunConfig, trace: TraceData | Sequence[Request] | None,
 
 
 def _streamed(config: RunConfig, stream: TraceStream, sink: RowSink | None,
-              progress: ProgressFactory, command: str | None) -> RunResult | None:
-    """The run over `stream`, or None (nothing kept in `sink`, the bar's count taken back)
-    when the trace must be read whole."""
+              progress: ProgressFactory, command: str | None) -> RunResult | str:
+    """The run over `stream`, or why the trace must be read whole (nothing kept in `sink`,
+    the bar's count taken back)."""
     told = [0]
     with progress("replay", stream.total) as bar:
 
@@ -120,12 +124,12 @@ def _streamed(config: RunConfig, stream: TraceStream, sink: RowSink | None,
             if config.cache_only:
                 return replay_streamed(config, stream, sink or _Discard(), update, command)
             result = serve_streamed(config, stream, update, command)
-        except NotStreamable:
+        except NotStreamable as reason:
             if sink is not None:
                 sink.discard()
             if told[0]:
                 bar.update(-told[0])
-            return None
+            return str(reason)
     if sink is not None:
         sink.write(result.requests)
         sink.close()
