@@ -84,3 +84,26 @@ def test_a_run_says_why_it_read_the_trace_whole(tmp_path):
                                    "-o", str(tmp_path / "run")])
     assert out.exit_code == 0
     assert "note: the trace was read whole, not streamed (arrivals out of order)" in out.output
+
+
+@pytest.mark.parametrize(("count", "tail"), [(1, ""), (3, "\n\n"), (2000, ""), (2000, "\n \n")])
+def test_a_jsonl_files_last_arrival_from_its_last_line(tmp_path, count, tail):
+    # 2,000 rows are ~150 KB: the last line is found reading back 64 KiB, then 128 KiB...
+    rows = [row(1000.0 + 250.0 * i, 10 * i) for i in range(count)]
+    path = jsonl(tmp_path / "t.jsonl", rows)
+    path.write_text(path.read_text() + tail)
+    stream = open_stream(path, "mooncake", 512, None)
+    assert stream.last_arrival_s(1.0) == (1000.0 + 250.0 * (count - 1)) / 1000.0 - 1.0
+    assert stream.first_arrival_s() == 1.0
+    assert stream.total == count
+
+
+def test_a_last_line_that_is_not_a_plain_record(tmp_path):
+    for last, reason in (('{"timestamp": "late"}', "the last timestamp is not a number"),
+                         ("[1, 2]", "the last line is not a plain record")):
+        path = tmp_path / "t.jsonl"
+        path.write_text(json.dumps(row(1000, 0)) + "\n" + last + "\n")
+        stream = open_stream(path, "mooncake", 512, None)
+        with pytest.raises(NotStreamable) as gave_up:
+            stream.last_arrival_s(0.0)
+        assert str(gave_up.value) == reason
