@@ -4,7 +4,8 @@
 single message that names it. Internal failures are ordinary exceptions and exit with 1.
 `read_yaml` reads every YAML file a user gives (configs, sweep specs, presets, prices) with
 the same checks, so each problem with one becomes such an error; `validation_message` words
-a schema's (pydantic's) error as the readers word theirs. A write that the user's
+a schema's (pydantic's) error as the readers word theirs, and `field_of` names its key (a
+model's check that belongs to one field raises `FieldError`). A write that the user's
 disk refuses (full, over `ulimit -f`, a name too long, no permission) is the user's to fix
 too: `naming_the_file` makes it name the file, `is_users_os_error` says it exits 2
 (docs/input-rules.md I19).
