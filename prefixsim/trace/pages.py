@@ -147,18 +147,19 @@ def distinct_ids(ids: np.ndarray) -> np.ndarray:
 
 
 def check_page_size(from_tokens: int, to_tokens: int) -> int:
-    """The factor k = to/from, or an InputError saying why the conversion is impossible."""
+    """The factor k = to/from, or an InputError saying why the conversion is impossible
+    (naming `--page-size`, the option of `trace convert` and `trace inspect` that asks)."""
     if to_tokens < 1:
-        raise InputError(f"must be >= 1, got {to_tokens}", field="page_size")
+        raise InputError(f"must be >= 1, got {to_tokens}", field="--page-size")
     if to_tokens < from_tokens:
         raise InputError(
             f"cannot convert {from_tokens}-token pages to finer {to_tokens}-token pages: the "
             "ids do not say where inside a page two prompts diverge (only coarser sizes that "
-            f"are multiples of {from_tokens} are exact)", field="page_size")
+            f"are multiples of {from_tokens} are exact)", field="--page-size")
     if to_tokens % from_tokens:
         raise InputError(
             f"{to_tokens} is not a multiple of the trace's {from_tokens}-token pages, so its "
-            "pages would not be runs of whole pages", field="page_size")
+            "pages would not be runs of whole pages", field="--page-size")
     return to_tokens // from_tokens
 
 

@@ -18,13 +18,13 @@ from prefixsim.trace.record import Request
 
 
 def test_page_size_refusals_word_for_word():
-    assert refusal(check_page_size, 16, 0) == "page_size: must be >= 1, got 0"
+    assert refusal(check_page_size, 16, 0) == "--page-size: must be >= 1, got 0"
     assert refusal(check_page_size, 16, 8) == (
-        "page_size: cannot convert 16-token pages to finer 8-token pages: the ids do not say "
+        "--page-size: cannot convert 16-token pages to finer 8-token pages: the ids do not say "
         "where inside a page two prompts diverge (only coarser sizes that are multiples of 16 "
         "are exact)")
     assert refusal(check_page_size, 16, 40) == (
-        "page_size: 40 is not a multiple of the trace's 16-token pages, so its pages would not "
+        "--page-size: 40 is not a multiple of the trace's 16-token pages, so its pages would not "
         "be runs of whole pages")
     assert (check_page_size(16, 16), check_page_size(16, 64)) == (1, 4)
 
