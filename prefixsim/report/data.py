@@ -26,7 +26,7 @@ import pyarrow as pa
 import yaml
 
 from prefixsim.errors import InputError
-from prefixsim.report.format import significant
+from prefixsim.report.format import short_number, significant
 
 DAMAGED = "damaged"  # the status of a run whose files cannot be read (as sweep/store.py)
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -181,21 +181,12 @@ def show_swept(column: str, value: object) -> str:
     a TTL as 10 s or `none`, a mapping without its quotes, anything else as written."""
     text = _show(value)
     if column == "cache_capacity_tokens":
-        return "unbounded" if text == "none" else _tokens(value)
+        return "unbounded" if text == "none" else short_number(float(value))  # type: ignore[arg-type]
     if column == "cache_ttl_s" and text != "none":
         return f"{significant(float(value), 6)} s"  # type: ignore[arg-type]
     if column == "cache_only" and text != "none":
         return "cache-only" if text in ("True", "true", "1") else "timed"
     return text.replace('"', "") if text.startswith("{") else text
-
-
-def _tokens(value: object) -> str:
-    """5000 -> 5k, 2500000 -> 2.5M (a capacity in a label)."""
-    number = float(value)  # type: ignore[arg-type]
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(number) >= size:
-            return f"{significant(number / size, 6)}{suffix}"
-    return significant(number, 6)
 
 
 def _show(value: object) -> str:

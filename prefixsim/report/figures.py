@@ -41,7 +41,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from prefixsim.report.data import short_name, show_swept, swept_text  # noqa: E402
-from prefixsim.report.format import significant  # noqa: E402
+from prefixsim.report.format import short_number, significant  # noqa: E402
 
 KNOWN_LABELS = {
     "cache_capacity_tokens": "cache capacity (tokens)",
@@ -261,10 +261,7 @@ def _one_two_five(value: float, _position: object = None) -> str:
 
 
 def _short_number(value: float, _position: object = None) -> str:
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= size:
-            return f"{significant(value / size, 6)}{suffix}"
-    return significant(value, 6)
+    return short_number(value)  # FuncFormatter's signature
 
 
 def finish_figure(fig: Figure) -> Figure:
@@ -274,11 +271,6 @@ def finish_figure(fig: Figure) -> Figure:
     plain_log_ticks(fig)
     fig.tight_layout()
     return fig
-
-
-def short_number(value: float) -> str:
-    """A tick's number: 5000 -> 5k, 2500000 -> 2.5M, 0.5 -> 0.5."""
-    return _short_number(value)
 
 
 def short_seconds(value: float) -> str:

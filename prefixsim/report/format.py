@@ -37,6 +37,15 @@ def significant(number: float, digits: int) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def short_number(number: float) -> str:
+    """A count in a label or tick: 5000 -> 5k, 2500000 -> 2.5M, 0.5 -> 0.5 (6 significant
+    digits at most, never in exponent notation)."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(number) >= size:
+            return f"{significant(number / size, 6)}{suffix}"
+    return significant(number, 6)
+
+
 def _number(shown: str = MISSING) -> Callable[[Callable[..., str]], Callable[..., str]]:
     """A formatter of a float that is given any value: a missing one is shown as `shown`,
     any other is converted with float() first."""
