@@ -15,6 +15,8 @@ points whose folder is missing or says `failed`. Files and folders get the modes
 gives ordinary ones. `DIR/.lock` is held (flock) by the sweep writing the folder, so a second
 one into the same folder is refused; the kernel drops the lock when the holder dies. A
 symlinked `runs/` is refused (a resume would otherwise clean staging entries in its target).
+A tune's folder may be shared by processes at once: `read_run` reads a run folder as one
+snapshot while another writer replaces it, and a tune cleans only stale staging entries.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,8 @@ DAMAGED = "damaged"  # a finished run whose summary.json is gone or unreadable
 RUNS = "runs"
 STAGING_PREFIX = ".tmp-"
 LOCK = ".lock"
+REPLACING_WAIT_S = 5.0  # longest a reader waits for a folder another writer is replacing
+STALE_STAGING_S = 600.0  # a shared tune folder's staging entries older than this are litter
 
 
 def _umask() -> int:
@@ -121,14 +127,23 @@ def run_dir(out_dir: Path, run_id: str) -> Path:
     return out_dir / RUNS / run_id
 
 
-def clean_staging(out_dir: Path) -> None:
-    """Remove half-written run folders left by a killed sweep."""
+def clean_staging(out_dir: Path, older_than_s: float = 0.0) -> None:
+    """Remove half-written run folders left by a killed sweep. A tune's folder may be shared
+    by processes writing at once (they hold no lock), so a tune passes `older_than_s`
+    (STALE_STAGING_S) and leaves the staging folders another process is filling."""
     runs = out_dir / RUNS
     if runs.is_symlink():
         raise InputError("runs/ is a symlink; refusing to clean inside it", file=str(out_dir))
-    if runs.is_dir():
-        for item in runs.glob(f"{STAGING_PREFIX}*"):
+    if not runs.is_dir():
+        return
+    now = time.time()
+    for item in runs.glob(f"{STAGING_PREFIX}*"):
+        try:
+            if older_than_s > 0 and now - item.lstat().st_mtime < older_than_s:
+                continue
             shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink()
+        except FileNotFoundError:
+            pass  # its writer moved or removed it meanwhile
 
 
 def _move_into_place(staging: Path, target: Path) -> None:
@@ -186,19 +201,86 @@ def _fill_run(staging: Path, outcome: RunOutcome) -> None:
 
 def read_run_meta(path: Path) -> dict[str, Any] | None:
     """A run folder's run.json, or None when the folder is absent or unreadable."""
-    try:
-        return json.loads((path / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    found = read_run(path)
+    return None if found is None else found.meta
 
 
-def read_summary(path: Path) -> dict[str, Any] | None:
-    """A run folder's summary.json as a mapping, or None when it is absent or damaged."""
+@dataclass(frozen=True)
+class RunFiles:
+    """What one run folder held, all read from the same folder."""
+
+    meta: dict[str, Any]
+    summary: dict[str, Any] | None  # None when the run failed or summary.json is damaged
+    config_text: str | None
+
+
+_REPLACED = object()  # the folder was being replaced while it was read
+
+
+def read_run(path: Path) -> RunFiles | None:
+    """run.json, summary.json and config.yaml of one run folder as one snapshot, or None
+    when the folder or its run.json is absent or unreadable.
+
+    Another process may be replacing the folder (two tunes on one folder both re-run the
+    base, `_move_into_place`): for a moment there is no folder, or the one just opened is
+    being removed. A read that lands there while a staging folder of that run exists waits
+    for the new folder (up to REPLACING_WAIT_S), so it never pairs one writer's run.json with
+    a missing summary."""
+    deadline = time.monotonic() + REPLACING_WAIT_S
+    while True:
+        found = _read_run_once(path)
+        if found is not _REPLACED:
+            return found  # type: ignore[return-value]
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.005)
+
+
+def _read_run_once(path: Path) -> RunFiles | None | object:
     try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        return _REPLACED if _being_replaced(path) else None
+    except OSError:
         return None
-    return summary if isinstance(summary, dict) else None
+    try:
+        def read(name: str) -> str | None:
+            try:
+                with open(name, encoding="utf-8",
+                          opener=lambda p, flags: os.open(p, flags, dir_fd=folder)) as handle:
+                    return handle.read()
+            except FileNotFoundError:
+                return None
+        meta = _json_mapping(read("run.json"))
+        ok = meta is not None and meta.get("status") == OK
+        summary = _json_mapping(read("summary.json")) if ok else None
+        config = read("config.yaml")
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(folder)
+    if (meta is None or (ok and summary is None) or config is None) and _being_replaced(path):
+        return _REPLACED
+    return None if meta is None else RunFiles(meta, summary, config)
+
+
+def _json_mapping(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _being_replaced(path: Path) -> bool:
+    """A writer of this run id is filling a staging folder or removing the old one."""
+    mine = (f"{STAGING_PREFIX}{path.name}.", f"{STAGING_PREFIX}old.{path.name}.")
+    try:
+        return any(entry.name.startswith(mine) for entry in os.scandir(path.parent))
+    except OSError:
+        return False
 
 
 def finished_ids(out_dir: Path, points: Sequence[SweepPoint]) -> set[str]:
@@ -207,8 +289,8 @@ def finished_ids(out_dir: Path, points: Sequence[SweepPoint]) -> set[str]:
     done = set()
     for point in points:
         path = run_dir(out_dir, point.run_id)
-        meta = read_run_meta(path)
-        if meta is not None and meta.get("status") == OK and read_summary(path) is not None:
+        found = read_run(path)
+        if found is not None and found.meta.get("status") == OK and found.summary is not None:
             done.add(point.run_id)
     return done
 
@@ -243,16 +325,17 @@ def sweep_table(out_dir: Path, points: Sequence[SweepPoint], keys: Sequence[str]
     rows = []
     for point in points:
         path = run_dir(out_dir, point.run_id)
-        meta = read_run_meta(path)
-        if meta is None:
+        found = read_run(path)
+        if found is None:
             continue
+        meta = found.meta
         row: dict[str, object] = {"run_id": point.run_id, "status": meta.get("status"),
                                   "error": meta.get("error")}
         effective = point.config.model_dump(mode="json")
         for key in keys:
             value = point.params[key] if key in point.params else _dotted(effective, key)
             row[column_name(key)] = value if _is_scalar(value) else json.dumps(value)
-        summary = read_summary(path) if meta.get("status") == OK else None
+        summary = found.summary
         if meta.get("status") == OK and summary is None:
             row["status"], row["error"] = DAMAGED, "summary.json missing or unreadable"
         if summary is not None:

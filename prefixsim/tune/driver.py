@@ -32,8 +32,9 @@ from prefixsim.sweep.executors import LOCAL_WORKERS, ExecutorOptions
 from prefixsim.sweep.runner import TABLE_REFRESH_S
 from prefixsim.sweep.spec import SweepPoint
 from prefixsim.sweep.store import (
+    STALE_STAGING_S,
     clean_staging,
-    read_run_meta,
+    read_run,
     read_sweep_meta,
     run_dir,
     write_run,
@@ -103,7 +104,7 @@ def run_tune(
     runner = workers.build()
     _check_folder(out_dir, spec, resume, storage_url)
     out_dir.mkdir(parents=True, exist_ok=True)
-    clean_staging(out_dir)
+    clean_staging(out_dir, older_than_s=STALE_STAGING_S)  # others may be writing here
     write_text_atomic(out_dir / "spec.yaml", spec.text)
     if read_sweep_meta(out_dir) is None:
         write_text_atomic(out_dir / "sweep.json", json.dumps({"kind": "tune", "name": spec.name}))
@@ -298,12 +299,11 @@ def _recover(out_dir: Path, spec: TuneSpec, parts: Parts, frozen: Any
     run_id = frozen.user_attrs.get("run_id")
     if run_id is None:
         return None
-    folder = run_dir(out_dir, run_id)
-    meta = read_run_meta(folder)
-    if meta is None or meta.get("status") != OK:
+    found = read_run(run_dir(out_dir, run_id))
+    if found is None or found.summary is None or found.config_text is None:
         return None
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    summary = found.summary
+    config = yaml.safe_load(found.config_text)
     values = objective_values(spec.objectives, summary)
     if isinstance(values, str):
         return None

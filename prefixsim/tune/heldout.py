@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,9 @@ from typing import Any
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.sweep import OK, RunOutcome, run_point
+from prefixsim.sweep import RunOutcome, run_point
 from prefixsim.sweep.spec import SweepPoint, make_point
-from prefixsim.sweep.store import read_run_meta, run_dir, write_run
+from prefixsim.sweep.store import read_run, run_dir, write_run
 from prefixsim.tune.spec import TuneSpec, with_base
 from prefixsim.tune.store import (
     best_trials,
@@ -120,11 +119,8 @@ def _base_points(parts: Parts) -> dict[str, SweepPoint]:
 
 
 def _summary(out_dir: Path, run_id: str) -> dict[str, Any] | None:
-    folder = run_dir(out_dir, run_id)
-    meta = read_run_meta(folder)
-    if meta is None or meta.get("status") != OK:
-        return None
-    return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    found = read_run(run_dir(out_dir, run_id))
+    return None if found is None else found.summary
 
 
 def finish(study: Any, spec: TuneSpec, parts: Parts, out_dir: Path, runner: Any,
