@@ -10,6 +10,7 @@ import os
 import threading
 import time
 
+from prefixsim.sweep import store
 from prefixsim.sweep.store import (
     STAGING_PREFIX,
     clean_staging,
@@ -90,10 +91,17 @@ def test_a_reader_beside_two_writers_always_sees_one_whole_folder(tmp_path):
     assert len({(f.meta["params"]["writer"], f.meta["params"]["round"]) for f in seen}) > 1
 
 
-def test_a_missing_folder_reads_as_none_at_once(tmp_path):
-    start = time.monotonic()
+def test_a_missing_folder_reads_as_none_without_waiting(tmp_path, monkeypatch):
+    """No writer of that run (no staging folder): None at once; with one filling its
+    staging folder, the read waits for it (here: it never comes, so None after waiting)."""
+    naps: list[float] = []
+    monkeypatch.setattr(store.time, "sleep", naps.append)
     assert read_run(run_dir(tmp_path, "nothing")) is None
-    assert time.monotonic() - start < 1.0
+    assert naps == []
+    (tmp_path / "runs" / f"{STAGING_PREFIX}nothing.abc").mkdir(parents=True)
+    monkeypatch.setattr(store, "REPLACING_WAIT_S", 0.05)
+    assert read_run(run_dir(tmp_path, "nothing")) is None
+    assert naps
 
 
 def test_a_shared_tune_folder_keeps_the_staging_another_writer_is_filling(tmp_path):
