@@ -3,13 +3,17 @@
 `cache_unbounded_token_hit_rate`: the same trace, TTL and request rules with no capacity
 limit (no policy can do better at any capacity). `cache_belady_token_hit_rate` (on request,
 as it costs one more replay): the offline `belady` policy at the same capacity. Lower tiers
-are left out of both: they describe the HBM cache alone.
+are left out of both: they describe the HBM cache alone. In a timed run the bound is taken
+over the requests a replica accepts (`accepted`): one it rejects on arrival, longer than its
+KV pool or the model's context, never reaches a cache, and the run's hit rate leaves it out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
+
+import numpy as np
 
 from prefixsim.analysis.seen_pages import unbounded_hit_tokens, unbounded_hit_tokens_columns
 from prefixsim.cache import PrefixCache
@@ -22,6 +26,21 @@ from prefixsim.trace.columns import RequestColumns
 CacheFactory = Callable[[str, bool], PrefixCache]
 """(policy name, unbounded) -> a fresh cache with the run's other settings, at the run's
 capacity or (unbounded=True) without a capacity limit."""
+
+
+def accepted(requests: Sequence[Request] | RequestColumns, limit: int | None
+             ) -> Sequence[Request] | RequestColumns:
+    """`requests` less those a replica rejects on arrival: prompt plus output (at least one
+    token) over `limit`, the longest it accepts (engine/replica.py `submit`); all of them
+    (the same object) when `limit` is None or every one fits."""
+    if limit is None:
+        return requests
+    if isinstance(requests, RequestColumns):
+        fits = requests.input_tokens + np.maximum(requests.output_tokens, 1) <= limit
+        return requests if fits.all() else requests.take(np.flatnonzero(fits))
+    if all(r.input_tokens + max(1, r.output_tokens) <= limit for r in requests):
+        return requests
+    return [r for r in requests if r.input_tokens + max(1, r.output_tokens) <= limit]
 
 
 def replay_hit_rate(

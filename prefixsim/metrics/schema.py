@@ -86,7 +86,8 @@ _CACHE = {
     "cache_orphan_tokens_end": "block mode: tokens left unreachable at the end (cache-only)",
     "cache_policy": "eviction policy",
     "cache_ttl_s": "TTL in seconds (null: none)",
-    "cache_unbounded_token_hit_rate": "hit rate of an unbounded cache on the same trace",
+    "cache_unbounded_token_hit_rate": "hit rate of an unbounded cache on the same trace "
+                                      "(timed: over the requests a replica accepted)",
     "cache_belady_token_hit_rate": "hit rate of offline belady at the same capacity (--bounds)",
     **{f"cache_{event}_age_p{pct}_s": f"p{pct} of pages' idle age at {what}, s"
        for event, what in (("hit", "a hit"), ("evicted", "eviction"), ("expired", "expiry"))

@@ -204,6 +204,17 @@ def max_model_len(config: RunConfig, model: ModelSpec) -> int | None:
     return config.scheduler.max_model_len or model.max_model_len
 
 
+def accepted_tokens(parts: Components) -> int | None:
+    """The longest prompt plus output a replica of a timed run accepts: its KV pool, and the
+    model's context (`max_model_len`); a longer request is rejected on arrival. None in
+    cache-only mode (no request is rejected there)."""
+    pool = parts.pool_tokens_per_replica
+    if pool is None:
+        return None
+    limit = max_model_len(parts.config, parts.model)
+    return pool if limit is None else min(pool, limit)
+
+
 def replica_pool_tokens(config: RunConfig, model: ModelSpec, gpu: GPUSpec) -> int:
     """KV pool of one replica in tokens (or cache.capacity_tokens when set)."""
     if config.cache.capacity_tokens is not None:

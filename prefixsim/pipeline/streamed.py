@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from prefixsim.analysis.bounds import accepted
 from prefixsim.analysis.next_uses import NextUses
 from prefixsim.analysis.seen_pages import SeenPages
 from prefixsim.cache.belady import StreamedBelady
@@ -49,6 +50,7 @@ from prefixsim.metrics.summary import summarize
 from prefixsim.metrics.timeseries import cache_only_interval, cache_only_timeseries
 from prefixsim.pipeline.build import (
     Components,
+    accepted_tokens,
     build,
     build_cache,
     build_unbounded_cache,
@@ -168,7 +170,7 @@ def _simulate(config: RunConfig, stream: TraceStream, rows: RowSink,
     if capacity is None:
         unbounded = hbm_rate
     elif tally.seen is not None:
-        unbounded = tally.seen_hits / tally.query if tally.query else 0.0
+        unbounded = tally.seen_hits / tally.seen_query if tally.seen_query else 0.0
     else:
         unbounded = unbounded_pass_rate(parts, stream)
     distinct = tally.distinct.total
@@ -194,6 +196,8 @@ class TraceTally:
         self.distinct = DistinctTokens()
         self.seen = SeenPages() if with_seen else None
         self.seen_hits = self.query = 0
+        self.accepted = accepted_tokens(parts)  # timed: the bound skips rejected requests
+        self.seen_query = 0  # the query tokens of the requests the bound counts
         self.ttls: list[float | None] | None = [] if parts.pricing is not None else None
         self.last_arrival_s = 0.0
 
@@ -202,9 +206,11 @@ class TraceTally:
         self.query += int(chunk.input_tokens.sum())
         self.last_arrival_s = float(chunk.arrival_s[-1])
         if self.seen is not None:
-            counts = np.diff(chunk.page_start)
+            served = accepted(chunk, self.accepted)
+            counts = np.diff(served.page_start)
             self.seen_hits += int(self.seen.hit_arrays(
-                chunk.page_ids, counts, chunk.input_tokens, chunk.page_size_tokens).sum())
+                served.page_ids, counts, served.input_tokens, served.page_size_tokens).sum())
+            self.seen_query += int(served.input_tokens.sum())
         if self.ttls is not None:
             self.ttls.extend(request_ttls(self.parts.config.cache, self.parts.rules, chunk))
 
@@ -312,10 +318,12 @@ def _belady_pass_rate(parts: Components, stream: TraceStream, uses: NextUses | N
 def unbounded_pass_rate(parts: Components, stream: TraceStream) -> float:
     """The unbounded bound with a TTL or request classes: an unbounded replay over the
     file read again, its records summed chunk by chunk."""
-    return _pass_rate(parts, stream, build_unbounded_cache(parts.config.cache, chained=True))
+    limit = accepted_tokens(parts)  # timed: a request a replica rejects meets no cache
+    return _pass_rate(parts, (accepted(chunk, limit) for chunk in stream),
+                      build_unbounded_cache(parts.config.cache, chained=True))
 
 
-def _pass_rate(parts: Components, stream: TraceStream, cache,
+def _pass_rate(parts: Components, stream: Iterable[RequestColumns], cache,
                belady: StreamedBelady | None = None, uses: NextUses | None = None) -> float:
     """Token hit rate of one more replay of the file through `cache` (with the run's
     request classes), its records summed chunk by chunk."""

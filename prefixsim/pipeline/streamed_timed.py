@@ -60,7 +60,7 @@ def _first_pass(parts, stream: TraceStream) -> tuple[TraceFigures, int]:
         tally.add(chunk)
         count += len(chunk)
     if tally.seen is not None:
-        unbounded = tally.seen_hits / tally.query if tally.query else 0.0
+        unbounded = tally.seen_hits / tally.seen_query if tally.seen_query else 0.0
     else:
         unbounded = unbounded_pass_rate(parts, stream)
     return TraceFigures(Bounds(unbounded), count, tally.ttls or []), tally.distinct.total

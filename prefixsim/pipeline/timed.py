@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import pandas as pd
 import pyarrow as pa
 
-from prefixsim.analysis.bounds import unbounded_hit_rate
+from prefixsim.analysis.bounds import accepted, unbounded_hit_rate
 from prefixsim.cache.pool import PoolFigures
 from prefixsim.engine import ProgressCallback
 from prefixsim.engine.fleet import Sampling
 from prefixsim.engine.gc_pause import paused_gc
-from prefixsim.engine.request_state import ServedRecord
+from prefixsim.engine.request_state import REJECTED, ServedRecord
 from prefixsim.engine.timed import replay_timed
 from prefixsim.metrics.facts import TIMED, Bounds, RunFacts
 from prefixsim.metrics.requests import records_frame
@@ -32,6 +32,7 @@ from prefixsim.metrics.serving import total_counters
 from prefixsim.metrics.timeseries import timeseries
 from prefixsim.pipeline.build import (
     Components,
+    accepted_tokens,
     build_unbounded_cache,
     max_model_len,
     request_ttls,
@@ -55,11 +56,12 @@ def trace_figures(parts: Components, requests: Sequence[Request]) -> TraceFigure
     config = parts.config
     engine = config.engine
     unbounded = build_unbounded_cache(config.cache, chained=parts.chained)
-    on_engine_clock = requests
+    served = accepted(requests, accepted_tokens(parts))  # a rejected one meets no cache
+    on_engine_clock = served
     if engine.time_scale != 1.0 and unbounded.ttl is not None:
         # the bound must see the gaps the run saw: TTLs run on the engine's clock
         on_engine_clock = [dataclasses.replace(r, arrival_s=r.arrival_s * engine.time_scale)
-                           for r in requests]
+                           for r in served]
     bounds = Bounds(unbounded_hit_rate(on_engine_clock, unbounded, parts.rules))
     return TraceFigures(bounds, len(requests),
                         request_ttls(config.cache, parts.rules, requests)
@@ -150,7 +152,9 @@ def as_sent(parts: Components, facts: RunFacts, requests: Iterable[Request]) -> 
             for r in requests if r.request_id in sent_at]
     ttls = (request_ttls(parts.config.cache, parts.rules, sent)
             if parts.pricing is not None else [])
-    sent.sort(key=lambda r: r.arrival_s)  # the order they were sent in (stable: trace order)
+    rejected = set(frame.loc[frame["status"] == REJECTED, "request_id"].tolist())
+    served = [r for r in sent if r.request_id not in rejected]  # a rejected one meets no cache
+    served.sort(key=lambda r: r.arrival_s)  # the order they were sent in (stable: trace order)
     bounds = dataclasses.replace(
-        facts.bounds, unbounded_token_hit_rate=unbounded_hit_rate(sent, unbounded, parts.rules))
+        facts.bounds, unbounded_token_hit_rate=unbounded_hit_rate(served, unbounded, parts.rules))
     return dataclasses.replace(facts, bounds=bounds, request_ttls=ttls)
