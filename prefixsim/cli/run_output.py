@@ -77,4 +77,18 @@ def print_summary(summary: dict[str, object], out_dir: Path) -> None:
         click.echo(f"note: profile parts borrowed: {summary['cost_model_borrowed']}")
     if "timeseries_warning" in summary:
         click.echo(f"note: {summary['timeseries_warning']}")
+    model = summary.get("trace_prefix_model")
+    if isinstance(model, str):  # a lengths-only trace (trace/lengths.py)
+        click.echo(f"note: {prefix_model_note(model)}")
     click.echo(f"results: {out_dir}")
+
+
+def prefix_model_note(label: str) -> str:
+    """What a lengths-only trace's hit rates mean, for the printout (trace/lengths.py's
+    prefix models: `none`, or a synthetic `shared:TOKENS`)."""
+    if label.startswith("none"):
+        return ("this trace holds prompt lengths only, no prefix ids: every prompt is "
+                "distinct, so nothing hits the cache (--prefix-model shared:TOKENS models a "
+                "system prompt every request shares)")
+    return (f"the cache hits come from a synthetic prefix model, {label}: the trace "
+            "holds prompt lengths only")

@@ -149,3 +149,22 @@ def test_python_dash_m_prefixsim_runs(tmp_path):
     assert s["completed"] == 264
     assert s["command"] == f"prefixsim run --trace {DEMO} --cache-only --cache-tokens 20000 " \
         "-o out --quiet"
+
+
+def test_a_lengths_only_trace_says_why_nothing_hits(tmp_path):
+    """An Azure CSV has prompt lengths and no prefix ids: the run says so beside its zero
+    hit rate, and names the synthetic prefix model when one is asked for."""
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.99,396,109\n")
+    plain = run_ok("--trace", str(path), "--cache-only", "-o", str(tmp_path / "plain"))
+    assert summary(tmp_path / "plain")["cache_token_hit_rate"] == 0.0
+    assert "note: this trace holds prompt lengths only, no prefix ids" in plain
+    assert "--prefix-model shared:TOKENS" in plain
+    shared = run_ok("--trace", str(path), "--cache-only", "--prefix-model", "shared:64",
+                    "-o", str(tmp_path / "shared"))
+    assert summary(tmp_path / "shared")["cache_token_hit_rate"] > 0
+    assert "note: the cache hits come from a synthetic prefix model, synthetic shared:64" \
+        in shared
+    demo = run_ok("--trace", str(DEMO), "--cache-only", "-o", str(tmp_path / "demo"))
+    assert "prefix model" not in demo and "prefix ids" not in demo
