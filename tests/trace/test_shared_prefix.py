@@ -65,3 +65,53 @@ def test_bad_spec_is_named():
         SharedPrefix(question_tokens=0)
     with pytest.raises(ValueError, match="stage"):
         Stage(0.0, 1.0)
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5, "2"])
+def test_every_size_is_an_integer_of_at_least_one(value):
+    with pytest.raises(ValueError, match=f"num_groups must be an integer >= 1, got {value!r}"):
+        SharedPrefix(num_groups=value)
+
+
+def test_the_smallest_spec_is_one_prompt_of_one_page():
+    spec = SharedPrefix(num_groups=1, prompts_per_group=1, system_prompt_tokens=1,
+                        question_tokens=1, output_tokens=1, page_size_tokens=1)
+    assert spec.num_prompts == 1 and spec.input_tokens == 2
+    assert spec.prompt_pages() == [(0, 1)]
+
+
+@pytest.mark.parametrize(("rate", "duration"), [
+    (float("inf"), 1.0), (1.0, float("inf")), (1.0, 0.0), (-1.0, 1.0), (1.0, -2.0),
+    (float("nan"), 1.0)])
+def test_a_stage_needs_a_finite_positive_rate_and_duration(rate, duration):
+    with pytest.raises(ValueError, match="finite rate and duration > 0"):
+        Stage(rate, duration)
+
+
+def test_a_short_stage_still_sends_one_request():
+    """0.5 s at 1 req/s rounds to 0 requests: one is sent."""
+    assert Stage(1.0, 0.5).num_requests == 1
+    assert Stage(3.0, 0.5).num_requests == 2
+
+
+def test_stages_run_back_to_back_after_the_warmup_with_sessions_by_group():
+    """Warm-up: 4 prompts 10 ms apart, then 10 s of gap: stage 0 (2 s) fills [10.04,
+    12.04), stage 1 (3 s) starts a 10 s gap later, [22.04, 25.04). Without the warm-up the
+    first stage starts at 0. Arrivals keep 6 decimals (microseconds); sessions name the
+    stage and the group, g0 for prompts 0-1 and g1 for 2-3."""
+    requests = shared_prefix_requests(SPEC, [Stage(4.0, 2.0), Stage(2.0, 3.0)], seed=5)
+    by_stage = {}
+    for r in requests:
+        stage, group = r.session_id.split("/")
+        by_stage.setdefault(stage, []).append(r.arrival_s)
+        assert group == f"g{SPEC.prompt_pages().index(r.page_ids) // 2}"
+        assert r.arrival_s == round(r.arrival_s, 6)
+    assert sorted(by_stage) == ["stage0", "stage1", "warmup"]
+    assert len(by_stage["stage0"]) == 8 and len(by_stage["stage1"]) == 6
+    assert 10.04 < min(by_stage["stage0"]) and max(by_stage["stage0"]) < 12.04
+    assert 22.04 < min(by_stage["stage1"]) and max(by_stage["stage1"]) < 25.04
+    cold = shared_prefix_requests(SPEC, [Stage(4.0, 2.0), Stage(2.0, 3.0)], seed=5,
+                                  warmup=False, gap_s=1.0)
+    times = [r.arrival_s for r in cold]
+    assert len(cold) == 14 and 0.0 < times[0] and times[7] < 2.0
+    assert 3.0 < times[8] and times[-1] < 6.0
