@@ -31,14 +31,17 @@ INSPECT_TTLS_S: tuple[tuple[str, float], ...] = (
 )
 
 
-def _stats(values: np.ndarray) -> dict[str, float]:
+def _stats(values: np.ndarray, counts: bool = False) -> dict[str, float | int]:
+    """Mean, median, p90, p99, min and max; the min and max of `counts` (token counts) are
+    integers, so `trace inspect` prints `min=7`, not `min=7.0000`."""
+    whole = int if counts else float
     return {
         "mean": float(values.mean()),
         "median": float(np.median(values)),
         "p90": float(np.percentile(values, 90)),
         "p99": float(np.percentile(values, 99)),
-        "min": float(values.min()),
-        "max": float(values.max()),
+        "min": whole(values.min()),
+        "max": whole(values.max()),
     }
 
 
@@ -93,8 +96,8 @@ def characterize(requests: Sequence[Request]) -> dict[str, object]:
         "time_span_s": span_s,
         "arrival_rate_per_s": len(requests) / span_s if span_s > 0 else None,
         "page_size_tokens": requests[0].page_size_tokens if requests else None,
-        "input_tokens": _stats(inputs),
-        "output_tokens": _stats(outputs),
+        "input_tokens": _stats(inputs, counts=True),
+        "output_tokens": _stats(outputs, counts=True),
         "total_input_tokens": int(inputs.sum()),
         "total_output_tokens": int(outputs.sum()),
         "pages": figures["pages"],

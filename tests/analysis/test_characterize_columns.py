@@ -45,6 +45,11 @@ def test_a_slice_and_sessions_by_hand():
     figures = characterize(columns)
     assert (figures["pages"], figures["distinct_pages"], figures["sessions"]) == (6, 4, 1)
     assert figures == characterize(list(columns))
+    # token counts' least and most are whole numbers (printed min=16, not min=16.0000)
+    assert figures["input_tokens"]["min"] == 16 and type(figures["input_tokens"]["min"]) is int
+    assert figures["input_tokens"]["max"] == 48 and type(figures["input_tokens"]["max"]) is int
+    assert type(figures["output_tokens"]["max"]) is int
+    assert figures["input_tokens"]["mean"] == 32.0
     assert popularity(columns).tolist() == [1, 1, 0, 0]
     tail = columns[1:]
     assert characterize(tail) == characterize(list(tail))
