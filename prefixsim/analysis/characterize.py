@@ -9,7 +9,7 @@ the columns and its replays go through the compressed cache chunk-wise, building
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -85,8 +85,18 @@ def _figures(requests: Sequence[Request]) -> dict[str, object]:
             "sessions": len({r.session_id for r in requests if r.session_id is not None})}
 
 
-def characterize(requests: Sequence[Request]) -> dict[str, object]:
-    """A flat-ish dict describing the trace; `requests` is the request count."""
+def characterize(requests: Sequence[Request],
+                 on_replay: Callable[[], None] | None = None) -> dict[str, object]:
+    """A flat-ish dict describing the trace; `requests` is the request count.
+    `on_replay()` is called after each of its hit-rate replays (1 + len(INSPECT_TTLS_S)):
+    they are most of its time on a large trace."""
+
+    def hit_rate(ttl_s: float | None) -> float:
+        rate = token_hit_rate(requests, ttl_s)
+        if on_replay is not None:
+            on_replay()
+        return rate
+
     figures = _figures(requests)
     arrivals, inputs, outputs = figures["arrivals"], figures["inputs"], figures["outputs"]
     span_s = float(arrivals.max() - arrivals.min()) if len(requests) else 0.0
@@ -102,6 +112,6 @@ def characterize(requests: Sequence[Request]) -> dict[str, object]:
         "total_output_tokens": int(outputs.sum()),
         "pages": figures["pages"],
         "distinct_pages": figures["distinct"],
-        "unbounded_token_hit_rate": token_hit_rate(requests),
-        "ttl_token_hit_rate": {name: token_hit_rate(requests, ttl) for name, ttl in INSPECT_TTLS_S},
+        "unbounded_token_hit_rate": hit_rate(None),
+        "ttl_token_hit_rate": {name: hit_rate(ttl) for name, ttl in INSPECT_TTLS_S},
     }

@@ -11,7 +11,7 @@ from typing import Any
 import click
 import pyarrow.parquet as pq
 
-from prefixsim.analysis.characterize import characterize
+from prefixsim.analysis.characterize import INSPECT_TTLS_S, characterize
 from prefixsim.cli.app import PathParam, app, fail_cleanly, format_value
 from prefixsim.cli.files import check_output_dir, check_output_file, write_file
 from prefixsim.cli.progress import Progress
@@ -137,8 +137,11 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
     targets = expand(path, fmt)
     for target in targets:
         data = load(target, fmt, options, page_size)
-        with paused_gc():  # its replays make no cycles (engine/gc_pause.py)
-            stats = _inspected(target, data, plot_dir, len(targets) > 1)
+        # its replays make no cycles (engine/gc_pause.py); a bar for them, as for the read
+        with paused_gc(), Progress(f"inspect {target.name}", "replays",
+                                   total=1 + len(INSPECT_TTLS_S)) as bar:
+            stats = _inspected(target, data, plot_dir, len(targets) > 1,
+                               on_replay=lambda: bar.update(1))
         results.append(stats)
     if as_json:
         payload = results[0] if len(targets) == 1 and targets[0] == path else \
@@ -151,11 +154,11 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
         _print_stats(stats)
 
 
-def _inspected(target: Path, data: TraceData, plot_dir: Path | None, many: bool
-               ) -> dict[str, object]:
+def _inspected(target: Path, data: TraceData, plot_dir: Path | None, many: bool,
+               on_replay: Callable[[], None] | None = None) -> dict[str, object]:
     """`trace inspect`'s figures of one trace (and its plots, with `plot_dir`)."""
     stats: dict[str, object] = {
-        "path": str(target), "format": data.format, **characterize(data.requests),
+        "path": str(target), "format": data.format, **characterize(data.requests, on_replay),
         "reuse_share_top10pct_pages": top_share(popularity(data.requests)),
         **data.labels, "time_shift_s": data.time_shift_s,
         "reordered_rows": data.reordered_rows}

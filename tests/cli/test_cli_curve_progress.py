@@ -40,3 +40,16 @@ def test_progress_adds_up_to_curve_work(policies, force):
     assert list(told) == policies
     assert sum(told.values()) == curve_work(requests, [1000, 8000], policies,
                                             force_replay=force)
+
+
+def test_inspect_reports_its_replays(monkeypatch):
+    """`trace inspect` reads the trace (its bar) and then replays it five times (unbounded,
+    then four TTLs): a line per replay, the last at 5/5."""
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)
+    result = invoke("trace", "inspect", DEMO)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines()
+             if line.startswith("prefixsim: inspect demo_chat.jsonl")]
+    counts = [int(m.group(1)) for line in lines if (m := re.search(r": (\d)/5 replays", line))]
+    assert counts == [1, 2, 3, 4, 5, 5]  # one a replay, and the closing line
+    assert lines[-1].endswith(", done")
