@@ -24,6 +24,7 @@ from prefixsim.report import png_bytes
 from prefixsim.report.curves import miss_ratio_figure
 from prefixsim.trace import READERS, load_trace
 from prefixsim.trace.chains import requests_chained
+from prefixsim.trace.pages import distinct_prefix_tokens
 
 
 def parse_capacities(text: str) -> list[int]:
@@ -48,6 +49,20 @@ def parse_capacities(text: str) -> list[int]:
     return capacities
 
 
+DEFAULT_POINTS = 20  # capacities when --capacities is not given
+DEFAULT_LOW_SHARE = 1e-4  # the least of them, as a share of the trace's distinct tokens
+
+
+def default_capacities(footprint_tokens: int, page_tokens: int) -> list[int]:
+    """DEFAULT_POINTS capacities log-spaced from DEFAULT_LOW_SHARE of the trace's distinct
+    prefix tokens (at least a page) to all of them, where no policy evicts and every curve
+    reaches the unbounded hit rate."""
+    if footprint_tokens <= 0:
+        return [0]
+    low = min(max(page_tokens, footprint_tokens * DEFAULT_LOW_SHARE), footprint_tokens)
+    return sorted({int(round(v)) for v in np.geomspace(low, footprint_tokens, DEFAULT_POINTS)})
+
+
 def _tokens(text: str) -> float:
     return float(quantity(text, "tokens", bare=True))
 
@@ -61,8 +76,10 @@ def _tokens(text: str) -> float:
 @click.option("--policy", "policies", default="lru", show_default=True,
               help=f"Eviction policy, or several comma-separated ({', '.join(POLICIES.names())}"
                    "); belady adds the offline bound.")
-@click.option("--capacities", required=True,
-              help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced); 5k, 2M.")
+@click.option("--capacities",
+              help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced); 5k, 2M. "
+                   f"Default: {DEFAULT_POINTS} log-spaced from 0.01% of the trace's distinct "
+                   "prefix tokens to all of them.")
 @click.option("--sample-rate", type=float,
               help="LRU only: SHARDS estimate from this fraction of page ids (0 < r <= 1); "
                    "reliable when rate x distinct ids >= ~2,000 (see below).")
@@ -74,7 +91,8 @@ def _tokens(text: str) -> float:
               help="Also draw the miss-ratio-curve figure (PNG) here.")
 @fail_cleanly
 def curve(trace_path: str, trace_format: str | None, block_size: int | None,
-          max_requests: int | None, policies: str, capacities: str, sample_rate: float | None,
+          max_requests: int | None, policies: str, capacities: str | None,
+          sample_rate: float | None,
           force_replay: bool, **outputs: Any) -> None:
     """Hit rate against capacity for one or several policies. LRU uses one exact
     stack-distance pass (docs/cache-semantics.md Part A, no TTL); other policies replay
@@ -95,13 +113,19 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
     """
     as_json, output, plot_path = outputs["as_json"], outputs["output"], outputs["plot_path"]
     names = parse_policies(policies)
-    caps = parse_capacities(capacities)
+    caps = parse_capacities(capacities) if capacities is not None else None
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise InputError(f"expected a .png file, got {plot_path!r}", field="--plot")
     for target in (output, plot_path):
         if target:
             check_output_file(Path(target))
     requests = load_trace(trace_path, trace_format, block_size, max_requests)
+    if caps is None:
+        footprint = distinct_prefix_tokens(requests)
+        caps = default_capacities(footprint, requests[0].page_size_tokens if requests else 1)
+        click.echo(f"capacities: {len(caps)} log-spaced from {caps[0]:,} to {caps[-1]:,} "
+                   f"tokens (the trace's {footprint:,} distinct prefix tokens, where no "
+                   "policy evicts); --capacities sets others", err=True)
     work = curve_work(requests, caps, names, sample_rate, force_replay) + len(requests)
     with paused_gc(), Progress("curve", "req", total=work) as bar:  # gc: engine/gc_pause.py
         def told(policy: str, done: int) -> None:  # per policy, and within its replays
