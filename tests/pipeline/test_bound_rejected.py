@@ -81,3 +81,17 @@ def test_accepted_keeps_what_fits_by_list_and_by_column():
     assert len(accepted(lone, 2049)) == 1 and len(accepted(lone, 2048)) == 0
     assert len(accepted(as_columns(lone), 2049)) == 1
     assert len(accepted(as_columns(lone), 2048)) == 0
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_the_bound_keeps_the_request_rules(tmp_path, closed):
+    """A minimum cacheable prompt of 3,000 tokens: neither served prompt (2,048 and 2,560
+    tokens) is cached, in the run or in its bound, open or closed loop; without the rule
+    the bound would be 2,048 / 4,608."""
+    more = {"cache.ttl_s": 100.0, "cache.min_cacheable_tokens": 3000}
+    if closed:
+        more |= {"load.type": "concurrency", "load.users": 1}
+    result = simulate(_config(_trace(tmp_path), **more))
+    assert result.requests["status"].tolist() == ["completed", "rejected", "completed"]
+    assert result.summary["cache_token_hit_rate"] == 0.0
+    assert result.summary["cache_unbounded_token_hit_rate"] == 0.0
