@@ -143,6 +143,13 @@ def test_staged_closed_loops_count_the_requests_they_sent(kind):
     assert summary["num_requests"] == len(frame) < len(load_requests(result.config.trace))
     assert sum(stage["num_requests"] for stage in summary["stages"]) == len(frame)
     assert [stage["users"] for stage in summary["stages"]] == [1, 3]
+    # the bound is taken over the requests sent (no TTL: their order alone matters)
+    requests = load_requests(result.config.trace)
+    sent = set(frame["request_id"])
+    expected = unbounded_hit_rate([r for r in requests if r.request_id in sent],
+                                  build_unbounded_cache(result.config.cache))
+    assert summary["cache_unbounded_token_hit_rate"] == expected
+    assert expected != unbounded_hit_rate(requests, build_unbounded_cache(result.config.cache))
 
 
 def test_sessions_stages_cap_the_sessions_in_flight():
