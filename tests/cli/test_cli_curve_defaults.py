@@ -30,7 +30,8 @@ def test_curve_without_capacities_ends_at_the_unbounded_rate():
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     caps = [p["capacity_tokens"] for p in report["points"]]
-    assert caps == default_capacities(footprint, requests[0].page_size_tokens) and caps[-1] == footprint
+    assert caps == default_capacities(footprint, requests[0].page_size_tokens)
+    assert caps[-1] == footprint
     assert report["points"][-1]["token_hit_rate"] == pytest.approx(
         report["unbounded_token_hit_rate"], abs=1e-12)
     assert (f"capacities: {len(caps)} log-spaced from {caps[0]:,} to {footprint:,} tokens "
