@@ -29,6 +29,7 @@ from prefixsim.capacity.verdict import Verdict, judge
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
 from prefixsim.metrics.kept_up import KEPT_UP_SHARE, rejection_limit
+from prefixsim.report.format import significant
 from prefixsim.report.plots_load import PLOTTED_KEYS
 from prefixsim.sweep import OK, RunOutcome, run_point
 from prefixsim.sweep.executors import LOCAL_WORKERS, ExecutorOptions, default_jobs
@@ -43,6 +44,9 @@ from prefixsim.sweep.store import (
 from prefixsim.sweep.worker import FAILED
 
 MAX_WIDTH = 8  # probes per round at most, however many workers there are
+FLAT_PROBES = 3  # failing probes nearest the passing side that floor_note compares
+FLAT_SPAN = 4.0  # ... spanning at least this factor of the knob (two doublings)
+FLAT_TOLERANCE = 1e-3  # ... whose failing SLO figures agree within this (relative)
 PROBE_COLUMNS = ("probe", "round", "knob", "value", "config_value", "offered_rate",
                  "achieved_rate", "passed", "reasons", "run_id")
 
@@ -60,9 +64,10 @@ class CapacityQuestion:
 
 
 class _Unservable(Exception):
-    """A probe rejected more requests than a passing run may (each too long for a replica's
-    KV pool or the model's context): no value of the knob changes which requests those are,
-    so no probe can pass and the search stops there."""
+    """No value of the knob can pass, so the search stops at `value`: a probe rejected more
+    requests than a passing run may (each too long for a replica's KV pool or the model's
+    context: no value of the knob changes which requests those are), or the SLO figures the
+    probes fail stopped moving with the knob (`floor_note`)."""
 
     def __init__(self, value: float, note: str) -> None:
         super().__init__(note)
@@ -112,6 +117,7 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
     start_warnings: list[str] = []  # vLLM would not start the probes' replicas (one limit)
     base = base_mapping(question.config)
     fn = functools.partial(run_point, keep_requests=True)
+    judged: dict[float, Verdict | None] = {}
 
     def probe(values: Sequence[float]) -> list[bool]:
         todo = [make_point(base, knob.params(v)) for v in values]
@@ -139,6 +145,10 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
         for index, value in enumerate(values):
             if _unservable(outcomes[index]):
                 raise _Unservable(value, _unservable_note(outcomes[index].summary, knob))
+            judged[value] = verdicts[index]
+        floor = floor_note(judged, knob, question.slos)
+        if floor is not None:
+            raise _Unservable(floor[0], floor[1])
         return [row["passed"] for row in rows[-len(values):]]
 
     unservable = None
@@ -176,6 +186,52 @@ def _unservable_note(summary: dict[str, Any], knob: Knob) -> str:
     return (f"stopped: {summary['rejected']:,} of {summary['num_requests']:,} requests are "
             f"longer than {limit} at any {knob.key}, more than {1 - KEPT_UP_SHARE:.0%} of "
             f"them, so no probe can pass; {remedy}")
+
+
+def floor_note(judged: dict[float, Verdict | None], knob: Knob,
+               slos: dict[str, float]) -> tuple[float, str] | None:
+    """While no probe has passed: whether the SLO figures stopped moving with the knob, so
+    that no value of it can pass. Holds when the FLAT_PROBES probes nearest the passing side
+    (the lowest rates, the most replicas), spanning at least FLAT_SPAN times the knob,
+    failed their SLOs and nothing else (they kept up), the same SLOs each, with each failing
+    figure within FLAT_TOLERANCE of the others: halving the rate or doubling the replicas
+    twice no longer lowers it (what the requests take with no queue to wait in, the trace's
+    own bursts, or a router that keeps sending them to one replica). Returns (the value
+    nearest the passing side, the note) or None (docs/load.md, capacity)."""
+    verdicts = {value: v for value, v in judged.items() if v is not None and not v.passed}
+    if len(verdicts) < max(FLAT_PROBES, len(judged)):  # one passed, or failed to run
+        return None
+    nearest = sorted(verdicts, reverse=knob.search == "replicas")[:FLAT_PROBES]
+    if max(nearest) < FLAT_SPAN * min(nearest):
+        return None
+    failing = [_slo_failures(verdicts[value], slos) for value in nearest]
+    keys = set(failing[0])
+    if not keys or any(set(f) != keys or len(f) != len(verdicts[v].reasons)
+                       for f, v in zip(failing, nearest, strict=True)):
+        return None  # no SLO failed, not the same ones, or the probe also fell behind
+    for key in keys:
+        figures = [f[key] for f in failing]
+        if max(figures) > (1 + FLAT_TOLERANCE) * min(figures):
+            return None
+    moved = "lowering the rate" if knob.search == "rate" else "adding replicas"
+    stays = "; ".join(f"{key} stays {significant(failing[0][key], 4)} ms (SLO "
+                      f"{significant(slos[key], 6)})" for key in sorted(keys))
+    span = " to ".join(significant(knob.to_config(v), 6) for v in (nearest[-1], nearest[0]))
+    return nearest[0], (f"stopped: {stays} at {knob.key} {span}; {moved} no longer lowers "
+                        "it (what the requests take with no queue to wait in, with the "
+                        "trace's own bursts and routing), so no probe can pass; a looser "
+                        "SLO, a faster GPU, more tensor parallelism or a smaller model "
+                        "would")
+
+
+def _slo_failures(verdict: Verdict, slos: dict[str, float]) -> dict[str, float]:
+    """The SLO figures a judged probe fails, by key (a missing figure counts as no floor)."""
+    out: dict[str, float] = {}
+    for key, limit in slos.items():
+        value = verdict.figures.get(key)
+        if value is not None and value > limit:
+            out[key] = float(value)
+    return out
 
 
 def _verdict(outcome: RunOutcome, question: CapacityQuestion) -> Verdict | None:

@@ -10,6 +10,7 @@ place only when complete.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -88,7 +89,12 @@ def safe_name(name: str) -> str:
 
 # ----------------------------------------------------------------------- printing
 def format_value(value: object) -> str:
+    """A summary value as the CLI prints it: 0.1235, 12,345.68, 1,024; a float under 0.001
+    to 4 significant digits (a rate multiplier of 0.0000009537, not 0.0000)."""
     if isinstance(value, float):
+        if value != 0 and abs(value) < 0.001:
+            decimals = 3 - math.floor(math.log10(abs(value)))
+            return f"{value:.{decimals}f}".rstrip("0")
         return f"{value:.4f}" if abs(value) < 10 else f"{value:,.2f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
