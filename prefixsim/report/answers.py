@@ -12,7 +12,10 @@ column), which the page highlights:
   values;
 - headroom to Belady: the largest gap between the best online policy and the offline bound
   at one capacity;
-- lowest p99 TTFT (timed runs): the run with the lowest p99 time to first token.
+- lowest p99 TTFT (timed runs): the run with the lowest p99 time to first token;
+- a capacity folder's answer, first: the fewest replicas or the highest rate that held the
+  SLOs and kept up (capacity.json), the nearest probe that failed and why, or the note
+  saying why no probe could pass.
 
 An answer whose runs are not in the sweep (one policy only, no TTL swept, no bound) is left
 out. `answers_of` works on a frame of raw values (`table.comparison`'s, plus the unbounded
@@ -26,7 +29,14 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from prefixsim.report.data import ReportData, show_swept, swept_text
-from prefixsim.report.format import gpu_seconds, milliseconds, percent, seconds, usd
+from prefixsim.report.format import (
+    gpu_seconds,
+    milliseconds,
+    percent,
+    seconds,
+    significant,
+    usd,
+)
 from prefixsim.report.table import comparison
 
 POLICY = "cache_policy"
@@ -235,11 +245,48 @@ def answers_of(frame: pd.DataFrame, swept: list[str]) -> list[Answer]:
     return [a for a in found if a is not None]
 
 
+def capacity_answer(found: dict) -> Answer:
+    """A capacity search's answer (capacity.json) as the box's first entry (module
+    docstring); the answer's probe's cell of its first SLO (or p99 TTFT) is highlighted."""
+    replicas = found.get("search") == "replicas"
+    question = "Capacity: fewest replicas" if replicas else "Capacity: highest rate"
+    slos = found.get("slos") or {}
+    held = " and ".join(f"{key} <= {significant(limit, 6)} ms" for key, limit in slos.items())
+    if found.get("goodput_share") is not None:
+        held = " and ".join(x for x in (held, f"goodput share >= {found['goodput_share']:g}")
+                            if x)
+    condition = f"held {held} and kept up" if held else "kept up"
+    if found.get("answer") is None:
+        note = str(found.get("note") or "no probe passed")
+        return Answer(question, ("none: " + note.removeprefix("stopped: "),))
+
+    def knob(value: float) -> str:
+        if replicas:
+            return f"{int(value):,} replicas"
+        return f"{found.get('knob', 'rate')} = {significant(value, 4)}"
+
+    text = knob(found["answer"]) + f" {condition}"
+    if not replicas and found.get("offered_rate") is not None:
+        text += f" (offered {significant(found['offered_rate'], 4)} requests/s)"
+    parts = [text]
+    if found.get("first_failing") is not None:
+        parts.append(f"{knob(found['first_failing'])} failed: {found.get('first_failing_reasons')}")
+    elif found.get("note"):
+        parts.append(str(found["note"]))
+    column = next(iter(slos), "p99_ttft_ms")
+    cells = ((str(found["answer_run_id"]), column),) if found.get("answer_run_id") else ()
+    return Answer(question, tuple(parts), cells)
+
+
 def answers(data: ReportData) -> list[Answer]:
-    """The answers for a report's successful runs (none for a single run)."""
-    if data.kind != "sweep" or len(data.ok) < 2:
+    """The answers for a report's successful runs (none for a single run); a capacity
+    folder's own answer first."""
+    if data.kind != "sweep":
         return []
+    found = [capacity_answer(data.capacity.answer)] if data.capacity is not None else []
+    if len(data.ok) < 2:
+        return found
     frame = comparison(data)
     if UNBOUNDED in data.ok:
         frame[UNBOUNDED] = data.ok[UNBOUNDED].to_numpy()
-    return answers_of(frame, list(data.swept))
+    return found + answers_of(frame, list(data.swept))

@@ -10,7 +10,9 @@ with. `latency_vs_load` is the report's plot: a capacity folder's probes with it
 answer, else the stages of every staged run. A stage's offered rate is its `rate` (open
 loops) or, for a closed loop's users, its requests over its duration; its achieved rate is
 its `request_throughput`; a stage that did not keep up (its `kept_up`) is drawn hollow.
-Labels are plain text and linear axes (no math text).
+Labels are plain text (no math text, no offset such as `1e6` over an axis); an axis whose
+values span more than LOG_SPAN times goes logarithmic (a capacity search's probes run from
+seconds of TTFT to a backlog of hours; replicas double), ticked in plain numbers.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from prefixsim.report.data import ReportData
-from prefixsim.report.figures import MAX_RUNS_PER_PANEL, PlotSkipped, new_figure, tag
+from prefixsim.report.figures import (
+    MAX_RUNS_PER_PANEL,
+    PlotSkipped,
+    new_figure,
+    tag,
+    thousands_axis,
+    value_ticks,
+)
 from prefixsim.report.format import significant
 
 LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"))
@@ -33,6 +42,8 @@ OFFERED = ("offered_rate", "offered rate (requests/s)")
 ACHIEVED = ("achieved_rate", "achieved rate (requests/s)")
 CURVE = "curve"  # the column naming each point's curve (absent: one curve)
 PLOTTED_KEYS = tuple(f"{stat}_{name}_ms" for name, _ in LATENCIES for stat, _, _ in STATS)
+LOG_SPAN = 100.0  # an axis whose positive values span more than this goes logarithmic
+REPLICAS_LOG_SPAN = 8.0  # ... a replica count's (three doublings), in base 2
 
 
 def latency_load_figure(points: pd.DataFrame,
@@ -58,8 +69,9 @@ def latency_load_figure(points: pd.DataFrame,
             if answer is not None and pd.notna(answer.get(x)):
                 ax.axvline(float(answer[x]), color="grey", linestyle=":", label="answer (knee)")
             ax.set_xlabel(x_label)
-            if "(count)" in x_label:  # replicas: whole numbers only
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            _x_scale(ax, points[x], counts="(count)" in x_label)
+            ys = [points[k] for k in (f"{stat}_{name}_ms" for stat, _, _ in STATS) if k in points]
+            _y_scale(ax, pd.concat(ys) if ys else pd.Series(dtype=float), slos, name)
             ax.set_ylabel(f"{shown} (ms)")
             ax.set_title(f"{shown} vs {x_label.split(' (')[0]}", fontsize=10)
             ax.grid(True, alpha=0.3)
@@ -67,6 +79,40 @@ def latency_load_figure(points: pd.DataFrame,
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _span(values: pd.Series) -> float:
+    """max / min of the positive finite values (1 with none)."""
+    values = pd.to_numeric(values, errors="coerce")
+    values = values[(values > 0) & values.notna() & (values != float("inf"))]
+    return float(values.max() / values.min()) if len(values) else 1.0
+
+
+def _x_scale(ax, values: pd.Series, counts: bool) -> None:
+    """A rate axis logarithmic past LOG_SPAN; a replica count in base 2 past
+    REPLICAS_LOG_SPAN, ticked at the counts probed (whole numbers only either way)."""
+    if counts:
+        if _span(values) >= REPLICAS_LOG_SPAN:
+            ax.set_xscale("log", base=2)
+            value_ticks(ax.xaxis, values.dropna())
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            thousands_axis(ax.xaxis)
+    elif _span(values) > LOG_SPAN:
+        ax.set_xscale("log")
+    else:
+        thousands_axis(ax.xaxis)
+
+
+def _y_scale(ax, values: pd.Series, slos: Mapping[str, float] | None, name: str) -> None:
+    """A latency axis logarithmic when its figures and SLOs span more than LOG_SPAN (an SLO
+    of 2 s beside a backlog of 30 min would sit on the zero line), else linear with plain
+    thousands (no `1e6` offset)."""
+    limits = [v for k, v in (slos or {}).items() if k.endswith(f"_{name}_ms")]
+    if _span(pd.concat([values, pd.Series(limits, dtype=float)])) > LOG_SPAN:
+        ax.set_yscale("log")
+    else:
+        thousands_axis(ax.yaxis)
 
 
 def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,
@@ -80,13 +126,16 @@ def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,
         named = curve is not None and stat == "p99"  # a curve's colour, named once
         line = ax.plot(part[x], part[key], linestyle=style, alpha=0.5, color=colour,
                        label=curve[1] if named else None)[0]
-        label = f"{shown} {stat}" if curve is None else None
+        if curve is None:  # the statistic's entry, whether its points passed or failed
+            ax.plot([], [], color=line.get_color(), linestyle=style, marker=marker,
+                    label=f"{shown} {stat}")
         passed = part["passed"].astype(bool) if "passed" in part else pd.Series(True, part.index)
         for ok, face in ((True, line.get_color()), (False, "none")):
             chosen = part[passed == ok]
             if len(chosen):
                 ax.scatter(chosen[x], chosen[key], marker=marker, facecolors=face,
-                           edgecolors=line.get_color(), label=label if ok else None)
+                           edgecolors=line.get_color(),
+                           gid=f"{shown} {stat}{'' if ok else ' failed'}")
 
 
 def _legend(ax, several: bool) -> None:

@@ -14,6 +14,8 @@ timeseries are named in the caption.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -39,8 +41,10 @@ def _series(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame[[TIME, column]]
 
 
-def _over_time(data: ReportData, column: str, title: str, ylabel: str,
-               empty_reason: str) -> Figure:
+def _over_time(data: ReportData, column: str, title: str,
+               ylabel: str | Callable[[list[str]], str], empty_reason: str) -> Figure:
+    """The plot of `column` over time, one panel per group of runs; `ylabel` is the axis
+    label, or makes it from a panel's runs."""
     runs = data.ok["run_id"].tolist()
     every = data.frames("timeseries")
     if not every:
@@ -72,7 +76,7 @@ def _over_time(data: ReportData, column: str, title: str, ylabel: str,
         ax.set_title(f"{title}: {panel.title}" if panel.title != "all runs" else title,
                      fontsize=10)
         ax.set_xlabel(axis_label(TIME))
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(ylabel if isinstance(ylabel, str) else ylabel(panel.runs))
         ax.grid(True, alpha=0.3)
         legend_below(ax)
     missing = [r for r in runs if r not in frames]
@@ -93,11 +97,20 @@ def fleet_capacities(data: ReportData) -> dict[str, float]:
     return (table["cache_capacity_tokens"].astype(float) * replicas).to_dict()
 
 
-def replicas_note(data: ReportData) -> str:
-    """`, 2 replicas summed` when the runs have more than one replica, else ``."""
-    if "replicas" not in data.ok or not data.ok["replicas"].fillna(1).gt(1).any():
+MAX_COUNTS_NAMED = 3  # replica counts a panel's axis label names (more: "replicas summed")
+
+
+def replicas_note(data: ReportData, runs: list[str]) -> str:
+    """`, 2 replicas summed` when one of `runs` (a panel's) has more than one replica, else
+    ``; the counts named when there are at most MAX_COUNTS_NAMED of them (a capacity
+    search's seven panels of 1-64 replicas named all seven on every axis, a label longer
+    than the panel)."""
+    ok = data.ok[data.ok["run_id"].isin(runs)]
+    if "replicas" not in ok or not ok["replicas"].fillna(1).gt(1).any():
         return ""
-    counts = sorted({int(v) for v in data.ok["replicas"].fillna(1)})
+    counts = sorted({int(v) for v in ok["replicas"].fillna(1)})
+    if len(counts) > MAX_COUNTS_NAMED:
+        return ", replicas summed"
     return f", {'/'.join(map(str, counts))} replicas summed"
 
 
@@ -106,7 +119,7 @@ def cache_tokens_over_time(data: ReportData) -> Figure:
     capacity; a timed run's replicas summed, its capacity line too: per replica times the
     replicas)."""
     return _over_time(data, "cached_tokens", "Resident cache tokens",
-                      f"resident tokens (tokens{replicas_note(data)})",
+                      lambda runs: f"resident tokens (tokens{replicas_note(data, runs)})",
                       "no run held any cache tokens")
 
 

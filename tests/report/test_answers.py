@@ -11,6 +11,7 @@ import pytest
 from prefixsim.report.answers import (
     belady_headroom,
     best_policy,
+    capacity_answer,
     lowest_ttft,
     shortest_ttl,
     smallest_capacity,
@@ -119,3 +120,40 @@ def test_capacity_in_gib_and_shares():
     assert fp8.gib(80000) == pytest.approx(geometry.gib(80000) / 2)
     assert math.isclose(geometry.tokens(geometry.gib(1234)), 1234)
     assert kv_geometry({"model": {"name": "no-such-model"}, "hardware": {}}) is None
+
+
+def test_a_capacity_answer_worked_by_hand():
+    """capacity.json's answer first in the box: the count, the SLOs it held, the neighbour
+    that failed and why; the answer's probe's SLO cell highlighted."""
+    found = {"search": "replicas", "knob": "engine.replicas", "answer": 5,
+             "answer_run_id": "replicas5-21f1ec07", "offered_rate": 18.7,
+             "first_failing": 4, "first_failing_reasons": "p99_ttft_ms 202.9 > 150",
+             "slos": {"p99_ttft_ms": 150.0, "p99_tpot_ms": 25.0}, "goodput_share": None}
+    answer = capacity_answer(found)
+    assert answer.question == "Capacity: fewest replicas"
+    assert answer.parts == ("5 replicas held p99_ttft_ms <= 150 ms and p99_tpot_ms <= 25 ms "
+                            "and kept up", "4 replicas failed: p99_ttft_ms 202.9 > 150")
+    assert answer.cells == (("replicas5-21f1ec07", "p99_ttft_ms"),)
+    rate = capacity_answer({"search": "rate", "knob": "load.rate", "answer": 12.34567,
+                            "answer_run_id": "r", "offered_rate": 12.1, "first_failing": None,
+                            "slos": {}, "goodput_share": 0.9,
+                            "note": "no probe failed within the knob's range (the answer "
+                                    "is its limit)"})
+    assert rate.question == "Capacity: highest rate"
+    assert rate.parts == ("load.rate = 12.35 held goodput share >= 0.9 and kept up (offered "
+                          "12.1 requests/s)", "no probe failed within the knob's range (the "
+                          "answer is its limit)")
+    assert rate.cells == (("r", "p99_ttft_ms"),)  # no SLO: the p99 TTFT cell
+
+
+def test_a_capacity_search_without_an_answer_says_why():
+    found = {"search": "replicas", "answer": None, "answer_run_id": None,
+             "first_failing": 64, "slos": {"p99_ttft_ms": 2000.0},
+             "note": "stopped: p99_ttft_ms stays 7,459 ms (SLO 2,000) at engine.replicas 16 "
+                     "to 64; ..."}
+    answer = capacity_answer(found)
+    assert answer.parts == ("none: p99_ttft_ms stays 7,459 ms (SLO 2,000) at "
+                            "engine.replicas 16 to 64; ...",)
+    assert answer.cells == ()
+    bare = capacity_answer({"search": "rate", "answer": None})
+    assert bare.parts == ("none: no probe passed",)

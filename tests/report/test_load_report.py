@@ -12,7 +12,8 @@ from matplotlib.text import Text
 
 from prefixsim.capacity.plot import capacity_png
 from prefixsim.report import PlotSkipped, build_report, load_report_data
-from prefixsim.report.figures import plain_text
+from prefixsim.report.answers import answers
+from prefixsim.report.figures import finish_figure, plain_text
 from prefixsim.report.header import header_sections, load_text
 from prefixsim.report.plots_load import latency_vs_load
 
@@ -59,8 +60,9 @@ def _sweep(root, runs, swept=(), capacity=None):
 
 
 def check_drawn_text(fig):
-    """Every text drawn lies inside the figure, none is math text, every axis has a unit."""
-    fig.tight_layout()
+    """Every text drawn lies inside the figure, none is math text, every axis has a unit
+    (the figure finished as the report saves it: log axes labelled in plain numbers)."""
+    finish_figure(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     box = fig.bbox
@@ -95,9 +97,10 @@ def _draw(data):
 
 
 def _points(ax, label):
-    """(x, y) of the filled points labelled `label`."""
+    """(x, y) of the filled points of `label` (the scatter's gid, "TTFT p99"; the legend
+    names the statistic once, with a line and marker of its own)."""
     for collection in ax.collections:
-        if collection.get_label() == label:
+        if collection.get_gid() == label:
             return [tuple(p) for p in collection.get_offsets().tolist()]
     raise AssertionError(f"no points labelled {label}")
 
@@ -123,8 +126,7 @@ def test_a_stage_that_did_not_keep_up_is_drawn_hollow(tmp_path):
     fig = _draw(load_report_data(_run(tmp_path / "run", stages, STAGED)))
     ttft_offered = fig.axes[0]
     assert _points(ttft_offered, "TTFT p99") == [(2.0, 120.0), (8.0, 180.0)]  # filled
-    hollow = [c for c in ttft_offered.collections if not c.get_label()
-              or c.get_label().startswith("_")]
+    hollow = [c for c in ttft_offered.collections if (c.get_gid() or "").endswith(" failed")]
     assert sorted(tuple(p) for c in hollow for p in c.get_offsets().tolist()) == [
         (30.0, 900.0), (30.0, 2700.0)]  # p50 and p99 TTFT of the stage that fell behind
     assert all((c.get_facecolor().size == 0 or c.get_facecolor()[:, 3].max() == 0)
@@ -211,3 +213,44 @@ def test_runs_without_stages_or_latencies_skip_it_with_the_reason(tmp_path, stag
 ])
 def test_the_header_says_how_requests_were_offered(load, text):
     assert load_text(load) == text
+
+
+def test_a_search_that_never_passed_is_readable(tmp_path):
+    """The Mooncake replicas search that found no count (every probe failed): p99 TTFT from
+    1.9M ms at 1 replica to 7,459 ms, its SLO of 2,000 ms. The TTFT axes go logarithmic
+    (linear, the SLO lay on the zero line under a `1e6` offset), the replicas in base 2 at
+    the counts probed, and the legend names both statistics although no point is filled
+    (it named none: the TPOT panels had an empty legend)."""
+    replicas = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    p99 = [1_943_532.0, 490_344.0, 9191.0, 7843.0, 7459.0, 7459.0, 7459.0]
+    probes = pd.DataFrame({
+        "probe": range(7), "value": replicas, "config_value": [int(r) for r in replicas],
+        "offered_rate": [3.04] * 7, "achieved_rate": [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0],
+        "passed": [False] * 7, "run_id": [f"p{i}" for i in range(7)],
+        "p50_ttft_ms": [v / 2 for v in p99], "p99_ttft_ms": p99,
+        "p50_tpot_ms": [80.0, 80.0, 22.0, 10.0, 8.0, 8.0, 8.0],
+        "p99_tpot_ms": [320.0, 330.0, 331.0, 122.0, 22.0, 22.0, 22.0]})
+    answer = {"search": "replicas", "answer": None, "answer_run_id": None,
+              "slos": {"p99_ttft_ms": 2000.0}, "note": "stopped: p99_ttft_ms stays 7,459 ms"}
+    runs = {r: (None, {"type": "trace"}, {}) for r in probes["run_id"]}
+    data = load_report_data(_sweep(tmp_path / "cap", runs, ["engine_replicas"],
+                                   (probes, answer)))
+    fig = _draw(data)
+    ttft_replicas, ttft_achieved, tpot_replicas, tpot_achieved = fig.axes
+    assert (ttft_replicas.get_yscale(), ttft_achieved.get_yscale()) == ("log", "log")
+    assert (tpot_replicas.get_yscale(), tpot_achieved.get_yscale()) == ("linear", "linear")
+    assert ttft_replicas.get_xscale() == "log" and ttft_achieved.get_xscale() == "linear"
+    assert [t.get_text() for t in ttft_replicas.get_xticklabels()] == \
+        ["1", "2", "4", "8", "16", "32", "64"]
+    for ax in fig.axes:
+        assert ax.yaxis.get_offset_text().get_text() == ""  # no 1e6 over the axis
+        assert ax.xaxis.get_offset_text().get_text() == ""
+    legend = [t.get_text() for t in tpot_replicas.get_legend().get_texts()]
+    assert legend == ["TPOT p50", "TPOT p99"]
+    assert [t.get_text() for t in ttft_replicas.get_legend().get_texts()] == \
+        ["TTFT p50", "TTFT p99", "SLO p99_ttft_ms = 2,000 ms"]
+    assert _points(ttft_replicas, "TTFT p99 failed") == list(zip(replicas, p99, strict=True))
+    plt.close(fig)
+    first = answers(data)[0]  # the search's own answer heads the box
+    assert (first.question, first.parts) == ("Capacity: fewest replicas",
+                                             ("none: p99_ttft_ms stays 7,459 ms",))

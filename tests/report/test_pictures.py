@@ -7,18 +7,22 @@ or tick). A swept string holding `$` is drawn as written."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from unittest import mock
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+import yaml
 from fakes import run_demo_sweep
 from matplotlib.text import Text
 
 from prefixsim.report import PLOTS, PlotSkipped, load_report_data
 from prefixsim.report.figures import finish_figure, value_ticks
 from prefixsim.report.plots import gib_axis
+from prefixsim.report.plots_time import cache_tokens_over_time
 from prefixsim.report.units import KVGeometry
+from prefixsim.sweep import ExecutorOptions, load_spec, run_sweep
 
 DEMOS = ("quickstart", "cluster_demo")  # quickstart: cache-only and timed runs
 RAW_MATH = re.compile(r"(?<!\\)\$|\\mathdefault")
@@ -120,5 +124,31 @@ def test_the_gib_axis_of_large_capacities_reads_plainly():
     gib_axis(ax, geometry, pd.Series([1e6, 2e6]))
     texts = [text for text, _ in drawn_texts(fig)]
     assert "122" in texts and "244" in texts
+    assert faults(fig) == []
+    plt.close(fig)
+
+
+def test_a_sweep_of_seven_replica_counts_labels_each_panel_with_its_own(tmp_path):
+    """Seven runs of 1-64 replicas draw seven panels of resident tokens; each axis names its
+    own run's replicas (`16 replicas summed`), where every axis named all seven counts, a
+    label taller than its panel that ran out of the figure."""
+    counts = [1, 2, 4, 8, 16, 32, 64]
+    spec = tmp_path / "replicas.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "replicas",
+        "base": {"trace": {"path": str(Path("traces/demo_chat.jsonl").resolve()),
+                           "max_requests": 40},
+                 "model": {"name": "llama-3.1-8b"}, "hardware": {"gpu": "h100-sxm"},
+                 "cache": {"capacity_tokens": 20000}},
+        "grid": {"engine.replicas": counts}}))
+    out = tmp_path / "out"
+    run_sweep(load_spec(spec), out, ExecutorOptions(n_jobs=1))
+    fig = cache_tokens_over_time(load_report_data(out))
+    labels = sorted((ax.get_title(), ax.get_ylabel()) for ax in fig.axes if ax.has_data())
+    assert len(labels) == 7
+    for title, label in labels:
+        n = int(title.rsplit("=", 1)[1])
+        assert label == ("resident tokens (tokens)" if n == 1 else
+                         f"resident tokens (tokens, {n} replicas summed)"), title
     assert faults(fig) == []
     plt.close(fig)
