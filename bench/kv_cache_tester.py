@@ -194,6 +194,13 @@ def isolated_measured(run: WorkingSetRun) -> tuple[float, float]:
             float(np.median(fast)) if len(fast) else math.nan)
 
 
+def _median(values: list[float]) -> str:
+    """The median of the values measured, to 0.01 s, or `-` when none was (a run whose first
+    period held no miss at concurrency 1)."""
+    known = [v for v in values if not math.isnan(v)]
+    return f"{float(np.median(known)):.2f}" if known else "-"
+
+
 def pool_tokens(gpu: str) -> int:
     return kv_pool_tokens(get_model(MODEL), get_gpu(gpu), TP, 0.9, 2 * GIB,
                           weight_dtype_bytes=1, kv_dtype_bytes=2)
@@ -238,8 +245,7 @@ def main() -> int:
     print("isolated requests (idle server): TTFT s of a miss / a hit (96 % cached)")
     for context in sorted({run.context for run in runs}):
         real = [isolated_measured(run) for run in runs if run.context == context]
-        cells = [f"measured {np.nanmedian([m for m, _ in real]):.2f} / "
-                 f"{np.nanmedian([h for _, h in real]):.2f}"]
+        cells = [f"measured {_median([m for m, _ in real])} / {_median([h for _, h in real])}"]
         for gpu in gpus:
             miss, hit = isolated_simulated(context, gpu)
             cells.append(f"{gpu} {miss:.2f} / {hit:.2f}")
