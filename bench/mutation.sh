@@ -67,7 +67,7 @@ only_mutate = [{mutate}]
 # Protocols are not mutated: a test reads their member names, which mutmut rewrites.
 do_not_mutate = ["prefixsim/profiles/calibrate.py", "prefixsim/cache/policy.py",
                  "prefixsim/costmodel/protocol.py"]
-also_copy = ["traces", "docs", "README.md"]
+also_copy = ["traces", "docs", "bench", "README.md"]
 pytest_add_cli_args_test_selection = {tests!r}
 pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
 '''
