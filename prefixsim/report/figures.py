@@ -273,6 +273,20 @@ def finish_figure(fig: Figure) -> Figure:
     return fig
 
 
+TIME_UNITS = ((86400.0, "d"), (3600.0, "h"), (60.0, "min"))
+TIME_UNIT_SPAN = 5  # a unit is used once the axis spans this many of it
+
+
+def time_unit(span_s: float) -> tuple[float, str]:
+    """(seconds per unit, unit) a time axis spanning `span_s` seconds reads best in: days
+    from 5 days, hours from 5 h, minutes from 5 min, else seconds (a week of a trace ticked
+    0-7 d, not 100000 200000 ... s running into each other)."""
+    for size, unit in TIME_UNITS:
+        if span_s >= TIME_UNIT_SPAN * size:
+            return size, unit
+    return 1.0, "s"
+
+
 def short_seconds(value: float) -> str:
     """A time tick: 10 -> 10 s, 120 -> 2 min, 3600 -> 1 h, 0.5 -> 0.5 s."""
     for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):

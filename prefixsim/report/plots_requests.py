@@ -25,9 +25,11 @@ from prefixsim.report.figures import (
     percent_axis,
     require,
     run_panels,
+    short_seconds,
     tag,
     thousands_axis,
     time_ticks,
+    time_unit,
 )
 
 LATENCIES = ("ttft_ms", "tpot_ms", "e2el_ms")
@@ -264,10 +266,12 @@ def workload(data: ReportData) -> Figure:
     span = max(float(arrivals.max() - arrivals.min()), 1.0)
     bin_s = max(span / 30, 1.0)
     counts, edges = np.histogram(arrivals, bins=max(int(span / bin_s), 1))
-    axes[2].step(edges[:-1], counts / (edges[1] - edges[0]), where="post",
-                 label=f"bins of {edges[1] - edges[0]:.0f} s")
+    size, unit = time_unit(float(arrivals.max()))
+    axes[2].step(edges[:-1] / size, counts / (edges[1] - edges[0]), where="post",
+                 label=f"bins of {short_seconds(edges[1] - edges[0])}")
     axes[2].set_title("Arrival rate over time", fontsize=10)
-    axes[2].set_xlabel("arrival time (s)")
+    axes[2].set_xlabel(f"arrival time ({unit})")
+    thousands_axis(axes[2].xaxis)
     axes[2].set_ylabel("arrival rate (requests per s)")
     axes[2].legend(fontsize=8)
     fig.suptitle(f"Workload characterisation (requests of {run_id})", fontsize=11)

@@ -77,25 +77,32 @@ def idle_ages(data: ReportData) -> Figure:
     return tag(fig, runs)
 
 
-def _bar_runs(data: ReportData, series: dict[str, pd.Series], title: str, ylabel: str,
+def _bar_runs(data: ReportData, series: dict[str, pd.Series], title: str, xlabel: str,
               stacked: bool) -> Figure:
+    """One horizontal bar (stacked) or group of bars per run, runs down the side with one
+    label each, as idle_ages draws them (twenty runs' labels under vertical bars ran into
+    each other, however they were turned)."""
     runs = data.ok["run_id"].tolist()
-    fig, (ax,) = new_figure(width=max(7.0, 0.45 * len(runs) + 3))
-    positions = np.arange(len(runs))
-    width = 0.8 if stacked else 0.8 / len(series)
-    bottom = np.zeros(len(runs))
+    labels = _run_labels(data, runs)
+    lines = max(label.count("\n") + 1 for label in labels)
+    per_run = max(0.42, 0.22 * lines, 0 if stacked else 0.2 * len(series))
+    fig, (ax,) = new_figure(width=10.0, height=max(2.2, per_run * len(runs) + 1.2))
+    positions = np.arange(len(runs))[::-1]
+    height = 0.8 if stacked else 0.8 / len(series)
+    left = np.zeros(len(runs))
     for i, (name, values) in enumerate(series.items()):
-        heights = values.fillna(0).to_numpy(dtype=float)
-        offset = 0 if stacked else (i - (len(series) - 1) / 2) * width
-        ax.bar(positions + offset, heights, width, bottom=bottom if stacked else 0, label=name)
+        widths = values.fillna(0).to_numpy(dtype=float)
+        offset = 0 if stacked else ((len(series) - 1) / 2 - i) * height
+        ax.barh(positions + offset, widths, height, left=left if stacked else 0, label=name)
         if stacked:
-            bottom += heights
-    ax.set_xticks(positions, _run_labels(data, runs), rotation=30, ha="right", fontsize=7)
+            left += widths
+    ax.set_yticks(positions, labels, fontsize=8)
     ax.set_title(title, fontsize=10)
-    ax.set_xlabel("run")
-    ax.set_ylabel(ylabel)
-    thousands_axis(ax.yaxis)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("run")
+    ax.set_xlabel(xlabel)
+    thousands_axis(ax.xaxis)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return tag(fig, runs)
 
 

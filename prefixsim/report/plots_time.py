@@ -9,7 +9,8 @@ reason rather than drawn flat, and so is each run whose quantity stays zero (run
 a TTL in the expirations plot), named in the caption. Replicas of a timed run are combined
 (tokens and counts summed per sampling time), and the capacity line drawn with them is the
 capacity per replica times the replicas, so that both are the whole fleet's. Runs without a
-timeseries are named in the caption.
+timeseries are named in the caption. Time reads in seconds, minutes, hours or days by the
+longest run's span (figures.py `time_unit`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from matplotlib.figure import Figure
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
     PlotSkipped,
-    axis_label,
     legend_below,
     legend_rows,
     panel_grid,
     run_panels,
     tag,
     thousands_axis,
+    time_unit,
 )
 
 TIME = "time_s"
@@ -65,17 +66,19 @@ def _over_time(data: ReportData, column: str, title: str,
     rows = max(legend_rows([labels[r] for r in p.runs]) for p in panels)
     fig, axes = panel_grid(len(panels), legend_rows=rows)
     capacities = fleet_capacities(data)
+    size, unit = time_unit(max(float(frames[r][TIME].max()) for r in drawn))
     for ax, panel in zip(axes, panels, strict=True):
         for run_id in panel.runs:
             series = _series(frames[run_id], column)
-            (line,) = ax.plot(series[TIME], series[column], label=labels[run_id])
+            (line,) = ax.plot(series[TIME] / size, series[column], label=labels[run_id])
             if column == "cached_tokens" and pd.notna(capacities.get(run_id, float("nan"))):
                 ax.axhline(capacities[run_id], color=line.get_color(), linestyle=":",
                            linewidth=0.8)
         thousands_axis(ax.yaxis)
         ax.set_title(f"{title}: {panel.title}" if panel.title != "all runs" else title,
                      fontsize=10)
-        ax.set_xlabel(axis_label(TIME))
+        ax.set_xlabel(f"time ({unit})")
+        thousands_axis(ax.xaxis)
         ax.set_ylabel(ylabel if isinstance(ylabel, str) else ylabel(panel.runs))
         ax.grid(True, alpha=0.3)
         legend_below(ax)

@@ -74,6 +74,25 @@ def faults(fig) -> list[str]:
     return wrong
 
 
+def overlapping_ticks(fig) -> list[str]:
+    """Neighbouring tick labels of one axis that run into each other (`100000200000`), of
+    the ticks drawn (inside the view); `fig` finished and drawn first (drawn_texts)."""
+    renderer = fig.canvas.get_renderer()
+    wrong = []
+    for ax in fig.axes:
+        for axis, across in ((ax.xaxis, 0), (ax.yaxis, 1)):
+            low, high = sorted(axis.get_view_interval())
+            boxes = [(t.label1.get_window_extent(renderer), t.label1.get_text())
+                     for t in axis.get_major_ticks()
+                     if t.label1.get_visible() and t.label1.get_text().strip()
+                     and low - 1e-9 * (high - low) <= t.get_loc() <= high + 1e-9 * (high - low)]
+            boxes.sort(key=lambda b: b[0].get_points()[0][across])
+            for (a, a_text), (b, b_text) in zip(boxes, boxes[1:], strict=False):
+                if a.get_points()[1][across] > b.get_points()[0][across] + SLACK_PX:
+                    wrong.append(f"tick labels run into each other: {a_text!r}, {b_text!r}")
+    return wrong
+
+
 @pytest.mark.parametrize("demo", DEMOS)
 def test_no_drawn_text_is_raw_math_or_outside_its_figure(demo_data, demo):
     data = demo_data[demo]
@@ -84,7 +103,7 @@ def test_no_drawn_text_is_raw_math_or_outside_its_figure(demo_data, demo):
         except PlotSkipped:
             continue
         drawn += 1
-        found = faults(fig)
+        found = faults(fig) + overlapping_ticks(fig)
         plt.close(fig)
         if found:
             wrong[name] = found[:5]
@@ -152,3 +171,37 @@ def test_a_sweep_of_seven_replica_counts_labels_each_panel_with_its_own(tmp_path
                          f"resident tokens (tokens, {n} replicas summed)"), title
     assert faults(fig) == []
     plt.close(fig)
+
+
+def test_a_week_of_traffic_reads_in_days(tmp_path):
+    """The demo trace slowed to span about six days: time axes read in days (0-6 d, not
+    100000 200000 ... s run together), the arrival bins in hours, and nothing overlaps."""
+    from cli_helpers import invoke
+
+    from prefixsim.report.plots_requests import workload
+
+    out = tmp_path / "week"
+    result = invoke("run", "--trace", "traces/demo_chat.jsonl", "--max-requests", 40,
+                    "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--rate-scale", 0.00034,
+                    "-o", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    data = load_report_data(out)
+    assert 5 * 86400 <= data.frames("requests")["week"]["arrival_s"].max() <= 7 * 86400
+    tokens = cache_tokens_over_time(data)
+    assert tokens.axes[0].get_xlabel() == "time (d)"
+    assert max(max(line.get_xdata(), default=0) for line in tokens.axes[0].get_lines()) < 7
+    arrivals = workload(data).axes[2]
+    assert arrivals.get_xlabel() == "arrival time (d)"
+    assert arrivals.get_legend().get_texts()[0].get_text().endswith(" h")  # bins of 4.5 h
+    for fig in (tokens, arrivals.figure):
+        assert faults(fig) + overlapping_ticks(fig) == []
+        plt.close(fig)
+
+
+@pytest.mark.parametrize(("span_s", "unit"), [(299, "s"), (300, "min"), (17_999, "min"),
+                                              (18_000, "h"), (431_999, "h"), (432_000, "d")])
+def test_time_units_by_span(span_s, unit):
+    from prefixsim.report.figures import time_unit
+
+    size, name = time_unit(span_s)
+    assert name == unit and size == {"s": 1, "min": 60, "h": 3600, "d": 86400}[unit]
