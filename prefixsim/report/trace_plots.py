@@ -3,7 +3,9 @@
 Arrival rate over time, input/output length histograms, reuse-time CDF, page popularity
 skew, turns per session, and the hit rate of a cache-only replay against TTL (unbounded
 cache, sliding TTL) and against capacity (LRU, no TTL). Uses matplotlib's Agg backend; each
-figure has a title, axis labels with units and a legend.
+figure has a title, axis labels with units and a legend, and is finished as the report's
+are (figures.py `finish_figure`: log axes ticked in plain numbers, times as 1 min, 1 h, 1 d;
+the arrival axis in s, min, h or d by the trace's span).
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ import numpy as np  # noqa: E402
 from prefixsim.cache import POLICIES, TTLRule, replay_cache  # noqa: E402
 from prefixsim.engine import replay_cache_only  # noqa: E402
 from prefixsim.engine.gc_pause import paused_gc  # noqa: E402
-from prefixsim.report.format import significant  # noqa: E402
+from prefixsim.report.figures import (  # noqa: E402
+    finish_figure,
+    short_seconds,
+    time_ticks,
+    time_unit,
+)
 from prefixsim.trace import Request  # noqa: E402
 from prefixsim.trace.columns import RequestColumns  # noqa: E402
 
@@ -75,7 +82,7 @@ def hit_rate(requests: Sequence[Request], capacity_tokens: int | None,
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+    finish_figure(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -107,12 +114,13 @@ def plot_characterisation(requests: Sequence[Request], out_dir: Path,
     arrivals = np.array([r.arrival_s for r in requests])
     span = max(arrivals.max() - arrivals.min(), 1e-9)
     bins = max(1, min(200, len(requests) // 20))
-    with figures.figure("arrival_rate", "arrival rate over time", "time since start (min)",
+    size, unit = time_unit(span)
+    with figures.figure("arrival_rate", "arrival rate over time", f"time since start ({unit})",
                         "arrival rate (requests/s)") as ax:
         counts, edges = np.histogram(arrivals, bins=bins)
         width = span / bins
-        ax.plot(edges[:-1] / 60.0, counts / width,
-                label=f"requests/s ({significant(width, 3)} s bins)")
+        ax.plot((edges[:-1] - edges[0]) / size, counts / width,
+                label=f"requests/s ({short_seconds(width)} bins)")
         ax.axhline(len(requests) / span, color="grey", ls="--", label="mean rate")
 
     with figures.figure("lengths", "request lengths", "length (tokens, log scale)",
@@ -127,21 +135,25 @@ def plot_characterisation(requests: Sequence[Request], out_dir: Path,
         ax.set_xscale("log")
 
     gaps = np.sort(reuse_times_s(requests))
-    with figures.figure("reuse_time_cdf", "reuse-time CDF", "time since the page's last use (s)",
-                        "fraction of reuses") as ax:
+    with figures.figure("reuse_time_cdf", "reuse-time CDF",
+                        "time since the page's last use (log scale)", "fraction of reuses") as ax:
         if len(gaps):
-            median = significant(float(np.median(gaps)), 3)
+            median = short_seconds(float(np.median(gaps)))
             ax.plot(np.maximum(gaps, 1e-3), np.arange(1, len(gaps) + 1) / len(gaps),
-                    label=f"{len(gaps):,} page reuses (median {median} s)")
+                    label=f"{len(gaps):,} page reuses (median {median})")
             ax.set_xscale("log")
+            ax.autoscale_view()
+            time_ticks(ax.xaxis)
 
     reuses = popularity(requests)
     with figures.figure("popularity_skew", "page popularity skew",
-                        "most reused pages (% of pages)", "share of all reuses (%)") as ax:
-        if reuses.sum() > 0:
+                        "most reused pages (% of pages, log scale)",
+                        "share of all reuses (%)") as ax:
+        if reuses.sum() > 0:  # log x: a few hot pages (a system prompt) are visible
             share = np.cumsum(reuses) / reuses.sum()
             ax.plot(np.arange(1, len(share) + 1) / len(share) * 100, share * 100,
                     label=f"top 10% of pages hold {top_share(reuses) * 100:.1f}% of reuses")
+            ax.set_xscale("log")
 
     with figures.figure("turns_per_session", "turns per session", "requests per session",
                         "sessions") as ax:
@@ -154,12 +166,14 @@ def plot_characterisation(requests: Sequence[Request], out_dir: Path,
             ax.text(0.5, 0.5, "no session ids in this trace", ha="center",
                     transform=ax.transAxes)
 
-    with figures.figure("hit_rate_vs_ttl", "hit rate against TTL", "TTL (s, log scale)",
+    with figures.figure("hit_rate_vs_ttl", "hit rate against TTL", "TTL (log scale)",
                         "token hit rate (%)") as ax:
         ttl_rates = [hit_rate(requests, None, ttl) * 100 for ttl in TTL_GRID_S]
         ax.plot(TTL_GRID_S, ttl_rates, marker="o", label="unbounded cache, sliding TTL")
         ax.axhline(hit_rate(requests, None, None) * 100, color="grey", ls="--", label="no TTL")
         ax.set_xscale("log")
+        ax.autoscale_view()
+        time_ticks(ax.xaxis)
 
     footprint = sum(r.input_tokens for r in requests)
     capacities = [max(1, int(footprint * f)) for f in CAPACITY_FRACTIONS]

@@ -205,3 +205,29 @@ def test_time_units_by_span(span_s, unit):
 
     size, name = time_unit(span_s)
     assert name == unit and size == {"s": 1, "min": 60, "h": 3600, "d": 86400}[unit]
+
+
+def test_trace_plots_read_plainly(tmp_path, monkeypatch):
+    """`trace inspect --plot` on six days of sessions: every figure finished as the report's
+    (no `10^2` math text, no exponent, nothing cut, no tick labels run together), times in
+    days and round times (1 min, 1 h), bins named in minutes or hours."""
+    from prefixsim.report import trace_plots
+    from prefixsim.trace.record import Request
+
+    kept = []
+    monkeypatch.setattr(trace_plots.plt, "close", kept.append)  # keep each saved figure
+    day = 86400.0
+    requests = [Request(i, i * 6 * day / 300, 64 + 16 * (i % 7), 8, (1, 2, 100 + i % 40), 16,
+                        f"s{i % 40}") for i in range(300)]
+    paths = trace_plots.plot_characterisation(requests, tmp_path, title="week")
+    assert len(paths) == len(kept) == 7
+    figures = {path.stem: fig for path, fig in zip(paths, kept, strict=True)}
+    arrivals = figures["arrival_rate"].axes[0]
+    assert arrivals.get_xlabel() == "time since start (d)"
+    assert arrivals.get_legend().get_texts()[0].get_text() == "requests/s (9.57 h bins)"
+    ttl = figures["hit_rate_vs_ttl"].axes[0]
+    assert [t.get_text() for t in ttl.get_xticklabels()][:3] == ["1 s", "10 s", "1 min"]
+    monkeypatch.undo()  # plt.close closes again
+    for name, fig in figures.items():
+        assert faults(fig) + overlapping_ticks(fig) == [], name
+        plt.close(fig)
