@@ -43,7 +43,7 @@ def test_three_flat_probes_nearest_the_passing_side_stop_a_replicas_search():
 
 def test_a_rate_search_looks_at_its_lowest_rates():
     judged = {1.0: failed(30_000.0, "queue grew"), 0.5: failed(20_592.0),
-              0.25: failed(20_585.0), 0.125: failed(20_585.0)}
+              0.25: failed(20_588.0), 0.125: failed(20_585.0)}
     value, note = floor_note(judged, knob("rate"), SLOS)
     assert value == 0.125
     assert "at load.rate_scale 0.5 to 0.125; lowering the rate no longer lowers it" in note
@@ -96,6 +96,33 @@ def test_an_unreachable_slo_ends_a_replicas_search_early(tmp_path):
     assert result.exit_code == 1, result.output  # no answer
     answer = json.loads((out / "capacity.json").read_text())
     assert answer["answer"] is None and answer["probes"] == 3  # 1, 2 and 4 replicas
+    assert answer["first_failing"] == 4  # the probe nearest the passing side
     assert answer["note"].startswith("stopped: p99_ttft_ms stays ")
     assert "adding replicas no longer lowers it" in answer["note"]
     assert f"note: {answer['note']}" in result.output
+
+
+def test_the_note_quotes_the_figure_and_slo_to_their_digits():
+    """The figure to 4 significant digits (157.63 ms -> 157.6), the SLO to 6 (1,234.5678 ->
+    1,234.57), from the probe nearest the passing side."""
+    slos = {"p99_ttft_ms": 1234.5678}
+    judged = {v: Verdict(3.0, 2.9, {"p99_ttft_ms": 1500.25},
+                         ("p99_ttft_ms 1,500 > 1,234.57",)) for v in (1.0, 2.0, 4.0)}
+    _, note = floor_note(judged, knob("replicas"), slos)
+    assert note.startswith("stopped: p99_ttft_ms stays 1,500 ms (SLO 1,234.57) at "
+                           "engine.replicas 1 to 4;")
+    small = {v: Verdict(3.0, 2.9, {"p99_ttft_ms": 157.63}, ("p99_ttft_ms 157.6 > 1",))
+             for v in (1.0, 2.0, 4.0)}
+    assert "p99_ttft_ms stays 157.6 ms (SLO 1)" in floor_note(small, knob("replicas"),
+                                                              {"p99_ttft_ms": 1.0})[1]
+
+
+def test_a_missing_figure_or_one_at_its_limit_is_not_a_failing_figure():
+    missing = {v: Verdict(3.0, 2.9, {"p99_ttft_ms": None}, ("p99_ttft_ms missing > 2,000",))
+               for v in (8.0, 16.0, 32.0)}
+    assert floor_note(missing, knob("replicas"), SLOS) is None  # no figure: no floor
+    slos = {"p99_ttft_ms": 2000.0, "p99_tpot_ms": 20.0}
+    at_limit = {v: Verdict(3.0, 2.9, {"p99_ttft_ms": 7459.0, "p99_tpot_ms": 20.0},
+                           ("p99_ttft_ms 7,459 > 2,000",)) for v in (8.0, 16.0, 32.0)}
+    _, note = floor_note(at_limit, knob("replicas"), slos)  # TPOT at its limit holds
+    assert "p99_tpot_ms" not in note
