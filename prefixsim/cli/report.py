@@ -26,14 +26,15 @@ def report(results_dir: str, quiet: bool) -> None:
     skipped; the report lists them with the reason.
     """
     folder = Path(results_dir)
-    data, plots = tune_view(folder, load_report_data(folder))
+    whole = load_report_data(folder)
+    data, plots = tune_view(folder, whole)  # a tune draws its headline runs only
     refuse_symlink(folder / "plots")
     check_output_dir(folder / "plots")
     built = build_report(data, plots)
     for name, png in built.pngs.items():
         write_bytes(folder / "plots" / f"{name}.png", png)
     write_bytes(folder / "report.html", built.html.encode("utf-8"))
-    gaps = data.gaps()
+    gaps = whole.gaps()  # over every planned run (a tune's trials too), not those drawn
     if gaps:  # said even with --quiet: the report is not the whole sweep
         click.echo(f"prefixsim: warning: {gaps}", err=True)
     if quiet:

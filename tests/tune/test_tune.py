@@ -101,6 +101,7 @@ def test_outputs_repeat_the_best_and_report(tmp_path):
         assert (out / "plots" / f"{plot}.png").is_file(), report.output
     assert "skipped pareto_front: needs two or more objectives" in report.output
     assert "<title>prefixsim tune:" in (out / "report.html").read_text()
+    assert "missing" not in report.output  # the trials not drawn are not missing
 
 
 def test_several_objectives_give_a_pareto_front(tmp_path):
