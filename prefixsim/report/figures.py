@@ -417,8 +417,8 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
         ax.set_xscale(layout.scale_x)
         ax.set_xlabel(axis_label(x))
         ax.set_ylabel(axis_label(y))
-        _readable_ticks(ax.xaxis, x, points[x])
-        _readable_ticks(ax.yaxis, y, points[y])
+        readable_ticks(ax.xaxis, x, points[x])
+        readable_ticks(ax.yaxis, y, points[y])
         heading = layout.title or f"{axis_label(y)} vs {axis_label(x)}"
         shown = None if panel is None else show_swept(col_by, part[col_by].iloc[0])
         ax.set_title(heading if panel is None else f"{heading}\n{short_name(col_by)}={shown}",
@@ -432,7 +432,7 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
     return fig
 
 
-def _readable_ticks(axis, column: str, values: pd.Series) -> None:
+def readable_ticks(axis, column: str, values: pd.Series) -> None:
     """Shares in %, capacities at the swept values (5k, 20k), times as 10 s / 1 min / 1 h,
     other token and count axes with thousands separators."""
     if column.endswith("_rate") and values.dropna().between(0, 1).all():

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 
 from prefixsim.errors import InputError
 from prefixsim.report import PLOTS, PlotSkipped, ReportData, axis_label
-from prefixsim.report.figures import new_figure
+from prefixsim.report.figures import new_figure, readable_ticks
 from prefixsim.sweep.spec import column_name
 from prefixsim.tune.samplers import optuna_module
 from prefixsim.tune.space import CATEGORICAL, Knob, parse_knob
@@ -34,6 +34,7 @@ from prefixsim.tune.store import read_tune_meta
 Plot = Callable[[ReportData], Figure]
 MAX_PARAM_PANELS = 8
 MAX_HEADLINE_BEST = 3  # Pareto-front trials shown beside the base in the per-run plots
+SHORT_CHOICE = 6  # characters: categorical choices up to this long are not turned
 ALONG_AN_AXIS = ("policy_zoo", "hit_rate_vs_ttl", "p99_ttft_vs_capacity")
 
 
@@ -77,6 +78,16 @@ def tune_view(folder: Path, data: ReportData) -> tuple[ReportData, list[tuple[st
         ("objective_vs_parameters", _bound(vs_parameters, trials, objectives, knobs)),
     ]
     return focused, plots + [(n, p) for n, p in PLOTS if n not in ALONG_AN_AXIS]
+
+
+def _objective_values(trials: pd.DataFrame, meta: dict[str, Any], key: str) -> pd.Series:
+    """Every value of objective `key` the history draws: the trials', the base's and the
+    best trial's on the test part (so a share's axis is in % only when all are shares)."""
+    extra = [(meta.get("base", {}).get(part) or {}).get(key) for part in ("train", "all", "test")]
+    extra.append(((meta.get("best") or [{}])[0].get("test") or {}).get(key))
+    values = pd.concat([trials[key], pd.Series([v for v in extra if v is not None],
+                                               dtype=float)])
+    return values
 
 
 def _bound(draw: Callable[..., Figure], *args: Any) -> Plot:
@@ -123,6 +134,7 @@ def history(trials: pd.DataFrame, objectives: list[tuple[str, str]],
                        zorder=3, label=f"best trial on the test part ({meta.get('split')})")
         ax.set_xlabel("trial")
         ax.set_ylabel(axis_label(key))
+        readable_ticks(ax.yaxis, key, _objective_values(trials, meta, key))
         ax.set_title(f"{key} ({direction})", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
@@ -204,6 +216,8 @@ def pareto(trials: pd.DataFrame, objectives: list[tuple[str, str]],
     ax.plot(front[x], front[y], marker="o", color="tab:red", label="Pareto front")
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(axis_label(y))
+    readable_ticks(ax.xaxis, x, ok[x])
+    readable_ticks(ax.yaxis, y, ok[y])
     ax.set_title("Pareto front", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -228,7 +242,9 @@ def vs_parameters(trials: pd.DataFrame, objectives: list[tuple[str, str]],
             labels = [str(c) for c in knob.choices]
             x = np.array([labels.index(str(v)) if str(v) in labels else -1
                           for v in rows[column]], dtype=float)
-            ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+            turned = max(map(len, labels)) > SHORT_CHOICE
+            ax.set_xticks(range(len(labels)), labels, rotation=30 if turned else 0,
+                          ha="right" if turned else "center", fontsize=8)
         else:
             x = rows[column].to_numpy(dtype=float)
             if knob.log:
@@ -237,6 +253,7 @@ def vs_parameters(trials: pd.DataFrame, objectives: list[tuple[str, str]],
                    vmin=0, vmax=max(int(trials["trial"].max()), 1))
         ax.set_xlabel(axis_label(column))
         ax.set_ylabel(axis_label(key))
+        readable_ticks(ax.yaxis, key, rows[key])  # a knob's own axis as matplotlib ticks it
         ax.grid(True, alpha=0.3)
     for ax in axes[len(shown):]:
         ax.set_visible(False)

@@ -231,3 +231,30 @@ def test_trace_plots_read_plainly(tmp_path, monkeypatch):
     for name, fig in figures.items():
         assert faults(fig) + overlapping_ticks(fig) == [], name
         plt.close(fig)
+
+
+def test_a_tunes_plots_show_a_share_in_percent(tmp_path):
+    """A tune maximising the token hit rate (a share, 0-1): its history and its
+    objective-against-parameter panels tick the objective in % as their label says (they
+    ticked 0.3 ... 0.7 under "% of prompt tokens"), with nothing cut or run together."""
+    from prefixsim.tune import parse_tune_spec, run_tune
+    from prefixsim.tune.plots import tune_view
+
+    demo = str(Path("traces/demo_chat.jsonl").resolve())
+    spec = parse_tune_spec({
+        "base": {"trace": {"path": demo}, "cache_only": True},
+        "objectives": {"cache_token_hit_rate": "maximize"}, "trials": 8,
+        "sampler": {"name": "random", "seed": 0},
+        "space": {"cache.policy": ["lru", "s3fifo"],
+                  "cache.capacity_tokens": {"int": [2000, 30000], "log": True}}})
+    out = tmp_path / "tune"
+    run_tune(spec, out, workers=ExecutorOptions(n_jobs=1), keep_requests=False)
+    data, plots = tune_view(out, load_report_data(out))
+    for name in ("optimisation_history", "objective_vs_parameters"):
+        fig = dict(plots)[name](data)
+        for ax in (a for a in fig.axes if a.get_visible()):
+            fig.canvas.draw()
+            ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+            assert ticks and all(t.endswith("%") for t in ticks), (name, ticks)
+        assert faults(fig) + overlapping_ticks(fig) == [], name
+        plt.close(fig)
