@@ -17,6 +17,7 @@ never writes.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,13 +149,30 @@ class ReportData:
 
 
 TIMED_ONLY = ("router_name", "engine_replicas", "replicas")  # nothing to a cache-only run
+COLOCATED_ONLY = ("engine_replicas", "replicas")  # nothing to a disaggregated run
+SPLIT_ONLY = ("engine_prefill_replicas", "prefill_replicas", "engine_decode_replicas",
+              "decode_replicas")  # unset (none) in a colocated run
 
 
 def applies(column: str, row: pd.Series) -> bool:
     """Whether `column` means something for the run of `row`: the router and the replicas
-    do not for a cache-only run."""
-    return not (column in TIMED_ONLY and "cache_only" in row and row["cache_only"] is not None
-                and row["cache_only"] == row["cache_only"] and bool(row["cache_only"]))
+    do not for a cache-only run; `replicas` does not for a run split into prefill and
+    decode replicas (it runs those), and the prefill and decode counts left unset do not
+    for a colocated one (a label `replicas=1, prefill_replicas=2` or
+    `replicas=4, prefill_replicas=none` says more than the run is)."""
+    if column in TIMED_ONLY and _set(row, "cache_only") and bool(row["cache_only"]):
+        return False
+    if column in COLOCATED_ONLY and any(_set(row, c) for c in SPLIT_ONLY):
+        return False
+    return not (column in SPLIT_ONLY and not _set(row, column))
+
+
+def _set(row: pd.Series, column: str) -> bool:
+    """Whether the row holds a value in `column` (not missing, None or NaN)."""
+    if column not in row:
+        return False
+    value = row[column]
+    return value is not None and value == value
 
 
 def swept_text(row: pd.Series, columns: list[str]) -> str:
@@ -186,7 +204,27 @@ def show_swept(column: str, value: object) -> str:
         return f"{significant(float(value), 6)} s"  # type: ignore[arg-type]
     if column == "cache_only" and text != "none":
         return "cache-only" if text in ("True", "true", "1") else "timed"
-    return text.replace('"', "") if text.startswith("{") else text
+    if text.startswith("{"):  # a mapping: {capacity_tokens: unbounded, ...}, not ...: null
+        only = _capacity_only(text)
+        if only is not None:  # a pool's {capacity_tokens: null} -> unbounded, 5000 -> 5k
+            return show_swept("cache_capacity_tokens", only)
+        return re.sub(r"(capacity_tokens: )null\b", r"\1unbounded", text.replace('"', ""))
+    return text
+
+
+def _capacity_only(text: str) -> float | None:
+    """The capacity of a mapping that holds `capacity_tokens` only (NaN when null), else
+    None."""
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(mapping, dict) or set(mapping) != {"capacity_tokens"}:
+        return None
+    value = mapping["capacity_tokens"]
+    if value is None:
+        return math.nan
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _show(value: object) -> str:

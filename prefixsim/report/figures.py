@@ -40,7 +40,7 @@ from matplotlib.ticker import (  # noqa: E402
     PercentFormatter,
 )
 
-from prefixsim.report.data import short_name, show_swept, swept_text  # noqa: E402
+from prefixsim.report.data import applies, short_name, show_swept, swept_text  # noqa: E402
 from prefixsim.report.format import short_number, significant  # noqa: E402
 
 KNOWN_LABELS = {
@@ -114,6 +114,9 @@ def run_panels(table: pd.DataFrame, swept: Sequence[str], runs: Sequence[str]) -
     rows = table.set_index("run_id").loc[list(runs)] if len(runs) else table.iloc[:0]
     counts = {c: rows[c].astype(str).nunique(dropna=False) for c in swept if c in rows}
     candidates = [c for c in swept if counts.get(c, 0) >= 2]
+    everywhere = [c for c in candidates  # a column each run has a meaning for, if any
+                  if all(applies(c, row) for _, row in rows.iterrows())]
+    candidates = everywhere or candidates
     column = min(candidates, key=lambda c: counts[c]) if candidates else None
     groups: dict[str, list[str]] = {}
     for run_id in runs:
