@@ -53,6 +53,7 @@ KNOWN_LABELS = {
     "evictions": "evictions (pages, cumulative)",
     "expirations": "expirations (pages, cumulative)",
 }
+WORD_SUFFIXES = ("_rate", "_throughput")  # part of the quantity's name, not only a unit
 UNIT_SUFFIXES = (("_tokens", "tokens"), ("_ms", "ms"), ("_s", "s"), ("_usd", "USD"),
                  ("_bytes", "bytes"), ("_pages", "pages"), ("_rate", "share"),
                  ("_throughput", "per s"))
@@ -161,17 +162,24 @@ def tag(fig: Figure, runs: Sequence[str] | None, note: str = "",
     return fig
 
 
+ACRONYMS = re.compile(r"\b(ttft|tpot|itl|e2el|kv|hbm|gpu|ttl)\b")
+
+
 def axis_label(column: str) -> str:
-    """A readable axis label with the unit taken from the column's suffix."""
+    """A readable axis label with the unit taken from the column's suffix, metric names in
+    capitals as vLLM writes them (`p99_ttft_ms` -> `p99 TTFT (ms)`)."""
     if column in KNOWN_LABELS:
         return KNOWN_LABELS[column]
     text = column.replace("_", " ")
     for suffix, unit in UNIT_SUFFIXES:
-        if column.endswith(suffix):
-            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
-    if column.startswith("num_") or column.endswith(("evictions", "expirations")):
-        return f"{text} (count)"
-    return text
+        if column.endswith(suffix):  # a unit's suffix goes; a quantity's word stays
+            name = column if suffix in WORD_SUFFIXES else column[: -len(suffix)]
+            text = f"{name.replace('_', ' ')} ({unit})"
+            break
+    else:
+        if column.startswith("num_") or column.endswith(("evictions", "expirations")):
+            text = f"{text} (count)"
+    return ACRONYMS.sub(lambda m: m.group(1).upper(), text)
 
 
 def show_value(value: object) -> str:
@@ -435,11 +443,29 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
     return fig
 
 
+LATENCY_LOG_SPAN = 10.0  # a latency axis (ms) whose values span more than this goes log
+
+
+def positive_span(values: pd.Series) -> float:
+    """max / min of the positive finite values (1 with none)."""
+    values = pd.to_numeric(values, errors="coerce")
+    values = values[(values > 0) & (values.abs() != math.inf)]
+    return float(values.max() / values.min()) if len(values) else 1.0
+
+
 def readable_ticks(axis, column: str, values: pd.Series) -> None:
     """Shares in %, capacities at the swept values (5k, 20k), times as 10 s / 1 min / 1 h,
-    other token and count axes with thousands separators."""
+    other token and count axes with thousands separators; a latency (ms) spanning more than
+    LATENCY_LOG_SPAN goes logarithmic (a p99 TTFT of 3 s at a small cache beside 120 ms and
+    200 ms at larger ones), else thousands."""
     if column.endswith("_rate") and values.dropna().between(0, 1).all():
         percent_axis(axis)
+    elif column.endswith("_ms") and axis.get_scale() == "linear":
+        if positive_span(values) > LATENCY_LOG_SPAN:
+            ax = axis.axes
+            (ax.set_yscale if axis is ax.yaxis else ax.set_xscale)("log")
+        else:
+            thousands_axis(axis)
     elif column.endswith("_s") and axis.get_scale() in ("log", "symlog"):
         value_ticks(axis, values, short_seconds)
     elif axis.get_scale() in ("log", "symlog"):

@@ -10,9 +10,10 @@ with. `latency_vs_load` is the report's plot: a capacity folder's probes with it
 answer, else the stages of every staged run. A stage's offered rate is its `rate` (open
 loops) or, for a closed loop's users, its requests over its duration; its achieved rate is
 its `request_throughput`; a stage that did not keep up (its `kept_up`) is drawn hollow.
-Labels are plain text (no math text, no offset such as `1e6` over an axis); an axis whose
-values span more than LOG_SPAN times goes logarithmic (a capacity search's probes run from
-seconds of TTFT to a backlog of hours; replicas double), ticked in plain numbers.
+Labels are plain text (no math text, no offset such as `1e6` over an axis); a latency axis
+whose values span more than LATENCY_LOG_SPAN times, a rate axis more than LOG_SPAN, goes
+logarithmic (a capacity search's probes run from seconds of TTFT to a backlog of hours;
+replicas double), ticked in plain numbers.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from matplotlib.ticker import MaxNLocator
 
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
+    LATENCY_LOG_SPAN,
     MAX_RUNS_PER_PANEL,
     PlotSkipped,
     new_figure,
+    positive_span,
     tag,
     thousands_axis,
     value_ticks,
@@ -42,7 +45,7 @@ OFFERED = ("offered_rate", "offered rate (requests/s)")
 ACHIEVED = ("achieved_rate", "achieved rate (requests/s)")
 CURVE = "curve"  # the column naming each point's curve (absent: one curve)
 PLOTTED_KEYS = tuple(f"{stat}_{name}_ms" for name, _ in LATENCIES for stat, _, _ in STATS)
-LOG_SPAN = 100.0  # an axis whose positive values span more than this goes logarithmic
+LOG_SPAN = 100.0  # a rate axis whose positive values span more than this goes logarithmic
 REPLICAS_LOG_SPAN = 8.0  # ... a replica count's (three doublings), in base 2
 
 
@@ -81,35 +84,28 @@ def latency_load_figure(points: pd.DataFrame,
     return fig
 
 
-def _span(values: pd.Series) -> float:
-    """max / min of the positive finite values (1 with none)."""
-    values = pd.to_numeric(values, errors="coerce")
-    values = values[(values > 0) & values.notna() & (values != float("inf"))]
-    return float(values.max() / values.min()) if len(values) else 1.0
-
-
 def _x_scale(ax, values: pd.Series, counts: bool) -> None:
     """A rate axis logarithmic past LOG_SPAN; a replica count in base 2 past
     REPLICAS_LOG_SPAN, ticked at the counts probed (whole numbers only either way)."""
     if counts:
-        if _span(values) >= REPLICAS_LOG_SPAN:
+        if positive_span(values) >= REPLICAS_LOG_SPAN:
             ax.set_xscale("log", base=2)
             value_ticks(ax.xaxis, values.dropna())
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             thousands_axis(ax.xaxis)
-    elif _span(values) > LOG_SPAN:
+    elif positive_span(values) > LOG_SPAN:
         ax.set_xscale("log")
     else:
         thousands_axis(ax.xaxis)
 
 
 def _y_scale(ax, values: pd.Series, slos: Mapping[str, float] | None, name: str) -> None:
-    """A latency axis logarithmic when its figures and SLOs span more than LOG_SPAN (an SLO
-    of 2 s beside a backlog of 30 min would sit on the zero line), else linear with plain
-    thousands (no `1e6` offset)."""
+    """A latency axis logarithmic when its figures and SLOs span more than LATENCY_LOG_SPAN
+    (an SLO of 2 s beside a backlog of 30 min would sit on the zero line), else linear with
+    plain thousands (no `1e6` offset)."""
     limits = [v for k, v in (slos or {}).items() if k.endswith(f"_{name}_ms")]
-    if _span(pd.concat([values, pd.Series(limits, dtype=float)])) > LOG_SPAN:
+    if positive_span(pd.concat([values, pd.Series(limits, dtype=float)])) > LATENCY_LOG_SPAN:
         ax.set_yscale("log")
     else:
         thousands_axis(ax.yaxis)

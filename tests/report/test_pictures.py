@@ -258,3 +258,30 @@ def test_a_tunes_plots_show_a_share_in_percent(tmp_path):
             assert ticks and all(t.endswith("%") for t in ticks), (name, ticks)
         assert faults(fig) + overlapping_ticks(fig) == [], name
         plt.close(fig)
+
+
+@pytest.mark.parametrize(("column", "label"), [
+    ("p99_ttft_ms", "p99 TTFT (ms)"), ("mean_e2el_ms", "mean E2EL (ms)"),
+    ("median_itl_ms", "median ITL (ms)"), ("kv_pool_tokens", "KV pool (tokens)"),
+    ("num_requests", "num requests (count)"), ("request_throughput", "request throughput (per s)"),
+    ("cache_belady_token_hit_rate", "cache belady token hit rate (share)"),
+    ("cache_ttl_s", "TTL (s)"), ("tpot_slo_attainment", "TPOT slo attainment"),
+])
+def test_axis_labels_write_metric_names_as_vllm_does(column, label):
+    from prefixsim.report.figures import axis_label
+
+    assert axis_label(column) == label
+
+
+@pytest.mark.parametrize(("values", "scale"), [([120.0, 201.0, 3200.0], "log"),
+                                               ([120.0, 201.0, 1190.0], "linear")])
+def test_a_latency_axis_goes_log_past_ten_times(values, scale):
+    """3,200 ms beside 120 and 201 (26x) squashed the two small ones onto one line."""
+    from prefixsim.report.figures import readable_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], values)
+    readable_ticks(ax.yaxis, "p99_ttft_ms", pd.Series(values))
+    assert ax.get_yscale() == scale
+    assert faults(fig) + overlapping_ticks(fig) == []
+    plt.close(fig)
