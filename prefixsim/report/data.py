@@ -197,7 +197,7 @@ def short_name(column: str) -> str:
 def show_swept(column: str, value: object) -> str:
     """A swept value as every label and title shows it: a capacity as 5k or `unbounded`,
     a TTL as 10 s or `none`, a mapping without its quotes, anything else as written."""
-    text = _show(value)
+    text = json.dumps(value) if isinstance(value, dict) else _show(value)
     if column == "cache_capacity_tokens":
         return "unbounded" if text == "none" else short_number(float(value))  # type: ignore[arg-type]
     if column == "cache_ttl_s" and text != "none":

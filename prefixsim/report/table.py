@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from prefixsim.report.data import TIMED_ONLY, ReportData, short_name, show_swept
+from prefixsim.report.data import ReportData, applies, short_name, show_swept
 from prefixsim.report.figures import show_value
 from prefixsim.report.format import (
     capacity,
@@ -154,11 +154,11 @@ def comparison(data: ReportData) -> pd.DataFrame:
     """Raw values of the comparison table, one row per successful run, in plan order."""
     table = data.ok.reset_index(drop=True)
     out = table[["run_id", *[c for c in identity_columns(data) if c in table]]].copy()
-    if "cache_only" in out:  # a router or replica count means nothing to a cache-only run
-        cache_only = out["cache_only"].fillna(False).astype(bool)
-        for column in TIMED_ONLY:
-            if column in out:
-                out[column] = out[column].astype(object).where(~cache_only, None)
+    # blank where a value means nothing to its run (data.applies): a cache-only run's
+    # router, a split run's replicas, a colocated run's unset prefill and decode counts
+    for column in out.columns[1:]:
+        kept = [applies(column, row) for _, row in table.iterrows()]
+        out[column] = out[column].astype(object).where(kept, None)
     units = capacity_units(data)
     for column in UNIT_COLUMNS:
         out[column.key] = units[column.key].reindex(out["run_id"]).to_numpy()
@@ -182,6 +182,18 @@ def comparison(data: ReportData) -> pd.DataFrame:
     return out
 
 
+def _swept_format(column: str) -> Callable[[object], str]:
+    """A swept value as the table shows it: a mapping as the labels show it (a pool's
+    `{"capacity_tokens": null}` as unbounded), anything else plain."""
+
+    def shown(value: object) -> str:
+        if isinstance(value, (str, dict)) and str(value).startswith("{"):
+            return show_swept(column, value)
+        return plain(value)
+
+    return shown
+
+
 def shown_columns(frame: pd.DataFrame, data: ReportData) -> list[tuple[str, str, str, Callable]]:
     """(key, title, tip, formatter) of the columns to show: the run, the swept values, then
     every metric column that at least one run has."""
@@ -192,7 +204,7 @@ def shown_columns(frame: pd.DataFrame, data: ReportData) -> list[tuple[str, str,
             title = SWEPT_TITLES.get(column, short_name(column))
             if column == "cache_capacity_tokens" and per_replica:
                 title = "capacity per replica (tokens)"
-            shown.append((column, title, column, SWEPT_FORMATS.get(column, plain)))
+            shown.append((column, title, column, SWEPT_FORMATS.get(column, _swept_format(column))))
             if column == "cache_capacity_tokens":
                 shown += [(c.key, c.title, c.tip, c.fmt) for c in UNIT_COLUMNS
                           if c.key in frame and frame[c.key].notna().any()]

@@ -285,3 +285,19 @@ def test_a_latency_axis_goes_log_past_ten_times(values, scale):
     assert ax.get_yscale() == scale
     assert faults(fig) + overlapping_ticks(fig) == []
     plt.close(fig)
+
+
+def test_the_cluster_table_blanks_what_a_run_does_not_run(demo_data):
+    """The cluster demo's comparison: a split run's replicas (1, unused) and a colocated
+    run's prefill and decode counts are blank, its pool reads `unbounded`, not
+    `{"capacity_tokens": null}`."""
+    from prefixsim.report.table import comparison, shown_columns
+
+    data = demo_data["cluster_demo"]
+    frame = comparison(data)
+    replicas = frame["engine_replicas"].tolist()
+    assert replicas[:2] == [4, 4] and all(v is None for v in replicas[2:])
+    prefill = frame["engine_prefill_replicas"].tolist()
+    assert prefill[:2] == [None, None] and prefill[2:] == [2, 2, 1, 1]
+    pool = dict((key, fmt) for key, _, _, fmt in shown_columns(frame, data))["cache_pool"]
+    assert [pool(v) for v in frame["cache_pool"]] == ["-", "unbounded"] * 3
