@@ -80,6 +80,10 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
          output: str | None) -> None:
     """A custom line plot over the runs of a sweep folder (columns of sweep.parquet).
 
+    Axes are ticked by what they hold: shares (hit rates) in %, tokens with thousands,
+    times as 10 s / 1 min; a latency (a *_ms column) spanning more than 10x is drawn
+    logarithmic.
+
     \b
     Example:
       prefixsim plot results/demo-sweep --var-x cache_capacity_tokens \\
