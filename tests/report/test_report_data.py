@@ -1,0 +1,152 @@
+"""What report/data.py makes of a folder, worked by hand: the gaps line, swept values as
+labels show them, short names, labels among a panel's runs, capacity per replica, and a
+run's config and summary read whole or counted as damaged."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from prefixsim.report.data import (
+    ReportData,
+    per_replica_capacity,
+    short_name,
+    show_swept,
+)
+
+
+def data(table: pd.DataFrame, meta: dict | None = None, run_dirs=None, swept=()) -> ReportData:
+    return ReportData(title="t", kind="sweep", table=table, swept=list(swept),
+                      run_dirs=run_dirs or {}, meta=meta or {})
+
+
+@pytest.mark.parametrize(("meta", "statuses", "damaged", "line"), [
+    ({"run_ids": ["a", "b", "c"]}, ["ok", "ok"], set(),
+     "1 of 3 runs missing, 0 damaged; the report draws the rest"),
+    ({"run_ids": ["a", "b"]}, ["ok", "damaged"], set(),
+     "0 of 2 runs missing, 1 damaged; the report draws the rest"),
+    ({"run_ids": ["a", "b"]}, ["ok", "ok"], {"a"},
+     "0 of 2 runs missing, 1 damaged; the report draws the rest"),
+    ({"run_ids": ["a", "b", "c"]}, ["damaged", "ok"], {"a", "b"},
+     "1 of 3 runs missing, 2 damaged; the report draws the rest"),
+    ({}, ["ok", "damaged"], set(), "0 of 2 runs missing, 1 damaged; the report draws the rest"),
+    ({"run_ids": ["a", "b"]}, ["ok", "ok"], set(), None),
+    ({"run_ids": "a,b"}, ["ok", "ok"], set(), None),  # not a list: nothing counted missing
+])
+def test_the_gaps_line(meta, statuses, damaged, line):
+    """Missing: planned ids with no row; damaged: rows so marked plus runs whose files
+    failed to read (a set, so a run both ways counts once); the total is the plan's, or the
+    rows' without one."""
+    table = pd.DataFrame({"run_id": ["a", "b"], "status": statuses})
+    report = data(table, meta)
+    report.damaged |= damaged
+    assert report.gaps() == line
+
+
+def test_gaps_of_a_table_without_ids_or_statuses():
+    assert data(pd.DataFrame(), {"run_ids": ["a"]}).gaps() == \
+        "1 of 1 runs missing, 0 damaged; the report draws the rest"
+    assert data(pd.DataFrame({"run_id": ["a"]}), {"run_ids": ["a"]}).gaps() is None
+
+
+@pytest.mark.parametrize(("column", "value", "shown"), [
+    ("cache_capacity_tokens", 5000.0, "5k"), ("cache_capacity_tokens", None, "unbounded"),
+    ("cache_capacity_tokens", math.nan, "unbounded"),
+    ("cache_ttl_s", 10.0, "10 s"), ("cache_ttl_s", 0.1234567, "0.123457 s"),
+    ("cache_ttl_s", None, "none"),
+    ("cache_only", True, "cache-only"), ("cache_only", "true", "cache-only"),
+    ("cache_only", 1.0, "cache-only"), ("cache_only", False, "timed"),
+    ("cache_only", None, "none"),
+    ("cache_pool", {"capacity_tokens": None}, "unbounded"),
+    ("cache_pool", {"capacity_tokens": 20000}, "20k"),
+    ("cache_pool", '{"capacity_tokens": 20000}', "20k"),
+    ("cache_pool", '{"capacity_tokens": "big"}', "{capacity_tokens: big}"),
+    ("cache_pool", '{"capacity_tokens": null, "link": "rdma"}',
+     "{capacity_tokens: unbounded, link: rdma}"),
+    ("cache_pool", "{not json: null}", "{not json: null}"),
+    ("cache_pool", '["capacity_tokens"]', '["capacity_tokens"]'),  # not a mapping
+    ("router_name", "prefix_aware", "prefix_aware"), ("engine_replicas", 4.0, "4"),
+    ("engine_replicas", 2.5, "2.5"),
+])
+def test_swept_values_as_labels_show_them(column, value, shown):
+    assert show_swept(column, value) == shown
+
+
+@pytest.mark.parametrize(("column", "short"), [
+    ("cache_only", "mode"), ("cache_capacity_tokens", "capacity"), ("router_name", "router"),
+    ("cache_ttl_s", "ttl"), ("engine_prefill_replicas", "prefill_replicas"),
+    ("cache_policy", "policy"), ("trace_s", "trace"), ("_s", "_s"),
+])
+def test_short_names(column, short):
+    assert short_name(column) == short
+
+
+def test_labels_name_what_varies_among_a_panels_runs():
+    table = pd.DataFrame({"run_id": ["a", "b", "c"], "cache_policy": ["lru", "lru", "fifo"],
+                          "cache_ttl_s": [10.0, 20.0, 10.0]})
+    report = data(table, swept=["cache_policy", "cache_ttl_s"])
+    assert report.label("a") == "policy=lru, ttl=10 s"
+    assert report.label("a", omit=("cache_policy",)) == "ttl=10 s"
+    assert report.label("a", among=["a", "b"]) == "ttl=10 s"  # both lru: left out
+    assert report.label("a", among=["a", "c"]) == "policy=lru"
+    assert report.label("a", among=["a"]) == "policy=lru, ttl=10 s"  # alone: everything
+    assert report.label("a", among=["a", "a"]) == "policy=lru, ttl=10 s"  # nothing varies
+    nan = pd.DataFrame({"run_id": ["a", "b"], "cache_ttl_s": [math.nan, 10.0],
+                        "cache_policy": ["lru", "fifo"]})
+    both = data(nan, swept=["cache_policy", "cache_ttl_s"])  # no TTL differs from 10 s
+    assert both.label("a", among=["a", "b"]) == "policy=lru, ttl=none"
+    assert data(table, swept=["cache_ttl_s", "gone"]).label("b") == "ttl=20 s"
+    assert data(table).label("b") == "b"  # nothing swept: the id
+
+
+def test_capacity_per_replica():
+    """A summary's capacity counts every replica; a missing or zero count is one."""
+    table = pd.DataFrame({"cache_capacity_tokens": [8000, "x", 9000, 6000],
+                          "replicas": [4, 2, None, 0]})
+    out = per_replica_capacity(table, [])
+    assert out["cache_capacity_tokens"].tolist()[0] == 2000
+    assert math.isnan(out["cache_capacity_tokens"].tolist()[1])  # not a number
+    assert out["cache_capacity_tokens"].tolist()[2:] == [9000, 6000]
+    assert per_replica_capacity(table, ["cache_capacity_tokens"]) is table  # swept: per replica
+    assert per_replica_capacity(table[["replicas"]], []) is not None
+    odd = per_replica_capacity(pd.DataFrame({"cache_capacity_tokens": [8000],
+                                             "replicas": ["two"]}), [])
+    assert odd["cache_capacity_tokens"].tolist() == [8000]  # an unreadable count is one
+
+
+def test_a_run_folders_table_holds_its_summarys_scalars(tmp_path):
+    """A run folder's one row: the summary's numbers, strings, booleans and nulls; its
+    lists (stages) stay in the summary."""
+    from prefixsim.report.data import load_report_data
+
+    (tmp_path / "summary.json").write_text(
+        '{"mode": "timed", "p99_ttft_ms": 12.5, "kept_up": true, "request_goodput": null,'
+        ' "stages": [{"rate": 1}], "num_requests": 3}')
+    row = load_report_data(tmp_path).table.iloc[0].to_dict()
+    assert row["mode"] == "timed" and row["p99_ttft_ms"] == 12.5 and row["kept_up"]
+    assert row["num_requests"] == 3 and "request_goodput" in row
+    assert "stages" not in row
+
+
+def test_a_runs_config_and_summary_read_or_counted_damaged(tmp_path):
+    good, bad, empty, listed, absent = (tmp_path / n for n in ("g", "b", "e", "l", "a"))
+    for folder in (good, bad, empty, listed, absent):
+        folder.mkdir()
+    (good / "config.yaml").write_text("trace: {path: x.jsonl}\n", encoding="utf-8")
+    (good / "summary.json").write_text('{"stages": [1, 2], "mode": "timed"}')
+    (bad / "config.yaml").write_text("a: [unclosed\n")
+    (bad / "summary.json").write_text("{not json")
+    (empty / "config.yaml").write_text("")
+    (listed / "config.yaml").write_text("- a\n- b\n")
+    (listed / "summary.json").write_text("[1, 2]")
+    dirs = {"g": good, "b": bad, "e": empty, "l": listed, "a": absent}
+    report = data(pd.DataFrame({"run_id": list(dirs)}), run_dirs=dirs)
+    assert report.config("g") == {"trace": {"path": "x.jsonl"}}
+    assert report.summary("g") == {"stages": [1, 2], "mode": "timed"}
+    assert report.config("b") is None and report.summary("b") == {}
+    assert report.config("e") is None and report.config("l") is None
+    assert report.summary("l") == {} and report.summary("a") == {}
+    assert report.config("a") is None
+    assert report.damaged == {"b", "l"}  # an unreadable file; an absent or empty one is not
