@@ -150,3 +150,43 @@ def test_a_runs_config_and_summary_read_or_counted_damaged(tmp_path):
     assert report.summary("l") == {} and report.summary("a") == {}
     assert report.config("a") is None
     assert report.damaged == {"b", "l"}  # an unreadable file; an absent or empty one is not
+
+
+def test_unreadable_json_and_odd_run_ids_are_refused_by_name(tmp_path):
+    """Each refusal names its file (and field) word for word (docs/input-rules.md)."""
+    from prefixsim.errors import InputError
+    from prefixsim.report.data import _read_json, _read_text, _run_dir
+
+    def refusal(call):
+        with pytest.raises(InputError) as caught:
+            call()
+        return caught.value.message, caught.value.file, caught.value.field
+
+    broken, listed = tmp_path / "broken.json", tmp_path / "list.json"
+    broken.write_bytes(b"{\xff")
+    listed.write_text("[1]")
+    assert refusal(lambda: _read_json(broken)) == ("not a readable JSON file", str(broken), None)
+    assert refusal(lambda: _read_json(listed)) == ("expected a JSON object", str(listed), None)
+    accented = tmp_path / "ok.json"
+    accented.write_bytes('{"a": "caf\u00e9"}'.encode("utf-8"))
+    assert _read_json(accented) == {"a": "caf\u00e9"}  # read as UTF-8 whatever the locale
+    for run_id in ("../x", "a/b", 7, "..", "a..b"):
+        assert refusal(lambda r=run_id: _run_dir(tmp_path, r)) == (
+            f"not a run id: {run_id!r}", str(tmp_path / "sweep.parquet"), "run_id")
+    assert _run_dir(tmp_path, "r-1_x.y") == tmp_path / "runs" / "r-1_x.y"
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "runs" / "linked").symlink_to(tmp_path / "elsewhere")
+    assert refusal(lambda: _run_dir(tmp_path, "linked")) == (
+        "is a symlink; a results folder's runs must be real folders",
+        str(tmp_path / "runs" / "linked"), None)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "runs").symlink_to(tmp_path / "elsewhere")
+    assert refusal(lambda: _run_dir(other, "r")) == (
+        "is a symlink; a results folder's runs must be real folders", str(other / "runs"), None)
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(b"name: caf\xc3\xa9 \xff")
+    assert _read_text(spec) == "name: caf\u00e9 \ufffd"  # damaged bytes replaced
+    assert _read_text(tmp_path / "absent.yaml") == ""
+    assert _read_text(tmp_path) == ""  # a folder: nothing to show
