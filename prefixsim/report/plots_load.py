@@ -28,11 +28,11 @@ from matplotlib.ticker import MaxNLocator
 
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
-    LATENCY_LOG_SPAN,
     MAX_RUNS_PER_PANEL,
     PlotSkipped,
     new_figure,
     positive_span,
+    readable_ticks,
     tag,
     thousands_axis,
     value_ticks,
@@ -101,14 +101,11 @@ def _x_scale(ax, values: pd.Series, counts: bool) -> None:
 
 
 def _y_scale(ax, values: pd.Series, slos: Mapping[str, float] | None, name: str) -> None:
-    """A latency axis logarithmic when its figures and SLOs span more than LATENCY_LOG_SPAN
-    (an SLO of 2 s beside a backlog of 30 min would sit on the zero line), else linear with
-    plain thousands (no `1e6` offset)."""
+    """A latency axis as figures.readable_ticks ticks one, over its figures and SLOs:
+    logarithmic past LATENCY_LOG_SPAN (an SLO of 2 s beside a backlog of 30 min would sit on
+    the zero line), else linear with plain thousands (no `1e6` offset)."""
     limits = [v for k, v in (slos or {}).items() if k.endswith(f"_{name}_ms")]
-    if positive_span(pd.concat([values, pd.Series(limits, dtype=float)])) > LATENCY_LOG_SPAN:
-        ax.set_yscale("log")
-    else:
-        thousands_axis(ax.yaxis)
+    readable_ticks(ax.yaxis, f"{name}_ms", pd.concat([values, pd.Series(limits, dtype=float)]))
 
 
 def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,

@@ -85,9 +85,7 @@ def _objective_values(trials: pd.DataFrame, meta: dict[str, Any], key: str) -> p
     best trial's on the test part (so a share's axis is in % only when all are shares)."""
     extra = [(meta.get("base", {}).get(part) or {}).get(key) for part in ("train", "all", "test")]
     extra.append(((meta.get("best") or [{}])[0].get("test") or {}).get(key))
-    values = pd.concat([trials[key], pd.Series([v for v in extra if v is not None],
-                                               dtype=float)])
-    return values
+    return pd.concat([trials[key], pd.Series([v for v in extra if v is not None], dtype=float)])
 
 
 def _bound(draw: Callable[..., Figure], *args: Any) -> Plot:
