@@ -80,3 +80,27 @@ def test_list_shows_every_shipped_profile():
     assert result.exit_code == 0, result.output
     for name in shipped_profiles():
         assert name in result.output
+
+
+def test_list_shows_the_block_holdouts_and_the_borrow_rule():
+    """The random points' errors are interpolation; the second table shows what holds out
+    whole blocks, and every profile borrowed from another GPU shows its rule's error."""
+    lines = invoke("list").output.splitlines()
+    second = lines.index("whole blocks held out (extrapolation), median error")
+    header = lines[second + 1].split()
+    assert header[0] == "name" and "borrow" in header
+    rows = {line.split()[0]: line.split()[1:] for line in lines[second + 2:]
+            if line.split() and line.split()[0] in shipped_profiles()}
+    for name in shipped_profiles():
+        profile = load_profile(name)
+        if not profile.heldout_blocks:
+            assert name not in rows  # the CPU calibrations hold out no blocks
+            continue
+        cells = rows[name]
+        stored = profile.heldout_blocks["top_range"]["gemm"].median_rel_error
+        assert cells[0] == f"{stored:.1%}"
+        borrowed = profile.heldout_borrow_rule.get("gemm")
+        assert cells[-1] == ("-" if borrowed is None else f"{borrowed.median_rel_error:.1%}")
+        if name.startswith("h100"):
+            assert borrowed is not None
+    assert "10-55%" in "\n".join(lines[second:])
