@@ -78,6 +78,24 @@ def test_layer_kinds_and_kv_of_one_context(tmp_path):
     assert qwen2.num_window_layers == 0
 
 
+def test_hybrid_layouts_without_layer_types(tmp_path):
+    """Qwen3-Next's config.json gives `full_attention_interval` (transformers derives
+    layer_types from it: layer i full where (i + 1) % interval == 0), MiniMax's
+    `attn_type_list` (1 softmax, 0 linear attention); read as all attention they would keep
+    4x the KV. 8 layers, interval 4: layers 3 and 7 full; KV 2 x 256 values x 2 bytes."""
+    qwen3_next = load_hf_config(write_config(tmp_path, "dense", num_hidden_layers=8,
+                                             full_attention_interval=4))
+    assert (qwen3_next.num_state_layers, qwen3_next.num_full_attention_layers) == (6, 2)
+    assert qwen3_next.kv_bytes_per_token(2) == 1_024
+    minimax = load_hf_config(write_config(tmp_path, "dense",
+                                          attn_type_list=[0, 0, 0, 1]))
+    assert (minimax.num_state_layers, minimax.num_full_attention_layers) == (3, 1)
+    assert minimax.kv_bytes_per_token(2) == 512
+    # layer_types, where a config has both, decides (Qwen3.5's text_config)
+    both = load_hf_config(write_config(tmp_path, "hybrid", full_attention_interval=2))
+    assert both.num_full_attention_layers == 2
+
+
 def test_gemma_preset_kv_of_one_context():
     """Gemma-3-27B: 10 global layers keep 4,096 tokens, 52 local ones 1,024: (40,960 +
     53,248) x 2 x 16 x 128 values x 2 bytes = 771,751,936."""
@@ -145,6 +163,11 @@ def test_each_kind_runs_timed(tmp_path, kind):
     ({"num_hidden_layers": "four"}, "num_hidden_layers: must be an integer"),
     ({"layer_types": ["conv"] * 4}, "layer_types[0]: unknown layer kind 'conv'"),
     ({"tie_word_embeddings": "no"}, "tie_word_embeddings: must be true or false"),
+    ({"full_attention_interval": 0}, "full_attention_interval: must be an integer >= 1"),
+    ({"attn_type_list": [1, 0]}, "attn_type_list: must be a list of 4 values 0 or 1"),
+    ({"attn_type_list": [1, 0, 2, 1]}, "attn_type_list[2]: must be 0 (linear attention)"),
+    ({"attn_type_list": [1, 0, True, 1]}, "attn_type_list[2]: must be 0"),
+    ({"hybrid_override_pattern": "M-M*"}, "hybrid_override_pattern: Nemotron-H's layout"),
     ({"num_experts_per_tok": 9, "num_local_experts": 4}, "num_experts_per_tok: must not"),
     ({"max_position_embeddings": 0}, "max_position_embeddings: must be an integer >= 1"),
 ])

@@ -11,9 +11,12 @@ num_experts_per_tok, moe_intermediate_size, n_shared_experts or
 shared_expert_intermediate_size, which layers have experts (first_k_dense_replace,
 mlp_only_layers, decoder_sparse_step, expert_layer_period / _offset); MLA: kv_lora_rank,
 qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds: layer_types
-(full_attention, sliding_attention, linear_attention, mamba), else sliding_window_pattern
-(every Nth layer full), else attn_layer_period / attn_layer_offset (the rest Mamba), else
-sliding_window on every layer (unless use_sliding_window is false); the context length:
+(full_attention, sliding_attention, linear_attention, mamba), else full_attention_interval
+(every Nth layer full, the rest linear attention: Qwen3-Next, Qwen3.5), else attn_type_list
+(MiniMax: 1 softmax, 0 linear attention), else sliding_window_pattern (every Nth layer
+full), else attn_layer_period / attn_layer_offset (the rest Mamba), else sliding_window on
+every layer (unless use_sliding_window is false); hybrid_override_pattern (Nemotron-H) is
+refused, not read as all attention; the context length:
 max_position_embeddings (vLLM's default --max-model-len; absent: no limit).
 
 Parameter counts come from the geometry (h hidden, a heads, k KV heads, d head dim, V vocab,
@@ -193,6 +196,16 @@ def _layer_kinds(keys: _Keys, layers: int) -> list[str]:
                 raise keys.error(f"layer_types[{i}]", f"unknown layer kind {kind!r} (known: "
                                  f"{', '.join(LAYER_KINDS)})")
         return [LAYER_KINDS[kind] for kind in types]
+    if keys.has("hybrid_override_pattern"):
+        raise keys.error("hybrid_override_pattern", "Nemotron-H's layout of separate Mamba, "
+                         "attention and MLP blocks is not read (a prefixsim layer is one "
+                         "mixer and one MLP); approximate it with a --presets model "
+                         "(docs/cost-models.md \"Models from a config.json\")")
+    if keys.has("full_attention_interval"):
+        every = keys.int("full_attention_interval")
+        return [FULL if (i + 1) % every == 0 else STATE for i in range(layers)]
+    if keys.data.get("attn_type_list") is not None:
+        return _attention_type_list(keys, layers)
     if keys.has("sliding_window_pattern") and keys.has("sliding_window"):
         every = keys.int("sliding_window_pattern")
         return [FULL if (i + 1) % every == 0 else WINDOW for i in range(layers)]
@@ -203,3 +216,16 @@ def _layer_kinds(keys: _Keys, layers: int) -> list[str]:
     if keys.has("sliding_window") and keys.data.get("use_sliding_window", True):
         return [WINDOW] * layers
     return [FULL] * layers
+
+
+def _attention_type_list(keys: _Keys, layers: int) -> list[str]:
+    """MiniMax's `attn_type_list`: per layer 1 for softmax (full) attention, 0 for its
+    linear (lightning) attention."""
+    types = keys.data["attn_type_list"]
+    if not isinstance(types, list) or len(types) != layers:
+        raise keys.error("attn_type_list", f"must be a list of {layers} values 0 or 1")
+    for i, kind in enumerate(types):
+        if isinstance(kind, bool) or kind not in (0, 1):
+            raise keys.error(f"attn_type_list[{i}]", f"must be 0 (linear attention) or 1 "
+                             f"(softmax attention), got {kind!r}")
+    return [FULL if kind == 1 else STATE for kind in types]
