@@ -22,6 +22,7 @@ This module reads a summary and a requests frame; it runs and writes nothing.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -47,7 +48,9 @@ def parse_slos(values: Sequence[str], flag: str = "--slo") -> dict[str, float]:
     for item in (part for value in values for part in re.split(r"[\s,]+", value) if part):
         key, sep, number = item.partition(":")
         if key not in SLO_KEYS:
-            raise InputError(f"{key!r} is not a latency of a timed summary (valid: "
+            guess = _slo_key_guess(key)
+            hint = f"did you mean {guess!r}? " if guess else ""
+            raise InputError(f"{key!r} is not a latency of a timed summary ({hint}valid: "
                              f"{', '.join(SLO_KEYS)})", field=flag)
         try:
             limit = float(number) if sep else math.nan
@@ -58,6 +61,18 @@ def parse_slos(values: Sequence[str], flag: str = "--slo") -> dict[str, float]:
                              field=flag)
         slos[key] = limit
     return slos
+
+
+def _slo_key_guess(key: str) -> str | None:
+    """The SLO key a misspelt one means: its statistic and latency in any order, case or
+    unit (`ttft_p99`, `P99-TTFT`, `p99_ttft_s` -> `p99_ttft_ms`), else the closest key."""
+    words = set(re.split(r"[\W_]+", key.lower()))
+    stats = [stat for stat in SLO_STATS if stat in words]
+    names = [name for name in LATENCIES if name in words]
+    if len(stats) == 1 and len(names) == 1:
+        return f"{stats[0]}_{names[0]}_ms"
+    close = difflib.get_close_matches(key.lower(), SLO_KEYS, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,15 @@ def test_slo_parsing_splits_and_refuses():
     for bad in ("p99_ttft_ms:0", "p99_ttft_ms:inf", "p99_ttft_ms:-3", "p99_ttft_ms:x"):
         refused(lambda bad=bad: parse_slos([bad]), "--slo",
                 f"expected KEY:LIMIT with a positive number of ms, got {bad!r}")
-    refused(lambda: parse_slos(["p98_ttft_ms:5"]), "--slo",
-            f"'p98_ttft_ms' is not a latency of a timed summary (valid: {', '.join(SLO_KEYS)})")
+    refused(lambda: parse_slos(["load:5"]), "--slo",
+            f"'load' is not a latency of a timed summary (valid: {', '.join(SLO_KEYS)})")
+    for bad, meant in (("ttft_p99", "p99_ttft_ms"), ("P99-TTFT", "p99_ttft_ms"),
+                       ("e2el_mean_s", "mean_e2el_ms"), ("p99_tpot", "p99_tpot_ms"),
+                       ("p99_ttf_ms", "p99_ttft_ms"), ("median_e2e_ms", "median_e2el_ms"),
+                       ("p50_p99_ttft", "p99_ttft_ms")):
+        refused(lambda bad=bad: parse_slos([f"{bad}:5"]), "--slo",
+                f"{bad!r} is not a latency of a timed summary (did you mean {meant!r}? "
+                f"valid: {', '.join(SLO_KEYS)})")
     assert SLO_KEYS[:3] == ("mean_ttft_ms", "median_ttft_ms", "p50_ttft_ms")
 
 
