@@ -148,12 +148,18 @@ def _table(frame: pd.DataFrame, columns, css: str = "", table_id: str = "",
                    for _, title, tip, _ in columns)
     rows = []
     sortable = "sortable" in css
-    for record in frame.to_dict("records"):
+    records = frame.to_dict("records")
+    # a value that does not apply ('-') is aligned as its column's values are
+    text_columns = {key for key, _, _, _ in columns if any(
+        not missing(record.get(key)) and not isinstance(record.get(key), (int, float))
+        for record in records)}
+    for record in records:
         cells = []
         run_id = str(record.get("run_id", ""))
         for key, _, _, fmt in columns:
             value = record.get(key)
-            classes = ("" if isinstance(value, (int, float)) else "text") + \
+            text = key in text_columns if missing(value) else not isinstance(value, (int, float))
+            classes = ("text" if text else "") + \
                 (" win" if (run_id, key) in highlight else "")
             text_class = f' class="{classes.strip()}"' if classes.strip() else ""
             sort = f' data-sort="{html.escape(_sort_key(value))}"' if sortable else ""

@@ -30,6 +30,7 @@ from prefixsim.report.format import (
     usd,
 )
 from prefixsim.report.header import header_sections
+from prefixsim.report.html import _table
 from prefixsim.report.plots_requests import idle_gaps_s, long_ttl_break_even, session_rates
 from prefixsim.report.table import comparison, comparison_notes, shown_columns
 from prefixsim.sweep import ExecutorOptions, load_spec, parse_spec, run_sweep
@@ -336,3 +337,16 @@ def test_policy_zoo_is_skipped_when_no_curve_has_two_capacities():
                       swept=["cache_policy", "cache_capacity_tokens"], run_dirs={})
     with pytest.raises(PlotSkipped, match="no curve"):
         policy_zoo(data)
+
+
+def test_a_value_that_does_not_apply_is_aligned_with_its_column():
+    """'-' (None or NaN) sits right in a numeric column and left in a text one."""
+    frame = pd.DataFrame({"run_id": ["a", "b"], "hit": [0.5, None], "policy": ["lru", None],
+                          "rate": [float("nan"), 2.0]}).astype(object)
+    frame = frame.where(frame.notna(), None)
+    columns = [(key, key, "", lambda v: "-" if v is None else plain(v))
+               for key in ("run_id", "hit", "policy", "rate")]
+    cells = re.findall(r"<td([^>]*)>([^<]*)</td>", _table(frame, columns))
+    assert cells == [(' class="text"', "a"), ("", "0.5"), (' class="text"', "lru"),
+                     ("", "-"), (' class="text"', "b"), ("", "-"), (' class="text"', "-"),
+                     ("", "2")]
