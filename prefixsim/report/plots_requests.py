@@ -178,12 +178,14 @@ def session_hit_rates(data: ReportData) -> Figure:
 
 def idle_gaps_s(frame: pd.DataFrame) -> np.ndarray:
     """Seconds between a session's consecutive requests: the next arrival after the previous
-    request finished (timed runs) or arrived (cache-only runs)."""
+    request finished (timed runs) or arrived (cache-only runs). Negative where the next
+    request arrived before the previous one finished (a timed replay of recorded times that
+    fell behind them): its prefix was still in use, so any TTL keeps it."""
     rows = frame.dropna(subset=["session_id"]).sort_values(["session_id", "arrival_s"])
     end = rows["finish_s"] if "finish_s" in rows else rows["arrival_s"]
     same = rows["session_id"].to_numpy()[1:] == rows["session_id"].to_numpy()[:-1]
     gaps = rows["arrival_s"].to_numpy()[1:] - end.to_numpy()[:-1]
-    return np.maximum(gaps[same & ~np.isnan(gaps)], 0.0)
+    return gaps[same & ~np.isnan(gaps)]
 
 
 def long_ttl_break_even(pricing_name: str) -> tuple[float, str]:
@@ -212,6 +214,8 @@ def session_idle_gaps(data: ReportData) -> Figure:
     gaps = np.sort(idle_gaps_s(frame))
     if gaps.size == 0:
         raise PlotSkipped("no session has two requests")
+    overlapping = float((gaps < 0).mean())
+    gaps = np.maximum(gaps, 0.0)
     writes = int(frame["session_id"].notna().sum())  # every request writes its new tail
     in_window = int(((gaps > FIVE_MINUTES_S) & (gaps <= ONE_HOUR_S)).sum())
     priced = "cost_pricing" in data.ok and data.ok["cost_pricing"].notna().any()
@@ -238,6 +242,9 @@ def session_idle_gaps(data: ReportData) -> Figure:
     text = (f"gaps <= 5 min: {short:.0%} (a 5-min TTL keeps the prefix)\n"
             f"5 min - 1 h: {in_window / gaps.size:.0%} (only a 1-h class keeps it)\n"
             f"> 1 h: {(gaps > ONE_HOUR_S).mean():.0%} (neither)")
+    if overlapping:
+        text += (f"\nnext arrived before the previous finished: {overlapping:.0%}"
+                 f"\n(the run fell behind the trace's times): gap 0, at the left edge")
     if priced:
         break_even, priced_by = long_ttl_break_even(str(data.ok["cost_pricing"].dropna().iloc[0]))
         text += (f"\n1-h writes that never pay back: {1 - in_window / writes:.0%} of {writes:,}"

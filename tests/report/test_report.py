@@ -273,3 +273,25 @@ def test_a_dollar_in_a_swept_string_is_drawn_as_written(tmp_path):
     assert png_bytes(fig).startswith(PNG_SIGNATURE)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert any("\\$\\foo{\\$" in label for label in labels), labels
+
+
+def test_idle_gaps_of_a_run_that_fell_behind_say_so(tmp_path):
+    """A timed replay that falls behind the trace's times (200 demo requests on one L4):
+    a session's next request arrives before the previous one finished, so its gap is
+    negative. The figure counts it as 0 (any TTL keeps a prefix still in use) and says how
+    many, so the jump at the left edge is explained; a run that kept up says nothing."""
+    out = tmp_path / "behind"
+    result = invoke("run", "--trace", "traces/demo_chat.jsonl", "--gpu", "l4",
+                    "--max-requests", 200, "--replicas", 1, "-o", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    fig = dict(PLOTS)["session_idle_gaps"](load_report_data(out))
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    share = re.search(r"before the previous finished: (\d+)%", "\n".join(texts))
+    assert share and 20 <= int(share.group(1)) <= 80
+    kept = tmp_path / "kept"
+    result = invoke("run", "--trace", "traces/demo_chat.jsonl", "--max-requests", 200,
+                    "-o", kept, "--quiet")
+    assert result.exit_code == 0, result.output
+    fig = dict(PLOTS)["session_idle_gaps"](load_report_data(kept))
+    assert "before the previous finished" not in "\n".join(t.get_text()
+                                                            for t in fig.axes[0].texts)

@@ -276,6 +276,8 @@ def test_session_figures_arithmetic():
     assert sorted(idle_gaps_s(frame)) == [100.0, 3995.0]
     timed = frame.assign(finish_s=[2.0, 6.0, 101.0, 4001.0, 51.0])
     assert sorted(idle_gaps_s(timed)) == [98.0, 3994.0]
+    behind = frame.assign(finish_s=[120.0, 6.0, 130.0, 4001.0, 51.0])
+    assert sorted(idle_gaps_s(behind)) == [-20.0, 3994.0]  # a arrived again before it finished
 
 
 def test_long_ttl_break_even_known_answer():
