@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from prefixsim.metrics.pricing import FIVE_MINUTES_S, PRESETS
 from prefixsim.report.data import ReportData
@@ -31,6 +32,7 @@ from prefixsim.report.figures import (
     time_ticks,
     time_unit,
 )
+from prefixsim.report.format import short_number
 
 LATENCIES = ("ttft_ms", "tpot_ms", "e2el_ms")
 PERCENTILES = ((50, "o"), (90, "s"), (99, "^"))
@@ -255,6 +257,27 @@ def session_idle_gaps(data: ReportData) -> Figure:
     return tag(fig, [run_id], f"Gaps of {run_id}'s requests (the trace's sessions).")
 
 
+LENGTH_LOG_SPAN = 30.0  # lengths whose largest / smallest (> 0) exceeds this: log bins
+HISTOGRAM_HEADROOM = 1.18  # the length histograms' y axis reaches this times the top
+
+
+def _length_histogram(ax, lengths: np.ndarray, note: str = "") -> None:
+    """30 bins of token counts: log-spaced on a log axis where the lengths span more than
+    LENGTH_LOG_SPAN (a long tail of outputs would put nearly all in one linear bin; zero
+    lengths, which a log axis cannot show, are counted in the legend), else linear; ticks
+    as 5k, 200k. `note` ends the legend's label."""
+    positive = lengths[lengths > 0]
+    label = f"{lengths.size:,} requests{note}"
+    if positive.size and positive.max() / positive.min() > LENGTH_LOG_SPAN:
+        ax.hist(positive, bins=np.geomspace(positive.min(), positive.max(), 31), label=label
+                + (f" ({lengths.size - positive.size:,} of length 0 not shown)"
+                   if positive.size < lengths.size else ""))
+        ax.set_xscale("log")
+    else:
+        ax.hist(lengths, bins=30, label=label)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _=None: short_number(v)))
+
+
 def workload(data: ReportData) -> Figure:
     """The trace: prompt and output lengths, arrivals over time (from the first run)."""
     frames = data.frames("requests", limit=1)
@@ -263,12 +286,21 @@ def workload(data: ReportData) -> Figure:
     run_id, frame = next(iter(frames.items()))
     require(frame, ["input_tokens", "output_tokens", "arrival_s"])
     fig, axes = new_figure(ncols=3, width=4.5)
+    rejected = (frame["status"] == "rejected").to_numpy() if "status" in frame \
+        else np.zeros(len(frame), dtype=bool)
     for ax, column in zip(axes[:2], ("input_tokens", "output_tokens"), strict=True):
-        ax.hist(frame[column], bins=30, label=f"{len(frame)} requests")
+        lengths = frame[column].to_numpy(dtype=float)
+        if column == "output_tokens" and rejected.any():  # a rejected request outputs none
+            _length_histogram(ax, lengths[~rejected], f" ({int(rejected.sum()):,} rejected "
+                                                      "not shown: no output)")
+        else:
+            _length_histogram(ax, lengths)
         ax.set_title(f"{column.split('_')[0].capitalize()} length", fontsize=10)
-        ax.set_xlabel(axis_label(column))
+        ax.set_xlabel(axis_label(column) + (" (log scale)" if ax.get_xscale() == "log"
+                                            else ""))
         ax.set_ylabel("requests (count)")
-        ax.legend(fontsize=8)
+        ax.set_ylim(top=ax.get_ylim()[1] * HISTOGRAM_HEADROOM)  # the legend above the bars
+        ax.legend(fontsize=8, loc="upper right")
     arrivals = frame["arrival_s"].to_numpy(dtype=float)
     span = max(float(arrivals.max() - arrivals.min()), 1.0)
     bin_s = max(span / 30, 1.0)

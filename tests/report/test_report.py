@@ -295,3 +295,30 @@ def test_idle_gaps_of_a_run_that_fell_behind_say_so(tmp_path):
     fig = dict(PLOTS)["session_idle_gaps"](load_report_data(kept))
     assert "before the previous finished" not in "\n".join(t.get_text()
                                                             for t in fig.axes[0].texts)
+
+
+def test_workload_lengths_read_as_numbers_a_reader_knows(tmp_path):
+    """Agent prompts of 20k-700k tokens: a linear axis ticked 100k, 200k (not 100000 ...
+    run together); outputs from a few tokens to 10k: log bins on a log axis (linear bins put
+    nearly all in the first); requests rejected for the model's context produced no output,
+    so they are counted in the legend instead of drawn at 0."""
+    trace = tmp_path / "agent.jsonl"
+    assert invoke("trace", "generate", "--preset", "agent", "--requests", 300,
+                  "-o", trace).exit_code == 0
+    out = tmp_path / "run"
+    result = invoke("run", "--trace", trace, "--model", "llama-3.1-8b", "--replicas", 2,
+                    "-o", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(out / "requests.parquet")
+    rejected = int((frame["status"] == "rejected").sum())
+    assert rejected > 0
+    fig = dict(PLOTS)["workload"](load_report_data(out))
+    png_bytes(fig)  # drawn as the report draws it
+    inputs, outputs = fig.axes[:2]
+    assert inputs.get_xscale() == "linear" and outputs.get_xscale() == "log"
+    labels = [t.get_text() for t in inputs.get_xticklabels() if t.get_text()]
+    assert labels and all(label.endswith("k") or label == "0" for label in labels), labels
+    legend = outputs.get_legend().get_texts()[0].get_text()
+    assert legend == f"{len(frame) - rejected:,} requests ({rejected:,} rejected not shown: " \
+                     "no output)"
+    assert "(log scale)" in outputs.get_xlabel()
