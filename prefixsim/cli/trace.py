@@ -26,6 +26,7 @@ from prefixsim.trace.pages import convert_pages
 from prefixsim.trace.readers import FOLDER_SNIFFERS, trace_files
 from prefixsim.trace.write import mooncake_lines, parquet_table
 
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg")  # `--plot` names a folder, not these
 ROW_GROUP_ROWS = 65_536  # rows a Parquet row group holds: the reader decodes one at a time
 
 
@@ -132,6 +133,10 @@ def inspect(path: Path, as_json: bool, plot_dir: Path | None, **kwargs: Any) -> 
     """
     fmt, options, page_size = _options(kwargs)
     if plot_dir is not None:
+        if plot_dir.suffix.lower() in IMAGE_SUFFIXES and not plot_dir.is_dir():
+            raise InputError(f"a folder for the figures (one PNG each), got the file name "
+                             f"{str(plot_dir)!r} (e.g. --plot {plot_dir.with_suffix('')})",
+                             field="--plot")
         check_output_dir(plot_dir)
     results = []
     targets = expand(path, fmt)

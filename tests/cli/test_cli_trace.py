@@ -77,6 +77,12 @@ def test_inspect_folder_of_traces_and_plots(tmp_path):
                             "popularity_skew.png", "turns_per_session.png",
                             "hit_rate_vs_ttl.png", "hit_rate_vs_capacity.png"])
     assert all((plots / n).stat().st_size > 5000 for n in names)
+    # `--plot x.png` (as `curve --plot` takes) would make a folder named x.png: refused
+    result = invoke("trace", "inspect", DEMO, "--plot", tmp_path / "figure.png")
+    assert result.exit_code == 2 and not (tmp_path / "figure.png").exists()
+    assert result.output.strip().splitlines() == [
+        f"prefixsim: error: --plot: a folder for the figures (one PNG each), got the file "
+        f"name '{tmp_path / 'figure.png'}' (e.g. --plot {tmp_path / 'figure'})"]
 
 
 def test_inspect_labels_synthetic_prefix_model(tmp_path):
