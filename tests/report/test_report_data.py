@@ -4,11 +4,14 @@ run's config and summary read whole or counted as damaged."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
 import pytest
 
+from prefixsim.errors import InputError
+from prefixsim.report import load_report_data
 from prefixsim.report.data import (
     ReportData,
     per_replica_capacity,
@@ -190,3 +193,133 @@ def test_unreadable_json_and_odd_run_ids_are_refused_by_name(tmp_path):
     assert _read_text(spec) == "name: caf\u00e9 \ufffd"  # damaged bytes replaced
     assert _read_text(tmp_path / "absent.yaml") == ""
     assert _read_text(tmp_path) == ""  # a folder: nothing to show
+
+
+# -------------------------------------------------- a sweep folder read without its table
+def write_json(path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(value if isinstance(value, str) else json.dumps(value))
+
+
+def killed_sweep(tmp_path, **meta):
+    """A sweep killed before its first sweep.parquet: sweep.json and the run folders.
+    a: ok with a summary; b: run.json unreadable; c: ok, summary.json missing; d: failed;
+    e: planned, never started; f: ok, summary.json not JSON."""
+    folder = tmp_path / "sweep"
+    write_json(folder / "sweep.json", {"run_ids": ["a", "b", "c", "d", "e", "f"], **meta})
+    runs = folder / "runs"
+    write_json(runs / "a" / "run.json", {"status": "ok", "error": None, "params": {
+        "cache.policy": "lru", "cache.capacity_tokens": 5000, "load.stages": [{"rate": 1}]}})
+    write_json(runs / "a" / "summary.json", {
+        "cache_token_hit_rate": 0.5, "status": "overridden?", "cache_policy": "fifo",
+        "cache_capacity_tokens": 10000, "replicas": 2, "histogram": [1, 2], "note": None})
+    write_json(runs / "b" / "run.json", "{not json")
+    write_json(runs / "c" / "run.json", {"status": "ok", "params": {}})
+    write_json(runs / "d" / "run.json", {"status": "failed", "error": "boom",
+                                         "params": "not a mapping"})
+    write_json(runs / "f" / "run.json", {"status": "ok", "params": {"x": 1}})
+    write_json(runs / "f" / "summary.json", "[1, 2")
+    return folder
+
+
+def test_a_sweep_killed_before_its_table_is_read_from_its_run_folders(tmp_path):
+    """Rows in the plan's order, one per run folder with a run.json (e never started: none);
+    an unreadable run.json or an ok run's missing or broken summary.json marks the run
+    damaged with why; params keep their dotted names as underscores, a non-scalar one as
+    JSON; the summary adds its scalars but never overrides a param or the status."""
+    report = load_report_data(killed_sweep(tmp_path, swept_columns=[
+        "cache_policy", "cache_capacity_tokens", "not_a_column"], name="demo"))
+    table = report.table
+    assert table["run_id"].tolist() == ["a", "b", "c", "d", "f"]
+    assert table["status"].tolist() == ["ok", "damaged", "damaged", "failed", "damaged"]
+    errors = table["error"].tolist()
+    assert errors[1:4] == ["run.json unreadable", "summary.json missing or unreadable", "boom"]
+    assert errors[4] == "summary.json missing or unreadable" and pd.isna(errors[0])
+    a = table.iloc[0]
+    assert (a["cache_policy"], a["cache_capacity_tokens"]) == ("lru", 5000)  # params win
+    assert a["load_stages"] == '[{"rate": 1}]'
+    assert a["cache_token_hit_rate"] == 0.5 and a["replicas"] == 2
+    assert "histogram" not in table and pd.isna(a["note"])
+    assert table.iloc[4]["x"] == 1
+    assert report.swept == ["cache_policy", "cache_capacity_tokens"]
+    assert report.title == "prefixsim sweep: demo" and report.kind == "sweep"
+    assert list(report.run_dirs) == ["a", "b", "c", "d", "f"]
+    assert report.run_dirs["a"] == tmp_path / "sweep" / "runs" / "a"
+
+
+def test_a_killed_sweeps_capacity_is_per_replica_unless_swept(tmp_path):
+    """cache_capacity_tokens from a summary counts all replicas (10,000 over 2: 5,000 per
+    replica); as a swept param it is the config's, per replica already."""
+    report = load_report_data(killed_sweep(tmp_path))  # not swept: from the summary
+    a = report.table.iloc[0]
+    assert a["cache_capacity_tokens"] == 2500.0  # the param's 5,000 over 2 replicas
+    swept = load_report_data(killed_sweep(tmp_path / "2", swept_columns=[
+        "cache_capacity_tokens"]))
+    assert swept.table.iloc[0]["cache_capacity_tokens"] == 5000
+
+
+def test_a_tune_folder_and_a_folder_without_a_name(tmp_path):
+    folder = killed_sweep(tmp_path, kind="tune")
+    assert load_report_data(folder).title == "prefixsim tune: sweep"
+    (folder / "spec.yaml").write_text("base: {}\n")
+    assert load_report_data(folder).config_text == "base: {}\n"
+
+
+def test_a_killed_sweep_with_no_finished_run_is_refused(tmp_path):
+    folder = tmp_path / "empty"
+    write_json(folder / "sweep.json", {"run_ids": ["a"]})
+    with pytest.raises(InputError) as error:
+        load_report_data(folder)
+    assert (error.value.file, error.value.message) == (
+        str(folder), "a sweep folder with no finished run yet")
+    write_json(folder / "sweep.json", {})
+    with pytest.raises(InputError, match="no finished run yet"):
+        load_report_data(folder)
+
+
+def test_a_damaged_table_falls_back_to_the_run_folders(tmp_path):
+    folder = killed_sweep(tmp_path)
+    (folder / "sweep.parquet").write_bytes(b"PAR1 truncated")
+    assert load_report_data(folder).table["run_id"].tolist() == ["a", "b", "c", "d", "f"]
+
+
+def test_a_run_folder_is_one_row(tmp_path):
+    """A run folder: its summary's scalars as one ok row named after the folder, capacity
+    per replica, its config.yaml as the config text."""
+    run = tmp_path / "my-run"
+    write_json(run / "summary.json", {"cache_capacity_tokens": 9000, "replicas": 3,
+                                      "series": [1], "cache_policy": "lru"})
+    (run / "config.yaml").write_text("cache: {}\n")
+    report = load_report_data(run)
+    assert report.kind == "run" and report.title == "prefixsim run: my-run"
+    assert report.table.to_dict("records") == [{
+        "run_id": "my-run", "status": "ok", "cache_capacity_tokens": 3000.0, "replicas": 3,
+        "cache_policy": "lru"}]
+    assert report.run_dirs == {"my-run": run} and report.swept == []
+    assert report.config_text == "cache: {}\n"
+
+
+def test_what_is_not_a_results_folder(tmp_path):
+    with pytest.raises(InputError) as error:
+        load_report_data(tmp_path / "absent")
+    assert (error.value.file, error.value.message) == (
+        str(tmp_path / "absent"), "no such folder (expected a run or sweep results folder)")
+    with pytest.raises(InputError) as error:
+        load_report_data(tmp_path)
+    assert (error.value.file, error.value.message) == (
+        str(tmp_path), "not a results folder (no sweep.parquet or summary.json)")
+
+
+def test_a_sweep_table_without_its_plan_or_run_ids(tmp_path):
+    """sweep.parquet alone (sweep.json lost) is a sweep of the table's runs; a table with no
+    run_id column names no run folders. The plan's meta is kept as read."""
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    pd.DataFrame({"run_id": ["a"], "status": ["ok"], "x": [1]}).to_parquet(
+        folder / "sweep.parquet")
+    report = load_report_data(folder)
+    assert (report.kind, report.meta, list(report.run_dirs)) == ("sweep", {}, ["a"])
+    pd.DataFrame({"status": ["ok"]}).to_parquet(folder / "sweep.parquet")
+    assert load_report_data(folder).run_dirs == {}
+    write_json(folder / "sweep.json", {"run_ids": ["a"], "name": "n"})
+    assert load_report_data(folder).meta == {"run_ids": ["a"], "name": "n"}
