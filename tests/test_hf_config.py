@@ -23,6 +23,9 @@ KINDS = {
             "num_experts_per_tok": 2, "moe_intermediate_size": 128, "n_shared_experts": 1,
             "first_k_dense_replace": 1},
     "window": {"model_type": "mistral", "sliding_window": 64},
+    "chunked": {"model_type": "llama4_text", "attention_chunk_size": 64,
+                "num_local_experts": 4, "num_experts_per_tok": 1, "intermediate_size_mlp": 1024,
+                "interleave_moe_layer_step": 2},
     "hybrid": {"model_type": "qwen3_next", "num_hidden_layers": 8,
                "layer_types": ["linear_attention"] * 3 + ["full_attention"]
                + ["linear_attention"] * 3 + ["full_attention"]},
@@ -33,6 +36,7 @@ KV_BYTES = {
     "moe": 4 * 256 * 2,            # experts do not change the KV
     "mla": 4 * (64 + 16) * 2,      # 640: the latent + the rope values, one "KV head"
     "window": 4 * 256 * 2,         # the pool counts a cached token in window layers too
+    "chunked": 4 * 256 * 2,        # Llama 4: chunked layers as window layers
     "hybrid": 2 * 256 * 2,         # 1,024: 2 full-attention layers, 6 state layers keep none
 }
 
@@ -94,6 +98,46 @@ def test_hybrid_layouts_without_layer_types(tmp_path):
     # layer_types, where a config has both, decides (Qwen3.5's text_config)
     both = load_hf_config(write_config(tmp_path, "hybrid", full_attention_interval=2))
     assert both.num_full_attention_layers == 2
+
+
+def test_llama4_chunked_attention_and_interleaved_moe(tmp_path):
+    """Llama 4 (tiny, 8 layers): no no_rope_layers, so every 4th layer (3, 7) is NoPE and
+    global, the rest attend within 64-token chunks (kept as a 64-token window). MoE every
+    2nd layer (1, 3, 5, 7): 4 experts x 3 x 256 x 512 = 1,572,864 + one shared expert
+    393,216 + router 1,024 = 1,967,104 each; dense layers 3 x 256 x 1024 = 786,432 each;
+    attention 8 x 196,608 = 1,572,864; embeddings 512,000: total 13,099,008, active total -
+    routed 6,291,456 x 3/4 = 8,380,416. KV of 100 tokens: (2 x 100 + 6 x 64) x 256 x 2 =
+    299,008 bytes."""
+    llama4 = load_hf_config(write_config(
+        tmp_path, "dense", model_type="llama4_text", num_hidden_layers=8,
+        intermediate_size_mlp=1024, num_local_experts=4, num_experts_per_tok=1,
+        interleave_moe_layer_step=2, attention_chunk_size=64, no_rope_layers=[]))
+    assert (llama4.num_full_attention_layers, llama4.num_window_layers) == (2, 6)
+    assert llama4.sliding_window == 64
+    assert (llama4.num_params, llama4.num_active_params) == (13_099_008, 8_380_416)
+    assert llama4.kv_bytes_of_context(100) == 299_008
+    listed = load_hf_config(write_config(
+        tmp_path, "dense", model_type="llama4_text", attention_chunk_size=64,
+        no_rope_layers=[1, 0, 1, 0]))  # listed per layer: 1 RoPE (chunked), 0 NoPE
+    assert (listed.num_full_attention_layers, listed.num_window_layers) == (2, 2)
+
+
+def test_llama4_scout_and_maverick_sizes():
+    """The model cards' config.json values: Scout 107.8B parameters (the card's 109B counts
+    the vision encoder), 17.2B active; Maverick (128 experts, MoE every 2nd layer) 400.7B,
+    17.2B active; 12 of 48 layers global."""
+    text = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48,
+            "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+            "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+            "attention_chunk_size": 8192, "vocab_size": 202048, "tie_word_embeddings": False}
+    scout = model_from_hf_config({"model_type": "llama4", "text_config": text}, "scout")
+    assert (scout.num_params, scout.num_active_params) == (107_769_364_480, 17_172_398_080)
+    assert (scout.num_full_attention_layers, scout.sliding_window) == (12, 8192)
+    maverick = model_from_hf_config({"model_type": "llama4", "text_config": {
+        **text, "num_local_experts": 128, "interleave_moe_layer_step": 2}}, "maverick")
+    assert round(maverick.num_params / 1e9, 1) == 400.7
+    assert round(maverick.num_active_params / 1e9, 1) == 17.2
 
 
 def test_gemma_preset_kv_of_one_context():
@@ -168,6 +212,10 @@ def test_each_kind_runs_timed(tmp_path, kind):
     ({"attn_type_list": [1, 0, 2, 1]}, "attn_type_list[2]: must be 0 (linear attention)"),
     ({"attn_type_list": [1, 0, True, 1]}, "attn_type_list[2]: must be 0"),
     ({"hybrid_override_pattern": "M-M*"}, "hybrid_override_pattern: Nemotron-H's layout"),
+    ({"attention_chunk_size": 64, "no_rope_layers": [1, 0]},
+     "no_rope_layers: must be a list of 4 values 0 or 1"),
+    ({"attention_chunk_size": 64, "no_rope_layers": [1, 0, 2, 1]}, "no_rope_layers[2]: must"),
+    ({"attention_chunk_size": 0}, "attention_chunk_size: must be an integer >= 1"),
     ({"num_experts_per_tok": 9, "num_local_experts": 4}, "num_experts_per_tok: must not"),
     ({"max_position_embeddings": 0}, "max_position_embeddings: must be an integer >= 1"),
 ])

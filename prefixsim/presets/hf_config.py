@@ -15,7 +15,10 @@ qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds: layer_
 (every Nth layer full, the rest linear attention: Qwen3-Next, Qwen3.5), else attn_type_list
 (MiniMax: 1 softmax, 0 linear attention), else sliding_window_pattern (every Nth layer
 full), else attn_layer_period / attn_layer_offset (the rest Mamba), else sliding_window on
-every layer (unless use_sliding_window is false); hybrid_override_pattern (Nemotron-H) is
+every layer (unless use_sliding_window is false); Llama 4's attention_chunk_size (layers
+with RoPE per no_rope_layers, else all but every no_rope_layer_interval-th, keep a window of
+one chunk), its interleave_moe_layer_step, intermediate_size_mlp (dense layers) and one
+shared expert per MoE layer (model_type llama4); hybrid_override_pattern (Nemotron-H) is
 refused, not read as all attention; the context length:
 max_position_embeddings (vLLM's default --max-model-len; absent: no limit).
 
@@ -128,7 +131,7 @@ def model_from_hf_config(data: dict[str, Any], name: str,
             name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
             num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=mlp_inter,
             vocab_size=vocab, num_params=total, num_active_params=active, tied_embeddings=tied,
-            sliding_window=keys.int("sliding_window") if window else None,
+            sliding_window=_window_tokens(keys) if window else None,
             num_window_layers=window, num_state_layers=kinds.count(STATE),
             max_model_len=(keys.int("max_position_embeddings")
                            if keys.has("max_position_embeddings") else None),
@@ -160,9 +163,11 @@ def _mlp_params(keys: _Keys, layers: int, hidden: int, inter: int,
         raise keys.error("num_experts_per_tok", f"must not exceed the {experts} experts, "
                          f"got {top_k}")
     expert_inter = keys.int("moe_intermediate_size", inter)
+    inter = keys.int("intermediate_size_mlp", inter)  # Llama 4's dense layers
     moe_layers = sum(map(_moe_layer(keys), range(layers)))
     dense_layers = layers - moe_layers
-    shared = keys.int("n_shared_experts", 0, least=0) * 3 * hidden * expert_inter
+    shared = keys.int("n_shared_experts", 1 if _is_llama4(keys) else 0,
+                      least=0) * 3 * hidden * expert_inter
     shared += 3 * hidden * keys.int("shared_expert_intermediate_size", 0, least=0)
     routed = moe_layers * experts * 3 * hidden * expert_inter
     mlp = dense_layers * 3 * hidden * inter + routed + moe_layers * (shared + hidden * experts)
@@ -178,7 +183,7 @@ def _moe_layer(keys: _Keys) -> Callable[[int], bool]:
     only = keys.data.get("mlp_only_layers") or []
     if not isinstance(only, list):
         raise keys.error("mlp_only_layers", f"must be a list, got {only!r}")
-    step = keys.int("decoder_sparse_step", 1)
+    step = keys.int("decoder_sparse_step", keys.int("interleave_moe_layer_step", 1))
     period = keys.int("expert_layer_period", 1)
     offset = keys.int("expert_layer_offset", 0, least=0)
     return lambda i: (i >= first_dense and i not in only and (i + 1) % step == 0
@@ -196,6 +201,8 @@ def _layer_kinds(keys: _Keys, layers: int) -> list[str]:
                 raise keys.error(f"layer_types[{i}]", f"unknown layer kind {kind!r} (known: "
                                  f"{', '.join(LAYER_KINDS)})")
         return [LAYER_KINDS[kind] for kind in types]
+    if keys.has("attention_chunk_size"):
+        return _chunked_layers(keys, layers)
     if keys.has("hybrid_override_pattern"):
         raise keys.error("hybrid_override_pattern", "Nemotron-H's layout of separate Mamba, "
                          "attention and MLP blocks is not read (a prefixsim layer is one "
@@ -229,3 +236,38 @@ def _attention_type_list(keys: _Keys, layers: int) -> list[str]:
             raise keys.error(f"attn_type_list[{i}]", f"must be 0 (linear attention) or 1 "
                              f"(softmax attention), got {kind!r}")
     return [FULL if kind == 1 else STATE for kind in types]
+
+
+LLAMA4_TYPES = ("llama4", "llama4_text")
+LLAMA4_NOPE_INTERVAL = 4  # transformers' Llama4TextConfig default no_rope_layer_interval
+
+
+def _is_llama4(keys: _Keys) -> bool:
+    """Llama 4 (model_type llama4 / llama4_text): every MoE layer has one shared expert of
+    the experts' size, which its config.json does not spell out."""
+    return keys.data.get("model_type") in LLAMA4_TYPES
+
+
+def _window_tokens(keys: _Keys) -> int:
+    """Tokens a window layer keeps: sliding_window, else Llama 4's attention_chunk_size (a
+    chunked layer attends within its chunk: at most that many tokens)."""
+    return keys.int("sliding_window") if keys.has("sliding_window") \
+        else keys.int("attention_chunk_size")
+
+
+def _chunked_layers(keys: _Keys, layers: int) -> list[str]:
+    """Llama 4: layers with RoPE attend within chunks of attention_chunk_size tokens (kept
+    as a window of that size, as vLLM keeps a chunk's KV only), the NoPE layers globally.
+    `no_rope_layers` lists 1 (RoPE, chunked) or 0 (NoPE, full) per layer; empty or absent,
+    every `no_rope_layer_interval`th layer (default 4) is NoPE, as transformers derives."""
+    flags = keys.data.get("no_rope_layers") or []
+    if not isinstance(flags, list) or (flags and len(flags) != layers):
+        raise keys.error("no_rope_layers", f"must be a list of {layers} values 0 or 1")
+    for i, flag in enumerate(flags):
+        if isinstance(flag, bool) or flag not in (0, 1):
+            raise keys.error(f"no_rope_layers[{i}]", f"must be 0 (NoPE, full attention) or 1 "
+                             f"(RoPE, chunked attention), got {flag!r}")
+    if not flags:
+        every = keys.int("no_rope_layer_interval", LLAMA4_NOPE_INTERVAL)
+        flags = [int((i + 1) % every != 0) for i in range(layers)]
+    return [WINDOW if flag else FULL for flag in flags]
