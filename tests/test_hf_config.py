@@ -77,6 +77,10 @@ def test_layer_kinds_and_kv_of_one_context(tmp_path):
     assert window.kv_bytes_of_context(10) == 20_480
     hybrid = load_hf_config(write_config(tmp_path, "hybrid"))
     assert (hybrid.num_state_layers, hybrid.num_full_attention_layers) == (6, 2)
+    gemma2 = load_hf_config(write_config(tmp_path, "dense", model_type="gemma2",
+                                         sliding_window=64))  # every 2nd layer global
+    assert (gemma2.num_window_layers, gemma2.num_full_attention_layers) == (2, 2)
+    assert gemma2.kv_bytes_of_context(100) == (2 * 100 + 2 * 64) * 256 * 2
     qwen2 = load_hf_config(write_config(tmp_path, "dense", sliding_window=4096,
                                         use_sliding_window=False))
     assert qwen2.num_window_layers == 0

@@ -10,16 +10,17 @@ head_dim (default hidden / heads), intermediate_size, vocab_size, tie_word_embed
 num_experts_per_tok, moe_intermediate_size, n_shared_experts or
 shared_expert_intermediate_size, which layers have experts (first_k_dense_replace,
 mlp_only_layers, decoder_sparse_step, expert_layer_period / _offset); MLA: kv_lora_rank,
-qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds: layer_types
-(full_attention, sliding_attention, linear_attention, mamba), else full_attention_interval
-(every Nth layer full, the rest linear attention: Qwen3-Next, Qwen3.5), else attn_type_list
-(MiniMax: 1 softmax, 0 linear attention), else sliding_window_pattern (every Nth layer
-full), else attn_layer_period / attn_layer_offset (the rest Mamba), else sliding_window on
-every layer (unless use_sliding_window is false); Llama 4's attention_chunk_size (layers
-with RoPE per no_rope_layers, else all but every no_rope_layer_interval-th, keep a window of
-one chunk), its interleave_moe_layer_step, intermediate_size_mlp (dense layers) and one
-shared expert per MoE layer (model_type llama4); hybrid_override_pattern (Nemotron-H) is
-refused, not read as all attention; the context length:
+qk_rope_head_dim, qk_nope_head_dim, v_head_dim, q_lora_rank; layer kinds, the first key
+present deciding: layer_types (full_attention, sliding_attention, linear_attention,
+mamba); Llama 4's attention_chunk_size (layers with RoPE per no_rope_layers, else all but
+every no_rope_layer_interval-th, keep a window of one chunk); hybrid_override_pattern
+(Nemotron-H: refused, not read as all attention); full_attention_interval (every Nth layer
+full, the rest linear attention: Qwen3-Next, Qwen3.5); attn_type_list (MiniMax: 1 softmax,
+0 linear attention); sliding_window_pattern (every Nth layer full; 2 for model_type gemma2,
+whose config leaves it out); attn_layer_period / attn_layer_offset (the rest Mamba);
+sliding_window on every layer (unless use_sliding_window is false). Llama 4 also: its
+interleave_moe_layer_step, intermediate_size_mlp (dense layers) and one shared expert per
+MoE layer (model_type llama4). The context length:
 max_position_embeddings (vLLM's default --max-model-len; absent: no limit).
 
 Parameter counts come from the geometry (h hidden, a heads, k KV heads, d head dim, V vocab,
@@ -213,8 +214,10 @@ def _layer_kinds(keys: _Keys, layers: int) -> list[str]:
         return [FULL if (i + 1) % every == 0 else STATE for i in range(layers)]
     if keys.data.get("attn_type_list") is not None:
         return _attention_type_list(keys, layers)
-    if keys.has("sliding_window_pattern") and keys.has("sliding_window"):
-        every = keys.int("sliding_window_pattern")
+    if keys.has("sliding_window") and (keys.has("sliding_window_pattern")
+                                       or keys.data.get("model_type") in WINDOW_PATTERNS):
+        every = keys.int("sliding_window_pattern",
+                         WINDOW_PATTERNS.get(keys.data.get("model_type")))
         return [FULL if (i + 1) % every == 0 else WINDOW for i in range(layers)]
     if keys.has("attn_layer_period"):
         period = keys.int("attn_layer_period")
@@ -238,6 +241,10 @@ def _attention_type_list(keys: _Keys, layers: int) -> list[str]:
     return [FULL if kind == 1 else STATE for kind in types]
 
 
+# Models whose config.json leaves out the layer pattern their code fixes: Gemma 2
+# alternates sliding-window and global layers (transformers' Gemma2Config derives
+# layer_types so), as a sliding_window_pattern of 2.
+WINDOW_PATTERNS = {"gemma2": 2}
 LLAMA4_TYPES = ("llama4", "llama4_text")
 LLAMA4_NOPE_INTERVAL = 4  # transformers' Llama4TextConfig default no_rope_layer_interval
 
