@@ -12,6 +12,7 @@
 #   bench/mutation.sh trace prefixsim/trace/readers.py       # one module of trace/
 #   bench/mutation.sh pipeline prefixsim/pipeline/timed.py   # one module of pipeline/
 #   bench/mutation.sh report prefixsim/report/data.py        # one module of report/ (or tune/)
+#   MUTATION_TESTS=tests/test_hf_config.py bench/mutation.sh presets prefixsim/presets/hf_config.py
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
@@ -37,8 +38,8 @@ if ! "$py" -c "import mutmut" 2>/dev/null; then
   exit 2
 fi
 case "$part" in
-  cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune) ;;
-  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune [all|MODULE.py]" >&2; exit 2 ;;
+  cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets) ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets [all|MODULE.py]" >&2; exit 2 ;;
 esac
 case "$scope" in
   all) mutate="\"prefixsim/$part/*\"" ;;

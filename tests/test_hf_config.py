@@ -234,3 +234,149 @@ def test_bad_config_fails_in_one_line_naming_file_and_key(tmp_path, change, key)
     assert result.exit_code == 2
     assert key in result.output and str(path) in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------- every key, worked by hand
+def tiny(tmp_path, drop=(), **changes):
+    """BASE with `changes`, without the keys in `drop`, loaded."""
+    config = {k: v for k, v in {**BASE, **changes}.items() if k not in drop}
+    folder = tmp_path / "tiny"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return load_hf_config(folder / "config.json")
+
+
+def kinds(model):
+    return (model.num_full_attention_layers, model.num_window_layers, model.num_state_layers)
+
+
+def test_defaults_of_absent_keys(tmp_path):
+    """No KV heads: multi-head (4), so 4 layers x 2 x 4 x 64 x 2 bytes = 4,096 per token; no
+    head_dim: hidden / heads = 64, an integer; no tie_word_embeddings: tied, as transformers.
+    Parameters: attention 4 x (2 x 256 x 256 + 2 x 256 x 256) = 1,048,576, MLP 4 x 393,216
+    = 1,572,864, one embedding 256,000: 2,877,440."""
+    model = tiny(tmp_path, drop=("num_key_value_heads", "head_dim", "tie_word_embeddings"))
+    assert (model.num_kv_heads, model.head_dim, model.tied_embeddings) == (4, 64, True)
+    assert type(model.head_dim) is int
+    assert model.kv_bytes_per_token(2) == 4_096
+    assert model.num_params == 2_877_440
+    assert model.notes == (f"from config.json {tmp_path / 'tiny' / 'config.json'}; "
+                           "parameters computed from the geometry")
+    assert model_from_hf_config(BASE, "by-name").notes == \
+        "from config.json by-name; parameters computed from the geometry"
+    untied = tiny(tmp_path)
+    assert untied.tied_embeddings is False and untied.num_params == 2_871_296
+
+
+def test_qwen_moe_keys(tmp_path):
+    """Qwen-MoE spelling: num_experts, a shared expert of shared_expert_intermediate_size,
+    decoder_sparse_step 2 (layers 1, 3) less mlp_only_layers [3]: one MoE layer. Routed 4 x
+    3 x 256 x 128 = 393,216; shared 3 x 256 x 256 = 196,608; router 1,024; 3 dense layers
+    1,179,648; attention 786,432; embeddings 512,000: 3,068,928, all active (top-k = all
+    4 experts, allowed)."""
+    model = tiny(tmp_path, num_experts=4, num_experts_per_tok=4, moe_intermediate_size=128,
+                 shared_expert_intermediate_size=256, decoder_sparse_step=2,
+                 mlp_only_layers=[3])
+    assert (model.num_params, model.num_active_params) == (3_068_928, 3_068_928)
+    assert (model.expert_params, model.intermediate_size) == (393_216, 128)
+    # 5 layers, every 3rd: layer 2 only; a shared expert of size 0 given is none
+    sparse = tiny(tmp_path, num_hidden_layers=5, num_experts=4, num_experts_per_tok=2,
+                  moe_intermediate_size=128, decoder_sparse_step=3,
+                  shared_expert_intermediate_size=0)
+    assert sparse.expert_params == 4 * 3 * 256 * 128
+    dense = tiny(tmp_path, num_local_experts=0, num_experts_per_tok=1)  # 0 experts: dense
+    assert dense.num_experts is None and dense.num_params == 2_871_296
+
+
+def test_jamba_keys(tmp_path):
+    """Jamba: attention every attn_layer_period-th layer from attn_layer_offset (8 layers,
+    4 and 2: layers 2 and 6), the rest Mamba; experts every expert_layer_period-th from
+    expert_layer_offset (2 and 1: layers 1, 3, 5, 7). Routed 4 x 4 x 3 x 256 x 512 =
+    6,291,456, routers 4,096, dense 4 x 393,216, attention 8 x 196,608, embeddings 512,000:
+    9,953,280; active (2 of 4 experts) 6,807,552."""
+    model = tiny(tmp_path, num_hidden_layers=8, attn_layer_period=4, attn_layer_offset=2,
+                 num_experts=4, num_experts_per_tok=2, expert_layer_period=2,
+                 expert_layer_offset=1)
+    assert kinds(model) == (2, 0, 6)
+    assert (model.num_params, model.num_active_params) == (9_953_280, 6_807_552)
+    # offsets default to 0 (5 layers, period 4: layers 0 and 4; 7 layers, period 2: 0, 2, 4,
+    # 6) and may be given as 0; an offset past the period wraps (3 of 2: layers 1, 3, 5)
+    assert kinds(tiny(tmp_path, num_hidden_layers=5, attn_layer_period=4)) == (2, 0, 3)
+    assert kinds(tiny(tmp_path, num_hidden_layers=5, attn_layer_period=4,
+                      attn_layer_offset=0)) == (2, 0, 3)
+    assert kinds(tiny(tmp_path, num_hidden_layers=5, attn_layer_period=4,
+                      attn_layer_offset=2)) == (1, 0, 4)  # layer 2 only
+    moe = {"num_hidden_layers": 7, "num_experts": 4, "num_experts_per_tok": 2,
+           "expert_layer_period": 2}
+    routed_layer = 4 * 3 * 256 * 512
+    assert tiny(tmp_path, **moe).expert_params == 4 * routed_layer
+    assert tiny(tmp_path, **moe, expert_layer_offset=0).expert_params == 4 * routed_layer
+    assert tiny(tmp_path, **moe, expert_layer_offset=3).expert_params == 3 * routed_layer
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    # 7 layers, every 4th: only layer 3 (a pattern counted from layer 0 or 2 gives two)
+    ({"sliding_window": 16, "sliding_window_pattern": 4}, (1, 6, 0)),
+    ({"full_attention_interval": 4}, (1, 0, 6)),
+    ({"model_type": "llama4_text", "attention_chunk_size": 16}, (1, 6, 0)),
+    ({"model_type": "llama4_text", "attention_chunk_size": 16, "no_rope_layer_interval": 2},
+     (3, 4, 0)),
+    ({"attn_type_list": [0, 1, 0, 0, 1, 0, 0]}, (2, 0, 5)),
+    ({"layer_types": ["sliding_attention", "attention", "mamba", "mamba2", "full_attention",
+                      "linear_attention", "sliding_attention"], "sliding_window": 16},
+     (2, 2, 3)),
+])
+def test_layer_patterns_of_seven_layers(tmp_path, changes, expected):
+    assert kinds(tiny(tmp_path, num_hidden_layers=7, **changes)) == expected
+
+
+def test_mla_without_a_query_latent(tmp_path):
+    """DeepSeek-V2-Lite style MLA, no q_lora_rank: q 256 x 4 x (32 + 16) = 49,152, latent
+    256 x (64 + 16) = 20,480, up 64 x 4 x (32 + 32) = 16,384, o 4 x 32 x 256 = 32,768:
+    118,784 a layer, x 4 = 475,136; first layer dense 393,216, 3 MoE layers of routed 4 x 3
+    x 256 x 128 (1,179,648 in all), a shared expert 98,304 and a router 1,024 each
+    (297,984); embeddings 512,000: 2,857,984; active (2 of 4) 2,268,160. The attention's
+    head dim is v_head_dim and one latent "KV head" is kept."""
+    mla = dict(KINDS["mla"])
+    mla.pop("model_type")
+    model = tiny(tmp_path, **mla)
+    assert (model.num_params, model.num_active_params) == (2_857_984, 2_268_160)
+    assert (model.head_dim, model.num_kv_heads) == (32, 1)
+    explicit = tiny(tmp_path, **mla, q_lora_rank=0)  # 0 given: no query latent either
+    assert explicit.num_params == 2_857_984
+    zero = tiny(tmp_path, **{**mla, "first_k_dense_replace": 0, "n_shared_experts": 0})
+    assert zero.expert_params == 4 * 4 * 3 * 256 * 128  # all 4 layers routed, no shared
+
+
+def test_load_refusals_name_the_file(tmp_path):
+    missing = tmp_path / "absent" / "config.json"
+    with pytest.raises(InputError) as error:
+        load_hf_config(missing)
+    assert str(error.value) == f"{missing}: cannot read: No such file or directory"
+    for text, message in (("{not json", "not JSON: "), ("[1, 2]", "expected a JSON object")):
+        path = tmp_path / "config.json"
+        path.write_text(text)
+        with pytest.raises(InputError) as error:
+            load_hf_config(path)
+        assert str(error.value).startswith(f"{path}: {message}")
+        assert error.value.file == str(path)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"layer_types": ["full_attention"] * 3}, "layer_types: must be a list of 4 layer types"),
+    ({"layer_types": "full_attention"}, "layer_types: must be a list of 4 layer types"),
+    ({"layer_types": ["full_attention"] * 3 + ["conv"]},
+     "layer_types[3]: unknown layer kind 'conv' (known: full_attention, attention, "
+     "sliding_attention, linear_attention, mamba, mamba2)"),
+    ({"num_local_experts": 4, "num_experts_per_tok": 2, "mlp_only_layers": 3},
+     "mlp_only_layers: must be a list, got 3"),
+    ({"hybrid_override_pattern": "M*M-"},
+     "hybrid_override_pattern: Nemotron-H's layout of separate Mamba, attention and MLP "
+     "blocks is not read (a prefixsim layer is one mixer and one MLP); approximate it with a "
+     "--presets model (docs/cost-models.md \"Models from a config.json\")"),
+])
+def test_refusals_word_for_word(tmp_path, change, message):
+    path = write_config(tmp_path, "dense", **change)
+    with pytest.raises(InputError) as error:
+        load_hf_config(path)
+    assert str(error.value) == f"{path}: {message}"
