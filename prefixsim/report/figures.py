@@ -334,6 +334,12 @@ def percent_axis(axis) -> None:
     axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
 
 
+def short_number_axis(axis) -> None:
+    """A linear count axis ticked as 5k, 200k, 1.5M (no offset text, no digits run
+    together)."""
+    axis.set_major_formatter(FuncFormatter(_short_number))
+
+
 def thousands_axis(axis) -> None:
     """A linear count axis with thousands separators (250,000), no offset text."""
     axis.set_major_formatter(FuncFormatter(lambda v, _=None: f"{v:,.0f}" if abs(v) >= 1000

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
+from prefixsim.engine.request_state import REJECTED
 from prefixsim.metrics.pricing import FIVE_MINUTES_S, PRESETS
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
@@ -26,13 +26,13 @@ from prefixsim.report.figures import (
     percent_axis,
     require,
     run_panels,
+    short_number_axis,
     short_seconds,
     tag,
     thousands_axis,
     time_ticks,
     time_unit,
 )
-from prefixsim.report.format import short_number
 
 LATENCIES = ("ttft_ms", "tpot_ms", "e2el_ms")
 PERCENTILES = ((50, "o"), (90, "s"), (99, "^"))
@@ -275,7 +275,7 @@ def _length_histogram(ax, lengths: np.ndarray, note: str = "") -> None:
         ax.set_xscale("log")
     else:
         ax.hist(lengths, bins=30, label=label)
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _=None: short_number(v)))
+        short_number_axis(ax.xaxis)
 
 
 def workload(data: ReportData) -> Figure:
@@ -286,7 +286,7 @@ def workload(data: ReportData) -> Figure:
     run_id, frame = next(iter(frames.items()))
     require(frame, ["input_tokens", "output_tokens", "arrival_s"])
     fig, axes = new_figure(ncols=3, width=4.5)
-    rejected = (frame["status"] == "rejected").to_numpy() if "status" in frame \
+    rejected = (frame["status"] == REJECTED).to_numpy() if "status" in frame \
         else np.zeros(len(frame), dtype=bool)
     for ax, column in zip(axes[:2], ("input_tokens", "output_tokens"), strict=True):
         lengths = frame[column].to_numpy(dtype=float)
