@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 
 from prefixsim.errors import InputError
 from prefixsim.report import PLOTS, PlotSkipped, ReportData, axis_label
-from prefixsim.report.figures import new_figure, readable_ticks
+from prefixsim.report.figures import new_figure, readable_ticks, short_number_axis
 from prefixsim.sweep.spec import column_name
 from prefixsim.tune.samplers import optuna_module
 from prefixsim.tune.space import CATEGORICAL, Knob, parse_knob
@@ -34,6 +34,7 @@ from prefixsim.tune.store import read_tune_meta
 Plot = Callable[[ReportData], Figure]
 MAX_PARAM_PANELS = 8
 MAX_HEADLINE_BEST = 3  # Pareto-front trials shown beside the base in the per-run plots
+SHORT_TICKS_FROM = 1000  # a linear knob axis reaching this is ticked 5k, 30k (4-inch panels)
 SHORT_CHOICE = 6  # characters: categorical choices up to this long are not turned
 ALONG_AN_AXIS = ("policy_zoo", "hit_rate_vs_ttl", "p99_ttft_vs_capacity")
 
@@ -246,7 +247,9 @@ def vs_parameters(trials: pd.DataFrame, objectives: list[tuple[str, str]],
         else:
             x = rows[column].to_numpy(dtype=float)
             if knob.log:
-                ax.set_xscale("log")
+                ax.set_xscale("log")  # ticked 5k / 20k as the report saves it
+            elif np.nanmax(np.abs(x)) >= SHORT_TICKS_FROM:
+                short_number_axis(ax.xaxis)  # 10k 20k 30k, not 10000 ... 35000 run together
         ax.scatter(x, rows[key], c=rows["trial"], s=14, cmap="viridis",
                    vmin=0, vmax=max(int(trials["trial"].max()), 1))
         ax.set_xlabel(axis_label(column))

@@ -230,13 +230,18 @@ def test_trace_plots_read_plainly(tmp_path, monkeypatch):
     monkeypatch.undo()  # plt.close closes again
     for name, fig in figures.items():
         assert faults(fig) + overlapping_ticks(fig) == [], name
+        if name == "objective_vs_parameters":
+            host = next(a for a in fig.axes if "host" in a.get_xlabel())
+            ticks = [t.get_text() for t in host.get_xticklabels() if t.get_text()]
+            assert ticks and all(t.endswith("k") or t == "0" for t in ticks), ticks
         plt.close(fig)
 
 
 def test_a_tunes_plots_show_a_share_in_percent(tmp_path):
     """A tune maximising the token hit rate (a share, 0-1): its history and its
     objective-against-parameter panels tick the objective in % as their label says (they
-    ticked 0.3 ... 0.7 under "% of prompt tokens"), with nothing cut or run together."""
+    ticked 0.3 ... 0.7 under "% of prompt tokens"), with nothing cut or run together; a
+    linear token knob is ticked 10k, 30k (it read 5000 10000 ... 35000 on a 4-inch panel)."""
     from prefixsim.tune import parse_tune_spec, run_tune
     from prefixsim.tune.plots import tune_view
 
@@ -246,7 +251,8 @@ def test_a_tunes_plots_show_a_share_in_percent(tmp_path):
         "objectives": {"cache_token_hit_rate": "maximize"}, "trials": 8,
         "sampler": {"name": "random", "seed": 0},
         "space": {"cache.policy": ["lru", "s3fifo"],
-                  "cache.capacity_tokens": {"int": [2000, 30000], "log": True}}})
+                  "cache.capacity_tokens": {"int": [2000, 30000], "log": True},
+                  "cache.host_capacity_tokens": {"int": [4000, 36000], "step": 2000}}})
     out = tmp_path / "tune"
     run_tune(spec, out, workers=ExecutorOptions(n_jobs=1), keep_requests=False)
     data, plots = tune_view(out, load_report_data(out))
@@ -257,6 +263,10 @@ def test_a_tunes_plots_show_a_share_in_percent(tmp_path):
             ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
             assert ticks and all(t.endswith("%") for t in ticks), (name, ticks)
         assert faults(fig) + overlapping_ticks(fig) == [], name
+        if name == "objective_vs_parameters":
+            host = next(a for a in fig.axes if "host" in a.get_xlabel())
+            ticks = [t.get_text() for t in host.get_xticklabels() if t.get_text()]
+            assert ticks and all(t.endswith("k") or t == "0" for t in ticks), ticks
         plt.close(fig)
 
 
