@@ -73,6 +73,15 @@ def _refuse_empty_paths(values: dict[str, Any]) -> None:
                              field=name)
 
 
+def one_trace(argument: str | None, flag: str | None) -> str | None:
+    """The trace a command was given as its TRACE argument or its --trace flag (either; the
+    same file twice is fine, two different ones are refused)."""
+    if argument is not None and flag is not None and Path(argument) != Path(flag):
+        raise InputError(f"two traces given, {argument} and --trace {flag}; give one",
+                         field="TRACE")
+    return argument if argument is not None else flag
+
+
 def one_line(text: str) -> str:
     """`text` on one line with terminal control characters shown as escapes (a name from a
     file must not move the cursor or retitle the terminal)."""

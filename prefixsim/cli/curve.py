@@ -14,7 +14,7 @@ from prefixsim.analysis.bounds import unbounded_hit_rate
 from prefixsim.analysis.curve import lru_curve
 from prefixsim.analysis.policy_curves import curve_work, parse_policies, policy_curves
 from prefixsim.cache import POLICIES, replay_cache
-from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.app import app, fail_cleanly, one_trace
 from prefixsim.cli.files import check_output_file, write_bytes, write_text
 from prefixsim.cli.progress import Progress
 from prefixsim.config.units import quantity
@@ -68,7 +68,7 @@ def _tokens(text: str) -> float:
 
 
 @app.command()
-@click.option("--trace", "trace_path", required=True, help="Trace file.")
+@click.option("--trace", "trace_path", help="Trace file (or give it as TRACE).")
 @click.option("--trace-format", type=click.Choice(READERS.names()),
               help="Trace format; auto-detected by default.")
 @click.option("--block-size", type=int, help="Tokens per hash id (512 for Mooncake).")
@@ -89,9 +89,11 @@ def _tokens(text: str) -> float:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write a CSV here.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Also draw the miss-ratio-curve figure (PNG) here.")
+@click.argument("trace_file", metavar="[TRACE]", required=False,
+                type=click.Path(dir_okay=False))
 @fail_cleanly
-def curve(trace_path: str, trace_format: str | None, block_size: int | None,
-          max_requests: int | None, policies: str, capacities: str | None,
+def curve(trace_file: str | None, trace_path: str | None, trace_format: str | None,
+          block_size: int | None, max_requests: int | None, policies: str, capacities: str | None,
           sample_rate: float | None,
           force_replay: bool, **outputs: Any) -> None:
     """Hit rate against capacity for one or several policies. LRU uses one exact
@@ -108,10 +110,14 @@ def curve(trace_path: str, trace_format: str | None, block_size: int | None,
     \b
     Example (50 log-spaced capacities from 100k to 50M tokens, three policies and the
     offline bound, with the figure):
-      prefixsim curve --trace trace.jsonl --policy lru,s3fifo,gdsf,belady \\
+      prefixsim curve trace.jsonl --policy lru,s3fifo,gdsf,belady \\
           --capacities 1e5:5e7:50 --plot curve.png
     """
     as_json, output, plot_path = outputs["as_json"], outputs["output"], outputs["plot_path"]
+    trace_path = one_trace(trace_file, trace_path)
+    if trace_path is None:
+        raise InputError("no trace given; prefixsim curve TRACE (or --trace TRACE)",
+                         field="TRACE")
     names = parse_policies(policies)
     caps = parse_capacities(capacities) if capacities is not None else None
     if plot_path is not None and not plot_path.lower().endswith(".png"):

@@ -26,6 +26,8 @@ class SectionedCommand(click.Command):
         records = {}
         help_option = self.get_help_option(ctx)
         for param in self.get_params(ctx):
+            if isinstance(param, click.Argument):
+                continue  # in the usage line and the docstring, as click lists them
             record = param.get_help_record(ctx)
             if record is not None:  # the help option is listed as "help", whatever click names it
                 records["help" if param is help_option else param.name] = record

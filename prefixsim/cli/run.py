@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from prefixsim.cli.app import app, fail_cleanly
+from prefixsim.cli.app import app, fail_cleanly, one_trace
 from prefixsim.cli.config_options import config_dests, config_options, config_overrides
 from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
@@ -41,10 +41,14 @@ RUN_SECTIONS = (
                    "or Parquet trace streams in chunks, in both modes (same results, "
                    "bounded memory; docs/architecture.md).")
 @config_options
+@click.argument("trace_file", metavar="[TRACE]", required=False,
+                type=click.Path(dir_okay=False))
 @fail_cleanly
 def run(config_path: str | None, output: str | None, quiet: bool, no_stream: bool,
-        **flags: Any) -> None:
+        trace_file: str | None, **flags: Any) -> None:
     """Replay a trace and write summary.json, requests.parquet and config.yaml.
+
+    TRACE is the trace file to replay (the same as --trace).
 
     Timed by default (replicas of a model on GPUs, continuous batching, a router; also
     writes timeseries.parquet); --cache-only replays the cache alone.
@@ -58,6 +62,7 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
       prefixsim run --trace traces/demo_chat.jsonl --cache-only \\
           --policy lru --cache-tokens 3000000 --ttl 300 -o results/demo
     """
+    flags["trace_path"] = one_trace(trace_file, flags.get("trace_path"))
     overrides = config_overrides(flags)  # the config keys' flags: config/flags.py
     config = load_config(config_path, overrides)
     out_dir = Path(output) if output else default_output_dir(config)

@@ -168,3 +168,37 @@ def test_a_lengths_only_trace_says_why_nothing_hits(tmp_path):
         in shared
     demo = run_ok("--trace", str(DEMO), "--cache-only", "-o", str(tmp_path / "demo"))
     assert "prefix model" not in demo and "prefix ids" not in demo
+
+
+def test_the_trace_as_an_argument_is_the_trace_flag(tmp_path):
+    """`prefixsim run TRACE` (as a newcomer types it; it was refused as an extra argument)
+    replays the same as `--trace TRACE`; both at once name the same file or are refused in
+    one line, exit 2, nothing written."""
+    trace = tiny_trace(tmp_path / "tiny.jsonl")
+    run_ok(str(trace), "--cache-only", "-o", str(tmp_path / "arg"), "--quiet")
+    run_ok("--trace", str(trace), "--cache-only", "-o", str(tmp_path / "flag"), "--quiet")
+    run_ok(str(trace), "--trace", str(trace), "--cache-only", "-o", str(tmp_path / "both"),
+           "--quiet")
+    shown = [{k: v for k, v in summary(tmp_path / name).items() if k not in VOLATILE}
+             for name in ("arg", "flag", "both")]
+    assert shown[0] == shown[1] == shown[2] and shown[0]["completed"] == 3
+    other = tiny_trace(tmp_path / "other.jsonl")
+    result = CliRunner().invoke(app, ["run", str(trace), "--trace", str(other), "--cache-only",
+                                      "-o", str(tmp_path / "two")])
+    assert result.exit_code == 2 and not (tmp_path / "two").exists()
+    assert result.output == (f"prefixsim: error: TRACE: two traces given, {trace} and --trace "
+                             f"{other}; give one\n")
+
+
+def test_curve_takes_the_trace_as_an_argument(tmp_path):
+    trace = tiny_trace(tmp_path / "tiny.jsonl")
+    runner = CliRunner()
+    as_argument = runner.invoke(app, ["curve", str(trace), "--capacities", "512,2k", "--json"])
+    as_flag = runner.invoke(app, ["curve", "--trace", str(trace), "--capacities", "512,2k",
+                                  "--json"])
+    assert as_argument.exit_code == as_flag.exit_code == 0, as_argument.output
+    assert as_argument.stdout == as_flag.stdout and "token_hit_rate" in as_flag.stdout
+    none = runner.invoke(app, ["curve", "--capacities", "512"])
+    assert none.exit_code == 2
+    assert none.output == ("prefixsim: error: TRACE: no trace given; prefixsim curve TRACE "
+                           "(or --trace TRACE)\n")
