@@ -29,6 +29,7 @@ from prefixsim.capacity.verdict import Verdict, judge
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
 from prefixsim.metrics.kept_up import KEPT_UP_SHARE, rejection_limit
+from prefixsim.pipeline.inputs import resolve_trace_defaults
 from prefixsim.report.format import significant
 from prefixsim.report.plots_load import PLOTTED_KEYS
 from prefixsim.sweep import OK, RunOutcome, run_point
@@ -95,6 +96,7 @@ def check_question(question: CapacityQuestion) -> Knob:
             raise InputError("needs the goodput SLOs: --goodput ttft:MS and/or tpot:MS",
                              field="--goodput-share")
     knob = knob_for(question.config, question.search)
+    _check_trace(question.config)
     load = question.config.load
     if load.closed_loop and not question.slos and question.goodput_share is None:
         raise InputError(f"a {load.type} load is a closed loop: its users wait for their "
@@ -102,6 +104,16 @@ def check_question(question: CapacityQuestion) -> Knob:
                          "latency it must hold (--slo, e.g. p99_ttft_ms:2000, or "
                          "--goodput-share)", field="--slo")
     return knob
+
+
+def _check_trace(config: RunConfig) -> None:
+    """Every probe reads this trace: one that is not given, does not exist or is of no
+    known format is refused before any probe runs (else each would fail alike)."""
+    resolve_trace_defaults(config)  # no trace given; no such file; a format not detected
+    path = config.trace.path
+    if path is not None and not Path(path).exists():  # a format given, so not detected
+        raise InputError("no such file or folder (no probe was started)", file=str(path),
+                         field="trace.path")
 
 
 def run_capacity(question: CapacityQuestion, out_dir: Path,
@@ -136,12 +148,19 @@ def run_capacity(question: CapacityQuestion, out_dir: Path,
                 start_warnings.append(outcome.summary["max_model_len_warning"])
         round_number = 1 + max((r["round"] for r in rows), default=0)
         for index, value in enumerate(values):
-            row = _row(len(rows), round_number, knob, value, todo[index], verdicts[index])
+            row = _row(len(rows), round_number, knob, value, todo[index], verdicts[index],
+                       outcomes[index].error)
             row.update(latencies[index])
             rows.append(row)
             if on_probe is not None:
                 on_probe(row)
         points.extend(todo)
+        failed = [outcome for outcome in outcomes.values() if outcome.status != OK]
+        if round_number == 1 and len(failed) == len(outcomes) and \
+                len({outcome.error for outcome in failed}) == 1 and \
+                all(outcome.bad_input for outcome in failed):  # the input's fault, not the knob's
+            raise InputError(f"{failed[0].error} (no probe can run: it fails at any "
+                             f"{knob.key})")
         for index, value in enumerate(values):
             if _unservable(outcomes[index]):
                 raise _Unservable(value, _unservable_note(outcomes[index].summary, knob))
@@ -241,14 +260,15 @@ def _verdict(outcome: RunOutcome, question: CapacityQuestion) -> Verdict | None:
 
 
 def _row(number: int, round_number: int, knob: Knob, value: float, point: SweepPoint,
-         verdict: Verdict | None) -> dict[str, Any]:
+         verdict: Verdict | None, error: str | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "probe": number, "round": round_number, "knob": knob.key, "value": value,
         "config_value": knob.to_config(value), "run_id": point.run_id,
         "offered_rate": verdict.offered_rate if verdict else math.nan,
         "achieved_rate": verdict.achieved_rate if verdict else math.nan,
         "passed": bool(verdict and verdict.passed),
-        "reasons": "; ".join(verdict.reasons) if verdict else "the run failed",
+        "reasons": "; ".join(verdict.reasons) if verdict
+        else f"the run failed: {error}" if error else "the run failed",
     }
     if verdict is not None:
         row.update(verdict.figures)

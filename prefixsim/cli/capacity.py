@@ -18,7 +18,14 @@ from prefixsim.capacity import (
     parse_slos,
     run_capacity,
 )
-from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, format_value, safe_name
+from prefixsim.cli.app import (
+    RESULTS_ROOT,
+    app,
+    fail_cleanly,
+    format_value,
+    one_trace,
+    safe_name,
+)
 from prefixsim.cli.config_options import config_options, config_overrides
 from prefixsim.cli.files import check_output_dir, write_folder
 from prefixsim.cli.option_groups import executor_options
@@ -51,10 +58,12 @@ PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
               help="Capacity folder (new or empty); default results/capacity-<search>-<trace>/.")
 @click.option("--quiet", is_flag=True, help="No progress lines or answer block.")
 @config_options
+@click.argument("trace_file", metavar="[TRACE]", required=False,
+                type=click.Path(dir_okay=False))
 @fail_cleanly
 def capacity(config_path: str | None, search: str | None, slo_values: tuple[str, ...],
              goodput_share: float | None, tolerance: float, workers: ExecutorOptions,
-             output: str | None, quiet: bool, **flags: Any) -> None:
+             output: str | None, quiet: bool, trace_file: str | None, **flags: Any) -> None:
     """Find the capacity of a fleet: each probe is a normal timed run (on the sweep
     executors); bracketing by doubling, then bisection. A probe passes when every --slo
     holds and the fleet kept up, as the probe's run judges it (>= 98% of the requests
@@ -63,7 +72,7 @@ def capacity(config_path: str | None, search: str | None, slo_values: tuple[str,
 
     Writes capacity.json (the answer), capacity.parquet (one row per probe), capacity.png
     (TTFT and TPOT against offered and achieved rate) and the probes' run folders as a sweep
-    folder does (prefixsim report DIR draws them).
+    folder does (prefixsim report DIR draws them). TRACE is the trace (as --trace).
 
     \b
     Example (fewest h100-sxm replicas of llama-3.1-8b for the demo trace at p99 TTFT 2 s):
@@ -74,6 +83,7 @@ def capacity(config_path: str | None, search: str | None, slo_values: tuple[str,
         raise InputError(f"expected one of {', '.join(SEARCHES)}, got {search!r}",
                          field="--search")
     slos = parse_slos(slo_values)
+    flags["trace_path"] = one_trace(trace_file, flags.get("trace_path"))
     config = load_config(config_path, config_overrides(flags))
     question = CapacityQuestion(config=config, search=search, slos=slos,
                                 goodput_share=goodput_share, tolerance=tolerance)

@@ -39,6 +39,7 @@ class RunOutcome:
     requests: pd.DataFrame = field(default_factory=pd.DataFrame)
     timeseries: pd.DataFrame = field(default_factory=pd.DataFrame)
     wall_time_s: float = 0.0
+    bad_input: bool = False  # failed on an InputError (the input's fault, the same each run)
 
 
 def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
@@ -49,7 +50,7 @@ def run_point(point: SweepPoint, keep_requests: bool = True) -> RunOutcome:
     except Exception as exc:  # noqa: BLE001 - a failing run must not stop the sweep
         error = str(exc) if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run_id=point.run_id, params=point.params, status=FAILED,
-                          error=" ".join(error.split()),
+                          error=" ".join(error.split()), bad_input=isinstance(exc, InputError),
                           config_yaml=config_to_yaml(point.config),
                           wall_time_s=time.perf_counter() - started)
     return RunOutcome(

@@ -140,3 +140,36 @@ def test_the_answer_says_when_vllm_would_not_start_its_replicas(tmp_path):
     plain = tmp_path / "plain"
     invoke("capacity", "--search", "replicas", *TINY, "--slo", "p99_ttft_ms:60000", "-o", plain)
     assert "max_model_len_warning" not in json.loads((plain / "capacity.json").read_text())
+
+
+def test_a_missing_trace_is_refused_before_any_probe(tmp_path):
+    """A trace that does not exist ran 21 probes, each 'the run failed', and wrote them all;
+    now one line before any probe, whether the format is detected or given, and without a
+    trace at all."""
+    args = ("--search", "rate", "--slo", "p99_ttft_ms:2000", "--model", "llama-3.1-8b",
+            "-j", 1, "--quiet", "-o", tmp_path / "cap")
+    missing = tmp_path / "nothere.jsonl"
+    assert one_line_error(invoke("capacity", missing, *args)) == \
+        f"prefixsim: error: {missing}: no such file or folder"
+    assert one_line_error(invoke("capacity", "--trace", missing, "--trace-format", "mooncake",
+                                 *args)) == (f"prefixsim: error: {missing}: trace.path: no such "
+                                             "file or folder (no probe was started)")
+    one_line_error(invoke("capacity", *args), "trace.path", "no trace given")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trace_every_probe_fails_on_is_one_line_and_writes_nothing(tmp_path):
+    """A malformed line past the format's detection: the first round's probes all fail on
+    it, so the search stops there with the reader's line (file, line, field), exit 2,
+    nothing written (it went on halving the rate for 21 probes)."""
+    lines = open(DEMO).read().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines[:3], '{"timestamp": 9000, "input_length": "x", '
+                              '"output_length": 3, "hash_ids": [1]}', *lines[3:6]]) + "\n")
+    out = tmp_path / "cap"
+    result = invoke("capacity", bad, "--search", "rate", "--slo", "p99_ttft_ms:2000",
+                    "--model", "llama-3.1-8b", "-j", 1, "--quiet", "-o", out)
+    assert one_line_error(result) == (
+        f"prefixsim: error: {bad}:4: input_length: expected an integer, got 'x' (no probe "
+        "can run: it fails at any load.rate_scale)")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]

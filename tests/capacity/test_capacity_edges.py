@@ -278,6 +278,8 @@ def test_rows_of_a_judged_and_of_a_failed_probe():
                    "p99_ttft_ms": 120.0}
     failed = _row(0, 1, knob, 1.0, point, None)
     assert failed["passed"] is False and failed["reasons"] == "the run failed"
+    assert _row(0, 1, knob, 1.0, point, None, "a.jsonl:4: x")["reasons"] == \
+        "the run failed: a.jsonl:4: x"
     assert math.isnan(failed["offered_rate"]) and math.isnan(failed["achieved_rate"])
 
 
@@ -376,11 +378,11 @@ def test_probes_whose_worker_was_lost_fail_and_are_stored(tmp_path, monkeypatch)
     assert [row["value"] for row in seen] == [2.0 ** k for k in range(13)]
     assert [row["round"] for row in seen] == list(range(1, 14))
     assert [row["probe"] for row in seen] == list(range(13))
-    assert {row["reasons"] for row in seen} == {"the run failed"}
+    assert {row["reasons"] for row in seen} == {"the run failed: worker lost: worker died"}
     table = pd.read_parquet(out / "capacity.parquet")
     assert table["passed"].tolist() == [False] * 13
     stored = json.loads((out / "capacity.json").read_text())
-    assert stored["first_failing_reasons"] == "the run failed"
+    assert stored["first_failing_reasons"] == "the run failed: worker lost: worker died"
     assert stored["note"] == "no probe passed within the knob's range"
     assert (out / "capacity.json").read_text().startswith('{\n  "search": "replicas",\n')
     spec = (out / "spec.yaml").read_text()
