@@ -13,6 +13,7 @@ from prefixsim.engine import ProgressCallback
 from prefixsim.errors import InputError
 from prefixsim.trace import DEFAULT_BLOCK_SIZES, ReadOptions, Request, TraceData, detect_format
 from prefixsim.trace import read_trace as read_trace_file
+from prefixsim.trace.readers import rows_block_size
 from prefixsim.trace.window import time_window, window_label
 
 
@@ -67,14 +68,16 @@ def load_requests(config: TraceConfig) -> list[Request]:
 
 
 def resolve_trace_defaults(config: RunConfig) -> RunConfig:
-    """The config with the trace format detected and the format's block size filled in,
-    so the effective config written beside the results says what was actually used."""
+    """The config with the trace format detected and the block size filled in (the one a
+    Mooncake or Parquet file's first row states, else the format's), so the effective
+    config written beside the results says what was actually used."""
     trace = config.trace
     if trace.path is None:
         raise InputError("no trace given (pass --trace PATH or set trace.path)",
                          field="trace.path")
     fmt = trace.format or detect_format(trace.path)
-    block_size = trace.block_size or DEFAULT_BLOCK_SIZES.get(fmt)
+    block_size = trace.block_size or rows_block_size(trace.path, fmt) or \
+        DEFAULT_BLOCK_SIZES.get(fmt)  # a converted file's rows state theirs (16 for Azure)
     return config.model_copy(
         update={"trace": trace.model_copy(update={"format": fmt, "block_size": block_size})}
     )

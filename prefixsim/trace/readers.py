@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from prefixsim.errors import InputError
 from prefixsim.registry import Registry
@@ -229,6 +231,29 @@ def _head(path: Path) -> tuple[object, str]:
     except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         obj = None
     return obj, text
+
+
+def rows_block_size(path: str | Path, format_name: str) -> int | None:
+    """The page size a Mooncake JSONL or Parquet file's first row states in its own
+    `block_size` (what `prefixsim trace convert` writes for pages other than 512 tokens, and
+    what the readers use for that row over any --block-size), or None where it states none
+    or cannot be read here (the reader then says what is wrong)."""
+    path = Path(path)
+    value: object = None
+    try:
+        if format_name == "mooncake" and path.is_file():
+            first, _ = _head(path)
+            value = first.get("block_size") if isinstance(first, dict) else None
+        elif format_name == "parquet" and path.is_file():
+            handle = pq.ParquetFile(path)
+            if "block_size" in handle.schema_arrow.names and handle.metadata.num_row_groups:
+                column = handle.read_row_group(0, columns=["block_size"]).column(0)
+                value = column[0].as_py() if len(column) else None
+    except (InputError, OSError, ValueError, pa.ArrowException):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
 
 
 def detect_format(path: str | Path) -> str:
