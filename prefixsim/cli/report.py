@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
 
 import click
@@ -52,6 +54,28 @@ def refuse_symlink(path: Path) -> None:
                          file=str(path))
 
 
+MAX_GUESSES = 3
+
+
+def column_guesses(column: str, columns: list[str]) -> list[str]:
+    """The columns a misspelt one may mean, at most MAX_GUESSES, shortest first: those
+    holding it, case and separators aside (`p99_ttft` -> `p99_ttft_ms`, `hitrate` ->
+    `cache_token_hit_rate` ...); else those holding its words in any order (`ttft_p99`);
+    else the closest spellings."""
+    def squeezed(text: str) -> str:
+        return re.sub(r"[\W_]+", "", text.lower())
+
+    def words(text: str) -> set[str]:
+        return set(re.split(r"[\W_]+", text.lower())) - {""}
+
+    wanted = squeezed(column)
+    for tier in ([c for c in columns if wanted and wanted in squeezed(c)],
+                 [c for c in columns if words(column) and words(column) <= words(c)]):
+        if tier:
+            return sorted(tier, key=len)[:MAX_GUESSES]
+    return difflib.get_close_matches(column.lower(), columns, n=MAX_GUESSES, cutoff=0.6)
+
+
 def _filters(values: tuple[str, ...]) -> list[tuple[str, str]]:
     pairs = []
     for item in values:
@@ -95,8 +119,10 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
                            *[("--curve-by", c) for c in curve_by],
                            *[("--filter-by", k) for k, _ in _filters(filter_by)]]:
         if column is not None and column not in table.columns:
-            raise InputError(f"no column {column!r} (columns: {', '.join(table.columns)})",
-                             field=option)
+            guesses = column_guesses(column, [str(c) for c in table.columns])
+            meant = f"; did you mean {' or '.join(map(repr, guesses))}?" if guesses else ""
+            raise InputError(f"no column {column!r}{meant} (columns: "
+                             f"{', '.join(table.columns)})", field=option)
     for key, value in _filters(filter_by):
         shown = table[key].map(lambda v: "none" if v is None or v != v else str(v))
         numeric = table[key].map(lambda v: _number(v))

@@ -135,3 +135,18 @@ def test_trace_inspect_bad_line_exits_2(tmp_path):
     result = CliRunner().invoke(app, ["trace", "inspect", str(path), "--json"])
     assert result.exit_code == 2
     assert_one_line_error(result.stderr, ["t.jsonl:2", "hash_ids"])
+
+
+@pytest.mark.parametrize(("given", "meant"), [
+    ("rate_scale", ["load_rate_scale"]),          # held in a longer name
+    ("p99_ttft", ["p99_ttft_ms"]),                 # the unit left out
+    ("TTFT-P99-MS", ["p99_ttft_ms"]),              # words in another order, case, separator
+    ("hitrate", ["cache_token_hit_rate", "cache_request_hit_rate"]),  # separators aside
+    ("evictons", ["cache_evictions"]),             # a typo: the closest spelling
+    ("zzz", []),
+])
+def test_a_plot_column_guess(given, meant):
+    from prefixsim.cli.report import column_guesses
+    columns = ["run_id", "load_rate_scale", "p50_ttft_ms", "p99_ttft_ms", "p99_tpot_ms",
+               "cache_request_hit_rate", "cache_token_hit_rate", "cache_evictions"]
+    assert column_guesses(given, columns) == meant

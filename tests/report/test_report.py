@@ -199,7 +199,10 @@ def test_plot_command(demo_sweep, tmp_path):
     panels = demo_sweep / "plots" / "cache_token_hit_rate-vs-cache_capacity_tokens.png"
     assert panels.read_bytes().startswith(PNG_SIGNATURE)
     result = invoke("plot", demo_sweep, "--var-x", "nope", "--var-y", "cache_evictions")
-    assert result.exit_code == 2 and "--var-x: no column 'nope'" in result.output
+    assert result.exit_code == 2 and "--var-x: no column 'nope' (columns: " in result.output
+    result = invoke("plot", demo_sweep, "--var-x", "capacity_tokens", "--var-y", "hitrate")
+    assert result.exit_code == 2 and "--var-x: no column 'capacity_tokens'; did you mean " \
+        "'cache_capacity_tokens'? (columns: run_id, " in result.output
     result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
                     "cache_evictions", "--filter-by", "cache_policy=nope")
     assert result.exit_code == 2 and "no runs left" in result.output
