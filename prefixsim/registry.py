@@ -18,14 +18,20 @@ from typing import Any, Generic, TypeVar
 from prefixsim.errors import InputError
 
 T = TypeVar("T")
+MAX_BEGUN = 3  # names a bad one begins that `unknown_name` suggests, at most
 
 
 def unknown_name(kind: str, name: str, valid: Iterable[str]) -> str:
     """`unknown policy 'lur' (did you mean 'lru'? valid: fifo, lru, ...)`: the message for a
-    name that is not one of `valid`, suggesting the closest when one is close (difflib)."""
+    name that is not one of `valid`, suggesting those it begins (`h100` -> `h100-pcie` or
+    `h100-sxm`; none past MAX_BEGUN: the valid list shows them), else the closest when one
+    is close (difflib)."""
     names = sorted(valid)
-    close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    wanted = str(name).lower()
+    begun = [n for n in names if wanted and n.lower().startswith(wanted)]
+    close = (begun if len(begun) <= MAX_BEGUN else []) if begun else \
+        difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
+    hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
     return f"unknown {kind} {name!r} ({hint}valid: {', '.join(names)})"
 
 

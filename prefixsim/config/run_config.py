@@ -8,12 +8,15 @@ This module does not build plug-ins or read traces.
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import (
+    BaseModel,
     Field,
     StrictBool,
     StrictFloat,
@@ -275,13 +278,33 @@ def build_config(data: dict[str, Any], source: str | None = None) -> RunConfig:
         first = exc.errors()[0]
         key = _dotted_location(first)
         if first["type"] == "extra_forbidden":
-            message = "unknown key" + (_NO_SEED if key == "seed" else "")
+            guess = difflib.get_close_matches(str(first["loc"][-1]).lower(),
+                                              _section_keys(first["loc"][:-1]), n=1, cutoff=0.6)
+            meant = f" (did you mean {'.'.join(map(str, (*first['loc'][:-1], guess[0])))!r}?)" \
+                if guess else ""
+            message = "unknown key" + (_NO_SEED if key == "seed" else meant)
         else:
             message = validation_message(first)
             key = field_of(first, key)  # a section's check names its field
         raise InputError(message, file=source, field=key) from None
     _check_across_sections(config, source)
     return config
+
+
+def _section_keys(location: tuple[Any, ...]) -> list[str]:
+    """The keys of the config section at `location` (() is the top), [] where it is not a
+    section (a key under a plug-in's free parameters)."""
+    model: Any = RunConfig
+    for part in location:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        model = next((kind for kind in (typing.get_args(field.annotation) or
+                                        (field.annotation,))
+                      if isinstance(kind, type) and issubclass(kind, BaseModel)), None)
+        if model is None:
+            return []
+    return list(model.model_fields)
 
 
 # A run has no randomness of its own: `seed` was read by nothing (docs/input-rules.md I8).

@@ -133,7 +133,8 @@ def test_trace_defaults_are_resolved_into_the_effective_config(tmp_path):
      "s, m, min, h, d), got '5parsecs'"),
     ({"cache": {"capacity_tokens": -1}},  # pydantic's own check: the value is appended
      "run.yaml: cache.capacity_tokens: must be >= 0, got -1"),
-    ({"cache": {"capacty_tokens": 5}}, "run.yaml: cache.capacty_tokens: unknown key"),
+    ({"cache": {"capacty_tokens": 5}}, "run.yaml: cache.capacty_tokens: unknown key (did you mean "
+     "'cache.capacity_tokens'?)"),
     ({"seed": 1}, "run.yaml: seed: unknown key (a run has no randomness of its own; the "
                   "workload's modelled randomness is trace.seed)"),
     ({"hardware": {"gpu": "h1000"}},  # a section's own check names the field at fault

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from prefixsim.config import load_config
 from prefixsim.config.units import quantity, unit_of
+from prefixsim.errors import InputError
 from prefixsim.registry import Registry, unknown_name
 
 
@@ -115,6 +116,37 @@ def test_registry_suggests_the_closest_name():
                                          "round_robin"):
         registry.check("prefix-aware")
     assert "did you mean" not in unknown_name("router", "zzz", ["round_robin"])
+
+
+@pytest.mark.parametrize(("name", "hint"), [
+    ("h100", "did you mean 'h100-pcie' or 'h100-sxm'? "),  # it was 'h200'
+    ("H100", "did you mean 'h100-pcie' or 'h100-sxm'? "),
+    ("l", ""),                                             # four begin with it: the list
+    ("h2", "did you mean 'h200'? "),
+    ("h20", "did you mean 'h200'? "),
+    ("mi300", "did you mean 'mi300x'? "),
+    ("b100", "did you mean 'b200'? "),                       # none begins: the closest
+])
+def test_a_name_begun_suggests_those_it_begins(name, hint):
+    gpus = ["a100-80g", "b200", "h100-pcie", "h100-sxm", "h200", "l4", "l40s", "l4x", "lz",
+            "mi300x"]
+    assert unknown_name("gpu", name, gpus) == \
+        f"unknown gpu {name!r} ({hint}valid: {', '.join(gpus)})"
+
+
+@pytest.mark.parametrize(("yaml_text", "message"), [
+    ("cache: {capacity: 5}", "cache.capacity: unknown key (did you mean "
+                             "'cache.capacity_tokens'?)"),
+    ("trace: {pth: x}", "trace.pth: unknown key (did you mean 'trace.path'?)"),
+    ("cach: {}", "cach: unknown key (did you mean 'cache'?)"),
+    ("engine: {replica: 2}", "engine.replica: unknown key (did you mean 'engine.replicas'?)"),
+    ("cache: {zzz: 1}", "cache.zzz: unknown key"),
+])
+def test_an_unknown_config_key_names_the_one_meant(tmp_path, yaml_text, message):
+    (tmp_path / "c.yaml").write_text(yaml_text + "\n")
+    with pytest.raises(InputError) as info:
+        load_config(str(tmp_path / "c.yaml"), {})
+    assert str(info.value) == f"{tmp_path / 'c.yaml'}: {message}"
 
 
 @pytest.mark.parametrize("flag, typo, suggested, field", [
