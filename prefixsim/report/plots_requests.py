@@ -117,14 +117,21 @@ def latency_ecdfs(data: ReportData) -> Figure:
     return tag(fig, list(frames), note, _not_drawn(data, frames))
 
 
+SHARE_MARGIN = 0.03  # room either side of a 0-100% share axis for the points at its ends
+
+
 def ttft_vs_cached_fraction(data: ReportData) -> Figure:
     """TTFT of each request against the share of its prompt served from the cache, every
     run (one panel per group of runs)."""
     frames, note = _request_frames(data, ("ttft_ms",), " (cache-only runs have no timing)")
+    if not any((frame["cached_tokens"] > 0).any() for frame in frames.values()):
+        raise PlotSkipped("no request was served a token from the cache (no shared prefix "
+                          "was reused)")
     panels = run_panels(data.table, data.swept, list(frames))
     rows = max(legend_rows([_legend_label(data, r, p) for r in p.runs]) for p in panels)
     fig, axes = panel_grid(len(panels), width=5.0, legend_rows=rows)
     for ax, panel in zip(axes, panels, strict=True):
+        ax.set_xlim(-SHARE_MARGIN, 1 + SHARE_MARGIN)  # the whole 0-100%, panel beside panel
         for run_id in panel.runs:
             frame = frames[run_id]
             share = frame["cached_tokens"] / frame["input_tokens"].clip(lower=1)

@@ -4,8 +4,11 @@ arithmetic. Known answers are worked in the docstrings; the demo sweep is run on
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -352,3 +355,27 @@ def test_a_value_that_does_not_apply_is_aligned_with_its_column():
     assert cells == [(' class="text"', "a"), ("", "0.5"), (' class="text"', "lru"),
                      ("", "-"), (' class="text"', "b"), ("", "-"), (' class="text"', "-"),
                      ("", "2")]
+
+
+def test_ttft_against_the_cached_share_reads_0_to_100_or_says_none_was_cached(tmp_path):
+    """A trace that shares no prefix (Azure's lengths alone): every share is 0, which the
+    figure drew as one column on an axis of -4% to 4%; it now says so instead. Where some
+    prefix was reused, the share axis spans 0-100% whatever the points hold."""
+    unshared = tmp_path / "unshared.jsonl"
+    unshared.write_text("".join(json.dumps(
+        {"timestamp": 500 * i, "input_length": 1024, "output_length": 4,
+         "hash_ids": [10 * i, 10 * i + 1]}) + "\n" for i in range(6)))
+    figures = {}
+    for name, trace in (("unshared", unshared), ("shared", Path("traces/demo_chat.jsonl"))):
+        out = tmp_path / name
+        run_sweep(parse_spec({"base": {"trace": {"path": str(trace.resolve()),
+                                                 "max_requests": 30},
+                                       "model": {"name": "llama-3.1-8b"}},
+                              "grid": {"engine.replicas": [1]}}), out,
+                  ExecutorOptions(n_jobs=1))
+        figures[name] = load_report_data(out)
+    with pytest.raises(PlotSkipped, match=r"^no request was served a token from the cache"):
+        dict(PLOTS)["ttft_vs_cached_fraction"](figures["unshared"])
+    fig = dict(PLOTS)["ttft_vs_cached_fraction"](figures["shared"])
+    assert fig.axes[0].get_xlim() == (-0.03, 1.03)
+    plt.close(fig)
