@@ -109,7 +109,9 @@ class LoadConfig(Section):
             if kind in needers and info.data["stages"] is None:
                 raise ValueError(f"a {kind} load needs {key} or stages")
         elif kind not in readers:
-            raise ValueError(f"read only by {' and '.join(readers)} loads, not {kind}")
+            hint = "; a trace's own arrivals go faster with load.rate_scale (--rate-scale 2)" \
+                if kind == "trace" and info.field_name == "rate" else ""
+            raise ValueError(f"read only by {' and '.join(readers)} loads, not {kind}{hint}")
         elif staged and info.data["stages"] is not None:
             raise ValueError(f"the stages give it; leave {key} out")
         return value

@@ -64,6 +64,19 @@ def test_bad_loads_name_the_key(keys, field, text):
     assert "\n" not in str(caught.value)
 
 
+def test_a_rate_for_the_trace_load_points_to_its_scale():
+    """`--rate 5` on the trace's own arrivals (what a newcomer tries to replay it faster)
+    names the rate multiplier; a user count on it does not."""
+    with pytest.raises(InputError) as caught:
+        build_config({"load": {"rate": 5.0}})
+    assert str(caught.value) == ("load.rate: read only by poisson and constant loads, not "
+                                 "trace; a trace's own arrivals go faster with "
+                                 "load.rate_scale (--rate-scale 2)")
+    with pytest.raises(InputError) as caught:
+        build_config({"load": {"users": 5}})
+    assert str(caught.value).endswith("not trace")
+
+
 def test_closed_loops_need_a_timed_run():
     for kind in ("concurrency", "sessions"):
         with pytest.raises(InputError) as caught:
