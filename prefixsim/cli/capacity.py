@@ -59,7 +59,7 @@ PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
 @click.option("--quiet", is_flag=True, help="No progress lines or answer block.")
 @config_options
 @click.argument("trace_file", metavar="[TRACE]", required=False,
-                type=click.Path(dir_okay=False))
+                type=click.Path())  # a file or a folder (RAGPulse, kv-cache-tester)
 @fail_cleanly
 def capacity(config_path: str | None, search: str | None, slo_values: tuple[str, ...],
              goodput_share: float | None, tolerance: float, workers: ExecutorOptions,

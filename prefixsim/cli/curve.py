@@ -90,7 +90,7 @@ def _tokens(text: str) -> float:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Also draw the miss-ratio-curve figure (PNG) here.")
 @click.argument("trace_file", metavar="[TRACE]", required=False,
-                type=click.Path(dir_okay=False))
+                type=click.Path())  # a file or a folder (RAGPulse, kv-cache-tester)
 @fail_cleanly
 def curve(trace_file: str | None, trace_path: str | None, trace_format: str | None,
           block_size: int | None, max_requests: int | None, policies: str, capacities: str | None,

@@ -42,7 +42,7 @@ RUN_SECTIONS = (
                    "bounded memory; docs/architecture.md).")
 @config_options
 @click.argument("trace_file", metavar="[TRACE]", required=False,
-                type=click.Path(dir_okay=False))
+                type=click.Path())  # a file or a folder (RAGPulse, kv-cache-tester)
 @fail_cleanly
 def run(config_path: str | None, output: str | None, quiet: bool, no_stream: bool,
         trace_file: str | None, **flags: Any) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -188,6 +189,21 @@ def test_the_trace_as_an_argument_is_the_trace_flag(tmp_path):
     assert result.exit_code == 2 and not (tmp_path / "two").exists()
     assert result.output == (f"prefixsim: error: TRACE: two traces given, {trace} and --trace "
                              f"{other}; give one\n")
+
+
+@pytest.mark.parametrize("command", ["run", "curve", "capacity"])
+def test_a_folder_is_a_trace_argument_too(tmp_path, command):
+    """TRACE may be a folder (RAGPulse, kv-cache-tester), as --trace may: it reaches the
+    readers (here one that is not a trace) instead of click's 'is a directory'."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    args = {"run": ["--cache-only"], "curve": [], "capacity": ["--search", "rate"]}[command]
+    result = CliRunner().invoke(app, [command, str(folder), *args,
+                                      *(["-o", str(tmp_path / "out")] if command != "curve"
+                                        else [])])
+    assert result.exit_code == 2, result.output
+    assert result.output == (f"prefixsim: error: {folder}: this folder is not one trace (a "
+                             "RAGPulse or kv-cache-tester folder); give one of its files\n")
 
 
 def test_curve_takes_the_trace_as_an_argument(tmp_path):
