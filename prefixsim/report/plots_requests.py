@@ -258,8 +258,13 @@ def session_idle_gaps(data: ReportData) -> Figure:
         break_even, priced_by = long_ttl_break_even(str(data.ok["cost_pricing"].dropna().iloc[0]))
         text += (f"\n1-h writes that never pay back: {1 - in_window / writes:.0%} of {writes:,}"
                  f"\nbreak-even ({priced_by} prices): {break_even:.0%} must pay back")
-    ax.text(0.98, 0.04, text, transform=ax.transAxes, va="bottom", ha="right", fontsize=8,
-            multialignment="left",
+    # the ECDF climbs from the lower left to the upper right: the box goes in the corner it
+    # leaves empty, above the curve where most gaps are long, else below it on the right
+    low, high = np.log10(ax.get_xlim())
+    middle = (np.log10(max(float(np.median(gaps)), 1e-3)) - low) / (high - low)
+    corner = (0.02, 0.96, "top", "left") if middle > 0.5 else (0.98, 0.04, "bottom", "right")
+    ax.text(corner[0], corner[1], text, transform=ax.transAxes, va=corner[2], ha=corner[3],
+            fontsize=8, multialignment="left",
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#ccc"})
     return tag(fig, [run_id], f"Gaps of {run_id}'s requests (the trace's sessions).")
 

@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -325,3 +326,31 @@ def test_workload_lengths_read_as_numbers_a_reader_knows(tmp_path):
     assert legend == f"{len(frame) - rejected:,} requests ({rejected:,} rejected not shown: " \
                      "no output)"
     assert "(log scale)" in outputs.get_xlabel()
+
+
+@pytest.mark.parametrize(("gap_ms", "corner"), [(1_000, "lower right"), (7_200_000, "upper left")])
+def test_the_idle_gap_summary_sits_where_the_curve_is_not(tmp_path, gap_ms, corner):
+    """Sessions whose requests come 1 s apart (the ECDF climbs at the left) or 2 h apart (at
+    the right: over RAGPulse's week of sessions the box sat across both TTL lines, under an
+    empty upper left): the summary box takes the corner the curve leaves empty, and no point
+    of the curve lies inside it."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(
+        {"timestamp": 10 * s + gap_ms * turn * (1 + s / 50), "input_length": 1024 * (turn + 1),
+         "output_length": 4, "hash_ids": [1000 * s + k for k in range(2 * turn + 2)],
+         "session_id": f"s{s}"}) + "\n"
+        for turn in range(4) for s in range(40)))
+    out = tmp_path / "run"
+    assert invoke("run", trace, "--cache-only", "-o", out, "--quiet").exit_code == 0
+    fig = dict(PLOTS)["session_idle_gaps"](load_report_data(out))
+    finish_figure(fig)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    (box,) = ax.texts
+    x, y = box.get_position()
+    assert ("upper left" if (x, y) == (0.02, 0.96) else "lower right") == corner
+    extent = box.get_bbox_patch().get_window_extent()
+    curve = ax.lines[0]
+    points = ax.transData.transform(curve.get_xydata())
+    assert not any(extent.contains(px, py) for px, py in points)
+    plt.close(fig)
