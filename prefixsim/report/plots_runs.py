@@ -68,6 +68,8 @@ def idle_ages(data: ReportData) -> Figure:
     ax.autoscale_view()
     time_ticks(ax.xaxis)
     ax.set_yticks(positions, _run_labels(data, runs), fontsize=8)
+    ax.set_ylim(-0.5, len(runs) - 0.5)  # each run's bars around its label (one run: not at
+    # the edges of a range autoscaled to the hit bar's offset)
     ax.set_xlabel("idle age: time since the page's last use (log scale)")
     ax.set_ylabel("run")
     ax.set_title("Idle age of pages at hit, eviction and expiry (bar p10-p90, dot median)",

@@ -379,3 +379,13 @@ def test_ttft_against_the_cached_share_reads_0_to_100_or_says_none_was_cached(tm
     fig = dict(PLOTS)["ttft_vs_cached_fraction"](figures["shared"])
     assert fig.axes[0].get_xlim() == (-0.03, 1.03)
     plt.close(fig)
+
+
+def test_each_runs_idle_age_bars_sit_around_its_label(lru_only):
+    """One band per run, its bars (hit +0.22, eviction 0, expiry -0.22) inside it: a single
+    run's hit bar was drawn at the top edge, far from its label (the range autoscaled)."""
+    fig = dict(PLOTS)["idle_ages"](lru_only)
+    ax = fig.axes[0]
+    assert ax.get_ylim() == (-0.5, len(lru_only.ok) - 0.5)
+    assert list(ax.get_yticks()) == list(range(len(lru_only.ok)))[::-1]
+    plt.close(fig)
