@@ -120,7 +120,11 @@ def tier_hits(data: ReportData) -> Figure:
         raise PlotSkipped("no lower tier (host DRAM, disk or shared pool) served a hit: "
                           "every hit came from HBM (--host-cache-tokens, --disk-cache-tokens "
                           "or cache.pool add one)")
-    series = {next(g for g in pattern.match(c).groups() if g): data.ok[c] for c in columns}
+    used = [c for c in columns if data.ok[c].fillna(0).gt(0).any()]  # tiers no run has: out
+    total = float(sum(data.ok[c].fillna(0).sum() for c in used))
+    series = {f"{next(g for g in pattern.match(c).groups() if g)} "
+              f"({data.ok[c].fillna(0).sum() / total:.1%} of the hits)": data.ok[c]
+              for c in used}
     return _bar_runs(data, series, "Hit tokens per cache tier", "hit tokens (tokens)", True)
 
 
