@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import yaml
 
+from prefixsim.config.units import quantity, unit_of
 from prefixsim.errors import InputError
 from prefixsim.report.format import short_number, significant
 
@@ -256,7 +257,7 @@ def load_report_data(path: str | Path) -> ReportData:
         if table is None:  # killed before the first table refresh (or the table is damaged):
             table = _table_from_runs(folder, meta)  # read the finished run folders
         swept = [c for c in meta.get("swept_columns", []) if c in table]
-        table = per_replica_capacity(table, swept)
+        table = per_replica_capacity(_swept_numbers(table, swept), swept)
         run_dirs = {rid: _run_dir(folder, rid) for rid in table.get("run_id", [])}
         name = meta.get("name") or folder.name
         kind = meta.get("kind", "sweep")  # a tune folder has the sweep layout
@@ -275,6 +276,25 @@ def load_report_data(path: str | Path) -> ReportData:
                           config_text=_read_text(folder / "config.yaml"))
     raise InputError("not a results folder (no sweep.parquet or summary.json)",
                      file=str(folder))
+
+
+def _swept_numbers(table: pd.DataFrame, swept: list[str]) -> pd.DataFrame:
+    """Swept columns of values written with a unit (`200k`, `5m`: a sweep table from
+    before the sweep kept their numbers) as those numbers, where every value reads as one
+    in the unit the column's name gives (`cache_capacity_tokens`: tokens)."""
+    for column in swept:
+        unit = unit_of(column)
+        values = table[column]
+        if unit is None or pd.api.types.is_numeric_dtype(values):
+            continue
+        try:
+            numbers = [None if v is None or v != v else
+                       v if isinstance(v, (int, float)) and not isinstance(v, bool) else
+                       quantity(str(v), unit, bare=True) for v in values]
+        except ValueError:
+            continue
+        table = table.assign(**{column: pd.to_numeric(pd.Series(numbers, index=table.index))})
+    return table
 
 
 def per_replica_capacity(table: pd.DataFrame, swept: list[str]) -> pd.DataFrame:

@@ -200,7 +200,8 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
                source: str | None = None, root: Path | None = None,
                named: list[str] | None = None) -> SweepPoint:
     """Validate base + params into a point with its run id; a relative
-    trace path is made absolute from `root` (the spec's folder; default: the current one).
+    trace path is made absolute from `root` (the spec's folder; default: the current one);
+    a value given with a unit is kept as its number (`_as_numbers`).
     The id's readable part names the validated values of the `named` dotted keys (default:
     the params' own; a sweep names every key any of its points sets, so a point that leaves
     the policy at its default still says `lru`); its hash part is the whole config's."""
@@ -223,7 +224,20 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         trace = trace.model_copy(update={
             "path": Path(os.path.abspath((root or Path()) / trace.path))})
         config = config.model_copy(update={"trace": trace})
-    return SweepPoint(run_id=run_id, params=dict(params), config=config)
+    return SweepPoint(run_id=run_id, params=_as_numbers(params, dump), config=config)
+
+
+def _as_numbers(params: dict[str, Any], dump: dict[str, Any]) -> dict[str, Any]:
+    """The params with each value given with a unit (`200k`, `5m`, `40GiB`) as the number
+    the validated config holds for it (200000, 300.0, ...): the sweep's table, plots and
+    labels read numbers; other values as written (a trace path stays relative)."""
+    out = dict(params)
+    for key, value in params.items():
+        number = _dotted_value(dump, key)
+        if isinstance(value, str) and isinstance(number, (int, float)) \
+                and not isinstance(number, bool):
+            out[key] = number
+    return out
 
 
 def plan_size(spec: SweepSpec) -> int:

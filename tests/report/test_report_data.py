@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -323,3 +324,30 @@ def test_a_sweep_table_without_its_plan_or_run_ids(tmp_path):
     assert load_report_data(folder).run_dirs == {}
     write_json(folder / "sweep.json", {"run_ids": ["a"], "name": "n"})
     assert load_report_data(folder).meta == {"run_ids": ["a"], "name": "n"}
+
+
+def test_a_sweep_table_of_values_written_with_units_reads_as_numbers(tmp_path):
+    """A sweep folder whose table holds the swept values as written ('200k', '2M', '5m':
+    how sweeps kept them before they kept the numbers): the report reads them as the
+    numbers they stand for and draws every plot (it failed converting '200k' to a float)."""
+    from prefixsim.report import build_report
+    from prefixsim.sweep import ExecutorOptions, parse_spec, run_sweep
+
+    out = tmp_path / "sweep"
+    run_sweep(parse_spec({"base": {"trace": {"path": str(Path("traces/demo_chat.jsonl")
+                                                         .resolve()), "max_requests": 60},
+                                   "cache_only": True},
+                          "grid": {"cache.capacity_tokens": ["2k", "20k"],
+                                   "cache.ttl_s": ["30s", "5m"]}}), out,
+              ExecutorOptions(n_jobs=1))
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert sorted(table["cache_capacity_tokens"]) == [2000, 2000, 20000, 20000]
+    older = table.assign(cache_capacity_tokens=table["cache_capacity_tokens"].map(
+        {2000: "2k", 20000: "20k"}), cache_ttl_s=table["cache_ttl_s"].map(
+        {30.0: "30s", 300.0: "5m"}))
+    older.to_parquet(out / "sweep.parquet")
+    data = load_report_data(out)
+    assert sorted(data.table["cache_capacity_tokens"]) == [2000, 2000, 20000, 20000]
+    assert sorted(data.table["cache_ttl_s"]) == [30.0, 30.0, 300.0, 300.0]
+    report = build_report(data)
+    assert "policy_zoo" in report.pngs and "hit_rate_vs_ttl" in report.pngs, report.skipped

@@ -100,3 +100,19 @@ def test_an_old_sweep_folder_resumes_under_the_new_ids(tmp_path):
     assert renamed["run_id"] == "lru-unbounded-ttl10-239960da"
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
         p.run_id for p in points)
+
+
+def test_values_with_units_are_kept_as_their_numbers(tmp_path):
+    """`cache.capacity_tokens: 200k` in a grid: the point's params (the sweep table's
+    column, the report's axis) hold 200000, as the config does (the table held the text
+    '200k', and the report failed drawing it as a number); the run id is as before, a trace
+    path stays as written."""
+    trace = str(SWEEPS.parent / "demo_chat.jsonl")
+    given = {"cache.capacity_tokens": "200k", "cache.ttl_s": "5m", "trace.path": "t.jsonl"}
+    point = make_point({"trace": {"path": trace}, "cache_only": True}, given)
+    assert point.params == {"cache.capacity_tokens": 200_000, "cache.ttl_s": 300.0,
+                            "trace.path": "t.jsonl"}
+    as_numbers = make_point({"trace": {"path": trace}, "cache_only": True},
+                            {"cache.capacity_tokens": 200_000, "cache.ttl_s": 300,
+                             "trace.path": "t.jsonl"})
+    assert point.run_id == as_numbers.run_id
