@@ -2,7 +2,9 @@
 
 A knob is categorical (a YAML list, or `{choices: [...]}`), an integer range
 (`{int: [low, high]}`) or a float range (`{float: [low, high]}`); ranges take `log: true`
-(sampled on a log scale, low > 0) or `step:` (a grid of low, low + step, ...). `when:
+(sampled on a log scale, low > 0) or `step:` (a grid of low, low + step, ...); a range's
+bounds and step take the unit the key names, as config values do (`{int: [2k, 30k]}` for
+`cache.capacity_tokens`, `{float: [30s, 5m]}` for `cache.ttl_s`). `when:
 {key: value or [values]}` makes a knob conditional: it is sampled only when the earlier
 categorical knob `key` took one of those values (a policy's own parameters only under that
 policy), otherwise the base's value stands. Knobs are sampled in spec order. This module
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from prefixsim.config.units import quantity, unit_of
 from prefixsim.errors import InputError
 
 Scalar = None | bool | int | float | str
@@ -88,9 +91,28 @@ def _number(value: Any, integer: bool) -> bool:
     return isinstance(value, int) if integer else isinstance(value, int | float)
 
 
+def _with_units(key: str, values: Any, integer: bool) -> Any:
+    """A range's bounds or step given with the unit the key names (`2k`, `5m`: as a config
+    value takes them, config/units.py) as numbers; anything else as written (checked
+    next)."""
+    unit = unit_of(key.rsplit(".", 1)[-1])
+    if unit is None:
+        return values
+
+    def number(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return quantity(value, unit, integer=integer)
+        except ValueError:
+            return value
+
+    return [number(v) for v in values] if isinstance(values, list) else number(values)
+
+
 def _range(key: str, kind: str, spec: dict[str, Any], error: ErrorAt) -> Knob:
-    bounds = spec[kind]
     integer = kind == INT
+    bounds = _with_units(key, spec[kind], integer)
     if (not isinstance(bounds, list) or len(bounds) != 2
             or not all(_number(b, integer) for b in bounds)):
         raise error(f"expected {kind}: [low, high] with {'integers' if integer else 'numbers'}",
@@ -99,7 +121,7 @@ def _range(key: str, kind: str, spec: dict[str, Any], error: ErrorAt) -> Knob:
     if low > high:
         raise error(f"empty range: low {low} > high {high}", f"space.{key}")
     log = spec.get("log", False)
-    step = spec.get("step")
+    step = _with_units(key, spec.get("step"), integer)
     if not isinstance(log, bool):
         raise error(f"log: expected true or false, got {log!r}", f"space.{key}")
     if step is not None and (not _number(step, integer) or step <= 0):

@@ -39,6 +39,25 @@ def test_a_spec_parses_into_knobs_objectives_and_a_seeded_sampler():
     assert (spec.sampler.name, spec.sampler.seed) == ("random", 0)
 
 
+def test_a_ranges_bounds_and_step_take_the_keys_unit():
+    """As config values do: `{int: [1k, 9k], step: 4k}` for a token count, `{float:
+    [30s, 5m]}` for a TTL (it was refused as 'expected int: [low, high] with integers');
+    a unit a key does not name, or text that is no quantity, is still refused."""
+    spec = spec_of(space={"cache.capacity_tokens": {"int": ["1k", "9k"], "step": "4k"},
+                          "cache.ttl_s": {"float": ["30s", "5m"], "log": True}})
+    tokens, ttl = spec.knobs
+    assert (tokens.low, tokens.high, tokens.step) == (1000, 9000, 4000)
+    assert (ttl.low, ttl.high, ttl.log) == (30.0, 300.0, True)
+    assert [p["cache.capacity_tokens"] for p in grid_points(spec_of(
+        space={"cache.capacity_tokens": {"int": ["1k", "9k"], "step": "4k"}}).knobs)] == \
+        [1000, 5000, 9000]
+    for bad in ({"cache.capacity_tokens": {"int": ["1.0005k", "9k"]}},  # not a whole number
+                {"cache.capacity_tokens": {"int": ["1 lot", "9k"]}},
+                {"engine.replicas": {"int": ["1k", "2k"]}}):  # replicas name no unit
+        with pytest.raises(InputError, match="expected int: \\[low, high\\] with integers"):
+            spec_of(space=bad)
+
+
 def test_the_grid_expands_conditional_knobs_only_where_active():
     """lru x 3 capacities (no small_fraction) + s3fifo x 3 capacities x 3 fractions = 12,
     all distinct."""
