@@ -164,12 +164,16 @@ PRINTED_KEYS: tuple[str, ...] = (
     "cache_policy", "cache_capacity_tokens", "cache_ttl_s",
     "cache_query_tokens", "cache_hit_tokens", "cache_token_hit_rate",
     "cache_request_hit_rate", "cache_evictions", "cache_expirations", "cache_peak_tokens",
-    "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_unbounded_token_hit_rate",
-    "cache_belady_token_hit_rate", "cost_total_usd", "cost_no_cache_usd",
+    "cache_hit_tokens_host", "cache_hit_tokens_disk", "cache_hit_tokens_pool",
+    "cache_pool_link_busy_share", "cache_unbounded_token_hit_rate",
+    "cache_belady_token_hit_rate", "prefill_replicas", "decode_replicas",
+    "prefill_busy_fraction", "decode_busy_fraction", "kv_transfer_busy_share",
+    "cost_total_usd", "cost_no_cache_usd",
     "cost_model", "cost_model_profile", "wall_time_s", "simulated_s_per_wall_s",
 )
 """The summary keys `prefixsim run` prints after a run (cli/run_output.py `print_summary`), in
-the order printed (vLLM's result block first); each is a key of `SUMMARY_KEYS`."""
+the order printed (vLLM's result block first; those a run has: the pool's and disaggregated
+serving's only where the run has them); each is a key of `SUMMARY_KEYS`."""
 
 
 def _pattern(key: str) -> re.Pattern[str]:

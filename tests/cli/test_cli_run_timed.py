@@ -103,3 +103,28 @@ def test_mooncake_acceptance():
         floor_ms = (gemm / (peak * ops.gemm_efficiency)
                     + attn / (peak * ops.prefill_attention_efficiency)) * 1e3
         assert row.ttft_ms >= floor_ms * (1 - 1e-12)
+
+
+def test_a_disaggregated_runs_block_prints_its_fleet_and_a_plain_run_does_not(tmp_path):
+    """Prefill and decode replicas, a KV pool: the result block gives their counts, how
+    busy each side and the links were, and the pool's hits (they were in summary.json
+    only); a run of one fleet prints none of them but the pool's hits (0, as the host's and
+    the disk's are)."""
+    def shown(*args):
+        return CliRunner().invoke(app, ["run", "--trace", "traces/demo_chat.jsonl",
+                                        "--max-requests", "40",
+                                        *map(str, args)])
+
+    split = shown("--prefill-replicas", 1, "--decode-replicas", 2, "--pool-tokens", "1M",
+                  "-o", tmp_path / "split")
+    assert split.exit_code == 0, split.output
+    keys = ("cache_hit_tokens_pool", "cache_pool_link_busy_share", "prefill_replicas",
+            "decode_replicas", "prefill_busy_fraction", "decode_busy_fraction",
+            "kv_transfer_busy_share")
+    printed = [line.split(":")[0] for line in split.stdout.splitlines() if ":" in line]
+    assert [k for k in printed if k in keys] == list(keys)
+    summary = json.loads((tmp_path / "split" / "summary.json").read_text())
+    assert f"{'decode_replicas:':<44}{2:>16,}" in split.stdout and summary["decode_replicas"] == 2
+    plain = shown("-o", tmp_path / "plain")
+    assert plain.exit_code == 0
+    assert [k for k in keys if f"\n{k}:" in plain.stdout] == ["cache_hit_tokens_pool"]
