@@ -12,6 +12,9 @@ column), which the page highlights:
   values;
 - headroom to Belady: the largest gap between the best online policy and the offline bound
   at one capacity;
+- most saved against no cache (priced runs): the run whose cache saves the most dollars
+  against the same requests uncached, or, where every run's cache costs more than none
+  (writes priced above reads: a long TTL's write class), the one that loses least, said so;
 - lowest p99 TTFT (timed runs): the run with the lowest p99 time to first token;
 - a capacity folder's answer, first: the fewest replicas or the highest rate that held the
   SLOs and kept up (capacity.json), the nearest probe that failed and why, or the note
@@ -222,6 +225,19 @@ def belady_headroom(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
                   ((str(best["run_id"]), BELADY),))
 
 
+def most_saved(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
+    """The priced run whose cache saves the most against no cache (or loses least)."""
+    if "cost_saved_usd" not in frame or frame["cost_saved_usd"].isna().all():
+        return None
+    best = frame.loc[frame["cost_saved_usd"].idxmax()]
+    where = _context(frame, swept, best, ()) or str(best["run_id"])
+    saved = float(best["cost_saved_usd"])
+    text = f"{where}: saves {usd(saved)}" if saved > 0 else (
+        f"none: every run's cache costs more than none; least, {where}: "
+        f"{usd(-saved)} more")
+    return Answer("Most saved vs no cache", (text,), ((str(best["run_id"]), "cost_saved_usd"),))
+
+
 def lowest_ttft(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
     """The run with the lowest p99 TTFT (timed runs)."""
     if "p99_ttft_ms" not in frame or frame["p99_ttft_ms"].isna().all():
@@ -233,7 +249,8 @@ def lowest_ttft(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
                   ((str(best["run_id"]), "p99_ttft_ms"),))
 
 
-ANSWERS = (best_policy, smallest_capacity, shortest_ttl, belady_headroom, lowest_ttft)
+ANSWERS = (best_policy, smallest_capacity, shortest_ttl, belady_headroom, most_saved,
+           lowest_ttft)
 
 
 def answers_of(frame: pd.DataFrame, swept: list[str]) -> list[Answer]:

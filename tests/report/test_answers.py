@@ -13,6 +13,7 @@ from prefixsim.report.answers import (
     best_policy,
     capacity_answer,
     lowest_ttft,
+    most_saved,
     shortest_ttl,
     smallest_capacity,
 )
@@ -101,6 +102,23 @@ def test_lowest_p99_ttft():
     answer = lowest_ttft(timed, ["router_name"])
     assert answer.answer == "router=prefix_aware: 120 ms, p50 40 ms"
     assert answer.cells == (("b", "p99_ttft_ms"),)
+
+
+def test_most_saved_against_no_cache():
+    """Priced: a 5-min TTL saves $1.25, a 1-h one (its writes at twice the price) $0.50, no
+    TTL $0.75: the 5-min run. Where every run's cache costs more (-$1.29, -$2.86), the one
+    losing least, said so; unpriced runs give no answer."""
+    priced = pd.DataFrame({"run_id": ["a", "b", "c"], "cache_ttl_s": [300.0, 3600.0, NAN],
+                           "cost_saved_usd": [1.25, 0.5, 0.75]})
+    answer = most_saved(priced, ["cache_ttl_s"])
+    assert answer.answer == "ttl=300 s: saves $1.25"
+    assert answer.cells == (("a", "cost_saved_usd"),)
+    losing = pd.DataFrame({"run_id": ["a", "b"], "cache_ttl_s": [60.0, 300.0],
+                           "cost_saved_usd": [-2.86, -1.29]})
+    assert most_saved(losing, ["cache_ttl_s"]).answer == \
+        "none: every run's cache costs more than none; least, ttl=300 s: $1.29 more"
+    assert most_saved(priced.assign(cost_saved_usd=NAN), ["cache_ttl_s"]) is None
+    assert most_saved(priced.drop(columns="cost_saved_usd"), ["cache_ttl_s"]) is None
 
 
 def test_capacity_in_gib_and_shares():
