@@ -226,10 +226,12 @@ def belady_headroom(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
 
 
 def most_saved(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
-    """The priced run whose cache saves the most against no cache (or loses least)."""
-    if "cost_saved_usd" not in frame or frame["cost_saved_usd"].isna().all():
+    """The priced run of an online policy whose cache saves the most against no cache (or
+    loses least)."""
+    online = _online(frame)
+    if "cost_saved_usd" not in online or online["cost_saved_usd"].isna().all():
         return None
-    best = frame.loc[frame["cost_saved_usd"].idxmax()]
+    best = online.loc[online["cost_saved_usd"].idxmax()]
     where = _context(frame, swept, best, ()) or str(best["run_id"])
     saved = float(best["cost_saved_usd"])
     text = f"{where}: saves {usd(saved)}" if saved > 0 else (

@@ -118,6 +118,11 @@ def test_most_saved_against_no_cache():
     assert most_saved(losing, ["cache_ttl_s"]).answer == \
         "none: every run's cache costs more than none; least, ttl=300 s: $1.29 more"
     assert most_saved(priced.assign(cost_saved_usd=NAN), ["cache_ttl_s"]) is None
+    # Belady (offline: no server can run it) saves more, but is no answer
+    bound = pd.concat([priced.assign(cache_policy="lru"), pd.DataFrame(
+        {"run_id": ["d"], "cache_ttl_s": [NAN], "cost_saved_usd": [3.0],
+         "cache_policy": ["belady"]})], ignore_index=True)
+    assert most_saved(bound, ["cache_ttl_s"]).cells == (("a", "cost_saved_usd"),)
     assert most_saved(priced.drop(columns="cost_saved_usd"), ["cache_ttl_s"]) is None
 
 
