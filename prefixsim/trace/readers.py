@@ -274,9 +274,23 @@ def detect_format(path: str | Path) -> str:
         if test(obj, text, path):
             return name
     raise InputError(
-        f"cannot detect the trace format; pass --trace-format ({', '.join(READERS.names())})",
+        f"cannot detect the trace format from its first line ({_first_line_shown(obj, text)});"
+        f" pass --trace-format ({', '.join(READERS.names())})",
         file=str(path),
     )
+
+
+FIRST_LINE_SHOWN = 80  # characters of an undetected file's first line in its refusal
+
+
+def _first_line_shown(obj: object, text: str) -> str:
+    """What the format detection saw: a JSON object's keys, else the first line (cut)."""
+    if isinstance(obj, dict):
+        return "keys " + ", ".join(map(str, list(obj)[:12])) + (", ..." if len(obj) > 12 else "")
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not first:
+        return "empty"
+    return first if len(first) <= FIRST_LINE_SHOWN else first[:FIRST_LINE_SHOWN] + " ..."
 
 
 # Folder layouts a reader can take whole: (format, test(folder)).

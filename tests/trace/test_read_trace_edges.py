@@ -115,9 +115,22 @@ def test_detection_refusals(tmp_path):
     assert refusal(detect_format, binary) == f"{binary}: binary content; not a trace file"
     unknown = tmp_path / "u.txt"
     unknown.write_text("hello\n")
+    valid = ", ".join(readers.READERS.names())
     assert refusal(detect_format, unknown) == (
-        f"{unknown}: cannot detect the trace format; pass --trace-format "
-        f"({', '.join(readers.READERS.names())})")
+        f"{unknown}: cannot detect the trace format from its first line (hello); pass "
+        f"--trace-format ({valid})")
+    csv = tmp_path / "u.csv"
+    csv.write_text("time,prompt,completion\n1,2,3\n")
+    assert "from its first line (time,prompt,completion); pass" in refusal(detect_format, csv)
+    keyed = tmp_path / "u.jsonl"
+    keyed.write_text('{"ts": 1, "prompt_len": 5}\n')
+    assert "from its first line (keys ts, prompt_len); pass" in refusal(detect_format, keyed)
+    long = tmp_path / "l.txt"
+    long.write_text("x" * 200 + "\n")
+    assert f"({'x' * 80} ...); pass" in refusal(detect_format, long)
+    blank = tmp_path / "e.txt"
+    blank.write_text("\n\n")
+    assert "from its first line (empty); pass" in refusal(detect_format, blank)
     assert refusal(detect_folder, tmp_path) == (
         f"{tmp_path}: this folder is not one trace (a RAGPulse or kv-cache-tester folder); "
         "give one of its files")
