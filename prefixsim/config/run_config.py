@@ -368,7 +368,24 @@ def load_config(
             set_dotted(data, dotted, value, source)
     for dotted in unset:
         set_dotted(data, dotted, None, source)
-    return build_config(data, source=source)
+    config = build_config(data, source=source)
+    if path is not None and (overrides or {}).get("trace.path") is None:
+        _trace_beside_the_file(config, Path(path))
+    return config
+
+
+def _trace_beside_the_file(config: RunConfig, config_file: Path) -> None:
+    """A relative trace path in a run config is read from the current folder (so the
+    config.yaml a run writes repeats it from where it ran); where no such file is there but
+    one is beside the config file, say so instead of only 'no such file'."""
+    trace = config.trace.path
+    if trace is None or trace.is_absolute() or trace.exists():
+        return
+    beside = config_file.parent / trace
+    if beside.exists():
+        raise InputError(f"{trace} is not in the current folder ({Path.cwd()}), where a run "
+                         f"config's relative paths are read from; {beside} is beside the "
+                         "config: give that path", file=str(config_file), field="trace.path")
 
 
 def config_to_yaml(config: RunConfig) -> str:

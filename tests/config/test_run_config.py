@@ -262,3 +262,29 @@ def test_schema_errors_are_worded_as_the_readers_word_theirs():
                                "valid integer"}) == "Input should be a valid integer (got 'x')"
     assert validation_message({"type": "model_type", "input": {"a": 1},
                                "msg": "Input should be an object"}) == "Input should be an object"
+
+
+def test_a_trace_beside_the_config_but_not_in_the_current_folder_is_named(tmp_path,
+                                                                         monkeypatch):
+    """A run config's relative trace path is read from the current folder (the config.yaml
+    a run writes repeats it from there); a file found only beside the config is named in
+    the refusal (it said only 'no such file or folder'). Found in the current folder, or
+    given as a flag, nothing is said."""
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "t.jsonl").write_text("")
+    config = folder / "run.yaml"
+    config.write_text("trace:\n  path: t.jsonl\ncache_only: true\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as refused:
+        load_config(config)
+    assert str(refused.value) == (
+        f"{config}: trace.path: t.jsonl is not in the current folder ({tmp_path}), where a "
+        f"run config's relative paths are read from; {folder / 't.jsonl'} is beside the "
+        "config: give that path")
+    assert load_config(config, {"trace.path": "elsewhere.jsonl"}).trace.path.name == \
+        "elsewhere.jsonl"
+    monkeypatch.chdir(folder)
+    assert load_config(config).trace.path.name == "t.jsonl"
+    (folder / "t.jsonl").unlink()
+    assert load_config(config).trace.path.name == "t.jsonl"  # missing everywhere: the reader says
