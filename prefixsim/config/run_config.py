@@ -369,23 +369,29 @@ def load_config(
     for dotted in unset:
         set_dotted(data, dotted, None, source)
     config = build_config(data, source=source)
-    if path is not None and (overrides or {}).get("trace.path") is None:
-        _trace_beside_the_file(config, Path(path))
+    if path is not None:
+        for key in FILE_KEYS:
+            if (overrides or {}).get(key) is None:
+                _file_beside_the_config(config, key, Path(path))
     return config
 
 
-def _trace_beside_the_file(config: RunConfig, config_file: Path) -> None:
-    """A relative trace path in a run config is read from the current folder (so the
-    config.yaml a run writes repeats it from where it ran); where no such file is there but
-    one is beside the config file, say so instead of only 'no such file'."""
-    trace = config.trace.path
-    if trace is None or trace.is_absolute() or trace.exists():
+FILE_KEYS = ("trace.path", "model.config_path", "model.presets_file")  # files a config names
+
+
+def _file_beside_the_config(config: RunConfig, key: str, config_file: Path) -> None:
+    """A relative path in a run config is read from the current folder (so the config.yaml
+    a run writes repeats it from where it ran); where no such file is there but one is
+    beside the config file, say so instead of only 'no such file'."""
+    section, name = key.split(".")
+    given = getattr(getattr(config, section), name)
+    if given is None or Path(given).is_absolute() or Path(given).exists():
         return
-    beside = config_file.parent / trace
+    beside = config_file.parent / given
     if beside.exists():
-        raise InputError(f"{trace} is not in the current folder ({Path.cwd()}), where a run "
+        raise InputError(f"{given} is not in the current folder ({Path.cwd()}), where a run "
                          f"config's relative paths are read from; {beside} is beside the "
-                         "config: give that path", file=str(config_file), field="trace.path")
+                         "config: give that path", file=str(config_file), field=key)
 
 
 def config_to_yaml(config: RunConfig) -> str:

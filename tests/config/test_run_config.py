@@ -288,3 +288,16 @@ def test_a_trace_beside_the_config_but_not_in_the_current_folder_is_named(tmp_pa
     assert load_config(config).trace.path.name == "t.jsonl"
     (folder / "t.jsonl").unlink()
     assert load_config(config).trace.path.name == "t.jsonl"  # missing everywhere: the reader says
+
+
+def test_a_model_config_beside_the_run_config_is_named_too(tmp_path, monkeypatch):
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    config = folder / "run.yaml"
+    config.write_text("model:\n  config_path: config.json\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as refused:
+        load_config(config)
+    assert str(refused.value).startswith(
+        f"{config}: model.config_path: config.json is not in the current folder")
