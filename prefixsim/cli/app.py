@@ -9,8 +9,10 @@ place only when complete.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -29,8 +31,9 @@ RESULTS_ROOT = Path("results")
 def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
     """Report `InputError` as one line `prefixsim: error: ...` and exit 2, without a
     traceback. An OSError is one line too: exit 2 when the user can fix it (a full disk,
-    `ulimit -f`, a name too long, no permission: docs/input-rules.md I19), else 1. An empty
-    path given to a path option (`-o ''`) is refused before the command starts."""
+    `ulimit -f`, a name too long, no permission: docs/input-rules.md I19), else 1; a pipe
+    closed by its reader (`| head`) ends the command quietly, exit 141. An empty path given
+    to a path option (`-o ''`) is refused before the command starts."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -40,6 +43,9 @@ def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
         except InputError as exc:
             click.echo(f"prefixsim: error: {one_line(str(exc))}", err=True)
             sys.exit(2)
+        except BrokenPipeError:  # the reader of the output left (`| head`): stop quietly
+            _stdout_to_devnull()
+            sys.exit(BROKEN_PIPE_EXIT)
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             click.echo(f"prefixsim: error: {one_line(where + (exc.strerror or str(exc)))}",
@@ -47,6 +53,16 @@ def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(2 if is_users_os_error(exc) else 1)
 
     return wrapper
+
+
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a command a pipe closed on
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit raises nothing more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 class PathParam(click.Path):

@@ -176,8 +176,23 @@ def _inspected(target: Path, data: TraceData, plot_dir: Path | None, many: bool,
     return stats
 
 
-def write_trace(requests: Sequence, out: Path, fmt: str | None) -> str:
-    fmt = fmt or ("parquet" if out.suffix == ".parquet" else "jsonl")
+OTHER_FORMAT_SUFFIXES = (".csv", ".tsv", ".xls", ".xlsx")  # a name promising another format
+
+
+def trace_output_format(out: Path, fmt: str | None, option: str) -> str:
+    """The format OUT is written in: `fmt` when given, else Parquet for a `.parquet` name
+    and Mooncake JSONL for any other; a name promising another format (`trace.csv`: it
+    would hold JSON lines) is refused without `fmt`, before anything is read."""
+    suffix = out.suffix.lower()
+    if fmt is None and suffix in OTHER_FORMAT_SUFFIXES:
+        raise InputError(f"{out.name} names a {suffix[1:]} file, but traces are written as "
+                         f"Mooncake JSONL or Parquet: name it {out.with_suffix('.jsonl').name}"
+                         f" or {out.with_suffix('.parquet').name}", field=option)
+    return fmt or ("parquet" if suffix == ".parquet" else "jsonl")
+
+
+def write_trace(requests: Sequence, out: Path, fmt: str) -> str:
+    """Write `requests` to `out` atomically in `fmt` (jsonl or parquet); returns it."""
 
     def write(temp: Path) -> None:
         if fmt == "parquet":
@@ -210,8 +225,9 @@ def convert(source: Path, out: Path, out_format: str | None, **kwargs: Any) -> N
     """
     fmt, options, page_size = _options(kwargs)
     check_output_file(out)
+    written = trace_output_format(out, out_format, "OUT")
     data = load(source, fmt, options, page_size)
-    written = write_trace(data.requests, out, out_format)
+    write_trace(data.requests, out, written)
     labels = "".join(f"; {key}: {value}" for key, value in data.labels.items())
     click.echo(f"wrote {len(data.requests):,} requests ({data.format} -> {written}, "
                f"{data.requests[0].page_size_tokens}-token pages) to {out}{labels}", err=True)
@@ -242,10 +258,11 @@ def generate_command(preset: str, num_requests: int, rate: float | None, seed: i
     if rate is not None and not 0 < rate < float("inf"):
         raise InputError(f"must be a finite number > 0, got {rate}", field="--rate")
     check_output_file(out)
+    written = trace_output_format(out, None, "--output")
     with Progress("generate", "req", total=num_requests) as bar:
         requests = generate(load_preset(preset), num_requests, seed, rate,
                             on_progress=bar.update, source=str(preset_path(preset)))
         bar.update(len(requests) - bar.count)  # the generator's last partial block
-    write_trace(requests, out, None)
+    write_trace(requests, out, written)
     click.echo(f"wrote {len(requests):,} requests ({preset}, seed {seed}) to {out}", err=True)
 

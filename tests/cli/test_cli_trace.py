@@ -133,3 +133,40 @@ def test_reuse_statistics_known_answer():
     assert list(popularity(requests)) == [2, 1, 0]
     assert top_share(popularity(requests)) == pytest.approx(2 / 3)
     assert sorted(reuse_times_s(requests)) == [1.0, 2.0, 3.0]
+
+
+def test_a_trace_named_as_another_format_is_refused_before_anything_is_written(tmp_path):
+    """`-o trace.csv` wrote Mooncake JSON lines into a .csv; now refused in one line naming
+    the .jsonl and .parquet names, nothing written; `--to jsonl` keeps the name asked for,
+    and `.PARQUET` is Parquet."""
+    runner = CliRunner()
+    generated = runner.invoke(app, ["trace", "generate", "--preset", "chat", "--requests",
+                                    "5", "-o", str(tmp_path / "g.csv")])
+    assert generated.exit_code == 2
+    assert generated.output == ("prefixsim: error: --output: g.csv names a csv file, but "
+                                "traces are written as Mooncake JSONL or Parquet: name it "
+                                "g.jsonl or g.parquet\n")
+    source = Path("traces/demo_chat.jsonl")
+    converted = runner.invoke(app, ["trace", "convert", str(source), str(tmp_path / "c.tsv")])
+    assert converted.exit_code == 2 and "OUT: c.tsv names a tsv file" in converted.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    asked = runner.invoke(app, ["trace", "convert", str(source), str(tmp_path / "c.csv"),
+                                "--to", "jsonl"])
+    assert asked.exit_code == 0 and (tmp_path / "c.csv").read_text().startswith("{")
+    upper = runner.invoke(app, ["trace", "convert", str(source), str(tmp_path / "c.PARQUET")])
+    assert upper.exit_code == 0 and (tmp_path / "c.PARQUET").read_bytes()[:4] == b"PAR1"
+
+
+def test_output_a_reader_stops_reading_ends_the_command_quietly(tmp_path):
+    """`prefixsim trace inspect T | head -1`: the pipe closes before the command prints;
+    it printed 'prefixsim: error: Broken pipe' (exit 2). Now nothing on stderr, exit 141
+    (128 + SIGPIPE, as a shell reports it)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "prefixsim", "trace", "inspect",
+                                "traces/demo_chat.jsonl"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader leaves before the first line
+    _, stderr = process.communicate(timeout=120)
+    assert (process.returncode, stderr) == (141, b"")
