@@ -264,6 +264,15 @@ def test_schema_errors_are_worded_as_the_readers_word_theirs():
                                "msg": "Input should be an object"}) == "Input should be an object"
 
 
+def beside_a_config(folder, key_yaml: str, name: str, content: str = ""):
+    """A run config in `folder` naming the file `name` (written there) under `key_yaml`."""
+    folder.mkdir()
+    (folder / name).write_text(content)
+    config = folder / "run.yaml"
+    config.write_text(key_yaml)
+    return config
+
+
 def test_a_trace_beside_the_config_but_not_in_the_current_folder_is_named(tmp_path,
                                                                          monkeypatch):
     """A run config's relative trace path is read from the current folder (the config.yaml
@@ -271,10 +280,7 @@ def test_a_trace_beside_the_config_but_not_in_the_current_folder_is_named(tmp_pa
     the refusal (it said only 'no such file or folder'). Found in the current folder, or
     given as a flag, nothing is said."""
     folder = tmp_path / "cfg"
-    folder.mkdir()
-    (folder / "t.jsonl").write_text("")
-    config = folder / "run.yaml"
-    config.write_text("trace:\n  path: t.jsonl\ncache_only: true\n")
+    config = beside_a_config(folder, "trace:\n  path: t.jsonl\ncache_only: true\n", "t.jsonl")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError) as refused:
         load_config(config)
@@ -291,11 +297,8 @@ def test_a_trace_beside_the_config_but_not_in_the_current_folder_is_named(tmp_pa
 
 
 def test_a_model_config_beside_the_run_config_is_named_too(tmp_path, monkeypatch):
-    folder = tmp_path / "cfg"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    config = folder / "run.yaml"
-    config.write_text("model:\n  config_path: config.json\n")
+    config = beside_a_config(tmp_path / "cfg", "model:\n  config_path: config.json\n",
+                             "config.json", "{}")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError) as refused:
         load_config(config)
