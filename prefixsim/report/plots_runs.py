@@ -111,20 +111,19 @@ def _bar_runs(data: ReportData, series: dict[str, pd.Series], title: str, xlabel
 def tier_hits(data: ReportData) -> Figure:
     """Hit tokens per cache tier (`cache_hit_tokens_<tier>` summary keys), per run."""
     pattern = re.compile(r"^cache_(?:hit_tokens_([a-z0-9]+)|([a-z0-9]+)_hit_tokens)$")
-    columns = [c for c in data.ok.columns if pattern.match(c)
-               and not re.search(r"unbounded|offline|belady", c)]
-    if not columns:
+    ok = data.ok
+    hits = {c: ok[c].fillna(0) for c in ok.columns if pattern.match(c)
+            and not re.search(r"unbounded|offline|belady", c)}
+    if not hits:
         raise PlotSkipped("no per-tier hit keys (cache_hit_tokens_<tier>) in the summaries")
-    lower = [c for c in columns if not c.endswith("hbm")]
-    if not any(data.ok[c].fillna(0).gt(0).any() for c in lower):
+    used = {c: tokens for c, tokens in hits.items() if tokens.gt(0).any()}  # no run: out
+    if not any(not c.endswith("hbm") for c in used):
         raise PlotSkipped("no lower tier (host DRAM, disk or shared pool) served a hit: "
                           "every hit came from HBM (--host-cache-tokens, --disk-cache-tokens "
                           "or cache.pool add one)")
-    used = [c for c in columns if data.ok[c].fillna(0).gt(0).any()]  # tiers no run has: out
-    total = float(sum(data.ok[c].fillna(0).sum() for c in used))
+    total = float(sum(tokens.sum() for tokens in used.values()))
     series = {f"{next(g for g in pattern.match(c).groups() if g)} "
-              f"({data.ok[c].fillna(0).sum() / total:.1%} of the hits)": data.ok[c]
-              for c in used}
+              f"({tokens.sum() / total:.1%} of the hits)": ok[c] for c, tokens in used.items()}
     return _bar_runs(data, series, "Hit tokens per cache tier", "hit tokens (tokens)", True)
 
 
