@@ -246,11 +246,15 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
     return fig, [ax for row in axes for ax in row]
 
 
+MIN_LOG_MAJORS = 3  # fewer powers of ten inside a log axis: 2x and 5x labelled too
+
+
 def plain_log_ticks(fig: Figure) -> None:
     """Tick labels of the figure's log axes as plain numbers (5k, 20k, 1M) instead of
     matplotlib's `10^4` math text, where a plot has not chosen its own (`value_ticks`,
     `time_ticks`). Minor ticks are labelled (at 2x and 5x a power of ten) only where fewer
-    than two major ticks fall inside the axis."""
+    than MIN_LOG_MAJORS major ticks fall inside the axis (a TPOT axis of 10-420 ms is ticked
+    10 20 50 100 200, not 10 and 100 with its highest points above every label)."""
     for ax in fig.axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
             if scale not in ("log", "symlog") or \
@@ -259,7 +263,7 @@ def plain_log_ticks(fig: Figure) -> None:
             axis.set_major_formatter(FuncFormatter(_short_number))
             low, high = sorted(axis.get_view_interval())
             majors = [t for t in axis.get_majorticklocs() if low <= t <= high]
-            axis.set_minor_formatter(NullFormatter() if len(majors) >= 2
+            axis.set_minor_formatter(NullFormatter() if len(majors) >= MIN_LOG_MAJORS
                                      else FuncFormatter(_one_two_five))
 
 

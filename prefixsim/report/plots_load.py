@@ -1,6 +1,6 @@
-"""Latency against load: TTFT and TPOT (p50 and p99, ms) against the offered and the achieved
-request rate (requests/s), per stage of a staged load or per probe of a capacity search
-(docs/load.md).
+"""Latency against load: TTFT and TPOT (p50 and p99, ms, and the statistic of each SLO on them,
+e.g. p90) against the offered and the achieved request rate (requests/s), per stage of a
+staged load or per probe of a capacity search (docs/load.md).
 
 `latency_load_figure` draws it from a table with one row per point: a 2x2 grid (rows TTFT
 and TPOT, columns one x axis each), one curve per `curve` value (colours tell curves apart,
@@ -41,6 +41,11 @@ from prefixsim.report.format import significant
 
 LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"))
 STATS = (("p50", "o", "--"), ("p99", "s", "-"))  # statistic, marker, line style
+# An SLO's own statistic (capacity/verdict.py's SLO_STATS) when it is neither of those: the
+# probes were judged on it, so it is drawn beside them (median is p50).
+SLO_STAT_STYLES = {"mean": ("D", ":"), "p90": ("^", "-."), "p95": ("v", "-.")}
+# One colour per statistic on every panel of a single curve (several curves: one per curve).
+STAT_COLOURS = {"p50": "C0", "p99": "C1", "p90": "C2", "p95": "C4", "mean": "C5"}
 OFFERED = ("offered_rate", "offered rate (requests/s)")
 ACHIEVED = ("achieved_rate", "achieved rate (requests/s)")
 CURVE = "curve"  # the column naming each point's curve (absent: one curve)
@@ -61,27 +66,40 @@ def latency_load_figure(points: pd.DataFrame,
     for row, (name, shown) in enumerate(LATENCIES):
         for col, (x, x_label) in enumerate(x_axes):
             ax = axes[row * len(x_axes) + col]
+            stats = drawn_stats(points, slos, name)
             for number, curve in enumerate(curves):
                 part = points if curve is None else points[points[CURVE] == curve]
-                _draw_curve(ax, part.sort_values(x_axes[0][0]), x, name, shown,
+                _draw_curve(ax, part.sort_values(x_axes[0][0]), x, name, shown, stats,
                             None if curve is None else (f"C{number % 10}", str(curve)))
             for key, limit in (slos or {}).items():
                 if key.endswith(f"_{name}_ms"):
                     ax.axhline(limit, color="black", linestyle="--", linewidth=1,
                                label=f"SLO {key} = {significant(limit, 6)} ms")
             if answer is not None and pd.notna(answer.get(x)):
-                ax.axvline(float(answer[x]), color="grey", linestyle=":", label="answer (knee)")
+                ax.axvline(float(answer[x]), color="grey", linestyle=":",
+                           label=f"answer (knee): {significant(float(answer[x]), 3)}")
             ax.set_xlabel(x_label)
             _x_scale(ax, points[x], counts="(count)" in x_label)
-            ys = [points[k] for k in (f"{stat}_{name}_ms" for stat, _, _ in STATS) if k in points]
+            ys = [points[k] for k in (f"{stat}_{name}_ms" for stat, _, _ in stats) if k in points]
             _y_scale(ax, pd.concat(ys) if ys else pd.Series(dtype=float), slos, name)
             ax.set_ylabel(f"{shown} (ms)")
             ax.set_title(f"{shown} vs {x_label.split(' (')[0]}", fontsize=10)
             ax.grid(True, alpha=0.3)
-            _legend(ax, len(curves) > 1)
+            _legend(ax, len(curves) > 1, stats)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def drawn_stats(points: pd.DataFrame, slos: Mapping[str, float] | None,
+                name: str) -> list[tuple[str, str, str]]:
+    """(statistic, marker, line style) drawn for one latency: p50 and p99, and before p99 the
+    statistic of every SLO on it that the points hold (a probe judged on its p90 TTFT shows
+    its p90 TTFT; `median` is p50)."""
+    extra = {key.removesuffix(f"_{name}_ms") for key in (slos or {})
+             if key.endswith(f"_{name}_ms") and key in points}
+    chosen = [(stat, *SLO_STAT_STYLES[stat]) for stat in SLO_STAT_STYLES if stat in extra]
+    return [STATS[0], *chosen, STATS[1]]
 
 
 def _x_scale(ax, values: pd.Series, counts: bool) -> None:
@@ -109,13 +127,13 @@ def _y_scale(ax, values: pd.Series, slos: Mapping[str, float] | None, name: str)
 
 
 def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,
-                curve: tuple[str, str] | None) -> None:
-    """One curve's p50 and p99 on one panel; `curve` is (colour, label) among several."""
-    for stat, marker, style in STATS:
+                stats: Sequence[tuple[str, str, str]], curve: tuple[str, str] | None) -> None:
+    """One curve's statistics on one panel; `curve` is (colour, label) among several."""
+    for stat, marker, style in stats:
         key = f"{stat}_{name}_ms"
         if key not in part or part[key].isna().all():
             continue
-        colour = None if curve is None else curve[0]
+        colour = STAT_COLOURS[stat] if curve is None else curve[0]
         named = curve is not None and stat == "p99"  # a curve's colour, named once
         line = ax.plot(part[x], part[key], linestyle=style, alpha=0.5, color=colour,
                        label=curve[1] if named else None)[0]
@@ -131,12 +149,12 @@ def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,
                            gid=f"{shown} {stat}{'' if ok else ' failed'}")
 
 
-def _legend(ax, several: bool) -> None:
+def _legend(ax, several: bool, stats: Sequence[tuple[str, str, str]]) -> None:
     """Several curves: their colours plus one entry per statistic's style, right of the
     panel; one curve: inside it."""
     handles, labels = ax.get_legend_handles_labels()
     if several:
-        for stat, marker, style in STATS:
+        for stat, marker, style in stats:
             handles.append(Line2D([], [], color="black", marker=marker, linestyle=style))
             labels.append(stat)
         ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),

@@ -172,13 +172,37 @@ def test_a_capacity_folder_draws_its_probes_slos_and_answer(tmp_path):
     assert _points(ttft, "TTFT p99") == [(1.0, 90.0), (2.0, 150.0)]  # the failed one hollow
     slo = [line for line in ttft.get_lines() if line.get_label().startswith("SLO")]
     assert slo and slo[0].get_ydata()[0] == 200.0
-    knee = [line for line in ttft.get_lines() if line.get_label() == "answer (knee)"]
+    knee = [line for line in ttft.get_lines() if line.get_label() == "answer (knee): 2"]
     assert knee[0].get_xdata()[0] == 2.0
     assert not any(line.get_label().startswith("SLO") for line in fig.axes[2].get_lines())
     assert fig.prefixsim_runs is None
     assert dict(header_sections(data)[0][1])["load"] == \
         "trace (recorded times, rate scaled by 1-4)"
     assert capacity_png(probes, answer).startswith(b"\x89PNG")
+
+
+def test_the_statistic_an_slo_judges_is_drawn_beside_p50_and_p99(tmp_path):
+    """A probe judged on its p90 TTFT shows that p90: drawn p50 and p99 alone, passing probes
+    sat above the p90 SLO line and read as failures."""
+    probes = pd.DataFrame({
+        "probe": [0, 1], "value": [1.0, 2.0], "config_value": [1.0, 2.0],
+        "offered_rate": [1.0, 2.0], "achieved_rate": [1.0, 1.5], "passed": [True, False],
+        "run_id": ["p0", "p1"], "p50_ttft_ms": [40.0, 400.0], "p90_ttft_ms": [150.0, 800.0],
+        "p99_ttft_ms": [300.0, 900.0], "p50_tpot_ms": [8.0, 15.0], "p99_tpot_ms": [9.0, 20.0]})
+    answer = {"search": "rate", "answer_run_id": "p0", "slos": {"p90_ttft_ms": 200.0}}
+    runs = {r: (None, {"type": "trace", "rate_scale": s}, {})
+            for r, s in zip(probes["run_id"], probes["value"], strict=True)}
+    fig = _draw(load_report_data(_sweep(tmp_path / "cap", runs, ["load_rate_scale"],
+                                        (probes, answer))))
+    ttft, tpot = fig.axes[0], fig.axes[2]
+    assert _points(ttft, "TTFT p90") == [(1.0, 150.0)]
+    labels = [t.get_text() for t in ttft.get_legend().get_texts()]
+    assert labels[:3] == ["TTFT p50", "TTFT p90", "TTFT p99"]
+    with pytest.raises(AssertionError, match="no points"):
+        _points(tpot, "TPOT p90")  # no SLO on TPOT's p90, and no column either
+    colours = {line.get_label(): line.get_color() for ax in (ttft, tpot)
+               for line in ax.get_lines() if line.get_label().endswith("p99")}
+    assert colours["TTFT p99"] == colours["TPOT p99"]  # one colour per statistic
 
 
 def test_the_report_page_names_the_load_and_draws_the_figure(tmp_path):

@@ -297,6 +297,30 @@ def test_a_latency_axis_goes_log_past_ten_times(values, scale):
     plt.close(fig)
 
 
+@pytest.mark.parametrize(("values", "labels"), [
+    ([11.0, 105.0, 420.0], {"10", "20", "50", "100", "200"}),  # two powers of ten: 2x, 5x
+    ([11.0, 2000.0, 9000.0], {"10", "100", "1k"}),  # three: powers of ten only
+])
+def test_a_log_axis_over_few_decades_labels_2x_and_5x(values, labels):
+    """A TPOT axis of 10-420 ms ticked 10 and 100 alone left its highest points above every
+    label; one spanning three or more decades keeps its powers of ten only."""
+    from prefixsim.report.figures import readable_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], values)
+    readable_ticks(ax.yaxis, "p99_tpot_ms", pd.Series(values))
+    finish_figure(fig)
+    fig.canvas.draw()
+    low, high = sorted(ax.get_ylim())
+    shown = [t.label1.get_text() for t in ax.yaxis.get_major_ticks() + ax.yaxis.get_minor_ticks()
+             if low <= t.get_loc() <= high and t.label1.get_text()]
+    assert labels <= set(shown), shown
+    assert all(label[0] in "125" for label in shown), shown
+    assert len(labels) > 3 or not [label for label in shown if label[0] != "1"], shown
+    assert faults(fig) + overlapping_ticks(fig) == []
+    plt.close(fig)
+
+
 def test_the_cluster_table_blanks_what_a_run_does_not_run(demo_data):
     """The cluster demo's comparison: a split run's replicas (1, unused) and a colocated
     run's prefill and decode counts are blank, its pool reads `unbounded`, not
