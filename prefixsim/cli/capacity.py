@@ -43,9 +43,9 @@ PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="YAML run config; the run flags below override its keys.")
 @click.option("--search", metavar="|".join(SEARCHES),
-              help="rate: the highest offered rate the fleet sustains (load.rate, else the "
-                   "trace's rate multiplier); replicas: the fewest engine.replicas for the "
-                   "trace's own load.")
+              help="Required. rate: the highest offered rate the fleet sustains (load.rate, "
+                   "else the trace's rate multiplier); replicas: the fewest engine.replicas "
+                   "for the trace's own load.")
 @click.option("--slo", "slo_values", multiple=True, metavar="KEY:MS",
               help="A latency SLO, e.g. p99_ttft_ms:2000 (repeat; any "
                    "{mean,median,p50,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms).")
@@ -79,6 +79,9 @@ def capacity(config_path: str | None, search: str | None, slo_values: tuple[str,
       prefixsim capacity --search replicas --trace traces/demo_chat.jsonl \\
           --model llama-3.1-8b --gpu h100-sxm --slo p99_ttft_ms:2000 -o results/cap
     """
+    if search is None:
+        raise InputError(f"is required: what to search for, {' or '.join(SEARCHES)}",
+                         field="--search")
     if search not in SEARCHES:
         raise InputError(f"expected one of {', '.join(SEARCHES)}, got {search!r}",
                          field="--search")

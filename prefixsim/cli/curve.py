@@ -79,7 +79,7 @@ def _tokens(text: str) -> float:
 @click.option("--capacities",
               help="Capacities in tokens: N,N,... or START:STOP:NUM (log-spaced); 5k, 2M. "
                    f"Default: {DEFAULT_POINTS} log-spaced from 0.01% of the trace's distinct "
-                   "prefix tokens to all of them.")
+                   "prefix tokens (at least one page) to all of them.")
 @click.option("--sample-rate", type=float,
               help="LRU only: SHARDS estimate from this fraction of page ids (0 < r <= 1); "
                    "reliable when rate x distinct ids >= ~2,000 (see below).")
@@ -103,7 +103,8 @@ def curve(trace_file: str | None, trace_path: str | None, trace_format: str | No
     --sample-rate R estimates the LRU curve from the page ids whose hash falls under R
     (SHARDS; misses estimated, hits = query - misses, so hot shared prefixes do not skew
     it). Measured against the exact curve (bench/capacity_curve.py): mean error of the hit
-    rate <= 0.005 at R=0.1 and ~0.03 at R=0.01 on Mooncake and the chat/agent/rag presets.
+    rate <= 0.005 at R=0.1 and 0.001-0.025 at R=0.01 on Mooncake and the chat/agent/rag
+    presets.
     Reliable when R x (distinct page ids) is a few thousand and the capacities are well
     above page size / R; below that, errors of 0.05-0.1 at the smallest capacities.
 

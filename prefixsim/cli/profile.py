@@ -186,5 +186,7 @@ LIST_FOOTNOTE = (
     "top: the top 20% of every axis; rows: whole chunk sizes and batch sizes; model: GEMMs "
     "fitted on the other models; borrow: the rule that scales another GPU's kernels, one "
     "donor model left out at a time. Across measurement sessions, attention backends or "
-    "GPUs the errors are 10-55% (docs/cost-models.md \"Block hold-outs\"). `--profile "
+    "GPUs the errors are 10-55% (docs/cost-models.md \"Block hold-outs\"). Not in the "
+    "borrowed column: every attention grid is the one public grid's heads (32 query / 4 KV "
+    "per GPU) scaled to the profile's where they differ, as a run's note says. `--profile "
     "NAME` selects a profile.")

@@ -50,8 +50,9 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
 
     TRACE is the trace file to replay (the same as --trace).
 
-    Timed by default (replicas of a model on GPUs, continuous batching, a router; also
-    writes timeseries.parquet); --cache-only replays the cache alone.
+    Timed by default (replicas of a model on GPUs, continuous batching, a router); with
+    --cache-only it replays the cache alone. Both write timeseries.parquet too (the cache
+    and, timed, the fleet over time).
 
     \b
     Example (timed, 4 x h100-sxm serving llama-3.1-8b, prefix-aware routing):

@@ -85,7 +85,7 @@ def test_a_few_rejections_do_not_stop_the_search(tmp_path):
     (("--search", "replicas", "--slo", "std_ttft_ms:5"), "std_ttft_ms"),
     (("--search", "replicas", "--slo", "p99_ttft_ms:-1"), "--slo"),
     (("--search", "gpus"), "--search"),
-    ((), "--search"),
+    ((), "--search: is required: what to search for, rate or replicas"),
     (("--search", "rate", "--cache-only"), "--search"),
     (("--search", "rate", "--tolerance", 2), "--tolerance"),
     (("--search", "rate", "--goodput-share", 0.9), "--goodput-share"),
