@@ -11,7 +11,10 @@ expire while hits keep arriving at ages just over the TTL mean the TTL does.
 
 Bins are log-spaced, four per doubling, from 2**-10 s (~1 ms) to 2**20 s (~12 days), with
 one bin below and one above; a quantile is interpolated geometrically inside its bin, so it
-is within a factor 2**0.25 (19%) of the exact value. Counts are pages. The caches add to
+is within a factor 2**0.25 (19%) of the exact value, and kept within the exact least and
+greatest age where every page's age was reported to `bound` (expiries are: under a TTL of
+300 s every page expires at an age of 300 s or more, which the bin [256, 304) s alone would
+spread down to 256 s). Counts are pages. The caches add to
 the bins with `age_bin(age)` inline (one call per hit segment or evicted run); this module
 owns the bins, adding histograms and reading quantiles.
 """
@@ -79,26 +82,49 @@ def age_bin(age_s: float) -> int:
 class AgeHistogram:
     """Page counts per idle-age bin (see EDGES_S); added with `+` (replicas' counters).
     The counts are an `array("q")`: the compiled caches add to them in C, through a typed
-    view (segment_tree.pxd)."""
+    view (segment_tree.pxd). `least_s` and `most_s` are the exact extremes of the
+    `bounded_pages` pages whose ages were reported (`add`, `bound`); quantiles keep within
+    them only when every counted page was (`bounded_pages == total`)."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "least_s", "most_s", "bounded_pages")
 
-    def __init__(self, counts: Iterable[int] | None = None) -> None:
+    def __init__(self, counts: Iterable[int] | None = None, least_s: float | None = None,
+                 most_s: float | None = None, bounded_pages: int = 0) -> None:
         self.counts = array("q", bytes(8 * (len(EDGES_S) + 1)) if counts is None else counts)
+        self.least_s = least_s
+        self.most_s = most_s
+        self.bounded_pages = bounded_pages
 
     def add(self, age_s: float, pages: int = 1) -> None:
         """Count `pages` pages of idle age `age_s` (seconds)."""
         self.counts[age_bin(age_s)] += pages
+        self.bound(age_s, age_s, pages)
+
+    def bound(self, least_s: float, most_s: float, pages: int) -> None:
+        """Report that `pages` pages just counted (in `counts` directly, as the caches do)
+        had ages from `least_s` to `most_s`."""
+        if pages <= 0:
+            return
+        self.least_s = least_s if self.least_s is None else min(self.least_s, least_s)
+        self.most_s = most_s if self.most_s is None else max(self.most_s, most_s)
+        self.bounded_pages += pages
 
     @property
     def total(self) -> int:
         return sum(self.counts)
 
     def quantile(self, q: float) -> float | None:
-        """The age below which a share `q` of the pages fall (None when empty)."""
+        """The age below which a share `q` of the pages fall (None when empty), within the
+        exact extremes where every page's age was reported (class docstring)."""
         total = self.total
         if total == 0:
             return None
+        value = self._binned_quantile(q, total)
+        if self.bounded_pages == total and self.least_s is not None and self.most_s is not None:
+            return min(max(value, self.least_s), self.most_s)
+        return value
+
+    def _binned_quantile(self, q: float, total: int) -> float:
         target = q * total
         seen = 0
         for index, count in enumerate(self.counts):
@@ -121,13 +147,21 @@ class AgeHistogram:
         return sum(self.counts[: bisect_right(EDGES_S, age_s)]) / total
 
     def __add__(self, other: AgeHistogram) -> AgeHistogram:
-        return AgeHistogram([a + b for a, b in zip(self.counts, other.counts, strict=True)])
+        total = AgeHistogram([a + b for a, b in zip(self.counts, other.counts, strict=True)])
+        for part in (self, other):
+            if part.least_s is not None and part.most_s is not None:
+                total.bound(part.least_s, part.most_s, part.bounded_pages)
+        return total
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AgeHistogram) and self.counts == other.counts
+        return isinstance(other, AgeHistogram) and self.counts == other.counts and \
+            (self.least_s, self.most_s, self.bounded_pages) == \
+            (other.least_s, other.most_s, other.bounded_pages)
 
     __hash__ = None  # type: ignore[assignment]  (mutable)
 
     def __repr__(self) -> str:
         nonzero = {i: c for i, c in enumerate(self.counts) if c}
-        return f"AgeHistogram({nonzero})"
+        bounds = "" if not self.bounded_pages else \
+            f", {self.least_s}..{self.most_s} s over {self.bounded_pages} pages"
+        return f"AgeHistogram({nonzero}{bounds})"

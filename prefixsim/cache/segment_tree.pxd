@@ -312,7 +312,8 @@ cdef class SegmentCache:
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
     @cython.locals(node=Segment, parent=Segment, size=Py_ssize_t, freed=Py_ssize_t,
-                   queue=DeadlineRun, counters=CacheCounters, ages=cython.longlong[:])
+                   queue=DeadlineRun, counters=CacheCounters, ages=cython.longlong[:],
+                   age=double, least=double, most=double)
     cpdef long long expire(self, double now) except? -1
 
     @cython.locals(seg=IdArray, size=Py_ssize_t, i=Py_ssize_t)

@@ -1696,6 +1696,8 @@ class SegmentCache:
         counters = self.counters
         ages = self._expired_ages
         freed = 0
+        least = INFINITY  # the exact extremes of the ages counted (AgeHistogram.bound)
+        most = -INFINITY
         while True:
             node = queue.pop_below(now)  # a resident leaf, its deadline the entry's
             if node is None:
@@ -1705,7 +1707,12 @@ class SegmentCache:
                 freed += size
                 counters.expired_pages += size
                 counters.expired_tokens += node.num_tokens
-                ages[age_bin(node.deadline_s - node.last_access_s)] += size
+                age = node.deadline_s - node.last_access_s
+                ages[age_bin(age)] += size
+                if age < least:
+                    least = age
+                if age > most:
+                    most = age
                 if node.states is not None:  # the policy's on_expire, page by page
                     self._leave_states(node, False)
                 parent = self._unlink(node)
@@ -1714,6 +1721,8 @@ class SegmentCache:
                         self._queue(parent)
                     parent = None
                 node = parent
+        if freed:
+            counters.expired_ages.bound(least, most, freed)
         return freed
 
     # ------------------------------------------------------------------- internal
