@@ -579,6 +579,11 @@ class RadixCache:
             queue.push(entry)
         return need <= 0
 
+    def next_expiry_s(self) -> float:
+        """At or before the least deadline `expire` could free: the queue's head (stale
+        entries included), INFINITY when empty."""
+        return self._deadlines.head()[0] if self._deadlines else INFINITY
+
     def expire(self, now: float) -> int:
         """Free every unlocked page whose deadline is before `now`; returns pages freed."""
         queue = self._deadlines

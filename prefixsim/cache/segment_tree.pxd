@@ -311,6 +311,8 @@ cdef class SegmentCache:
                    recency=cython.longlong, depth=cython.longlong, key=object)
     cpdef Py_ssize_t _keyed_run(self, Segment node, Py_ssize_t k, tuple head) except? -1
 
+    cpdef double next_expiry_s(self)
+
     @cython.locals(node=Segment, parent=Segment, size=Py_ssize_t, freed=Py_ssize_t,
                    queue=DeadlineRun, counters=CacheCounters, ages=cython.longlong[:],
                    age=double, least=double, most=double)

@@ -1687,6 +1687,13 @@ class SegmentCache:
         for i in range(len(states)):
             self.policy.leave(states[i], _ids.id_at(seg, i), evicted)
 
+    def next_expiry_s(self) -> float:
+        """A time at or before the least deadline of a page `expire` could free (INFINITY
+        when none): the deadline queue's floor, exact after an `expire` that stopped at a
+        live page; a replay's sampler reads it to sample the cache as a TTL empties it
+        between arrivals (engine/cache_samples.py)."""
+        return self._deadlines.floor_s
+
     def expire(self, now: float) -> int:
         """Free every page whose deadline is before `now`; returns pages freed. A parent
         that an expired leaf leaves a leaf, its own deadline before `now` too, goes at once

@@ -19,7 +19,7 @@ from prefixsim.cache.pool import SharedPool, page_sizes
 from prefixsim.cache.segment_tree import SegmentCache
 from prefixsim.cache.tiers import LowerHit, TierStack
 from prefixsim.engine.cache_only_fast import replay_segments
-from prefixsim.engine.cache_samples import end_of_replay, next_sample, state_row
+from prefixsim.engine.cache_samples import end_of_replay, gap_rows
 from prefixsim.engine.records import CacheOnlyRecord, RecordTable, hit_tokens
 from prefixsim.errors import InputError
 from prefixsim.trace import Request
@@ -93,9 +93,8 @@ def _replay(requests, cache, on_progress, progress_every, tiers, rules, interval
     position = -1
     for position, request in enumerate(requests):
         now = clock[0] = request.arrival_s
-        if now > upcoming:  # the state so far holds from `upcoming` until `now`
-            states.append(state_row(upcoming, cache))
-            upcoming = next_sample(now, interval)
+        if now > upcoming:  # the state so far holds from `upcoming` until `now`, TTL apart
+            upcoming = gap_rows(cache, states, upcoming, now, interval)
         rule = DEFAULT_RULE if rules is None else rules.for_request(request)
         page_ids = request.page_ids if rule.cacheable else ()
         match = cache.match(page_ids, now)

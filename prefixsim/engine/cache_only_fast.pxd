@@ -3,7 +3,7 @@
 # typed SegmentCache's `access` directly (segment_tree.pxd), without a Python call.
 cimport cython
 from prefixsim.cache.segment_tree cimport SegmentCache
-from prefixsim.engine.cache_samples cimport next_sample, row_of, state_row
+from prefixsim.engine.cache_samples cimport gap_rows, state_row
 
 
 @cython.locals(position=Py_ssize_t, block=Py_ssize_t, last=Py_ssize_t, base=Py_ssize_t,

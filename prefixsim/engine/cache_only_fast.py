@@ -21,7 +21,7 @@ import numpy as np
 
 from prefixsim.cache.cache_types import ChainConflict
 from prefixsim.cache.segment_tree import SegmentCache
-from prefixsim.engine.cache_samples import end_of_replay, next_sample, row_of, state_row
+from prefixsim.engine.cache_samples import end_of_replay, gap_rows, state_row
 from prefixsim.engine.records import (
     CacheOnlyRecord,
     RecordTable,
@@ -60,9 +60,8 @@ def replay_segments(
     upcoming = 0.0 if sample_interval_s is not None else math.inf
     for position, request in enumerate(requests):
         now = request.arrival_s
-        if now > upcoming:  # the state so far holds from `upcoming` until `now`
-            states.append(state_row(upcoming, cache))
-            upcoming = next_sample(now, sample_interval_s)
+        if now > upcoming:  # the state so far holds from `upcoming` until `now`, TTL apart
+            upcoming = gap_rows(cache, states, upcoming, now, sample_interval_s)
         page_ids = request.page_ids
         length = request.input_tokens
         size = request.page_size_tokens
@@ -139,9 +138,9 @@ def _replay_chunks(chunks, cache, on_chunk, on_progress, progress_every, sample_
             ids = array_of(page_ids[base:starts[last]], "q")  # a request's ids: a part of it
             for i in range(block, last):
                 now = arrivals[i]
-                if now > upcoming:  # the state so far holds from `upcoming` until `now`
-                    states.append(row_of(upcoming, cache.resident_tokens, cache.counters))
-                    upcoming = next_sample(now, sample_interval_s)
+                if now > upcoming:  # the state so far holds from `upcoming` until `now`,
+                    # TTL apart
+                    upcoming = gap_rows(cache, states, upcoming, now, sample_interval_s)
                 try:
                     matched[i] = cache.access(ids, now, position, sizes[i], inputs[i],
                                               starts[i] - base, starts[i + 1] - base)

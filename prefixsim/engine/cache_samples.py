@@ -1,12 +1,17 @@
 """The cache-only replay's timeseries: the cache's state at t = 0, dt, 2 dt, ... of trace time.
 
-A cache-only replay changes the cache only at request arrivals, so the sample at t is the
-state after every request that arrived at or before t (as metrics/timeseries.py samples the
-timed engine). The replay loop keeps `upcoming`, the first grid point not yet sampled; before
-a request that arrives after it, it appends one row for the state left by the earlier requests
-(which holds from `upcoming` up to that arrival), and the next grid point at or after the
-arrival becomes `upcoming`. That is one float comparison per request and at most one row per
-request, however small dt: no per-page work and nothing that polls. The last row is taken
+A cache-only replay changes the cache at request arrivals and, under a TTL, as deadlines
+pass, so the sample at t is the state after every request that arrived at or before t less
+the pages whose deadline passed before t (docs/cache-semantics.md R12: alive through the
+deadline, gone after it; the cache frees them when it is next called, which for the
+replay is the next arrival). The replay loop keeps `upcoming`, the first grid point not yet
+sampled; before a request that arrives after it, `gap_rows` frees the pages dead by
+`upcoming` and appends one row, then one more at the first grid point after each later
+deadline that passes before the arrival (none without a TTL), and the next grid point at or
+after the arrival becomes `upcoming`. That is one float comparison per request and at most
+one row per request or batch of expiries, however small dt: no per-page work and nothing
+that polls. Freeing the dead pages early changes no record: the arrival would free the same
+pages, in the same deadline order, before it looks anything up. The last row is taken
 after the loop. Rows are (grid time, resident tokens, evicted pages, expired pages), the same
 for either replay loop. Rolling hit rates come after the run from the per-request
 records (hit / query tokens of the requests that arrived since the previous sample),
@@ -36,6 +41,24 @@ def next_sample(now: float, interval_s: float) -> float:
 
 
 _K_MAX = 2.0 ** 53  # below it, every whole number is a float and `int` is exact
+
+
+def gap_rows(cache, states: list, upcoming: float, now: float, interval_s: float) -> float:
+    """Append the rows of the grid points from `upcoming` up to, not at, `now` (a request's
+    arrival after `upcoming`), as the module docstring says, and return the next grid point
+    to sample: the first at or after `now`."""
+    cache.expire(upcoming)
+    states.append(state_row(upcoming, cache))
+    soonest = cache.next_expiry_s()
+    while soonest < now:
+        # the first grid point after the deadline (a page is alive at its deadline)
+        point = next_sample(math.nextafter(soonest, math.inf), interval_s)
+        if not point < now:
+            break
+        if cache.expire(point):
+            states.append(state_row(point, cache))
+        soonest = cache.next_expiry_s()
+    return next_sample(now, interval_s)
 
 
 def end_of_replay(cache, states: list[tuple] | None, upcoming: float, on_progress,

@@ -19,7 +19,7 @@ CALLS = [name for name, value in vars(PrefixCache).items()
 def test_the_protocol_names_the_step_calls():
     assert sorted(CALLS) == sorted([
         "available_tokens", "check_invariants", "evict", "expire", "insert", "lock", "match",
-        "pages", "relock", "release", "reserve", "touch", "unlock"])
+        "next_expiry_s", "pages", "relock", "release", "reserve", "touch", "unlock"])
 
 
 @pytest.mark.parametrize("mode", ["radix", "block"])

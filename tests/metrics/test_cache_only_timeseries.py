@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from fakes import without_segment_cache
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from radix_reference import RadixCache
 
 from prefixsim.cache import POLICIES, TTLRule
@@ -72,10 +74,11 @@ def test_capacity_known_answer(cache_class):
 
 def test_ttl_known_answer(cache_class):
     """Unbounded, sliding TTL 1 s, P=4, samples every 1 s. r0 t=0 [1,2] (8 tokens) inserts 8;
-    its pages expire at 1.0 but are dropped only at the next arrival (R11): r1 t=2.5 [3]
-    (4 tokens) drops both (2 expirations), inserts 3; r2 t=3 [3] hits 3 (L - 1).
-    t=0: 8 resident, rate 0/8; t=1, t=2: still 8 resident (nothing arrived, rate NaN, usage
-    NaN: no capacity); t=3: 4 resident, rate 3/8, 2 expirations."""
+    its pages are alive through their deadline 1.0 and gone after it (R12): the sampler frees
+    them by the grid point t=2, before the next arrival (r1 t=2.5 [3], 4 tokens, inserts 3;
+    r2 t=3 [3] hits 3, L - 1). t=0: 8 resident, rate 0/8; t=1: still 8 (nothing arrived,
+    rate NaN, usage NaN: no capacity); t=2: none, 2 expirations; t=3: 4 resident, rate 3/8.
+    A run that samples nothing counts the same 2 expirations, at r1."""
     requests = [Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 2.5, 4, 1, (3,), 4),
                 Request(2, 3.0, 4, 1, (3,), 4)]
     config = RunConfig.model_validate({"cache_only": True,
@@ -85,9 +88,13 @@ def test_ttl_known_answer(cache_class):
     assert as_rows(result.timeseries) == [
         (0.0, None, 8, 0.0, 0, 0),
         (1.0, None, 8, None, 0, 0),
-        (2.0, None, 8, None, 0, 0),
+        (2.0, None, 0, None, 0, 2),
         (3.0, None, 4, 3 / 8, 0, 2),
     ]
+    unsampled = simulate(config.model_copy(update={"engine": config.engine.model_copy(
+        update={"sample_interval_s": None})}), requests)
+    assert unsampled.summary["cache_expirations"] == 2
+    assert unsampled.requests.equals(result.requests)
 
 
 def test_sample_interval_and_no_timeseries(cache_class):
@@ -148,3 +155,47 @@ def test_radix_and_segment_rows_match_on_a_ttl_cache():
             for cls in (RadixCache, SegmentCache)]
     assert rows[0] == rows[1]
     assert [r[0] for r in rows[0]] == [float(k) for k in range(9)]
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 30.0), st.lists(st.integers(1, 6), min_size=1,
+                                                            max_size=4)),
+                min_size=1, max_size=25),
+       st.sampled_from([0.5, 3.0]), st.sampled_from([None, 40]),
+       st.sampled_from([0.25, 1.0, 7.0]), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_sampling_under_a_ttl_changes_no_record_and_empties_the_cache(points, ttl, capacity,
+                                                                      interval, host):
+    """Freeing the pages dead by each grid point (engine/cache_samples.py gap_rows) changes
+    no record and no count against a run that samples nothing, on the chunk replay and (a
+    host tier) the step-by-step one; and no row shows a page past its deadline: a sample
+    after every deadline of a gap with no arrival shows nothing resident."""
+    points = sorted(points)
+    requests = [Request(i, t, 4 * len(ids), 1, tuple(chain_ids(ids)), 4)
+                for i, (t, ids) in enumerate(points)]
+    base = {"cache_only": True, "cache": {"capacity_tokens": capacity, "ttl_s": ttl,
+                                          **({"host_capacity_tokens": 64} if host else {})}}
+    sampled = simulate(RunConfig.model_validate(
+        {**base, "engine": {"sample_interval_s": interval}}), requests)
+    plain = simulate(RunConfig.model_validate(
+        {**base, "engine": {"sample_interval_s": None}}), requests)
+    assert sampled.requests.equals(plain.requests)
+    for key in ("cache_expirations", "cache_evictions", "cache_hit_tokens",
+                "cache_expired_age_p50_s", "cache_peak_tokens"):
+        assert sampled.summary[key] == plain.summary[key], key
+    series = sampled.timeseries
+    last = max(t for t, _ in points)
+    for time_s, tokens in zip(series["time_s"], series["cached_tokens"], strict=True):
+        if time_s > last + ttl and time_s < series["time_s"].iloc[-1]:
+            assert tokens == 0, (time_s, tokens)
+        gap = [t for t, _ in points if t <= time_s]
+        if gap and time_s > max(gap) + ttl and any(t > time_s for t, _ in points):
+            assert tokens == 0, (time_s, tokens)  # every page seen so far is past its TTL
+
+
+def chain_ids(ids: list[int]) -> list[int]:
+    """Chained page ids of a prompt made of blocks `ids` (each prefix its own id)."""
+    out, key = [], 0
+    for block in ids:
+        key = key * 7 + block
+        out.append(key)
+    return out
