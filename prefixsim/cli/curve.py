@@ -26,6 +26,8 @@ from prefixsim.trace import READERS, load_trace
 from prefixsim.trace.chains import requests_chained
 from prefixsim.trace.pages import distinct_prefix_tokens
 
+MAX_CAPACITIES = 1000  # a curve's points: each is a replay for policies other than LRU
+
 
 def parse_capacities(text: str) -> list[int]:
     """`1e6,2e6,...` or `START:STOP:NUM` (NUM log-spaced capacities, ends included); a
@@ -33,8 +35,12 @@ def parse_capacities(text: str) -> list[int]:
     try:
         if ":" in text:
             start, stop, num = text.split(":")
+            count = int(num)
+            if count > MAX_CAPACITIES:
+                raise InputError(f"at most {MAX_CAPACITIES:,} capacities in one curve, got "
+                                 f"{count:,} ({text!r})", field="--capacities")
             with np.errstate(invalid="ignore", over="ignore"):
-                values = np.geomspace(_tokens(start), _tokens(stop), int(num))
+                values = np.geomspace(_tokens(start), _tokens(stop), count)
         else:
             values = [_tokens(part) for part in text.split(",") if part.strip()]
         if not all(np.isfinite(values)):
@@ -44,6 +50,9 @@ def parse_capacities(text: str) -> list[int]:
                          f"{text!r}",
                          field="--capacities") from None
     capacities = sorted({int(round(v)) for v in values})
+    if len(capacities) > MAX_CAPACITIES:
+        raise InputError(f"at most {MAX_CAPACITIES:,} capacities in one curve, got "
+                         f"{len(capacities):,}", field="--capacities")
     if not capacities or capacities[0] < 0:
         raise InputError("capacities must be >= 0 and at least one", field="--capacities")
     return capacities

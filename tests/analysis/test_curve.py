@@ -154,6 +154,15 @@ def test_parse_capacities():
     assert parse_capacities("1:100:3") == [1, 10, 100]
     with pytest.raises(InputError):
         parse_capacities("a,b")
+    assert len(parse_capacities("1e3:1e9:1000")) == 1000
+
+
+@pytest.mark.parametrize("text", ["1e3:1e6:100000000", ",".join(str(n) for n in range(1001))])
+def test_a_curve_of_more_than_a_thousand_capacities_is_refused_before_any_is_built(text):
+    """1e3:1e6:1e8 built 10^8 capacities (never finished; 10^6 took 10 s and 330 MB)."""
+    with pytest.raises(InputError, match="at most 1,000 capacities in one curve") as caught:
+        parse_capacities(text)
+    assert caught.value.field == "--capacities"
 
 
 def test_curve_cli(tmp_path):
