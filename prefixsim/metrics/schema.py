@@ -176,6 +176,25 @@ the order printed (vLLM's result block first; those a run has: the pool's and di
 serving's only where the run has them); each is a key of `SUMMARY_KEYS`."""
 
 
+TEXT_KEYS = frozenset({
+    "mode", "prefixsim_version", "code_path", "command", "load_type", "trace_*",
+    "cache_policy", "kept_up_warning", "rejected_warning", "model", "gpu", "router",
+    "cost_model", "cost_model_profile", "cost_model_profile_device", "cost_model_profile_model",
+    "cost_model_warning", "cost_model_borrowed", "max_model_len_warning", "timeseries_warning",
+    "cost_pricing", "cost_prices_as_of", "prefill_model",
+})
+"""The schema entries whose values are text; `stages` is a list, `kept_up` a boolean, every
+other entry a number (or null)."""
+NOT_NUMBERS = TEXT_KEYS | {"stages", "kept_up"}
+
+
+def numeric_key(name: str) -> bool:
+    """Whether summary key `name` holds a number (or null) by the schema: False for text,
+    lists, booleans and keys the schema does not know."""
+    entry = schema_key(name)
+    return entry is not None and entry not in NOT_NUMBERS
+
+
 def _pattern(key: str) -> re.Pattern[str]:
     escaped = re.escape(key).replace(r"\{i\}", r"\d+").replace(r"\*", r"[a-z0-9_]+")
     return re.compile(escaped)

@@ -28,6 +28,7 @@ import yaml
 
 from prefixsim.config.units import quantity, unit_of
 from prefixsim.errors import InputError
+from prefixsim.metrics.schema import numeric_key
 from prefixsim.report.format import short_number, significant
 
 DAMAGED = "damaged"  # the status of a run whose files cannot be read (as sweep/store.py)
@@ -114,11 +115,13 @@ class ReportData:
         return self._configs[run_id]
 
     def summary(self, run_id: str) -> dict:
-        """The whole summary.json of one run (lists such as `stages` included), or {}."""
+        """The whole summary.json of one run (lists such as `stages` included), or {} (a
+        damaged one: unreadable, or a number's key holding something else)."""
         if run_id not in self._summaries:
             path = self.run_dirs[run_id] / "summary.json"
             summary = _json_or_none(path) if path.is_file() else {}
-            if summary is None:
+            if summary is None or misread_number(summary) is not None:
+                summary = None
                 self.damaged.add(run_id)
             self._summaries[run_id] = summary or {}
         return self._summaries[run_id]
@@ -267,6 +270,9 @@ def load_report_data(path: str | Path) -> ReportData:
                           capacity=_read_capacity(folder))
     if (folder / "summary.json").is_file():
         summary = _read_json(folder / "summary.json")
+        fault = misread_number(summary)
+        if fault is not None:
+            raise InputError(fault, file=str(folder / "summary.json"))
         scalars = {k: v for k, v in summary.items()
                    if v is None or isinstance(v, (bool, int, float, str))}
         table = per_replica_capacity(
@@ -368,14 +374,27 @@ def _table_from_runs(folder: Path, meta: dict) -> pd.DataFrame:
             row[str(key).replace(".", "_")] = value if _scalar(value) else json.dumps(value)
         if run.get("status") == "ok":
             summary = _json_or_none(path / "summary.json")
+            fault = None if summary is None else misread_number(summary)
             if summary is None:
                 row["status"], row["error"] = DAMAGED, "summary.json missing or unreadable"
+            elif fault is not None:
+                row["status"], row["error"] = DAMAGED, f"summary.json: {fault}"
             else:
                 row.update({k: v for k, v in summary.items() if k not in row and _scalar(v)})
         rows.append(row)
     if not rows:
         raise InputError("a sweep folder with no finished run yet", file=str(folder))
     return pd.DataFrame(rows)
+
+
+def misread_number(summary: dict) -> str | None:
+    """What is wrong with a summary whose key holds something else than the number the
+    schema says it holds (a hand-edited `"cache_token_hit_rate": "abc"`), else None."""
+    for key, value in summary.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if value is not None and not number and numeric_key(key):
+            return f"{key}: expected a number, got {value!r}"
+    return None
 
 
 def _json_or_none(path: Path) -> dict | None:

@@ -20,7 +20,7 @@ from prefixsim.config import RunConfig, load_config
 from prefixsim.engine.records import CacheOnlyRecord
 from prefixsim.engine.request_state import ServedRecord
 from prefixsim.metrics.pricing import Pricing
-from prefixsim.metrics.schema import SUMMARY_KEYS, schema_key
+from prefixsim.metrics.schema import SUMMARY_KEYS, TEXT_KEYS, numeric_key, schema_key
 from prefixsim.metrics.timeseries import CACHE_ONLY_COLUMNS, TIMESERIES_COLUMNS
 from prefixsim.pipeline import simulate
 from prefixsim.profiles.calibrate import TARGETS
@@ -53,6 +53,22 @@ def summaries() -> list[dict]:
 def test_every_written_key_is_in_the_schema(summaries):
     unknown = sorted({k for s in summaries for k in s if schema_key(k) is None})
     assert not unknown
+
+
+def test_the_schema_says_which_keys_hold_text_and_which_numbers(summaries):
+    """A report reads a summary's numbers by the schema (a hand-edited `"abc"` in a number's
+    place is damage): every text value a run writes is under a text key, every other scalar
+    under a number's."""
+    assert TEXT_KEYS <= set(SUMMARY_KEYS)
+    for summary in summaries:
+        for key, value in summary.items():
+            if isinstance(value, str):
+                assert schema_key(key) in TEXT_KEYS, (key, value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert numeric_key(key), (key, value)
+    assert not numeric_key("kept_up") and not numeric_key("stages")
+    assert not numeric_key("trace_prefix_model") and numeric_key("trace_time_shift_s")
+    assert not numeric_key("no_such_key") and numeric_key("replica3_steps")
 
 
 def test_the_runs_cover_the_families(summaries):

@@ -15,6 +15,7 @@ from prefixsim.errors import InputError
 from prefixsim.report import load_report_data
 from prefixsim.report.data import (
     ReportData,
+    misread_number,
     per_replica_capacity,
     short_name,
     show_swept,
@@ -351,3 +352,29 @@ def test_a_sweep_table_of_values_written_with_units_reads_as_numbers(tmp_path):
     assert sorted(data.table["cache_ttl_s"]) == [30.0, 30.0, 300.0, 300.0]
     report = build_report(data)
     assert "policy_zoo" in report.pngs and "hit_rate_vs_ttl" in report.pngs, report.skipped
+
+
+def test_a_summary_holding_text_where_the_schema_has_a_number_is_damage(tmp_path):
+    """A hand-edited `"cache_token_hit_rate": "abc"` crashed the report with a traceback
+    (could not convert string to float): a run folder is refused naming its file and key; a
+    sweep's run read from its folder is drawn as damaged, with why; a run's whole summary
+    read for a plot is {} and the run counted damaged. Text keys (mode) and nulls pass."""
+    run = tmp_path / "run"
+    write_json(run / "summary.json", {"mode": "timed", "cache_token_hit_rate": "abc",
+                                      "request_goodput": None})
+    with pytest.raises(InputError) as caught:
+        load_report_data(run)
+    assert (caught.value.message, caught.value.file) == (
+        "cache_token_hit_rate: expected a number, got 'abc'", str(run / "summary.json"))
+    assert misread_number({"mode": "timed", "kept_up": True, "p99_ttft_ms": 1.5,
+                           "stages": [], "unknown_key": "x", "trace_prefix_model": "y"}) is None
+    assert misread_number({"replica2_completed": [3]}) == \
+        "replica2_completed: expected a number, got [3]"
+    folder = killed_sweep(tmp_path)
+    write_json(folder / "runs" / "a" / "summary.json", {"cache_token_hit_rate": "abc"})
+    table = load_report_data(folder).table
+    assert table.iloc[0]["status"] == "damaged"
+    assert table.iloc[0]["error"] == "summary.json: cache_token_hit_rate: expected a number, " \
+        "got 'abc'"
+    report = data(pd.DataFrame({"run_id": ["a"]}), run_dirs={"a": folder / "runs" / "a"})
+    assert report.summary("a") == {} and report.damaged == {"a"}
