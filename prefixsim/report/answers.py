@@ -241,14 +241,31 @@ def most_saved(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
 
 
 def lowest_ttft(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
-    """The run with the lowest p99 TTFT (timed runs)."""
+    """The run with the lowest p99 TTFT (timed runs) among those that kept up with their
+    load (`kept_up`); where none did, the lowest anyway, said so (a fleet that falls behind
+    has no steady TTFT to compare). Runs tied with it are named."""
     if "p99_ttft_ms" not in frame or frame["p99_ttft_ms"].isna().all():
         return None
-    best = frame.loc[frame["p99_ttft_ms"].idxmin()]
+    timed = frame[frame["p99_ttft_ms"].notna()]
+    kept = timed[timed["kept_up"].astype(object).ne(False)] if "kept_up" in timed else timed
+    pool = kept if len(kept) else timed
+    best = pool.loc[pool["p99_ttft_ms"].idxmin()]
     where = _context(frame, swept, best, ()) or str(best["run_id"])
     p50 = f", p50 {milliseconds(best['p50_ttft_ms'])}" if "p50_ttft_ms" in best else ""
-    return Answer("Lowest p99 TTFT", (f"{where}: {milliseconds(best['p99_ttft_ms'])}{p50}",),
-                  ((str(best["run_id"]), "p99_ttft_ms"),))
+    text = f"{where}: {milliseconds(best['p99_ttft_ms'])}{p50}"
+    tied = pool[(pool["p99_ttft_ms"] == best["p99_ttft_ms"])
+                & (pool["run_id"] != best["run_id"])]
+    if len(tied):
+        names = [_context(frame, swept, row, ()) or str(row["run_id"])
+                 for _, row in tied.iterrows()]
+        text += f" (tied with {names[0]})" if len(names) == 1 else \
+            f" (tied with {len(names)} other runs)"
+    if not len(kept):
+        text = f"none kept up with its load (every queue grew); the lowest anyway, {text}"
+    elif len(kept) < len(timed):
+        text += f" (of the {len(kept)} runs that kept up)" if len(kept) > 1 else \
+            " (the one run that kept up)"
+    return Answer("Lowest p99 TTFT", (text,), ((str(best["run_id"]), "p99_ttft_ms"),))
 
 
 ANSWERS = (best_policy, smallest_capacity, shortest_ttl, belady_headroom, most_saved,

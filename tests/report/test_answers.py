@@ -104,6 +104,33 @@ def test_lowest_p99_ttft():
     assert answer.cells == (("b", "p99_ttft_ms"),)
 
 
+
+def test_lowest_p99_ttft_among_the_runs_that_kept_up_and_its_ties():
+    """A sweep where least_loaded and session_affinity ran the same (no session ids) and
+    prefix_aware fell behind: the lowest of those that kept up, its twin named; where no run
+    kept up, the lowest anyway, said so (the answer named an overloaded run as if it were a
+    choice)."""
+    frame = pd.DataFrame({
+        "run_id": ["a", "b", "c", "d"],
+        "router_name": ["round_robin", "least_loaded", "session_affinity", "prefix_aware"],
+        "p99_ttft_ms": [900.0, 400.0, 400.0, 100.0], "kept_up": [True, True, True, False]})
+    answer = lowest_ttft(frame, ["router_name"])
+    assert answer.answer == ("router=least_loaded: 400 ms (tied with "
+                             "router=session_affinity) (of the 3 runs that kept up)")
+    assert answer.cells == (("b", "p99_ttft_ms"),)
+    frame["kept_up"] = False
+    assert lowest_ttft(frame, ["router_name"]).answer == (
+        "none kept up with its load (every queue grew); the lowest anyway, "
+        "router=prefix_aware: 100 ms")
+    frame["kept_up"] = [False, True, False, False]
+    assert lowest_ttft(frame, ["router_name"]).answer == \
+        "router=least_loaded: 400 ms (the one run that kept up)"
+    frame["p99_ttft_ms"] = 5.0
+    frame["kept_up"] = None  # unknown: not counted as falling behind
+    assert lowest_ttft(frame, ["router_name"]).answer == \
+        "router=round_robin: 5.0 ms (tied with 3 other runs)"
+
+
 def test_most_saved_against_no_cache():
     """Priced: a 5-min TTL saves $1.25, a 1-h one (its writes at twice the price) $0.50, no
     TTL $0.75: the 5-min run. Where every run's cache costs more (-$1.29, -$2.86), the one
