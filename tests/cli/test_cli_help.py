@@ -112,5 +112,5 @@ def test_config_flag_help_ends_with_its_keys_and_default():
 
 
 def test_printed_summary_keys_are_schema_keys():
-    assert len(set(PRINTED_KEYS)) == len(PRINTED_KEYS) == 47
+    assert len(set(PRINTED_KEYS)) == len(PRINTED_KEYS) == 48
     assert set(PRINTED_KEYS) <= set(SUMMARY_KEYS)

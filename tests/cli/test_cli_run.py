@@ -74,6 +74,8 @@ def test_output_dir_is_written_into_directly(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "requests.parquet",
                                                      "summary.json", "timeseries.parquet"]
     assert f"results: {out}" in stdout and "cache_token_hit_rate" in stdout
+    # both request hit rates (any hit; the mean share), as the report's table shows the second
+    assert "cache_request_hit_rate:" in stdout and "cache_request_weighted_hit_rate:" in stdout
     first = summary(out)
     # an existing folder is written into again (files replaced), no staging folder left
     run_ok("--trace", str(DEMO), "--cache-only", "--cache-tokens", "20000", "-o", str(out),
