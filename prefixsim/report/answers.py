@@ -232,12 +232,29 @@ def most_saved(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
     if "cost_saved_usd" not in online or online["cost_saved_usd"].isna().all():
         return None
     best = online.loc[online["cost_saved_usd"].idxmax()]
-    where = _context(frame, swept, best, ()) or str(best["run_id"])
-    saved = float(best["cost_saved_usd"])
-    text = f"{where}: saves {usd(saved)}" if saved > 0 else (
+    text = _saved_text(frame, swept, best)
+    cells = [(str(best["run_id"]), "cost_saved_usd")]
+    ttls = online["cache_ttl_s"] if "cache_ttl_s" in online else None
+    if ttls is not None and pd.isna(best["cache_ttl_s"]) and ttls.notna().any():
+        # no TTL is billed at 5-minute writes (R17), a retention no provider sells
+        sold = online[ttls.notna()]
+        sold = sold[sold["cost_saved_usd"].notna()]
+        if len(sold):
+            second = sold.loc[sold["cost_saved_usd"].idxmax()]
+            text += ("; no TTL is priced at 5-minute writes, a retention no provider sells; "
+                     f"of the runs with a TTL, {_saved_text(frame, swept, second)}")
+            cells.append((str(second["run_id"]), "cost_saved_usd"))
+    return Answer("Most saved vs no cache", (text,), tuple(cells))
+
+
+def _saved_text(frame: pd.DataFrame, swept: list[str], row: pd.Series) -> str:
+    """What the run of `row` saves against no cache, or that it costs more (then every run
+    does: it is the best)."""
+    where = _context(frame, swept, row, ()) or str(row["run_id"])
+    saved = float(row["cost_saved_usd"])
+    return f"{where}: saves {usd(saved)}" if saved > 0 else (
         f"none: every run's cache costs more than none; least, {where}: "
         f"{usd(-saved)} more")
-    return Answer("Most saved vs no cache", (text,), ((str(best["run_id"]), "cost_saved_usd"),))
 
 
 def lowest_ttft(frame: pd.DataFrame, swept: list[str]) -> Answer | None:

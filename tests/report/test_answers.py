@@ -153,6 +153,22 @@ def test_most_saved_against_no_cache():
     assert most_saved(priced.drop(columns="cost_saved_usd"), ["cache_ttl_s"]) is None
 
 
+
+def test_most_saved_by_a_run_without_a_ttl_names_the_best_with_one_too():
+    """No TTL saves $2.00 against the 5-min TTL's $1.25: billed at 5-minute writes (R17), it
+    keeps prefixes as no provider sells, so the answer gives the best run with a TTL too,
+    both cells highlighted. Where no run has a TTL, nothing is added."""
+    priced = pd.DataFrame({"run_id": ["a", "b", "c"], "cache_ttl_s": [300.0, 3600.0, NAN],
+                           "cost_saved_usd": [1.25, 0.5, 2.0]})
+    answer = most_saved(priced, ["cache_ttl_s"])
+    assert answer.answer == ("ttl=none: saves $2.00; no TTL is priced at 5-minute writes, a "
+                             "retention no provider sells; of the runs with a TTL, ttl=300 s: "
+                             "saves $1.25")
+    assert answer.cells == (("c", "cost_saved_usd"), ("a", "cost_saved_usd"))
+    alone = priced.assign(cache_ttl_s=NAN, cache_policy=["lru", "fifo", "s3fifo"])
+    assert most_saved(alone, ["cache_policy"]).answer == "policy=s3fifo: saves $2.00"
+
+
 def test_capacity_in_gib_and_shares():
     """llama-3.1-8b keeps 32 layers x 8 KV heads x 128 x 2 (K and V) x 2 bytes = 131,072
     bytes a token: 80,000 tokens are 80,000 x 131,072 / 2^30 = 9.766 GiB, and on one 80 GiB
