@@ -198,12 +198,19 @@ def short_name(column: str) -> str:
     return name or column
 
 
+SHORT_TOKENS_FROM = 100_000  # a token count from here is shown as 200k, 2M (8192 as written)
+
+
 def show_swept(column: str, value: object) -> str:
     """A swept value as every label and title shows it: a capacity as 5k or `unbounded`,
-    a TTL as 10 s or `none`, a mapping without its quotes, anything else as written."""
+    other token counts (a host tier's capacity, a token budget) as 2M or `none`, a TTL as
+    10 s or `none`, a mapping without its quotes, anything else as written."""
     text = json.dumps(value) if isinstance(value, dict) else _show(value)
     if column == "cache_capacity_tokens":
         return "unbounded" if text == "none" else short_number(float(value))  # type: ignore[arg-type]
+    if unit_of(column) == "tokens" and isinstance(value, (int, float)) and text != "none" \
+            and not isinstance(value, bool) and abs(value) >= SHORT_TOKENS_FROM:
+        return short_number(float(value))
     if column == "cache_ttl_s" and text != "none":
         return f"{significant(float(value), 6)} s"  # type: ignore[arg-type]
     if column == "cache_only" and text != "none":

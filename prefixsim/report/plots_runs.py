@@ -20,6 +20,7 @@ from prefixsim.report.figures import (
     PlotSkipped,
     new_figure,
     require,
+    short_number_axis,
     tag,
     thousands_axis,
     time_ticks,
@@ -121,10 +122,24 @@ def tier_hits(data: ReportData) -> Figure:
         raise PlotSkipped("no lower tier (host DRAM, disk or shared pool) served a hit: "
                           "every hit came from HBM (--host-cache-tokens, --disk-cache-tokens "
                           "or cache.pool add one)")
-    total = float(sum(tokens.sum() for tokens in used.values()))
-    series = {f"{next(g for g in pattern.match(c).groups() if g)} "
-              f"({tokens.sum() / total:.1%} of the hits)": ok[c] for c, tokens in used.items()}
-    return _bar_runs(data, series, "Hit tokens per cache tier", "hit tokens (tokens)", True)
+    names = {c: next(g for g in pattern.match(c).groups() if g) for c in used}
+    fig = _bar_runs(data, {names[c]: ok[c] for c in used}, "Hit tokens per cache tier",
+                    "hit tokens (tokens)", True)
+    ax = fig.axes[0]
+    totals = sum(used.values())
+    positions = np.arange(len(ok))[::-1]
+    for row, (position, total) in enumerate(zip(positions, totals, strict=True)):
+        shares = [f"{names[c]} {tokens.iloc[row] / total:.1%}" for c, tokens in used.items()
+                  if not c.endswith("hbm") and tokens.iloc[row] > 0] if total else []
+        if shares:  # each run's own shares (the legend's colours name the tiers)
+            ax.annotate(", ".join(shares) + " of its hits", (total, position),
+                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_xlim(0, float(totals.max()) * TIER_LABEL_ROOM)
+    short_number_axis(ax.xaxis)  # 500k 1M 1.5M: seven-digit ticks ran into each other
+    return fig
+
+
+TIER_LABEL_ROOM = 1.45  # the x axis past the longest bar, for its run's shares
 
 
 def cost_with_without_cache(data: ReportData) -> Figure:

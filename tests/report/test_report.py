@@ -166,12 +166,17 @@ def test_every_plot_draws_when_its_columns_exist(tmp_path):
     np.testing.assert_allclose(lines["Belady, offline bound at each capacity"].get_ydata(),
                                [0.3, 0.4])
     np.testing.assert_allclose(fig.axes[1].get_lines()[0].get_ydata(), [30.0, 30.0])
-    # tiers: hbm 10 x (0 + ... + 8) = 360 hit tokens, host 5 x 9 = 45, of 405 in all; a
-    # tier no run has (disk) is not listed
+    # tiers: run i hits 10 i tokens in HBM and 5 in the host tier, so the host serves 100%
+    # of run 0's hits, 33.3% of run 1's, ... 5.9% of run 8's: each run's own share beside its
+    # bar (the legend's pooled share, 11.1% of all runs' hits, read as a run's); a tier no
+    # run has (disk) is not listed
     data.table["cache_hit_tokens_disk"] = 0
     tiers = dict(PLOTS)["tier_hits"](data)
-    assert [t.get_text() for t in tiers.axes[0].get_legend().get_texts()] == [
-        "hbm (88.9% of the hits)", "host (11.1% of the hits)"]
+    assert [t.get_text() for t in tiers.axes[0].get_legend().get_texts()] == ["hbm", "host"]
+    shares = [t.get_text() for t in tiers.axes[0].texts]
+    assert shares[:2] == ["host 100.0% of its hits", "host 33.3% of its hits"]
+    assert shares[-1] == "host 5.9% of its hits" and len(shares) == len(data.ok)
+    assert tiers.axes[0].get_xlim()[1] > 85 * 1.4  # room right of the longest bar (85)
     ecdf = dict(PLOTS)["latency_ecdfs"](data)
     # a row per latency, a column per policy (the swept column with the fewest values)
     assert [ax.get_title().split("\n")[0] for ax in ecdf.axes] == [

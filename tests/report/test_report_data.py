@@ -74,6 +74,10 @@ def test_gaps_of_a_table_without_ids_or_statuses():
     ("cache_pool", '["capacity_tokens"]', '["capacity_tokens"]'),  # not a mapping
     ("router_name", "prefix_aware", "prefix_aware"), ("engine_replicas", 4.0, "4"),
     ("engine_replicas", 2.5, "2.5"),
+    # other token counts read as capacities do (a label showed host_capacity=2000000)
+    ("cache_host_capacity_tokens", 2000000.0, "2M"), ("cache_host_capacity_tokens", None, "none"),
+    ("engine_max_num_batched_tokens", 8192, "8192"), ("trace_max_requests", 3000, "3000"),
+    ("cache_disk_capacity_tokens", 250000, "250k"),
 ])
 def test_swept_values_as_labels_show_them(column, value, shown):
     assert show_swept(column, value) == shown
