@@ -15,18 +15,21 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from prefixsim.cache.idle_ages import EDGES_S
 from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
     PlotSkipped,
     new_figure,
     require,
     short_number_axis,
+    short_seconds,
     tag,
     thousands_axis,
     time_ticks,
     wrapped,
 )
 
+AGE_FLOOR_S = EDGES_S[0]  # ~1 ms: the idle-age histogram's lowest bin is [0, this)
 AGE_EVENTS = (("hit", "at a hit", "tab:blue"), ("evicted", "at eviction (capacity)", "tab:red"),
               ("expired", "at expiry (TTL)", "tab:orange"))
 
@@ -49,6 +52,7 @@ def idle_ages(data: ReportData) -> Figure:
     fig, (ax,) = new_figure(width=10.0, height=max(2.2, 0.42 * len(runs) + 1.2))
     positions = np.arange(len(runs))[::-1]
     offsets = {"hit": 0.22, "evicted": 0.0, "expired": -0.22}
+    below = False  # an age under the histogram's lowest edge, drawn at it
     for event, what, colour in AGE_EVENTS:
         keys = [f"cache_{event}_age_p{p}_s" for p in (10, 50, 90)]
         if not all(k in table for k in keys) or table[keys[1]].isna().all():
@@ -56,9 +60,10 @@ def idle_ages(data: ReportData) -> Figure:
         low, mid, high = (table[k].to_numpy(dtype=float) for k in keys)
         y = positions + offsets[event]
         has = ~np.isnan(mid)
-        ax.hlines(y[has], np.maximum(low[has], 1e-3), np.maximum(high[has], 1e-3),
+        below |= bool((low[has] < AGE_FLOOR_S).any())
+        ax.hlines(y[has], np.maximum(low[has], AGE_FLOOR_S), np.maximum(high[has], AGE_FLOOR_S),
                   color=colour, linewidth=4, alpha=0.6)
-        ax.plot(np.maximum(mid[has], 1e-3), y[has], "o", color=colour,
+        ax.plot(np.maximum(mid[has], AGE_FLOOR_S), y[has], "o", color=colour,
                 label=f"idle age {what}")
     if "cache_ttl_s" in table and table["cache_ttl_s"].notna().any():
         ttl = table["cache_ttl_s"].to_numpy(dtype=float)
@@ -67,7 +72,13 @@ def idle_ages(data: ReportData) -> Figure:
                   linewidth=1.5, label="the run's TTL")
     ax.set_xscale("log")
     ax.autoscale_view()
+    if below:  # the floor ticked as what it stands for: the lowest bin, [0, 1 ms)
+        ax.set_xlim(AGE_FLOOR_S / 1.5, max(ax.get_xlim()[1], AGE_FLOOR_S * 10))
     time_ticks(ax.xaxis)
+    if below:
+        ticks = [AGE_FLOOR_S, *(t for t in ax.get_xticks() if t > AGE_FLOOR_S * 3)]
+        ax.set_xticks(ticks, ["< 1 ms",
+                              *(short_seconds(t) for t in ticks[1:])])
     ax.set_yticks(positions, _run_labels(data, runs), fontsize=8)
     ax.set_ylim(-0.5, len(runs) - 0.5)  # each run's bars around its label (one run: not at
     # the edges of a range autoscaled to the hit bar's offset)

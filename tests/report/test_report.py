@@ -290,6 +290,29 @@ def test_a_dollar_in_a_swept_string_is_drawn_as_written(tmp_path):
     assert any("\\$\\foo{\\$" in label for label in labels), labels
 
 
+def test_idle_ages_under_a_millisecond_are_drawn_at_a_tick_that_says_so(tmp_path):
+    """The histogram's lowest bin is [0, ~1 ms): a p10 hit age of 0.12 ms was drawn at an
+    unlabelled 1 ms, as if measured there. Such ages sit at the floor, ticked `< 1 ms`;
+    without them the axis keeps its round times only."""
+    from prefixsim.report.plots_runs import AGE_FLOOR_S
+
+    data = load_report_data(_fake_sweep(tmp_path / "fake"))
+    plain = dict(PLOTS)["idle_ages"](data)
+    plain.canvas.draw()
+    assert "< 1 ms" not in [t.get_text() for t in plain.axes[0].get_xticklabels()]
+    data.table["cache_hit_age_p10_s"] = 1.2e-4
+    data.table.loc[0, "cache_hit_age_p50_s"] = 6e-4
+    fig = dict(PLOTS)["idle_ages"](data)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.get_xticks()[0] == AGE_FLOOR_S
+    assert ax.get_xticklabels()[0].get_text() == "< 1 ms"
+    assert ax.get_xlim()[0] < AGE_FLOOR_S
+    hit_dots = next(line for line in ax.get_lines() if line.get_label() == "idle age at a hit")
+    assert hit_dots.get_xdata()[0] == AGE_FLOOR_S
+    assert png_bytes(fig).startswith(PNG_SIGNATURE)
+
+
 def test_idle_gaps_of_a_run_that_fell_behind_say_so(tmp_path):
     """A timed replay that falls behind the trace's times (200 demo requests on one L4):
     a session's next request arrives before the previous one finished, so its gap is
