@@ -20,6 +20,7 @@ row of a Parquet file. Memory: a chunk or two and the chain table (trace/chains.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 
 from prefixsim.trace.chains import ChunkChains
 from prefixsim.trace.columns import RequestColumns
+from prefixsim.trace.fields import MAX_TIME
 from prefixsim.trace.mooncake_fast import BLOCK_BYTES, columns_of, record_lines
 from prefixsim.trace.parquet import (
     KNOWN,
@@ -206,7 +208,7 @@ def _last_stamp_parquet(stream: TraceStream) -> float:
         rows = handle.metadata.row_group(group).num_rows
         if row < rows:
             column = handle.read_row_group(group, columns=["timestamp"]).column(0)
-            return float(column[row].as_py())
+            return _plain_stamp(column[row].as_py())
         row -= rows
     raise NotStreamable("the trace holds no requests")
 
@@ -228,8 +230,19 @@ def _last_stamp_jsonl(stream: TraceStream) -> float:
                     stamp = json.loads(lines[-1])["timestamp"]
                 except (ValueError, KeyError, TypeError):
                     raise NotStreamable("the last line is not a plain record") from None
-                if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
-                    raise NotStreamable("the last timestamp is not a number")
-                return float(stamp)
+                return _plain_stamp(stamp)
             block *= 2
     raise NotStreamable("the trace holds no requests")
+
+
+def _plain_stamp(stamp: object) -> float:
+    """The last row's timestamp as a float, or NotStreamable unless it is one the fast
+    reader takes (a finite number in [0, MAX_TIME]): a NaN or infinite last stamp would
+    size the cache-only sampling grid before any chunk is checked; the whole-trace reader
+    then names the line."""
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        raise NotStreamable("the last timestamp is not a number")
+    value = float(stamp)
+    if not (math.isfinite(value) and 0 <= value <= MAX_TIME):
+        raise NotStreamable("the last timestamp is out of range")
+    return value

@@ -199,3 +199,20 @@ def test_a_parquet_column_name_that_is_not_utf8_is_one_line(tmp_path, command):
     args = [*command, path] + (["-o", tmp_path / "r"] if command[0] == "run" else [])
     one_line_error(invoke(*args), "name.parquet", "not a readable Parquet file")
     assert not (tmp_path / "r").exists()
+
+
+FIRST = '{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [1, 2]}\n'
+RUNS = [("run", "--cache-only"), ("run",), ("run", "--cache-only", "--no-stream")]
+
+
+@pytest.mark.parametrize("stamp", ["NaN", "Infinity"])
+@pytest.mark.parametrize("command", RUNS)
+def test_a_nan_or_infinite_timestamp_is_named_in_every_run(tmp_path, stamp, command):
+    """The streamed cache-only run read the last line's NaN as its last arrival and failed
+    in the timeseries grid (exit 1, a traceback); the other roads named the line."""
+    path = tmp_path / "nan_ts.jsonl"
+    path.write_text(FIRST + f'{{"timestamp": {stamp}, "input_length": 600, '
+                    '"output_length": 10, "hash_ids": [1, 3]}\n')
+    one_line_error(invoke(*command, path, "-o", tmp_path / "r"), "nan_ts.jsonl:2",
+                   "timestamp", "must be a finite number >= 0")
+    assert not (tmp_path / "r").exists()

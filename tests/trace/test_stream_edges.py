@@ -107,3 +107,18 @@ def test_a_last_line_that_is_not_a_plain_record(tmp_path):
         with pytest.raises(NotStreamable) as gave_up:
             stream.last_arrival_s(0.0)
         assert str(gave_up.value) == reason
+
+
+@pytest.mark.parametrize("stamp", ["NaN", "Infinity", "-Infinity", "-5", "1e17"])
+def test_a_last_timestamp_out_of_range_gives_up(tmp_path, stamp):
+    """A NaN or infinite last stamp once sized the cache-only sampling grid (a traceback in
+    metrics/timeseries.py) before any chunk was checked: the stream gives up on it and the
+    whole-trace reader names the line."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(row(1000, 0)) + "\n"
+                    + json.dumps(row(0, 0)).replace('"timestamp": 0', f'"timestamp": {stamp}')
+                    + "\n")
+    stream = open_stream(path, "mooncake", 512, None)
+    with pytest.raises(NotStreamable) as gave_up:
+        stream.last_arrival_s(0.0)
+    assert str(gave_up.value) == "the last timestamp is out of range"
