@@ -129,7 +129,8 @@ def record_lines(path: Path) -> int | None:
 
 def columns_of(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None:
     """One Arrow batch of Mooncake-shaped columns as RequestColumns (request ids from 0),
-    or None unless every row is plain (types, no nulls, ranges, ceil(input / block) ids)."""
+    or None unless every row is plain (types, no nulls, not even among the ids, ranges,
+    ceil(input / block) ids)."""
     try:
         names = batch.schema.names
     except UnicodeDecodeError:  # a field name that is not UTF-8: the exact path names its line
@@ -166,6 +167,9 @@ def columns_of(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None
             blocks[set_] = values[set_].astype(np.int64)
             if np.any((blocks < 1) | (blocks > MAX_TOKENS)):
                 return None
+    values = ids.flatten()
+    if values.null_count:  # a null among the ids (`[1, null]`): the exact path names it
+        return None
     offsets = ids.offsets.to_numpy().astype(np.int64)
     offsets = offsets - offsets[0]
     counts = np.diff(offsets)
@@ -174,7 +178,7 @@ def columns_of(batch: pa.RecordBatch, given_block: int) -> RequestColumns | None
     sessions = _sessions(field)
     if sessions is False:
         return None
-    flat = ids.flatten().to_numpy()
+    flat = values.to_numpy()
     return RequestColumns(np.arange(len(batch), dtype=np.int64), timestamps / 1000.0,
                           inputs.astype(np.int64, copy=False),
                           outputs.astype(np.int64, copy=False), blocks, offsets,

@@ -216,3 +216,22 @@ def test_a_nan_or_infinite_timestamp_is_named_in_every_run(tmp_path, stamp, comm
     one_line_error(invoke(*command, path, "-o", tmp_path / "r"), "nan_ts.jsonl:2",
                    "timestamp", "must be a finite number >= 0")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("kind", ["jsonl", "parquet"])
+def test_a_null_among_the_hash_ids_is_named_in_every_run(tmp_path, command, kind):
+    """A streamed run converted the ids with numpy's zero copy, which a null refuses:
+    exit 1 and pyarrow's ArrowInvalid; the whole-trace readers named the row."""
+    path = tmp_path / f"null_hash.{kind}"
+    if kind == "jsonl":
+        path.write_text(FIRST + '{"timestamp": 5, "input_length": 600, "output_length": 10, '
+                        '"hash_ids": [1, null]}\n')
+    else:
+        pq.write_table(pa.table({"timestamp": [0, 5], "input_length": [1000, 600],
+                                 "output_length": [10, 10],
+                                 "hash_ids": pa.array([[1, 2], [1, None]],
+                                                      pa.list_(pa.int64()))}), path)
+    one_line_error(invoke(*command, path, "-o", tmp_path / "r"), f"null_hash.{kind}:2",
+                   "hash_ids", "expected a list of integers")
+    assert not (tmp_path / "r").exists()

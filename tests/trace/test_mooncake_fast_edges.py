@@ -68,6 +68,14 @@ def test_what_the_fast_path_leaves_to_the_exact_one(fields):
     assert columns([row(**fields)]) is None
 
 
+def test_a_null_among_the_ids_goes_the_exact_way():
+    """`[1, null]` once reached numpy's zero-copy conversion: ArrowInvalid, a traceback on
+    every streamed run (the whole readers caught it)."""
+    assert columns([row(input_length=1000, hash_ids=[1, 2]),
+                    row(input_length=600, hash_ids=[1, None])]) is None
+    assert columns([row(input_length=600, hash_ids=[1, 3])]) is not None
+
+
 def test_a_timestamp_past_the_bound_goes_the_exact_way():
     assert columns([row(timestamp=float(MAX_TIME) * 2)]) is None
     assert columns([row(timestamp=float(MAX_TIME))]) is not None
