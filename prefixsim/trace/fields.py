@@ -182,7 +182,20 @@ def session_field(obj: dict, where: dict,
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise InputError(f"expected a string or an integer, got {value!r:.60}", field=key,
                          **where)
-    return str(value)
+    return text(value, key, where) if isinstance(value, str) else str(value)
+
+
+def text(value: str, key: str, where: dict) -> str:
+    """`value`, a string a reader keeps, unless it holds a lone surrogate (`"\\ud800"`, which
+    JSON may escape but UTF-8 cannot hold: the results, Arrow and Parquet would fail on it
+    after the run); a byte that is not UTF-8 never gets this far (numbered_lines)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(value[exc.start])
+        raise InputError(f"holds a lone surrogate (\\u{code:04x}), which is not UTF-8 text",
+                         field=key, **where) from None
+    return value
 
 
 def namespace_field(obj: dict, where: dict, key: str = "namespace") -> str | None:
@@ -193,4 +206,4 @@ def namespace_field(obj: dict, where: dict, key: str = "namespace") -> str | Non
         return None
     if not isinstance(value, str) or not value:
         raise InputError(f"expected a non-empty string, got {value!r}", field=key, **where)
-    return value
+    return text(value, key, where)

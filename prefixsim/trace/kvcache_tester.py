@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from prefixsim.errors import InputError
-from prefixsim.trace.fields import as_int, as_time, id_list
+from prefixsim.trace.fields import as_int, as_time, id_list, text
 from prefixsim.trace.readers import (
     DEFAULT_BLOCK_SIZES,
     FOLDER_SNIFFERS,
@@ -65,7 +65,7 @@ class _Conversation:
             raise InputError(f"expected \"local\" (ids that mean something inside this file "
                              f"only: the one scope read), got {scope!r:.60}",
                              file=str(self.path), field="hash_id_scope")
-        name = str(doc.get("id", self.path.stem))
+        name = text(str(doc.get("id", self.path.stem)), "id", {"file": str(self.path)})
         self.walk(doc.get("requests"), "requests", start_s, name, 0)
 
     def walk(self, items: object, key: str, start_s: float, session: str, depth: int) -> None:
@@ -88,7 +88,8 @@ class _Conversation:
                                      "(requests must be in time order)", **self.where(f"{field}.t"))
                 last_t = t
                 if item.get("type") == "subagent":
-                    agent = item.get("agent_id", index)
+                    agent = text(str(item.get("agent_id", index)), f"{field}.agent_id",
+                                 {"file": str(self.path)})
                     self.walk(item.get("requests"), f"{field}.requests", start_s + t,
                               f"{session}/{agent}", depth + 1)
                     continue

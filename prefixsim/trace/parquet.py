@@ -12,7 +12,7 @@ row-by-row path, whose errors name the row and field."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,7 +69,8 @@ def read_parquet(path: Path, ctx: ReadContext) -> Sequence[Request]:
     row_no = 0
     try:
         for batch in handle.iter_batches(batch_size=4096):
-            if not _read_batch(batch.to_pylist(), row_no, path, ctx, chains, requests):
+            if not _read_batch(_decoded(batch, row_no, path), row_no, path, ctx, chains,
+                               requests):
                 break
             row_no += batch.num_rows
     except (pa.ArrowException, OSError) as exc:  # a damaged page deep in the file
@@ -189,14 +190,46 @@ def _id_count(handle: pq.ParquetFile) -> int:
     return sum(meta.row_group(g).column(leaf).num_values for g in range(meta.num_row_groups))
 
 
-def _read_batch(rows: list[dict], row_no: int, path: Path, ctx: ReadContext,
-                chains: ChainCheck, requests: list[Request]) -> bool:
+def _decoded(batch: pa.RecordBatch, row_no: int, path: Path) -> Iterator[dict | InputError]:
+    """The batch's rows as dicts (`row_no`: rows before it); a row holding text that is
+    not UTF-8 (Parquet stores the bytes as given; pyarrow raised UnicodeDecodeError on the
+    whole batch) comes as the InputError naming its row and column."""
+    try:
+        rows = batch.to_pylist()
+    except UnicodeDecodeError:
+        rows = None
+    if rows is not None:
+        yield from rows
+        return
+    for index in range(batch.num_rows):
+        one = batch.slice(index, 1)
+        try:
+            yield one.to_pylist()[0]
+        except UnicodeDecodeError:
+            bad = [name for name in one.schema.names if not _decodes(one.column(name))]
+            yield InputError("not UTF-8 text", file=str(path), line=row_no + index + 1,
+                             field=bad[0] if bad else None)
+
+
+def _decodes(column: pa.Array) -> bool:
+    try:
+        column.to_pylist()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _read_batch(rows: Iterable[dict | InputError], row_no: int, path: Path,
+                ctx: ReadContext, chains: ChainCheck, requests: list[Request]) -> bool:
     """Validate and append one decoded batch (`row_no`: rows before it); False once
     max_requests are read."""
     for row in rows:
         row_no += 1
         if ctx.full(len(requests)):
             return False
+        if isinstance(row, InputError):  # not decoded (_decoded)
+            ctx.bad(row)
+            continue
         where = {"file": str(path), "line": row_no}
         try:
             arrival_s = as_time(row["timestamp"], "timestamp", where) / 1000.0

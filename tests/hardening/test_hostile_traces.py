@@ -235,3 +235,17 @@ def test_a_null_among_the_hash_ids_is_named_in_every_run(tmp_path, command, kind
     one_line_error(invoke(*command, path, "-o", tmp_path / "r"), f"null_hash.{kind}:2",
                    "hash_ids", "expected a list of integers")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("command", [*RUNS, ("trace", "inspect"), ("trace", "convert")])
+def test_a_lone_surrogate_in_a_session_id_is_named(tmp_path, command):
+    """`"session_id": "\ud800"` (the escape in the file) failed with UnicodeEncodeError in
+    engine/records.py after the run, or in pyarrow in convert (exit 1)."""
+    path = tmp_path / "sur.jsonl"
+    path.write_text(FIRST + '{"timestamp": 5, "input_length": 600, "output_length": 10, '
+                    '"hash_ids": [1, 3], "session_id": "\\ud800"}\n')
+    out = tmp_path / ("out.parquet" if command[-1] == "convert" else "r")
+    args = (*command, path) + ((out,) if command[-1] == "convert" else
+                               () if command[-1] == "inspect" else ("-o", out))
+    one_line_error(invoke(*args), "sur.jsonl:2", "session_id", "lone surrogate")
+    assert not out.exists()

@@ -230,3 +230,61 @@ def test_a_token_ids_line_without_tokens_names_the_first_key(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps({TOKEN_KEYS[0]: [1, 2]}) + "\n" + json.dumps({"x": 1}) + "\n")
     assert refusal(read_trace, path, "token-ids") == f"{path}:2: {TOKEN_KEYS[0]}: missing field"
+
+
+# ------------------------------------------------------------ text the readers keep
+MOONCAKE_ROW = '{"timestamp": 5, "input_length": 600, "output_length": 10, "hash_ids": [1, 3]'
+SURROGATE = r'"\ud800"'  # a JSON escape of a lone surrogate: json.loads takes it
+
+
+@pytest.mark.parametrize(("name", "text", "fmt", "where"), [
+    ("m.jsonl", MOONCAKE_ROW + f', "session_id": {SURROGATE}}}', "mooncake",
+     "m.jsonl:1: session_id"),
+    ("m.jsonl", MOONCAKE_ROW + f', "chat_id": {SURROGATE}}}', "mooncake", "m.jsonl:1: chat_id"),
+    ("m.jsonl", MOONCAKE_ROW + f', "namespace": "a{SURROGATE[1:]}}}', "mooncake",
+     "m.jsonl:1: namespace"),
+    ("t.jsonl", f'{{"prompt_token_ids": [1, 2], "session_id": {SURROGATE}}}', "token-ids",
+     "t.jsonl:1: session_id"),
+    ("c.json", f'{{"id": {SURROGATE}, "requests": [{{"t": 0, "in": 3, "hash_ids": []}}]}}',
+     "kv-cache-tester", "c.json: id"),
+    ("c.json", '{"id": "c", "requests": [{"type": "subagent", "t": 0, "agent_id": '
+     f'{SURROGATE}, "requests": []}}]}}', "kv-cache-tester", "c.json: requests[0].agent_id"),
+])
+def test_a_lone_surrogate_in_kept_text_is_named(tmp_path, name, text, fmt, where):
+    """`"\ud800"` was kept as a session id or namespace and failed only when the results
+    were written (UnicodeEncodeError in engine/records.py, or pyarrow's in convert)."""
+    path = tmp_path / name
+    path.write_text(text + "\n")
+    assert refusal(read_trace, path, fmt) == \
+        f"{tmp_path}/{where}: holds a lone surrogate (\\ud800), which is not UTF-8 text"
+
+
+def test_a_valid_surrogate_pair_is_one_character(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(MOONCAKE_ROW + r', "session_id": "\ud83d\ude00"}' + "\n")
+    assert read_trace(path, "mooncake").requests[0].session_id == "\U0001f600"
+
+
+def test_an_encoded_surrogate_in_a_csv_cell_is_not_utf8(tmp_path):
+    """CSV cells are decoded strictly: the bytes of a surrogate never become text."""
+    path = tmp_path / "b.csv"
+    path.write_bytes(b"Timestamp,Request tokens,Response tokens,Session ID\n"
+                     b"0,10,2,a\n1,10,2,\xed\xa0\x80\n")
+    assert refusal(read_trace, path, "burstgpt") == f"{path}:3: not a UTF-8 text file"
+
+
+@pytest.mark.parametrize("column", ["session_id", "namespace"])
+@pytest.mark.parametrize("raw", [b"\xed\xa0\x80", b"\xff"])
+def test_parquet_text_that_is_not_utf8_is_named_with_its_row(tmp_path, column, raw):
+    """Parquet keeps the bytes it is given: the row path's to_pylist raised
+    UnicodeDecodeError (a traceback on run and inspect)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    text = pa.array([b"a", raw], pa.binary()).view(pa.string())
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"timestamp": [0, 5], "input_length": [1000, 600],
+                             "output_length": [10, 10], "hash_ids": [[1, 2], [1, 3]],
+                             column: text}), path)
+    assert refusal(read_trace, path) == f"{path}:2: {column}: not UTF-8 text"
+    skipped = read_trace(path, options=ReadOptions(skip_bad_lines=True))
+    assert len(skipped.requests) == 1 and skipped.skipped_lines == 1
