@@ -156,15 +156,30 @@ def sniffer(name: str) -> Callable[[Sniffer], Sniffer]:
 
 
 def open_trace(path: Path):
-    """Open a trace file for reading text, with a clear error when it is missing."""
+    """Open a trace file for reading text, with a clear error when it is missing or
+    gzip-compressed."""
     if not path.exists():
         raise InputError("no such file", file=str(path))
     if path.is_dir():
         raise InputError("is a directory, expected a trace file", file=str(path))
     try:
+        with path.open("rb") as handle:
+            refuse_compressed(path, handle.read(len(GZIP_MAGIC)))
         return path.open("r", encoding="utf-8-sig", errors="strict", newline="")
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", file=str(path)) from None
+
+
+GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip file (RFC 1952)
+
+
+def refuse_compressed(path: Path, head: bytes) -> None:
+    """An InputError when `head` (the file's first bytes) starts a gzip file: the readers
+    read text, so say how to make it text rather than "binary content"."""
+    if head.startswith(GZIP_MAGIC):
+        shown = path.name if path.suffix == ".gz" else f"-c {path.name} > TRACE"
+        raise InputError(f"gzip-compressed; decompress it first (gunzip {shown}) and give "
+                         "the decompressed file", file=str(path))
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -222,6 +237,7 @@ def _head(path: Path) -> tuple[object, str]:
     """The first non-blank line decoded as JSON (or None) and the file's first bytes."""
     with path.open("rb") as handle:
         data = handle.read(SNIFF_BYTES)
+    refuse_compressed(path, data)
     if b"\x00" in data:
         raise InputError("binary content; not a trace file", file=str(path))
     text = data.decode("utf-8", errors="replace").lstrip("\ufeff")

@@ -249,3 +249,12 @@ def test_a_lone_surrogate_in_a_session_id_is_named(tmp_path, command):
                                () if command[-1] == "inspect" else ("-o", out))
     one_line_error(invoke(*args), "sur.jsonl:2", "session_id", "lone surrogate")
     assert not out.exists()
+
+
+def test_a_gzipped_trace_says_to_gunzip_it(tmp_path):
+    import gzip
+    path = tmp_path / "demo.jsonl.gz"
+    path.write_bytes(gzip.compress(DEMO.read_bytes()))
+    one_line_error(invoke("run", "--cache-only", path, "-o", tmp_path / "r"),
+                   "demo.jsonl.gz", "gzip-compressed", "gunzip demo.jsonl.gz")
+    assert not (tmp_path / "r").exists()

@@ -288,3 +288,16 @@ def test_parquet_text_that_is_not_utf8_is_named_with_its_row(tmp_path, column, r
     assert refusal(read_trace, path) == f"{path}:2: {column}: not UTF-8 text"
     skipped = read_trace(path, options=ReadOptions(skip_bad_lines=True))
     assert len(skipped.requests) == 1 and skipped.skipped_lines == 1
+
+
+@pytest.mark.parametrize(("name", "hint"), [("t.jsonl.gz", "gunzip t.jsonl.gz"),
+                                            ("t.jsonl", "gunzip -c t.jsonl > TRACE")])
+@pytest.mark.parametrize("fmt", [None, "mooncake", "burstgpt"])
+def test_a_gzipped_trace_is_named_as_gzip(tmp_path, name, hint, fmt):
+    """It said `binary content; not a trace file` with no hint (detection), or `not a
+    UTF-8 text file` (a format given)."""
+    import gzip
+    path = tmp_path / name
+    path.write_bytes(gzip.compress((MOONCAKE_ROW + "}\n").encode()))
+    assert refusal(read_trace, path, fmt) == \
+        f"{path}: gzip-compressed; decompress it first ({hint}) and give the decompressed file"
