@@ -106,7 +106,8 @@ class _DuplicateKey(Exception):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated within one mapping (YAML would keep the last)."""
+    """SafeLoader that refuses a key repeated within one mapping (YAML would keep the last),
+    and reads a plain number with an exponent as a number (see EXPONENT_FLOAT)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[object] = set()
@@ -120,6 +121,30 @@ class _StrictLoader(yaml.SafeLoader):
             if duplicate:
                 raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
         return super().construct_mapping(node, deep=deep)
+
+
+# A plain (unquoted) scalar with an exponent: `1e300`, `5e-3`, `1.5E3`. PyYAML follows YAML
+# 1.1, whose floats need a dot and a signed exponent (`1.0e+300`), so it read these as
+# strings and a config refused `rate: 1e300` as `expected a number, got '1e300'`; YAML 1.2
+# (and JSON) read them as numbers. A quoted `"1e300"` stays a string (refused where a
+# number belongs, docs/input-rules.md I4), and so does any scalar without an exponent.
+EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT,
+                                    list("-+0123456789."))
+
+
+def yaml_scalar(text: str) -> Any:
+    """One value written on the command line (`KEY=VALUE`), read as a config file reads it;
+    ValueError when it is not YAML."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        problem = f"key {exc.key!r} given twice"
+    except RecursionError:
+        problem = "too deeply nested"
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    raise ValueError(f"not a YAML value ({problem}): {text!r}")
 
 
 def _count_values(data: Any, budget: int) -> int:

@@ -18,13 +18,12 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import yaml
 
 from prefixsim.config import RunConfig
 from prefixsim.config.flags import FlaggedField, flagged_fields
 from prefixsim.config.section import value_kinds
 from prefixsim.config.units import examples, quantity, unit_of
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, yaml_scalar
 
 
 @functools.cache
@@ -180,7 +179,10 @@ def parse_params(values: tuple[str, ...], flag: str) -> dict[str, Any] | None:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise InputError(f"expected KEY=VALUE, got {item!r}", field=flag)
-        params[key] = yaml.safe_load(raw)
+        try:
+            params[key] = yaml_scalar(raw)
+        except ValueError as exc:
+            raise InputError(f"{key}: {exc}", field=flag) from None
     return params
 
 

@@ -3,7 +3,8 @@
 Pydantic's lax mode would read `capacity_tokens: true` as 1 and `ttl_s: "300"` as 300.0; a
 section here takes a number only as a YAML/JSON number (an integral float for an integer
 field is still fine), so a boolean or a string where a number belongs is an error naming the
-key; a number where a boolean belongs likewise. Fields typed `str` take what pydantic takes.
+key; a number where a boolean belongs likewise, and a number that is not finite (`.nan`,
+`.inf`) where a number belongs. Fields typed `str` take what pydantic takes.
 `registered` is the validator of a field that names a plug-in of a registry; `FieldError`
 (errors.py) is how a check of the whole section names the field at fault.
 See docs/architecture.md.
@@ -11,6 +12,7 @@ See docs/architecture.md.
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import Any
@@ -58,6 +60,8 @@ class Section(BaseModel):
         elif isinstance(value, int | float):
             if bool in kinds and not kinds & {int, float, str}:
                 raise ValueError(f"expected true or false, got {value!r}")
+            if kinds & {int, float} and not math.isfinite(value):  # `.nan`, `.inf`, `1e400`
+                raise ValueError(f"must be a finite number, got {value}")
             if int in kinds and float not in kinds and not -INT64_LIMIT <= value < INT64_LIMIT:
                 raise ValueError(f"must fit in 64 bits (below 2^63), got {value:.4g}")
         return value

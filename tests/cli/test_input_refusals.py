@@ -197,6 +197,8 @@ def test_a_utf8_bom_is_read_like_any_file(tmp_path):
     ("staleness_s=true", ["router.params.staleness_s", "expected a number"]),
     ("stale=1", ["router.params.stale", "no such parameter", "staleness_s"]),
     ("staleness_s=-1", ["router.params", "staleness_s must be >= 0"]),
+    ("staleness_s=-1e-3", ["router.params", "staleness_s must be >= 0"]),  # a number, as YAML
+    ("staleness_s=[1", ["--router-param", "staleness_s: not a YAML value"]),  # was a traceback
 ])
 def test_router_params_are_named(tmp_path, param, expected):
     result = invoke("run", "--trace", DEMO, "--router-param", param, "-o", tmp_path / "o")

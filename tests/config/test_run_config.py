@@ -96,6 +96,32 @@ def test_yaml_that_is_not_a_mapping(tmp_path, text):
     assert info.value.file == str(path)
 
 
+def test_a_plain_number_with_an_exponent_is_a_number(tmp_path):
+    """PyYAML follows YAML 1.1, which reads `1e300` and `5e-3` as strings: `rate: 1e300`
+    was refused as `expected a number, got '1e300'` rather than by its range."""
+    path = tmp_path / "run.yaml"
+    path.write_text("cache: {ttl_s: 3e2, capacity_tokens: 2E6}\n"
+                    "engine: {time_scale: 5e-1}\n")
+    config = load_config(path)
+    assert config.cache.ttl_s == 300.0 and config.cache.capacity_tokens == 2_000_000
+    assert config.engine.time_scale == 0.5
+    for text, words in [("load: {type: poisson, rate: 1e300}",
+                         "load.rate: must be <= 1000000000, got 1e+300"),
+                        ("engine: {time_scale: 1e-300}",
+                         "engine.time_scale: must be >= 1e-06, got 1e-300"),
+                        ("cache: {capacity_tokens: .nan}",
+                         "cache.capacity_tokens: must be a finite number, got nan"),
+                        ("engine: {time_scale: .nan}",
+                         "engine.time_scale: must be a finite number, got nan"),
+                        ("cache: {ttl_s: 1e400}", "cache.ttl_s: must be a finite number, got inf"),
+                        ('load: {type: poisson, rate: "1e3"}',  # quoted: a string, as before
+                         "load.rate: expected a number, got '1e3'")]:
+        path.write_text(text + "\n")
+        with pytest.raises(InputError) as info:
+            load_config(path)
+        assert str(info.value) == f"{path}: {words}"
+
+
 def test_bad_yaml_names_file_and_line(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("cache:\n  policy: lru\n   ttl_s: 3\n")
