@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from prefixsim.errors import InputError
 from prefixsim.trace import read_trace
 from prefixsim.trace.generate import PRESETS, generate, load_preset
 from prefixsim.trace.generate.model import PRIVATE, SHARED, Pager
-from prefixsim.trace.generate.preset import Turns
+from prefixsim.trace.generate.preset import PRESET_DIR, Turns
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -227,3 +228,36 @@ def test_shared_prefix_presets_that_a_trace_could_not_hold(tmp_path):
         "1,000,000 (each is held in memory)")
     assert refused("output_tokens: 16777217\n") == "output_tokens: must be <= 16777216, got " \
         "16777217"
+
+
+def test_presets_whose_shared_contents_or_lengths_a_run_could_not_hold(tmp_path):
+    """`variants: 1000000000` in chat.yaml made `--requests 5` draw a billion lengths (590 MB
+    at 30 s and growing); `value: -700` was clipped to a 1-token prefix without a word."""
+    chat = (PRESET_DIR / "chat.yaml").read_text()
+    rag = (PRESET_DIR / "rag.yaml").read_text()
+
+    def refused(text: str) -> str:
+        path = tmp_path / "p.yaml"
+        path.write_text(text)
+        with pytest.raises(InputError) as error:
+            load_preset(str(path))
+        return str(error.value).removeprefix(f"{path}: ")
+
+    assert refused(chat.replace("variants: 40,", "variants: 1000000000,")) == (
+        "workloads.0.prefix_layers.1.variants: 1,000,000,000 brings the preset's layer "
+        "variants and corpus documents to 1,000,000,001, more than 1,000,000 (each is made "
+        "and held in memory before the first request)")
+    assert refused(rag.replace("corpus: 3235", "corpus: 999000")).startswith(
+        "workloads.0.documents.corpus: 999,000 brings the preset's layer variants and corpus "
+        "documents to 1,000,401, more than 1,000,000")
+    assert refused(chat.replace("value: 700", "value: -700")) == \
+        "workloads.0.prefix_layers.0.tokens.value: must be >= 0, got -700"
+    choice = "first_message: {dist: choice, values: [5, -1], weights: [1, 1]}"
+    assert refused(re.sub(r"first_message: \{[^}]*\}", choice, chat)) == \
+        "workloads.0.first_message.values.1: must be >= 0, got -1"
+    assert refused(chat.replace("think_time_s: {dist: lognormal, median: 45, sigma: 1.0,",
+                                "think_time_s: {dist: uniform, low: -5, high: 5,")) == \
+        "workloads.0.think_time_s.low: must be >= 0, got -5"
+    at_budget = tmp_path / "edge.yaml"
+    at_budget.write_text(chat.replace("variants: 40,", "variants: 999999,"))
+    assert load_preset(str(at_budget)).workloads[0].prefix_layers[1].variants == 999_999

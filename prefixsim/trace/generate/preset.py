@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -32,17 +32,18 @@ class Model(BaseModel):
 
 
 class Dist(Model):
-    """A distribution of a positive quantity, clipped to [min, max]."""
+    """A distribution of a positive quantity, clipped to [min, max]. Its values are never
+    negative (a token count or a time: `value: -700` was clipped to one token)."""
 
     dist: Literal["fixed", "lognormal", "exponential", "uniform", "choice"]
-    value: float | None = None
-    values: list[float] | None = None
+    value: float | None = Field(None, ge=0)
+    values: list[Annotated[float, Field(ge=0)]] | None = None
     weights: list[float] | None = None
     median: float | None = Field(None, gt=0)
     sigma: float | None = Field(None, ge=0)
     mean: float | None = Field(None, gt=0)
-    low: float | None = None
-    high: float | None = None
+    low: float | None = Field(None, ge=0)
+    high: float | None = Field(None, ge=0)
     min: float = Field(0.0, ge=0)
     max: float = Field(math.inf, allow_inf_nan=True)
 
@@ -172,6 +173,26 @@ class Preset(Model):
                          f"workloads.{number}.max_context_tokens")
         return self
 
+    @model_validator(mode="after")
+    def _shared_contents(self) -> Preset:
+        """Every layer variant and corpus document is drawn and held (with its Zipf weight)
+        before the first request, and each pick costs a pass over its layer's weights:
+        their total has a budget, MAX_SHARED_CONTENTS (docs/input-rules.md I7)."""
+        total = 0
+        for number, workload in enumerate(self.workloads):
+            sizes = [(f"prefix_layers.{index}.variants", layer.variants)
+                     for index, layer in enumerate(workload.prefix_layers)]
+            if workload.documents is not None:
+                sizes.append(("documents.corpus", workload.documents.corpus))
+            for key, size in sizes:
+                total += size
+                if total > MAX_SHARED_CONTENTS:
+                    raise FieldError(f"workloads.{number}.{key}", f"{size:,} brings the "
+                                     f"preset's layer variants and corpus documents to "
+                                     f"{total:,}, more than {MAX_SHARED_CONTENTS:,} (each is "
+                                     "made and held in memory before the first request)")
+        return self
+
 
 class SharedPrefixPreset(Model):
     """A benchmark client's shared-prefix workload (`kind: shared_prefix`; the generator is
@@ -208,6 +229,9 @@ class SharedPrefixPreset(Model):
 
 
 MAX_PROMPTS = 1_000_000  # prompts of a shared-prefix preset (built before any request)
+# Layer variants and corpus documents of a preset, all workloads together (each drawn, held
+# and weighted before any request; a pick costs a pass over its layer's weights).
+MAX_SHARED_CONTENTS = 1_000_000
 
 
 def _check_pages(tokens: int, page_size: int, key: str) -> None:
