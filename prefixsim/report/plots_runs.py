@@ -20,6 +20,8 @@ from prefixsim.report.data import ReportData
 from prefixsim.report.figures import (
     PlotSkipped,
     new_figure,
+    percent_axis,
+    readable_ticks,
     require,
     short_number_axis,
     short_seconds,
@@ -179,9 +181,11 @@ def _topology(row: pd.Series) -> str:
 
 
 def cluster(data: ReportData) -> Figure:
-    """Cluster-level KV per run (a shared pool, disaggregated prefill/decode): TTFT (mean
-    and p99, log scale), TPOT (mean and p99), and how busy the links were (the busiest pool
-    link direction and prefill -> decode link), configurations side by side."""
+    """Cluster-level KV per run (a shared pool, disaggregated prefill/decode): TTFT and TPOT
+    (mean and p99: a dot each, joined, as a latency axis reads them, logarithmic past
+    LATENCY_LOG_SPAN, where bars' lengths would mean nothing) and how busy the links were
+    (the busiest pool link direction and the prefill -> decode link, in %), configurations
+    side by side; legends under the panels, clear of the bars."""
     table = data.ok
     if not any(c in table and table[c].notna().any()
                for c in ("cache_pool_link_busy_share", "kv_transfer_busy_share")):
@@ -191,28 +195,54 @@ def cluster(data: ReportData) -> Figure:
     runs = table["run_id"].tolist()
     names = [_topology(row) for _, row in table.iterrows()]
     if len(set(names)) < len(names):  # other swept values tell them apart
-        names = [f"{n} | {data.label(r)}" for n, r in zip(names, runs, strict=True)]
-    fig, axes = new_figure(ncols=3, width=4.6, height=max(2.6, 0.45 * len(runs) + 1.4))
+        names = [f"{n}\n{label}" for n, label in zip(names, _run_labels(data, runs),
+                                                     strict=True)]
+    lines = max(name.count("\n") + 1 for name in names)
+    fig, axes = new_figure(ncols=3, width=4.2,
+                           height=max(2.8, max(0.45, 0.22 * lines) * len(runs) + 1.9))
     positions = np.arange(len(runs))[::-1]
-    panels = (
-        ("TTFT (ms, log scale)", {"mean": "mean_ttft_ms", "p99": "p99_ttft_ms"}, True),
-        ("TPOT (ms)", {"mean": "mean_tpot_ms", "p99": "p99_tpot_ms"}, False),
-        ("link busy share (of the run)", {"pool link": "cache_pool_link_busy_share",
-                             "prefill -> decode link": "kv_transfer_busy_share"}, False),
-    )
-    for number, (ax, (xlabel, series, log)) in enumerate(zip(axes, panels, strict=True)):
-        present = {name: c for name, c in series.items() if c in table}
-        height = 0.8 / max(len(present), 1)
-        for i, (name, column) in enumerate(present.items()):
-            offset = ((len(present) - 1) / 2 - i) * height
-            ax.barh(positions + offset, table[column].fillna(0).to_numpy(dtype=float),
-                    height, label=name)
-        if log:
-            ax.set_xscale("log")
-        ax.set_yticks(positions, names if number == 0 else [""] * len(names), fontsize=8)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("run" if number == 0 else "")
-        ax.set_title(xlabel.split(" (")[0] + " per configuration", fontsize=10)
-        ax.legend(fontsize=7, loc="lower right")
-        ax.grid(True, axis="x", alpha=0.3)
+    for number, (ax, shown) in enumerate(zip(axes, ("TTFT", "TPOT"), strict=False)):
+        key = shown.lower()
+        values = []
+        for stat, marker in (("mean", "o"), ("p99", "s")):
+            column = f"{stat}_{key}_ms"
+            if column in table:
+                ax.plot(table[column].to_numpy(dtype=float), positions, marker,
+                        linestyle="none", label=stat)
+                values.append(table[column])
+        for position, (_, row) in zip(positions, table.iterrows(), strict=True):
+            ax.plot([row.get(f"mean_{key}_ms"), row.get(f"p99_{key}_ms")], [position] * 2,
+                    color="grey", linewidth=1, zorder=0)
+        readable_ticks(ax.xaxis, f"p99_{key}_ms", pd.concat(values))
+        log = ax.get_xscale() == "log"
+        if not log:
+            short_number_axis(ax.xaxis)  # 100k 200k: six-digit ticks ran together
+        ax.set_xlabel(f"{shown} (ms{', log scale' if log else ''})")
+        ax.set_title(f"{shown} per configuration", fontsize=10)
+        _cluster_panel(ax, positions, names if number == 0 else None)
+    ax = axes[2]
+    links = {"pool link": "cache_pool_link_busy_share",
+             "prefill -> decode link": "kv_transfer_busy_share"}
+    present = {name: c for name, c in links.items() if c in table}
+    height = 0.8 / max(len(present), 1)
+    for i, (name, column) in enumerate(present.items()):
+        offset = ((len(present) - 1) / 2 - i) * height
+        ax.barh(positions + offset, table[column].fillna(0).to_numpy(dtype=float), height,
+                label=name)
+    percent_axis(ax.xaxis)
+    ax.set_xlabel("link busy share (% of the run)")
+    ax.set_title("link busy share per configuration", fontsize=10)
+    _cluster_panel(ax, positions, None)
     return tag(fig, runs, "pool hits per run: see the tier-hits plot")
+
+
+def _cluster_panel(ax, positions: np.ndarray, names: list[str] | None) -> None:
+    """A cluster panel's run axis (names on the first panel only), grid and legend, the
+    legend under the panel."""
+    ax.set_yticks(positions, names if names is not None else [""] * len(positions),
+                  fontsize=8)
+    ax.set_ylim(-0.6, len(positions) - 0.4)
+    ax.set_ylabel("run" if names is not None else "")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
+              frameon=False)

@@ -313,6 +313,26 @@ def test_idle_ages_under_a_millisecond_are_drawn_at_a_tick_that_says_so(tmp_path
     assert png_bytes(fig).startswith(PNG_SIGNATURE)
 
 
+def test_the_cluster_figure_draws_latencies_as_dots_and_shares_in_percent(tmp_path):
+    """TTFT bars on a log axis (70k-250k ms) had lengths that meant nothing, the legends
+    covered the last bars and the link share read 0.02: latencies are now dots (mean, p99)
+    joined per run, each legend sits under its panel, the link share axis is in %."""
+    data = load_report_data(_fake_sweep(tmp_path / "fake"))
+    fig = dict(PLOTS)["cluster"](data)
+    fig.canvas.draw()
+    ttft, tpot, links = fig.axes
+    for ax in (ttft, tpot):
+        assert not [p for p in ax.patches if p.get_width() > 0]  # no bars
+        dots = {line.get_label(): line for line in ax.get_lines()}
+        assert {"mean", "p99"} <= set(dots)
+        assert len(dots["mean"].get_xdata()) == len(data.ok)
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent()
+        assert legend.y1 <= ax.get_window_extent().y0  # under the panel, over no data
+    assert links.xaxis.get_major_formatter()(0.02, 0) == "2%"
+    assert png_bytes(fig).startswith(PNG_SIGNATURE)
+
+
 def test_idle_gaps_of_a_run_that_fell_behind_say_so(tmp_path):
     """A timed replay that falls behind the trace's times (200 demo requests on one L4):
     a session's next request arrives before the previous one finished, so its gap is
