@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from prefixsim.metrics.schema import numeric_key
 from prefixsim.report.data import ReportData, applies, short_name, show_swept
 from prefixsim.report.figures import show_value
 from prefixsim.report.format import (
@@ -238,6 +239,31 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
                      "baseline, and where there is none); the gap closed is also blank where "
                      "Belady is within 1 pp of LRU. Cost and GPU-seconds saved are against "
                      "the same requests with no cache.")
+    twins = identical_runs(data)
+    if twins:
+        shown = "; ".join(" = ".join(data.label(r) for r in group) for group in twins)
+        notes.append(f"Runs with identical results (every figure equal; in the plots one "
+                     f"hides the other): {shown}.")
     notes.append("Click a column header to sort; the run column stays in view when the "
                  "table scrolls sideways.")
     return notes
+
+
+TIMING_KEYS = ("wall_time_s", "simulated_s_per_wall_s", "code_path", "compiled_modules",
+               "prefixsim_version", "command")  # how a run ran, not what it found
+
+
+def identical_runs(data: ReportData) -> list[list[str]]:
+    """Groups of two or more successful runs whose summaries agree on every figure (the
+    schema's numeric keys but TIMING_KEYS; swept values may differ: a router that falls
+    back to another's choice, a setting nothing reads in this trace), in plan order."""
+    table = data.ok
+    figures = [c for c in table.columns if numeric_key(c) and c not in TIMING_KEYS
+               and table[c].notna().any()]
+    if len(table) < 2 or not figures:
+        return []
+    groups: dict[tuple, list[str]] = {}
+    for _, row in table.iterrows():
+        key = tuple(None if pd.isna(row[c]) else row[c] for c in figures)
+        groups.setdefault(key, []).append(str(row["run_id"]))
+    return [runs for runs in groups.values() if len(runs) > 1]

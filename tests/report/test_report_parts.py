@@ -35,7 +35,12 @@ from prefixsim.report.format import (
 from prefixsim.report.header import header_sections
 from prefixsim.report.html import _table
 from prefixsim.report.plots_requests import idle_gaps_s, long_ttl_break_even, session_rates
-from prefixsim.report.table import comparison, comparison_notes, shown_columns
+from prefixsim.report.table import (
+    comparison,
+    comparison_notes,
+    identical_runs,
+    shown_columns,
+)
 from prefixsim.sweep import ExecutorOptions, load_spec, parse_spec, run_sweep
 
 OVER_TIME = ("cache_tokens_over_time", "evictions_over_time", "expirations_over_time")
@@ -389,3 +394,27 @@ def test_each_runs_idle_age_bars_sit_around_its_label(lru_only):
     assert ax.get_ylim() == (-0.5, len(lru_only.ok) - 0.5)
     assert list(ax.get_yticks()) == list(range(len(lru_only.ok)))[::-1]
     plt.close(fig)
+
+
+def test_runs_with_identical_results_are_named_under_the_table(tmp_path):
+    """Policies at a capacity nothing is evicted from run the same (80 demo requests fit in
+    1M tokens): their lines lie on each other in every plot, so the notes name them; at 10k
+    LRU and LFU keep different pages (120,832 hit tokens against 118,272). Wall time and
+    the code path (how a run ran) are not compared."""
+    out = tmp_path / "twins"
+    run_sweep(parse_spec({"base": {"trace": {"path": "traces/demo_chat.jsonl",
+                                             "max_requests": 80}, "cache_only": True},
+                          "grid": {"cache.policy": ["lru", "lfu"],
+                                   "cache.capacity_tokens": [10000, 1000000]}}), out,
+              ExecutorOptions(n_jobs=1))
+    data = load_report_data(out)
+    twins = identical_runs(data)
+    assert [[data.label(r) for r in group] for group in twins] == [
+        ["policy=lru, capacity=1M", "policy=lfu, capacity=1M"]]
+    notes = comparison_notes(comparison(data), data)
+    assert "Runs with identical results (every figure equal; in the plots one hides the " \
+        "other): policy=lru, capacity=1M = policy=lfu, capacity=1M." in notes
+    data.table.loc[data.table["run_id"] == twins[0][0], "wall_time_s"] = 99.0
+    assert identical_runs(data) == twins
+    data.table.loc[data.table["run_id"] == twins[0][0], "cache_hit_tokens"] += 1
+    assert identical_runs(data) == []
