@@ -78,6 +78,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("p99_ttft_ms", "p99 TTFT", "99th percentile time to first token", milliseconds),
     Column("request_throughput", "throughput", "completed requests per simulated second",
            rate),
+    Column("request_goodput", "goodput", "completed requests per simulated second that met "
+           "every --goodput SLO (TTFT, TPOT)", rate),
     Column("kept_up", "kept up", "the fleet kept up with the load: at least 98% of the "
            "requests completed and, open loop, no growing TTFT queue (docs/load.md)", yes_no),
     Column("cache_evictions", "evictions", "pages evicted for space", integer),
@@ -99,7 +101,7 @@ SWEPT_TITLES = {"cache_policy": "policy", "cache_capacity_tokens": "capacity (to
                 "engine_replicas": "replicas"}
 MISSING_WHY = {
     "p50_ttft_ms": "timing", "p99_ttft_ms": "timing", "request_throughput": "timing",
-    "kept_up": "timing",
+    "kept_up": "timing", "request_goodput": "goodput",
     "cost_saved_usd": "pricing", BELADY: "bounds", "belady_gap_closed": "bounds",
     "vs_lru": "policies",
 }
@@ -108,6 +110,7 @@ WHY_TEXT = {
     "pricing": "no run was priced with --pricing",
     "bounds": "no Belady bound, which cache-only runs with --bounds or belady runs give",
     "policies": "no other policy than LRU to compare",
+    "goodput": "no run set goodput SLOs (--goodput)",
 }
 
 
@@ -224,6 +227,9 @@ def comparison_notes(frame: pd.DataFrame, data: ReportData) -> list[str]:
             why = MISSING_WHY.get(column.key, "other")
             if column.key == "belady_gap_closed" and "vs_lru" not in frame:
                 why = "policies"  # Belady may be there; there is no LRU gap to close
+            if why == "goodput" and ("p99_ttft_ms" not in frame
+                                     or frame["p99_ttft_ms"].isna().all()):
+                why = "timing"  # cache-only runs: no latency to hold to an SLO
             absent.setdefault(why, []).append(column.title)
     if absent:
         parts = [f"{', '.join(titles)}: {WHY_TEXT.get(why, 'no run has them')}"

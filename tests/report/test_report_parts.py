@@ -418,3 +418,20 @@ def test_runs_with_identical_results_are_named_under_the_table(tmp_path):
     assert identical_runs(data) == twins
     data.table.loc[data.table["run_id"] == twins[0][0], "cache_hit_tokens"] += 1
     assert identical_runs(data) == []
+
+
+def test_goodput_is_a_column_where_a_run_set_its_slos(demo):
+    """A run with --goodput computed request_goodput (2.04 against 2.84 req/s throughput)
+    that no table column showed. Shown where a run has it; absent, the note says why: no
+    SLO set on a timed run, no timing on cache-only ones."""
+    frame = comparison(demo)
+    assert "request_goodput" not in frame
+    assert "p50 TTFT, p99 TTFT, throughput, goodput, kept up: cache-only runs have no " \
+        "timing" in comparison_notes(frame, demo)[0]
+    timed = frame.assign(p99_ttft_ms=100.0)
+    assert "goodput: no run set goodput SLOs (--goodput)" in \
+        comparison_notes(timed, demo)[0]
+    with_slo = timed.assign(request_goodput=2.04)
+    titles = [t for _, t, _, _ in shown_columns(with_slo, demo)]
+    assert "goodput" in titles
+    assert not any("goodput" in note for note in comparison_notes(with_slo, demo)[:1])
