@@ -7,11 +7,13 @@ import re
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from prefixsim.cli.app import app, fail_cleanly, safe_name
 from prefixsim.cli.files import check_output_dir, check_output_file, write_bytes
 from prefixsim.errors import InputError
 from prefixsim.report import PlotSkipped, build_report, load_report_data, png_bytes, xy_figure
+from prefixsim.report.data import show_swept
 from prefixsim.tune.plots import tune_view
 
 
@@ -134,6 +136,9 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
                            scale_x=scale_x)
     except PlotSkipped as exc:
         raise InputError(f"nothing to plot: {exc}") from None
+    left_out = _left_out(table, var_x, var_y, scale_x)
+    if left_out:
+        click.echo(f"note: {left_out}", err=True)
     target = Path(output) if output else folder / "plots" / f"{safe_name(var_y)}-vs-" \
         f"{safe_name(var_x)}.png"
     if output is None:
@@ -141,6 +146,24 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
     check_output_file(target)
     write_bytes(target, png_bytes(figure))
     click.echo(f"plot: {target}")
+
+
+def _left_out(table: pd.DataFrame, var_x: str, var_y: str, scale_x: str) -> str:
+    """Which runs the plot could not place, and why (a run without an x value: an
+    unbounded capacity, no TTL; a value a log axis cannot show), or ``."""
+    x, y = table[var_x], table[var_y]
+    numeric_x = pd.to_numeric(x, errors="coerce")
+    reasons = {
+        f"{var_x} {show_swept(var_x, None)}": x.isna(),
+        f"no {var_y}": y.isna() & x.notna(),
+        f"{var_x} <= 0 on a log axis": (numeric_x <= 0) & y.notna() if scale_x == "log"
+        else pd.Series(False, index=table.index),
+    }
+    parts = [f"{int(mask.sum())} with {why}" for why, mask in reasons.items() if mask.any()]
+    if not parts:
+        return ""
+    count = int(sum(mask for mask in reasons.values()).clip(upper=1).sum())
+    return f"{count} of {len(table)} runs not drawn: {'; '.join(parts)}"
 
 
 def _number(value: object) -> float | None:

@@ -53,10 +53,10 @@ KNOWN_LABELS = {
     "evictions": "evictions (pages, cumulative)",
     "expirations": "expirations (pages, cumulative)",
 }
-WORD_SUFFIXES = ("_rate", "_throughput")  # part of the quantity's name, not only a unit
+WORD_SUFFIXES = ("_rate", "_throughput", "_goodput")  # part of the quantity's name too
 UNIT_SUFFIXES = (("_tokens", "tokens"), ("_ms", "ms"), ("_s", "s"), ("_usd", "USD"),
                  ("_bytes", "bytes"), ("_pages", "pages"), ("_rate", "share"),
-                 ("_throughput", "per s"))
+                 ("_throughput", "per s"), ("_goodput", "requests per s"))
 
 
 MAX_RUNS_PER_PANEL = 10  # matplotlib's default colour cycle has 10 colours
@@ -177,7 +177,9 @@ def axis_label(column: str) -> str:
             text = f"{name.replace('_', ' ')} ({unit})"
             break
     else:
-        if column.startswith("num_") or column.endswith(("evictions", "expirations")):
+        if column.endswith(("evictions", "expirations")):  # pages removed, not requests
+            text = f"{text} (pages)"
+        elif column.startswith("num_"):
             text = f"{text} (count)"
     return ACRONYMS.sub(lambda m: m.group(1).upper(), text)
 
@@ -450,7 +452,18 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
     if drawn == 0:
         plt.close(fig)
         raise PlotSkipped(f"no curve with {min_points} or more runs at distinct {x}")
+    _share_y(axes)
     return fig
+
+
+def _share_y(axes: Sequence) -> None:
+    """Panels of one figure on one y range, where their scales agree (side by side, panels
+    of 0.54-0.56 and 0.68-0.96 read as the same)."""
+    if len(axes) < 2 or len({ax.get_yscale() for ax in axes}) > 1:
+        return
+    lows, highs = zip(*(ax.get_ylim() for ax in axes), strict=True)
+    for ax in axes:
+        ax.set_ylim(min(lows), max(highs))
 
 
 LATENCY_LOG_SPAN = 10.0  # a latency axis (ms) whose values span more than this goes log

@@ -276,6 +276,9 @@ def test_a_tunes_plots_show_a_share_in_percent(tmp_path):
     ("num_requests", "num requests (count)"), ("request_throughput", "request throughput (per s)"),
     ("cache_belady_token_hit_rate", "cache belady token hit rate (share)"),
     ("cache_ttl_s", "TTL (s)"), ("tpot_slo_attainment", "TPOT slo attainment"),
+    ("request_goodput", "request goodput (requests per s)"),
+    ("cache_evictions", "cache evictions (pages)"), ("replica1_cache_expirations",
+                                                     "replica1 cache expirations (pages)"),
 ])
 def test_axis_labels_write_metric_names_as_vllm_does(column, label):
     from prefixsim.report.figures import axis_label

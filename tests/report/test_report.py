@@ -210,6 +210,9 @@ def test_plot_command(demo_sweep, tmp_path):
     assert result.exit_code == 0, result.output
     panels = demo_sweep / "plots" / "cache_token_hit_rate-vs-cache_capacity_tokens.png"
     assert panels.read_bytes().startswith(PNG_SIGNATURE)
+    # the four unbounded runs have no x: the note says so (they were dropped silently)
+    assert "note: 4 of 14 runs not drawn: 4 with cache_capacity_tokens unbounded" in \
+        result.output
     result = invoke("plot", demo_sweep, "--var-x", "nope", "--var-y", "cache_evictions")
     assert result.exit_code == 2 and "--var-x: no column 'nope' (columns: " in result.output
     result = invoke("plot", demo_sweep, "--var-x", "capacity_tokens", "--var-y", "hitrate")
@@ -221,6 +224,19 @@ def test_plot_command(demo_sweep, tmp_path):
     result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y", "error")
     assert result.exit_code == 2 and "nothing to plot: no error" in result.output  # all empty
     assert invoke("report", tmp_path / "absent").exit_code == 2
+
+
+def test_panels_of_a_plot_share_their_y_range(demo_sweep):
+    """--col-by panels read side by side: each on its own range (0.54-0.56 beside 0.68-0.96)
+    looked alike; they now share one."""
+    from prefixsim.report import xy_figure
+
+    table = load_report_data(demo_sweep).ok
+    fig = xy_figure(table, "cache_capacity_tokens", "cache_token_hit_rate",
+                    col_by="cache_policy", scale_x="log")
+    limits = {ax.get_ylim() for ax in fig.axes}
+    assert len(fig.axes) == 2 and len(limits) == 1
+    plt.close(fig)
 
 
 def test_timed_sweep_draws_the_latency_plots(tmp_path):
