@@ -126,12 +126,17 @@ def best_policy(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
 
 
 def _saving(best: pd.Series, lru: pd.Series) -> str:
-    """`, saving $0.12 more than LRU` (priced) or `, saving 1.2 s more prefill GPU time
-    than LRU`, else ``."""
-    for key, fmt, what in (("cost_saved_usd", usd, ""),
-                           ("prefill_gpu_s_saved", gpu_seconds, " prefill GPU time")):
-        if key in best and pd.notna(best.get(key)) and pd.notna(lru.get(key)):
-            return f", saving {fmt(best[key] - lru[key])} more{what} than LRU"
+    """`, $0.12 cheaper than LRU` (priced; `dearer` when it costs more: a saving `more
+    than LRU`'s read wrong where both caches cost more than none) or `, saving 1.2 s more
+    prefill GPU time than LRU`, else ``."""
+    if "cost_saved_usd" in best and pd.notna(best.get("cost_saved_usd")) \
+            and pd.notna(lru.get("cost_saved_usd")):
+        difference = float(best["cost_saved_usd"] - lru["cost_saved_usd"])
+        return f", {usd(abs(difference))} {'cheaper' if difference >= 0 else 'dearer'} " \
+            "than LRU"
+    key = "prefill_gpu_s_saved"
+    if key in best and pd.notna(best.get(key)) and pd.notna(lru.get(key)):
+        return f", saving {gpu_seconds(best[key] - lru[key])} more prefill GPU time than LRU"
     return ""
 
 
@@ -218,10 +223,12 @@ def belady_headroom(frame: pd.DataFrame, swept: list[str]) -> Answer | None:
     where = ", ".join(x for x in (show_swept(CAPACITY, best[CAPACITY]),
                                   _context(online, swept, best, (POLICY, CAPACITY))) if x)
     smallest = min(g for g, _ in gaps)
+    least = ((f"at least {smallest * 100:.1f} pp elsewhere",) if smallest * 100 >= 0.05 else
+             ("none elsewhere: the best policy matches Belady at some capacity",)
+             ) if len(gaps) > 1 else ()
     return Answer("Headroom to Belady (offline bound)",
                   (f"at most {gap * 100:.1f} pp, at {where} ({policy}{percent(best[HIT_RATE])} "
-                   f"against {percent(best[BELADY])})",
-                   f"at least {smallest * 100:.1f} pp elsewhere"),
+                   f"against {percent(best[BELADY])})", *least),
                   ((str(best["run_id"]), BELADY),))
 
 

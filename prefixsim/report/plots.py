@@ -85,7 +85,8 @@ def policy_zoo(data: ReportData) -> Figure:
     require(table, [CAPACITY, HIT_RATE])
     bounded = table[table[CAPACITY].notna()].copy()
     if bounded[CAPACITY].nunique() < 2:
-        raise PlotSkipped(f"needs runs at 2 or more distinct {CAPACITY}")
+        raise PlotSkipped(f"needs runs at 2 or more distinct bounded {CAPACITY} (an "
+                          "unbounded run is drawn as a line beside them, not a point)")
     bounded["_belady"] = belady_reference(bounded, data.swept)
     curve_by = varying(bounded, [c for c in data.swept if c != CAPACITY])
     context = [c for c in curve_by if c != POLICY]  # e.g. a swept TTL or router

@@ -96,6 +96,36 @@ def test_headroom_to_belady():
                              "at least 2.0 pp elsewhere")
 
 
+
+def test_headroom_to_belady_where_a_policy_matches_it_or_one_capacity_is_swept():
+    """A policy reaching Belady at 16k read 'at least 0.0 pp elsewhere': it says none now;
+    with one capacity there is no elsewhere."""
+    matched = SWEEP.copy()
+    matched.loc[matched["run_id"] == "s3-16k", "cache_token_hit_rate"] = 0.80
+    assert belady_headroom(matched, SWEPT).answer == (
+        "at most 14.0 pp, at 1k (s3fifo 26.0% against 40.0%); "
+        "none elsewhere: the best policy matches Belady at some capacity")
+    one = SWEEP[SWEEP["cache_capacity_tokens"] == 1000]
+    assert belady_headroom(one, SWEPT).answer == \
+        "at most 14.0 pp, at 1k (s3fifo 26.0% against 40.0%)"
+
+
+def test_a_priced_best_policy_is_cheaper_or_dearer_than_lru():
+    """Both caches cost more than none ($-27.75 for s3fifo, $-29.69 for LRU): 'saving $1.94
+    more than LRU' read as a saving; it is $1.94 cheaper than LRU. A best hit rate that
+    costs more (its writes) is dearer."""
+    frame = pd.DataFrame({"run_id": ["l", "s"], "cache_policy": ["lru", "s3fifo"],
+                          "cache_capacity_tokens": [1000.0, 1000.0],
+                          "cache_token_hit_rate": [0.2, 0.3],
+                          "cost_saved_usd": [-29.69, -27.75]})
+    swept = ["cache_policy", "cache_capacity_tokens"]
+    assert best_policy(frame, swept).answer == \
+        "1k tokens: s3fifo +10.0 pp over LRU, $1.94 cheaper than LRU"
+    frame["cost_saved_usd"] = [1.0, 0.5]
+    assert best_policy(frame, swept).answer == \
+        "1k tokens: s3fifo +10.0 pp over LRU, $0.50 dearer than LRU"
+
+
 def test_lowest_p99_ttft():
     timed = pd.DataFrame({"run_id": ["a", "b"], "router_name": ["round_robin", "prefix_aware"],
                           "p50_ttft_ms": [50.0, 40.0], "p99_ttft_ms": [300.0, 120.0]})

@@ -190,7 +190,8 @@ def test_report_of_a_single_run_skips_sweep_plots(tmp_path):
                   20000, "-o", out, "--quiet").exit_code == 0
     data = load_report_data(out)
     assert data.kind == "run" and len(data.table) == 1
-    with pytest.raises(PlotSkipped, match="2 or more distinct cache_capacity_tokens"):
+    with pytest.raises(PlotSkipped, match="2 or more distinct bounded cache_capacity_tokens "
+                       r"\(an unbounded run is drawn as a line"):
         dict(PLOTS)["policy_zoo"](data)
     result = invoke("report", out)
     assert result.exit_code == 0, result.output
