@@ -268,8 +268,19 @@ def test_miss_ratio_figure_known_answer():
               PolicyCurve("belady", "replay", [CurvePoint(10, 2, 4), CurvePoint(100, 3, 4)])]
     fig = miss_ratio_figure(curves, 0.8, "t")
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
-    np.testing.assert_allclose(lines["lru [stack]"].get_ydata(), [0.75, 0.25])
-    offline = lines["Belady (offline bound) [replay]"]
+    np.testing.assert_allclose(lines["lru"].get_ydata(), [0.75, 0.25])
+    offline = lines["Belady (offline bound)"]
     assert offline.get_linestyle() == "--" and offline.get_color() == "black"
     np.testing.assert_allclose(lines["unbounded cache (first uses only)"].get_ydata(), 0.2)
     assert fig.axes[0].get_xscale() == "log"
+    assert fig.axes[0].get_ylim() == (0.0, 1.0)  # 100% ticked: the curves start near it
+    assert "100% - hit rate" in fig.axes[0].get_ylabel()
+    from prefixsim.report.figures import finish_figure
+
+    finish_figure(fig)
+    fig.canvas.draw()
+    label = fig.axes[0].yaxis.label.get_window_extent()
+    assert fig.bbox.y0 <= label.y0 and label.y1 <= fig.bbox.y1  # the label is not cut
+    sampled = miss_ratio_figure([PolicyCurve("lru", "shards@0.01", curves[0].points)], 0.8, "t")
+    assert [line.get_label() for line in sampled.axes[0].get_lines()][0] == \
+        "lru (estimate from 1% of page ids)"  # `[shards@0.01]` was jargon
