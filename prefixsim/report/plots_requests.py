@@ -308,8 +308,8 @@ def workload(data: ReportData) -> Figure:
         else:
             _length_histogram(ax, lengths)
         ax.set_title(f"{column.split('_')[0].capitalize()} length", fontsize=10)
-        ax.set_xlabel(axis_label(column) + (" (log scale)" if ax.get_xscale() == "log"
-                                            else ""))
+        label = axis_label(column)  # `input (tokens)`: a log scale joins its parentheses
+        ax.set_xlabel(label[:-1] + ", log scale)" if ax.get_xscale() == "log" else label)
         ax.set_ylabel("requests (count)")
         ax.set_ylim(top=ax.get_ylim()[1] * HISTOGRAM_HEADROOM)  # the legend above the bars
         ax.legend(fontsize=8, loc="upper right")
@@ -318,12 +318,20 @@ def workload(data: ReportData) -> Figure:
     bin_s = max(span / 30, 1.0)
     counts, edges = np.histogram(arrivals, bins=max(int(span / bin_s), 1))
     size, unit = time_unit(float(arrivals.max()))
-    axes[2].step(edges[:-1] / size, counts / (edges[1] - edges[0]), where="post",
-                 label=f"bins of {short_seconds(edges[1] - edges[0])}")
+    # stairs: every bin a step, the last one too (a step plot left it a riser), from 0
+    axes[2].stairs(counts / (edges[1] - edges[0]), edges / size,
+                   label=f"bins of {short_seconds(edges[1] - edges[0])}")
+    axes[2].set_ylim(bottom=0)
+    stages = data.summary(run_id).get("stages")
+    starts = [float(stage["start_s"]) for stage in stages or []
+              if isinstance(stage, dict) and isinstance(stage.get("start_s"), (int, float))]
+    for number, start in enumerate(starts[1:]):  # where each later load stage began
+        axes[2].axvline(start / size, color="grey", linestyle=":", linewidth=1,
+                        label="load stage starts" if number == 0 else None)
     axes[2].set_title("Arrival rate over time", fontsize=10)
     axes[2].set_xlabel(f"arrival time ({unit})")
     thousands_axis(axes[2].xaxis)
     axes[2].set_ylabel("arrival rate (requests per s)")
-    axes[2].legend(fontsize=8)
+    axes[2].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Workload characterisation (requests of {run_id})", fontsize=11)
     return fig

@@ -396,7 +396,29 @@ def test_workload_lengths_read_as_numbers_a_reader_knows(tmp_path):
     legend = outputs.get_legend().get_texts()[0].get_text()
     assert legend == f"{len(frame) - rejected:,} requests ({rejected:,} rejected not shown: " \
                      "no output)"
-    assert "(log scale)" in outputs.get_xlabel()
+    assert outputs.get_xlabel() == "output (tokens, log scale)"
+
+
+def test_the_arrival_rate_panel_steps_every_bin_from_zero_and_marks_stages(tmp_path):
+    """A staged load (2 then 8 req/s): the last bin was a riser only, the axis began at the
+    lowest rate (2.2-3.9 req/s looked like a swing), the stages were not marked. Every bin is
+    a step (stairs), the axis starts at 0, a dotted line marks the second stage's start."""
+    out = tmp_path / "staged"
+    config = tmp_path / "staged.yaml"
+    config.write_text(yaml.safe_dump({
+        "trace": {"path": BASE["trace"]["path"], "max_requests": 60}, "cache_only": False,
+        "load": {"type": "poisson", "seed": 0,
+                 "stages": [{"rate": 2, "duration_s": 10}, {"rate": 8, "duration_s": 5}]}}))
+    assert invoke("run", "--config", config, "-o", out, "--quiet").exit_code == 0
+    fig = dict(PLOTS)["workload"](load_report_data(out))
+    rate = fig.axes[2]
+    assert rate.get_ylim()[0] == 0
+    stairs = [p for p in rate.patches if type(p).__name__ == "StepPatch"]
+    assert len(stairs) == 1 and len(stairs[0].get_data().edges) == \
+        len(stairs[0].get_data().values) + 1  # the last bin closed
+    marks = [line for line in rate.get_lines() if line.get_label() == "load stage starts"]
+    assert len(marks) == 1 and marks[0].get_xdata()[0] == pytest.approx(10.0)
+    png_bytes(fig)
 
 
 @pytest.mark.parametrize(("gap_ms", "corner"), [(1_000, "lower right"), (7_200_000, "upper left")])
