@@ -15,7 +15,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +83,15 @@ def _refuse_empty_paths(values: dict[str, Any]) -> None:
         return
     for param in context.command.params:
         if isinstance(param.type, click.Path) and values.get(param.name or "") == "":
-            name = (param.human_readable_name if isinstance(param, click.Argument)
-                    else max(param.opts, key=len) if param.opts else param.name)
             raise InputError("an empty path; give a name or leave the option out",
-                             field=name)
+                             field=_param_name(param))
+
+
+def _param_name(param: click.Parameter) -> str:
+    """How a refusal names an option (its longest flag, `--output`) or argument (`TRACE`)."""
+    if isinstance(param, click.Argument) or not param.opts:
+        return param.human_readable_name
+    return max(param.opts, key=len)
 
 
 def one_trace(argument: str | None, flag: str | None) -> str | None:
@@ -127,6 +132,55 @@ def format_value(value: object) -> str:
 
 
 # ---------------------------------------------------------------------------- CLI
+class CommandLine(LazyGroup):
+    """The `prefixsim` group: Click parses and dispatches, but a usage error (a bad option
+    value, a missing argument, an unknown option or command) of any command or subcommand
+    is one line `prefixsim: error: ...`, exit 2 (docs/input-rules.md I1), where Click
+    would print its usage block. A group called without a command still shows its help."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        with _one_line_exits():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _one_line_exits():  # the subcommands are parsed and run within
+            return super().invoke(ctx)
+
+
+_SHOWS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+
+
+@contextlib.contextmanager
+def _one_line_exits() -> Iterator[None]:
+    try:
+        yield
+    except click.ClickException as exc:
+        if isinstance(exc, _SHOWS_HELP):
+            raise
+        click.echo(f"prefixsim: error: {one_line(_click_message(exc))}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def _click_message(exc: click.ClickException) -> str:
+    """Click's message for `exc` as the readers word theirs: a bad value as `OPTION: what
+    is wrong` (`--trials: 0 is not in the range x>=1.`); any other usage error (a missing
+    argument, an unknown option) in Click's words, its hint to the help on the same line."""
+    if isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter):
+        hint = exc.param_hint if exc.param_hint is not None else \
+            _param_name(exc.param) if exc.param is not None else None
+        if isinstance(hint, list | tuple):
+            hint = max(hint, key=len)
+        if hint:
+            return f"{hint}: {exc.message}"
+    text = exc.format_message()
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        help_option = max(ctx.help_option_names, key=len)
+        text = f"{text.rstrip('.')}; try '{ctx.command_path} {help_option}'"
+    return text
+
+
 # Every subcommand: its module is imported only when it is used (cli/lazy_group.py), and
 # `prefixsim --help` lists the short help given here (a test checks it against the command's).
 SUBCOMMANDS = (
@@ -160,7 +214,7 @@ SUBCOMMANDS = (
 )
 
 
-@click.group(cls=LazyGroup, lazy=SUBCOMMANDS,
+@click.group(cls=CommandLine, lazy=SUBCOMMANDS,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="prefixsim")
 def app() -> None:
