@@ -10,7 +10,10 @@ imports take a few seconds) exits with 130 and one line, not a traceback
 (docs/input-rules.md I18). SIGTERM ends the command the way Ctrl-C does, so staging
 folders are removed on the way out (docs/input-rules.md I11): it is raised as `Terminated`
 in the main process, which exits with 143 and one line; a worker process forked from it
-keeps the default action.
+keeps the default action. Ctrl-C while a command runs is one line and 130 as well
+(cli/app.py `CommandLine`); once the command has ended, a Ctrl-C while the interpreter
+exits is ignored, since Python restores the default action as it shuts down and the signal
+would kill the process silently, its results written and reported.
 """
 
 import importlib
@@ -66,6 +69,8 @@ def main() -> None:
     except Terminated:
         print("prefixsim: terminated", file=sys.stderr)
         sys.exit(TERMINATED_EXIT)
+    finally:  # the command has ended (its exit status is set): let it end as it was ending
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

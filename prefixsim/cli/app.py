@@ -56,6 +56,7 @@ def fail_cleanly(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a command a pipe closed on
+INTERRUPTED_EXIT = 130  # 128 + SIGINT: what a shell reports for a command Ctrl-C ended
 
 
 def _stdout_to_devnull() -> None:
@@ -135,8 +136,10 @@ def format_value(value: object) -> str:
 class CommandLine(LazyGroup):
     """The `prefixsim` group: Click parses and dispatches, but a usage error (a bad option
     value, a missing argument, an unknown option or command) of any command or subcommand
-    is one line `prefixsim: error: ...`, exit 2 (docs/input-rules.md I1), where Click
-    would print its usage block. A group called without a command still shows its help."""
+    is one line `prefixsim: error: ...`, exit 2, and Ctrl-C (KeyboardInterrupt) anywhere
+    past start-up is one line `prefixsim: interrupted`, exit 130, after the clean-ups on
+    its way out have run (docs/input-rules.md I1, I18), where Click would print its usage
+    block or `Aborted!` and exit 1. A group called without a command still shows its help."""
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: Any) -> click.Context:
@@ -160,6 +163,9 @@ def _one_line_exits() -> Iterator[None]:
             raise
         click.echo(f"prefixsim: error: {one_line(_click_message(exc))}", err=True)
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("prefixsim: interrupted", err=True)
+        sys.exit(INTERRUPTED_EXIT)
 
 
 def _click_message(exc: click.ClickException) -> str:

@@ -1,11 +1,21 @@
 """How every command ends when it does not finish: a usage error Click finds (a bad option
 value, a missing argument, an unknown option) is one line `prefixsim: error: ...` and exit 2
-like any bad input (docs/input-rules.md I1).
+like any bad input, and Ctrl-C is one line `prefixsim: interrupted` and exit 130, keeping
+what a sweep finished for --resume (docs/input-rules.md I1, I14, I18, I19).
 """
 
+import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
-from cli_helpers import DEMO, invoke, one_line_error
+from cli_helpers import DEMO, REPO, invoke, one_line_error
+
+import prefixsim.cli.sweep  # noqa: F401 - registers the commands the tests patch
+import prefixsim.cli.trace  # noqa: F401
+import prefixsim.sweep.runner
 
 
 @pytest.fixture
@@ -54,3 +64,68 @@ def test_help_and_a_bare_group_still_show_the_help():  # as before
     bare = invoke("trace")
     assert "Commands:" in bare.output and "inspect" in bare.output
     assert invoke("--version").exit_code == 0
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_130(monkeypatch):
+    """`trace inspect` (and every command) printed Click's `\\nAborted!` and exited 1."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prefixsim.cli.trace, "read_trace", interrupted)
+    result = invoke("trace", "inspect", DEMO)
+    assert result.exit_code == 130
+    assert result.stderr == "prefixsim: interrupted\n"
+
+
+def test_an_interrupted_sweep_resumes_with_its_finished_runs(tmp_path, monkeypatch):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(DEMO.read_text())
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"name": "n", "base": {"trace": {"path": "t.jsonl"},
+                                                      "cache_only": True},
+                                "grid": {"cache.capacity_tokens": [1000, 2000, 4000, 8000]}}))
+    out = tmp_path / "sweep"
+    stored = prefixsim.sweep.runner.write_run
+    calls = []
+
+    def write_then_interrupt(*args, **kwargs):
+        stored(*args, **kwargs)
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(prefixsim.sweep.runner, "write_run", write_then_interrupt)
+    result = invoke("sweep", spec, "-o", out, "-j", "1", "--quiet")
+    assert result.exit_code == 130 and result.stderr == "prefixsim: interrupted\n"
+    monkeypatch.setattr(prefixsim.sweep.runner, "write_run", stored)
+    resumed = invoke("sweep", spec, "-o", out, "-j", "1", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "2 ran, 0 failed, 2 already finished" in resumed.output
+
+
+def test_sigint_mid_run_leaves_no_staging_folder_and_exits_130(tmp_path):
+    """A real Ctrl-C (SIGINT) in a replay: the staging folder is removed, one line, 130."""
+    trace = tmp_path / "long.jsonl"
+    with trace.open("w") as stream:
+        for i in range(60_000):
+            stream.write(json.dumps({"timestamp": i * 10, "input_length": 3 * 512,
+                                     "output_length": 4,
+                                     "hash_ids": [i % 50, 1000 + i % 700, 5000 + i]}) + "\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    child = subprocess.Popen(  # SIGINT as a terminal's: not ignored, whatever started pytest
+        [sys.executable, "-m", "prefixsim", "run", "--trace", str(trace), "-o",
+         str(results / "out"), "--quiet"], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not list(results.glob(".out.*")):  # the staging folder: the run has started
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+        time.sleep(0.01)
+    time.sleep(0.3)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert err.splitlines() == ["prefixsim: interrupted"]
+    assert list(results.iterdir()) == []
