@@ -2,7 +2,10 @@
 not at all, with the permissions an ordinary file or folder gets (the temporary ones that
 `tempfile` makes are private). Output locations are checked before any work starts
 (`check_output_dir`, `check_output_file`), so an unwritable one fails in a second, not after
-the simulation. A default results folder is never reused: `write_folder(..., fresh=True)`
+the simulation; an OS error making the staging sibling or renaming it into place (a place
+the checks could not foresee: `/proc`, a folder where a file goes) names the output asked
+for, never the staging name, and is the user's to fix (`placing`, exit 2). A default results
+folder is never reused: `write_folder(..., fresh=True)`
 takes the first of `NAME`, `NAME-2`, ... that does not exist when the results are moved in
 (the rename fails on a folder another run just filled, and the next name is tried). Choosing
 what to write is each subcommand's job."""
@@ -14,10 +17,10 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from prefixsim.errors import InputError, naming_the_file
+from prefixsim.errors import InputError, is_users_os_error, naming_the_file
 
 MAX_FRESH_NAMES = 1000
 NAME_MAX_BYTES = 255  # one path component, on every common file system
@@ -30,17 +33,41 @@ def _umask() -> int:
     return mask
 
 
+# errors of making a staging sibling of an output or renaming it into place that say the
+# output cannot be at that place (besides the disk's refusals, errors.USERS_ERRNOS)
+PLACE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                          errno.ENOTEMPTY, errno.EINVAL, errno.EXDEV})
+
+
+@contextlib.contextmanager
+def placing(target: Path) -> Iterator[None]:
+    """Within the block (making the staging sibling of `target`, the output the user asked
+    for, or renaming it onto `target`) an OSError names `target`: one where `target` cannot
+    be (PLACE_ERRNOS) becomes an InputError, any other is raised again naming it."""
+    try:
+        yield
+    except OSError as exc:
+        words = exc.strerror or str(exc)
+        if exc.errno not in PLACE_ERRNOS or is_users_os_error(exc):
+            raise OSError(exc.errno, words, str(target)) from exc
+        if exc.errno in (errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY) and target.is_dir():
+            raise InputError("is a folder, expected a file name", file=str(target)) from None
+        raise InputError(f"cannot write here ({words})", file=str(target)) from None
+
+
 def write_file(path: Path, write: Callable[[Path], None]) -> None:
     """`write(temp)` fills a temporary sibling of `path`, renamed onto `path` when done."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name[:STAGING_NAME_CHARS]}.",
-                                    dir=path.parent)
+    with placing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name[:STAGING_NAME_CHARS]}.",
+                                        dir=path.parent)
     os.close(handle)
     try:
         with naming_the_file(path):
             write(Path(temp))
         os.chmod(temp, 0o666 & ~_umask())
-        os.replace(temp, path)
+        with placing(path):
+            os.replace(temp, path)
     finally:
         if os.path.exists(temp):
             os.unlink(temp)
@@ -97,9 +124,10 @@ def write_folder(out_dir: Path, fill: Callable[[Path], None], owned: frozenset[s
     `out_dir`, `out_dir-2`, ... free at that moment. Returns the folder written."""
     made = [folder for folder in (out_dir.parent, *out_dir.parent.parents)
             if not folder.exists()]  # the folders this write creates (removed if it fails)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name[:STAGING_NAME_CHARS]}.",
-                                    dir=out_dir.parent))
+    with placing(out_dir):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name[:STAGING_NAME_CHARS]}.",
+                                        dir=out_dir.parent))
     try:
         os.chmod(staging, 0o777 & ~_umask())
         try:

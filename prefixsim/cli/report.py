@@ -34,6 +34,7 @@ def report(results_dir: str, quiet: bool) -> None:
     data, plots = tune_view(folder, whole)  # a tune draws its headline runs only
     refuse_symlink(folder / "plots")
     check_output_dir(folder / "plots")
+    check_output_file(folder / "report.html")
     built = build_report(data, plots)
     for name, png in built.pngs.items():
         write_bytes(folder / "plots" / f"{name}.png", png)

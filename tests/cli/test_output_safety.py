@@ -18,6 +18,7 @@ import pytest
 from cli_helpers import DEMO, invoke, one_line_error
 
 from prefixsim.cli.app import one_line, safe_name
+from prefixsim.cli.files import write_bytes
 from prefixsim.errors import InputError
 from prefixsim.sweep import ExecutorOptions, parse_spec, run_sweep
 from prefixsim.sweep.store import lock_sweep_folder
@@ -53,6 +54,36 @@ def test_an_unwritable_output_fails_before_any_work(tmp_path):
     clash = invoke("run", "--trace", broken, "--cache-only", "-o", tmp_path / "file")
     assert clash.exit_code == 2 and "is a file" in clash.stderr  # click's own usage error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.jsonl", "file", "spec.yaml"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_place_no_staging_can_be_made_names_the_output(tmp_path):
+    """/proc passes the checks as root (a folder, writable), then refuses the staging file or
+    folder: that failure named the staging name (`/proc/.x.7pm0uv87`) and exited 1."""
+    for args in (["run", "--trace", DEMO, "--cache-only", "--quiet", "-o", "/proc/prefixsim-x"],
+                 ["trace", "generate", "--preset", "chat", "--requests", "5", "-o",
+                  "/proc/prefixsim-y.jsonl"]):
+        line = one_line_error(invoke(*args), f"{args[-1]}: ")
+        assert "/proc/." not in line
+
+
+def test_a_folder_where_the_report_goes_is_refused_before_drawing(tmp_path):
+    """DIR/report.html a folder: refused naming it (not its staging name, exit 1), before
+    any plot is written."""
+    out = tmp_path / "run"
+    assert invoke("run", "--trace", DEMO, "--cache-only", "--quiet", "-o", out).exit_code == 0
+    (out / "report.html").mkdir()
+    one_line_error(invoke("report", out), f"{out / 'report.html'}: is a folder")
+    assert not (out / "plots").exists()
+
+
+def test_a_file_written_onto_a_folder_names_the_file(tmp_path):
+    """write_file's rename onto a folder (one made after the checks) names the file."""
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(InputError, match="is a folder") as caught:
+        write_bytes(tmp_path / "taken", b"x")
+    assert caught.value.file == str(tmp_path / "taken")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]  # no staging file left
 
 
 def test_an_unwritable_folder_is_refused(tmp_path, monkeypatch):
