@@ -23,6 +23,7 @@ from prefixsim.cli.app import (
     app,
     fail_cleanly,
     format_value,
+    one_line,
     one_trace,
     safe_name,
 )
@@ -56,7 +57,9 @@ PRINTED = ("answer", "answer_config_value", "offered_rate", "achieved_rate",
 @executor_options(jobs_help="Probes run at once (default: the CPUs available, at most 8).")
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False),
               help="Capacity folder (new or empty); default results/capacity-<search>-<trace>/.")
-@click.option("--quiet", is_flag=True, help="No progress lines or answer block.")
+@click.option("--quiet", is_flag=True,
+              help="No progress lines or answer block; a search with no answer still says "
+                   "why on stderr.")
 @config_options
 @click.argument("trace_file", metavar="[TRACE]", required=False,
                 type=click.Path())  # a file or a folder (RAGPulse, kv-cache-tester)
@@ -112,15 +115,29 @@ def capacity(config_path: str | None, search: str | None, slo_values: tuple[str,
         answers.append(answer)
 
     folder = write_folder(out_dir, fill, CAPACITY_FILES, fresh=output is None)
+    summary = answers[0].summary
     if not quiet:
-        _print_answer(answers[0].summary, folder)
-    if answers[0].summary.get("answer") is None:
+        _print_answer(summary, folder)
+    if summary.get("answer") is None:
+        if quiet:  # quiet silences the progress and the block, not the outcome
+            click.echo(f"prefixsim: no answer: {one_line(_no_answer_reason(summary))} "
+                       f"(results: {folder})", err=True)
         sys.exit(1)
 
 
 def _default_dir(config: RunConfig, search: str) -> Path:
     trace = safe_name(config.trace.path.stem) if config.trace.path else "run"
     return RESULTS_ROOT / f"capacity-{search}-{trace}"
+
+
+def _no_answer_reason(summary: dict[str, Any]) -> str:
+    """Why a search found no answer: its note, else the first failing probe's reasons."""
+    if summary.get("note"):
+        return str(summary["note"])
+    if summary.get("first_failing_reasons"):
+        return (f"no probe passed; {summary['knob']} {format_value(summary['first_failing'])}"
+                f" fails: {summary['first_failing_reasons']}")
+    return "no probe passed"
 
 
 def _print_answer(summary: dict[str, Any], out_dir: Path) -> None:

@@ -173,3 +173,17 @@ def test_a_trace_every_probe_fails_on_is_one_line_and_writes_nothing(tmp_path):
         f"prefixsim: error: {bad}:4: input_length: expected an integer, got 'x' (no probe "
         "can run: it fails at any load.rate_scale)")
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_no_answer_is_said_even_with_quiet(tmp_path):
+    """--quiet silences the progress and the answer block, not the outcome: a search no
+    probe can pass printed nothing and exited 1."""
+    out = tmp_path / "cap"
+    result = invoke("capacity", "--search", "replicas", *TINY, "--slo", "p99_ttft_ms:1",
+                    "-o", out, "--quiet")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prefixsim: no answer: "), result.stderr
+    assert "p99_ttft_ms" in lines[0] and str(out) in lines[0]
+    assert json.loads((out / "capacity.json").read_text())["answer"] is None
