@@ -103,12 +103,15 @@ def run_tune(
         budget = min(budget, len(grid))
     runner = workers.build()
     _check_folder(out_dir, spec, resume, storage_url)
+    # a --storage that cannot be opened is refused before the folder is made
+    storage = None if storage_url is None else storage_for(out_dir, storage_url)
     out_dir.mkdir(parents=True, exist_ok=True)
     clean_staging(out_dir, older_than_s=STALE_STAGING_S)  # others may be writing here
     write_text_atomic(out_dir / "spec.yaml", spec.text)
     if read_sweep_meta(out_dir) is None:
         write_text_atomic(out_dir / "sweep.json", json.dumps({"kind": "tune", "name": spec.name}))
-    storage = storage_for(out_dir, storage_url)
+    if storage is None:  # DIR/study.db, in the folder made above
+        storage = storage_for(out_dir, None)
     study = open_study(spec, storage, sampler, {"split": parts.label})
     settle_stale(study, storage, functools.partial(_recover, out_dir, spec, parts))
     if grid is not None:

@@ -35,7 +35,11 @@ def storage_for(out_dir: Path, url: str | None) -> Any:
         if not path:
             raise InputError("expected journal:PATH", field="--storage")
         journal = optuna.storages.journal
-        return journal.JournalStorage(journal.JournalFileBackend(path))
+        try:
+            return journal.JournalStorage(journal.JournalFileBackend(path))
+        except OSError as exc:  # its folder is missing or not writable, or it is a folder
+            raise InputError(f"cannot open the study storage: {path}: "
+                             f"{exc.strerror or exc}", field="--storage") from None
     kwargs: dict[str, Any] = {}
     if url is None:
         path = (out_dir / STUDY_FILE).resolve()

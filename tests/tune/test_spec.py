@@ -184,6 +184,22 @@ def test_a_missing_trace_or_bad_split_writes_nothing(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
 
 
+@pytest.mark.parametrize("storage", ["foo://bar", "sqlite:////nonexistent/dir/x.db",
+                                     "journal:/nonexistent/dir/journal.log"])
+def test_a_bad_storage_is_refused_before_the_folder_is_made(storage, tmp_path, monkeypatch):
+    """A --storage that cannot be opened left out/ holding spec.yaml and sweep.json (and a
+    journal in a missing folder was an OSError, exit 1)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"base": BASE, "space": {"cache.policy": ["lru"]},
+                                    "objectives": {"cache_token_hit_rate": "max"}}))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["tune", "spec.yaml", "-o", "out", "--storage", storage])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prefixsim: error: --storage: "), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
 def test_without_optuna_a_tune_says_how_to_install_it(tmp_path, monkeypatch):
     """Optuna is an optional extra: with it missing, `prefixsim tune` is one line naming the
     extra, exit 2, nothing written (and the rest of the CLI still loads)."""
