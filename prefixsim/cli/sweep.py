@@ -12,6 +12,7 @@ from prefixsim.cli.app import RESULTS_ROOT, app, fail_cleanly, one_line, safe_na
 from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.option_groups import executor_options
 from prefixsim.cli.progress import Progress
+from prefixsim.errors import InputError
 from prefixsim.sweep import OK, ExecutorOptions, RunOutcome, load_spec, plan, run_sweep
 
 
@@ -44,6 +45,9 @@ def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: 
       prefixsim sweep traces/sweeps/demo.yaml -o results/demo-sweep
       prefixsim report results/demo-sweep
     """
+    if force and not resume:  # it says what --resume may continue; alone it would do nothing
+        raise InputError("only with --resume (continue a sweep of another spec in -o)",
+                         field="--force")
     spec = load_spec(spec_path)
     if dry_run:
         points = plan(spec, spec_path)

@@ -133,6 +133,15 @@ def test_a_second_sweep_into_a_locked_folder_is_refused(tmp_path):
 
 
 # ------------------------------------------- docs/input-rules.md I14
+def test_force_without_resume_is_refused(tmp_path):
+    """--force only qualifies --resume (its help says so); alone it was accepted and did
+    nothing."""
+    spec = spec_file(tmp_path)
+    one_line_error(invoke("sweep", spec, "-o", tmp_path / "s", "--force"), "--force",
+                   "--resume")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
 def test_report_reads_a_sweep_killed_before_its_first_table(tmp_path):
     """A sweep whose sweep.parquet was never written (killed before the first refresh):
     report reads its finished run folders (3 runs, one failed)."""
