@@ -29,7 +29,7 @@ from prefixsim.capacity.verdict import Verdict, judge
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
 from prefixsim.metrics.kept_up import KEPT_UP_SHARE, rejection_limit
-from prefixsim.pipeline.inputs import resolve_trace_defaults
+from prefixsim.pipeline.inputs import check_trace
 from prefixsim.report.format import significant
 from prefixsim.report.plots_load import PLOTTED_KEYS
 from prefixsim.sweep import OK, RunOutcome, run_point
@@ -96,7 +96,7 @@ def check_question(question: CapacityQuestion) -> Knob:
             raise InputError("needs the goodput SLOs: --goodput ttft:MS and/or tpot:MS",
                              field="--goodput-share")
     knob = knob_for(question.config, question.search)
-    _check_trace(question.config)
+    check_trace(question.config)  # every probe reads it: refused before any probe runs
     load = question.config.load
     if load.closed_loop and not question.slos and question.goodput_share is None:
         raise InputError(f"a {load.type} load is a closed loop: its users wait for their "
@@ -104,16 +104,6 @@ def check_question(question: CapacityQuestion) -> Knob:
                          "latency it must hold (--slo, e.g. p99_ttft_ms:2000, or "
                          "--goodput-share)", field="--slo")
     return knob
-
-
-def _check_trace(config: RunConfig) -> None:
-    """Every probe reads this trace: one that is not given, does not exist or is of no
-    known format is refused before any probe runs (else each would fail alike)."""
-    resolve_trace_defaults(config)  # no trace given; no such file; a format not detected
-    path = config.trace.path
-    if path is not None and not Path(path).exists():  # a format given, so not detected
-        raise InputError("no such file or folder (no probe was started)", file=str(path),
-                         field="trace.path")
 
 
 def run_capacity(question: CapacityQuestion, out_dir: Path,

@@ -67,6 +67,22 @@ def load_requests(config: TraceConfig) -> list[Request]:
     return load_trace_data(config).requests
 
 
+def check_trace(config: RunConfig, *, read: bool = False) -> None:
+    """The trace of `config`, checked before the runs that all read it start (a capacity
+    search's probes, a sweep's points, a tune's trials), as each would otherwise fail
+    alike: one that is not given, does not exist or is of no known format (an empty file)
+    is an InputError. With `read` it is also read through as a run reads it (its read
+    options and time window), so a malformed line is refused with its file and line; the
+    requests are not kept."""
+    resolved = resolve_trace_defaults(config)  # no trace; no such file; format not detected
+    path = config.trace.path
+    if path is not None and not os.path.exists(path):  # a format given, so not detected
+        raise InputError("no such file or folder (no run was started)", file=str(path),
+                         field="trace.path")
+    if read:
+        load_trace_data(resolved.trace)
+
+
 def resolve_trace_defaults(config: RunConfig) -> RunConfig:
     """The config with the trace format detected and the block size filled in (the one a
     Mooncake or Parquet file's first row states, else the format's), so the effective

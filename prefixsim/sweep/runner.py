@@ -15,6 +15,7 @@ from pathlib import Path
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
+from prefixsim.pipeline.inputs import check_trace
 from prefixsim.sweep.executors import LOCAL_WORKERS, Executor, ExecutorOptions
 from prefixsim.sweep.renamed import adopt_renamed_runs
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
@@ -115,12 +116,26 @@ def _config_hash(run_id: object) -> str:
 
 
 def check_traces(points: list[SweepPoint], source: str | None) -> None:
-    """Every trace the points read exists (else one InputError before any run starts)."""
+    """Every trace the points read exists and reads (pipeline/inputs.py `check_trace`, as a
+    capacity search checks its own): given, of a known format, no malformed line; each
+    distinct trace section once (a grid may sweep trace.path). Else one InputError before
+    any run starts, as every run reading it would fail alike."""
     for path in sorted({str(p.config.trace.path) for p in points
                         if p.config.trace.path is not None}):
         if not Path(path).exists():
             raise InputError(f"trace {path} does not exist (no run was started)", file=source,
                              field="trace.path")
+    checked = set()
+    for point in points:
+        if point.config.trace in checked:
+            continue
+        checked.add(point.config.trace)
+        try:
+            check_trace(point.config, read=True)
+        except InputError as exc:
+            if exc.file is not None:
+                raise
+            raise InputError(exc.message, file=source, field=exc.field) from None
 
 
 def _run(spec: SweepSpec, points: list[SweepPoint], out_dir: Path, runner: Executor,

@@ -153,7 +153,7 @@ def test_a_missing_trace_is_refused_before_any_probe(tmp_path):
         f"prefixsim: error: {missing}: no such file or folder"
     assert one_line_error(invoke("capacity", "--trace", missing, "--trace-format", "mooncake",
                                  *args)) == (f"prefixsim: error: {missing}: trace.path: no such "
-                                             "file or folder (no probe was started)")
+                                             "file or folder (no run was started)")
     one_line_error(invoke("capacity", *args), "trace.path", "no trace given")
     assert list(tmp_path.iterdir()) == []
 

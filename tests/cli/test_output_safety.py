@@ -172,6 +172,26 @@ def test_a_missing_trace_stops_a_sweep_before_any_run(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("case", ["bad line", "no base", "bad trace.path in the grid"])
+def test_a_trace_every_run_would_fail_on_stops_a_sweep_before_any_run(tmp_path, case):
+    """Checked as a capacity search checks its trace: a malformed line (each run failed on
+    it, exit 1, the sweep folder left), no trace at all, or one of the traces a grid
+    sweeps: one line, exit 2, nothing written."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(DEMO.read_text().splitlines()[0] + "\n" + BROKEN.replace("600", '"x"'))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text({
+        "bad line": "name: n\nbase: {trace: {path: bad.jsonl}, cache_only: true}\n"
+                    "grid: {cache.capacity_tokens: [5000, 10000]}\n",
+        "no base": "name: n\ngrid: {cache.capacity_tokens: [5000, 10000]}\n",
+        "bad trace.path in the grid": f"name: n\nbase: {{cache_only: true}}\n"
+                                      f"grid: {{trace.path: [{DEMO}, bad.jsonl]}}\n"}[case])
+    expected = ["trace.path", "no trace given"] if case == "no base" else \
+        [f"{bad}:2: input_length"]
+    one_line_error(invoke("sweep", spec, "-o", tmp_path / "s", "-j", "1"), *expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "spec.yaml"]
+
+
 def test_failed_runs_are_printed_even_with_quiet(tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text(BROKEN)
