@@ -21,6 +21,7 @@ from typing import Any
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
+from prefixsim.pipeline.inputs import check_trace
 from prefixsim.sweep import RunOutcome, run_point
 from prefixsim.sweep.spec import SweepPoint, make_point
 from prefixsim.sweep.store import read_run, run_dir, write_run
@@ -92,15 +93,18 @@ def parts_for(spec: TuneSpec, options: PartOptions) -> Parts:
 
 
 def check_traces(parts: Parts) -> None:
-    """Every part's trace exists (before anything is written)."""
+    """Every part's trace exists and reads through (pipeline/inputs.py `check_trace`, as a
+    capacity search checks its own): the held-out one too, whose failure would otherwise
+    come only after every trial. Before anything is written."""
     for part in (parts.train, parts.test):
         if part is None:
             continue
-        trace = make_point(part.base, {}, None, part.root).config.trace
-        if trace.path is None:
+        config = make_point(part.base, {}, None, part.root).config
+        if config.trace.path is None:
             raise InputError("no trace given", field="base.trace.path")
-        if not trace.path.exists():
-            raise InputError("no such file", file=str(trace.path), field="trace.path")
+        if not config.trace.path.exists():
+            raise InputError("no such file", file=str(config.trace.path), field="trace.path")
+        check_trace(config, read=True)
 
 
 def trial_point(spec: TuneSpec, part: TuneSpec, params: dict[str, Any], number: int,

@@ -200,6 +200,32 @@ def test_a_bad_storage_is_refused_before_the_folder_is_made(storage, tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
 
 
+@pytest.mark.parametrize("held_out", ["empty", "bad line"])
+def test_a_held_out_trace_that_does_not_read_is_refused_before_any_trial(held_out, tmp_path,
+                                                                         monkeypatch):
+    """--test with an empty file or a malformed line: the trials ran, the held-out re-run
+    failed, and the tune exited 0 with `"test": null`; now one line, exit 2, nothing
+    written (the trace checked as a capacity search checks its own)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"base": BASE, "space": {"cache.policy": ["lru"]},
+                                    "objectives": {"cache_token_hit_rate": "max"},
+                                    "trials": 2}))
+    test = tmp_path / "test.jsonl"
+    first = Path(DEMO).read_text().splitlines()[0]
+    test.write_text("" if held_out == "empty" else
+                    first + "\n" + first.replace('"input_length": ', '"input_length": "x", '
+                                                  '"was": ') + "\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["tune", "spec.yaml", "-o", "out", "--train", DEMO,
+                                      "--test", "test.jsonl", "-j", "1"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prefixsim: error: "), lines
+    assert str(test) + (": cannot detect" if held_out == "empty" else ":2: input_length") \
+        in lines[0], lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml", "test.jsonl"]
+
+
 def test_without_optuna_a_tune_says_how_to_install_it(tmp_path, monkeypatch):
     """Optuna is an optional extra: with it missing, `prefixsim tune` is one line naming the
     extra, exit 2, nothing written (and the rest of the CLI still loads)."""
