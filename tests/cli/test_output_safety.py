@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from cli_helpers import DEMO, invoke, one_line_error
 
+import prefixsim.sweep.runner
 from prefixsim.cli.app import one_line, safe_name
 from prefixsim.cli.files import write_bytes
 from prefixsim.errors import InputError
@@ -142,9 +143,12 @@ def test_force_without_resume_is_refused(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
 
 
-def test_report_reads_a_sweep_killed_before_its_first_table(tmp_path):
+def test_report_reads_a_sweep_killed_before_its_first_table(tmp_path, monkeypatch):
     """A sweep whose sweep.parquet was never written (killed before the first refresh):
     report reads its finished run folders (3 runs, one failed)."""
+    # a broken trace stops a sweep before any run (check_traces); skipping that read stands
+    # for a trace that breaks only as its run reads it, to test a failed run among others
+    monkeypatch.setattr(prefixsim.sweep.runner, "check_trace", lambda config, read: None)
     broken = tmp_path / "broken.jsonl"
     broken.write_text(BROKEN)
     out = tmp_path / "sweep"
@@ -192,7 +196,10 @@ def test_a_trace_every_run_would_fail_on_stops_a_sweep_before_any_run(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "spec.yaml"]
 
 
-def test_failed_runs_are_printed_even_with_quiet(tmp_path):
+def test_failed_runs_are_printed_even_with_quiet(tmp_path, monkeypatch):
+    # a broken trace stops a sweep before any run (check_traces); skipping that read stands
+    # for a trace that breaks only as its run reads it, to test a failed run among others
+    monkeypatch.setattr(prefixsim.sweep.runner, "check_trace", lambda config, read: None)
     broken = tmp_path / "broken.jsonl"
     broken.write_text(BROKEN)
     spec = spec_file(tmp_path, grid=f"trace.path: [{json.dumps(str(DEMO))}, "
