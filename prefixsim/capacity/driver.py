@@ -29,7 +29,7 @@ from prefixsim.capacity.verdict import Verdict, judge
 from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
 from prefixsim.metrics.kept_up import KEPT_UP_SHARE, rejection_limit
-from prefixsim.pipeline.inputs import check_trace
+from prefixsim.pipeline import check_trace
 from prefixsim.report.format import significant
 from prefixsim.report.plots_load import PLOTTED_KEYS
 from prefixsim.sweep import OK, RunOutcome, run_point

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.pipeline.inputs import check_trace
+from prefixsim.pipeline import check_trace
 from prefixsim.sweep.executors import LOCAL_WORKERS, Executor, ExecutorOptions
 from prefixsim.sweep.renamed import adopt_renamed_runs
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys

@@ -21,7 +21,7 @@ from typing import Any
 
 from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
-from prefixsim.pipeline.inputs import check_trace
+from prefixsim.pipeline import check_trace
 from prefixsim.sweep import RunOutcome, run_point
 from prefixsim.sweep.spec import SweepPoint, make_point
 from prefixsim.sweep.store import read_run, run_dir, write_run
