@@ -9,9 +9,8 @@ way to it, taking a config in any form. See docs/architecture.md.
 """
 
 from prefixsim.pipeline.api import run
-from prefixsim.pipeline.inputs import check_trace
 from prefixsim.pipeline.result import RunResult
-from prefixsim.pipeline.road import ProgressFactory, simulate
+from prefixsim.pipeline.road import ProgressFactory, check_trace, simulate
 from prefixsim.pipeline.sinks import FrameRows, ParquetRows, RowSink
 
 __all__ = ["FrameRows", "ParquetRows", "ProgressFactory", "RowSink", "RunResult",

@@ -67,20 +67,16 @@ def load_requests(config: TraceConfig) -> list[Request]:
     return load_trace_data(config).requests
 
 
-def check_trace(config: RunConfig, *, read: bool = False) -> None:
-    """The trace of `config`, checked before the runs that all read it start (a capacity
-    search's probes, a sweep's points, a tune's trials), as each would otherwise fail
-    alike: one that is not given, does not exist or is of no known format (an empty file)
-    is an InputError. With `read` it is also read through as a run reads it (its read
-    options and time window), so a malformed line is refused with its file and line; the
-    requests are not kept."""
+def check_trace_exists(config: RunConfig) -> RunConfig:
+    """The trace of `config` resolved (resolve_trace_defaults), refusing one that is not
+    given, does not exist or is of no known format (an empty file): what every run of a
+    capacity search, a sweep or a tune would otherwise fail on alike."""
     resolved = resolve_trace_defaults(config)  # no trace; no such file; format not detected
     path = config.trace.path
     if path is not None and not os.path.exists(path):  # a format given, so not detected
         raise InputError("no such file or folder (no run was started)", file=str(path),
                          field="trace.path")
-    if read:
-        load_trace_data(resolved.trace)
+    return resolved
 
 
 def resolve_trace_defaults(config: RunConfig) -> RunConfig:

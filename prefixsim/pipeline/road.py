@@ -24,7 +24,12 @@ from prefixsim.engine.gc_pause import paused_gc
 from prefixsim.metrics.summary import summarize
 from prefixsim.pipeline.build import build
 from prefixsim.pipeline.cache_only import run_cache_only
-from prefixsim.pipeline.inputs import load_trace_data, resolve_trace_defaults, shared_trace_data
+from prefixsim.pipeline.inputs import (
+    check_trace_exists,
+    load_trace_data,
+    resolve_trace_defaults,
+    shared_trace_data,
+)
 from prefixsim.pipeline.load import loaded_requests, loaded_stream, staged_result, staged_rows
 from prefixsim.pipeline.result import RunResult
 from prefixsim.pipeline.sinks import RowSink
@@ -80,6 +85,28 @@ def simulate(
     with paused_gc():
         return _run(config, trace, sink, progress or _no_progress, command, stream,
                     share_trace)
+
+
+def check_trace(config: RunConfig, *, read: bool = False) -> None:
+    """The trace of `config`, checked before the runs that all read it start (a capacity
+    search's probes, a sweep's points, a tune's trials): one that is not given, does not
+    exist or is of no known format is an InputError (check_trace_exists). With `read` it is
+    also read through as a run of `config` reads it, so a malformed line is refused with its
+    file and line before any run: chunk by chunk where the run would stream it (nothing
+    kept), else whole, into the process's shared copy that its in-process runs then reuse
+    (inputs.shared_trace_data)."""
+    resolved = check_trace_exists(config)
+    if not read:
+        return
+    stream = open_trace_stream(resolved)
+    if stream is not None:
+        try:
+            for _chunk in stream:
+                pass
+            return
+        except NotStreamable:
+            pass  # the whole reader then says what is wrong, if anything
+    shared_trace_data(resolved.trace)
 
 
 def _run(config: RunConfig, trace: TraceData | Sequence[Request] | None,

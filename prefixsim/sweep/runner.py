@@ -116,7 +116,7 @@ def _config_hash(run_id: object) -> str:
 
 
 def check_traces(points: list[SweepPoint], source: str | None) -> None:
-    """Every trace the points read exists and reads (pipeline/inputs.py `check_trace`, as a
+    """Every trace the points read exists and reads (pipeline/road.py `check_trace`, as a
     capacity search checks its own): given, of a known format, no malformed line; each
     distinct trace section once (a grid may sweep trace.path). Else one InputError before
     any run starts, as every run reading it would fail alike."""

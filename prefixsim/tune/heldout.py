@@ -93,7 +93,7 @@ def parts_for(spec: TuneSpec, options: PartOptions) -> Parts:
 
 
 def check_traces(parts: Parts) -> None:
-    """Every part's trace exists and reads through (pipeline/inputs.py `check_trace`, as a
+    """Every part's trace exists and reads through (pipeline/road.py `check_trace`, as a
     capacity search checks its own): the held-out one too, whose failure would otherwise
     come only after every trial. Before anything is written."""
     for part in (parts.train, parts.test):

@@ -99,3 +99,35 @@ def test_the_summary_says_which_load_made_it():
     scaled = simulate(_config(**{"trace.max_requests": 40, "load.rate_scale": 2.0})).summary
     assert {k: v for k, v in scaled.items() if k.startswith("load_")} == {
         "load_type": "trace", "load_rate_scale": 2.0}
+
+
+def test_a_trace_checked_before_the_runs_is_streamed_where_the_runs_would_stream_it(tmp_path):
+    """check_trace(read=True) reads a trace as the runs will: a cache-only run streams the
+    demo trace, so the check keeps nothing (the whole copy it took before would sit in the
+    sweep's process for nothing); a run that reads it whole (a time window) leaves the
+    process's shared copy for its in-process runs. A bad line far into the file is
+    refused either way, with its file and line."""
+    import json
+
+    import pytest
+
+    from prefixsim.errors import InputError
+    from prefixsim.pipeline import check_trace
+    from prefixsim.pipeline.inputs import _cached_trace
+
+    _cached_trace.cache_clear()
+    check_trace(_config(), read=True)
+    assert _cached_trace.cache_info().currsize == 0
+    check_trace(_config(**{"trace.time_window": [0, 1]}), read=True)
+    assert _cached_trace.cache_info().currsize == 1
+    _cached_trace.cache_clear()
+    rows = [{"timestamp": i, "input_length": 600, "output_length": 5, "hash_ids": [1, 2 + i]}
+            for i in range(3000)]
+    rows[2500]["input_length"] = -5
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for config in (_config(**{"trace.path": str(bad)}),
+                   _config(**{"trace.path": str(bad), "trace.time_window": [0, 1]})):
+        with pytest.raises(InputError) as caught:
+            check_trace(config, read=True)
+        assert (caught.value.file, caught.value.line) == (str(bad), 2501)
