@@ -435,3 +435,24 @@ def test_goodput_is_a_column_where_a_run_set_its_slos(demo):
     titles = [t for _, t, _, _ in shown_columns(with_slo, demo)]
     assert "goodput" in titles
     assert not any("goodput" in note for note in comparison_notes(with_slo, demo)[:1])
+
+
+def test_a_value_every_run_shares_is_said_once_not_in_a_column(lru_only):
+    """Two LRU capacities without a TTL: policy and TTL hold one value in every run, so they
+    are a note ('Every run: policy lru; TTL none.') instead of columns (seven such columns
+    pushed the results off a 1400 px page); the capacity, which varies, stays a column with
+    its KV and shares."""
+    frame = comparison(lru_only)
+    titles = [t for _, t, _, _ in shown_columns(frame, lru_only)]
+    assert "policy" not in titles and "TTL" not in titles
+    assert titles[:5] == ["run", "capacity (tokens)", "KV (GiB)", "share of HBM",
+                          "share of working set"]
+    assert comparison_notes(frame, lru_only)[0] == "Every run: policy lru; TTL none."
+    one = frame[frame["cache_capacity_tokens"] == 5000]
+    note = comparison_notes(one.assign(run_id=["x"]), lru_only)  # one run: its own table
+    assert not note[0].startswith("Every run")
+    two = pd.concat([one, one.assign(run_id="y")], ignore_index=True)
+    assert comparison_notes(two, lru_only)[0] == (
+        "Every run: policy lru; capacity 5,000 tokens (0.61 GiB of KV, 0.8% of HBM, "
+        f"{percent(two['capacity_working_set_share'].iloc[0])} of the working set); TTL none.")
+    assert "capacity (tokens)" not in [t for _, t, _, _ in shown_columns(two, lru_only)]
