@@ -16,7 +16,9 @@ from prefixsim.cli.help_sections import SectionedCommand
 from prefixsim.cli.progress import Progress
 from prefixsim.cli.run_output import default_output_dir, print_summary, write_run
 from prefixsim.config import load_config
+from prefixsim.errors import InputError
 from prefixsim.pipeline import simulate
+from prefixsim.sweep.store import SWEEP_MARKS
 
 RUN_SECTIONS = (
     ("Run", ("config_path", *config_dests("run"), "no_stream")),
@@ -68,6 +70,10 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
     config = load_config(config_path, overrides)
     out_dir = Path(output) if output else default_output_dir(config)
     check_output_dir(out_dir)
+    held = [name for name in SWEEP_MARKS if (out_dir / name).exists()]
+    if held:  # a run's summary.json beside a sweep's table: report would read one of them
+        raise InputError(f"holds a sweep ({held[0]}); a run's results would mix with it: "
+                         "choose another -o folder", file=str(out_dir))
     command = shlex.join(["prefixsim", *sys.argv[1:]])
     out_dir, result = write_run(out_dir, lambda rows: simulate(
         config, sink=rows, progress=lambda desc, total: Progress(desc, "req", total, quiet),

@@ -61,10 +61,19 @@ FILE_MODE = 0o666 & ~_umask()
 DIR_MODE = 0o777 & ~_umask()
 
 
+RUN_SUMMARY = "summary.json"  # what `prefixsim run` writes at the top of its folder
+SWEEP_MARKS = ("sweep.json", "sweep.parquet")  # what a sweep, tune or capacity folder holds
+
+
 def check_sweep_folder(out_dir: Path) -> None:
-    """`out_dir` is a folder or absent, and its `runs/` is not a symlink (InputError)."""
+    """`out_dir` is a folder or absent, holds no single run's results (its summary.json
+    would sit beside the sweep's, and `report` would read one of the two), and its `runs/`
+    is not a symlink (InputError)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("exists and is not a folder", file=str(out_dir))
+    if (out_dir / RUN_SUMMARY).exists():
+        raise InputError(f"holds a run's results ({RUN_SUMMARY}); a sweep's would mix with "
+                         "them: choose another -o folder", file=str(out_dir))
     if (out_dir / RUNS).is_symlink():
         raise InputError("runs/ is a symlink; a sweep folder's runs/ must be a real folder",
                          file=str(out_dir))

@@ -346,3 +346,26 @@ def test_a_folder_another_writer_makes_meanwhile_is_written_into(tmp_path, monke
     assert json.loads((out / "summary.json").read_text()) == {"mine": 1}
     assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
     assert [p.name for p in out.parent.iterdir()] == ["base"]  # no staging left
+
+
+def test_a_run_and_a_sweep_never_share_a_results_folder(tmp_path):
+    """`run -o SWEEPDIR` left a summary.json beside sweep.parquet (exit 0), and `sweep -o
+    RUNDIR` a sweep beside a run's results; `report` then read one of the two. Each is
+    refused in one line naming the folder, exit 2, nothing written into it."""
+    sweep_dir, run_dir = tmp_path / "sweep", tmp_path / "run"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"base: {{trace: {{path: {DEMO}, max_requests: 20}}, cache_only: true}}\n"
+                    "grid: {cache.capacity_tokens: [5000, 10000]}\n")
+    assert invoke("sweep", spec, "-o", sweep_dir, "--quiet").exit_code == 0
+    assert invoke("run", DEMO, "--cache-only", "--max-requests", 20, "-o", run_dir,
+                  "--quiet").exit_code == 0
+    before = sorted(p.name for p in sweep_dir.iterdir())
+    result = invoke("run", DEMO, "--cache-only", "--max-requests", 20, "-o", sweep_dir)
+    one_line_error(result, f"{sweep_dir}: holds a sweep (sweep.json); a run's results "
+                           "would mix with it: choose another -o folder")
+    assert sorted(p.name for p in sweep_dir.iterdir()) == before
+    held = sorted(p.name for p in run_dir.iterdir())
+    result = invoke("sweep", spec, "-o", run_dir)
+    one_line_error(result, f"{run_dir}: holds a run's results (summary.json); a sweep's "
+                           "would mix with them: choose another -o folder")
+    assert sorted(p.name for p in run_dir.iterdir()) == held
