@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from prefixsim.cli.app import app, fail_cleanly, one_trace
 from prefixsim.cli.config_options import config_dests, config_options, config_overrides
@@ -30,6 +31,24 @@ RUN_SECTIONS = (
     ("Scheduler and router (timed only)", config_dests("engine", "router", "scheduler")),
     ("Output (both modes)", ("output", *config_dests("output"), "quiet", "help")),
 )
+
+
+# The flags of the timed engine (its section of --help) that a cache-only replay never
+# reads; --check-invariants checks the cache in both modes.
+TIMED_ONLY = tuple(name for name in config_dests("engine", "router", "scheduler")
+                   if name != "engine_check_invariants")
+
+
+def _refuse_timed_flags() -> None:
+    """A timed-only flag given on the command line of a cache-only run is refused, naming it
+    (docs/input-rules.md I8: nothing is accepted that nothing reads); a config file's keys
+    are not (a sweep's base serves cache-only and timed points alike)."""
+    context = click.get_current_context()
+    for param in context.command.params:
+        if param.name in TIMED_ONLY and \
+                context.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
+            raise InputError("only timed runs read it, and this run is cache-only "
+                             "(--cache-only or cache_only: true)", field=param.opts[0])
 
 
 @app.command(cls=SectionedCommand, sections=RUN_SECTIONS)
@@ -68,6 +87,8 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
     flags["trace_path"] = one_trace(trace_file, flags.get("trace_path"))
     overrides = config_overrides(flags)  # the config keys' flags: config/flags.py
     config = load_config(config_path, overrides)
+    if config.cache_only:
+        _refuse_timed_flags()
     out_dir = Path(output) if output else default_output_dir(config)
     check_output_dir(out_dir)
     held = [name for name in SWEEP_MARKS if (out_dir / name).exists()]

@@ -369,3 +369,21 @@ def test_a_run_and_a_sweep_never_share_a_results_folder(tmp_path):
     one_line_error(result, f"{run_dir}: holds a run's results (summary.json); a sweep's "
                            "would mix with them: choose another -o folder")
     assert sorted(p.name for p in run_dir.iterdir()) == held
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (("--router", "round_robin"), "--router"), (("--replicas", 4), "--replicas"),
+    (("--max-num-seqs", 8), "--max-num-seqs"),
+])
+def test_a_timed_only_flag_on_a_cache_only_run_is_refused(tmp_path, flags, named):
+    """`run --cache-only --router round_robin` exited 0 and recorded a router nothing read
+    (I8); a config file's timed keys stay accepted (a sweep's base serves both modes) and
+    --check-invariants checks the cache in both."""
+    out = tmp_path / "out"
+    result = invoke("run", DEMO, "--cache-only", *flags, "-o", out)
+    one_line_error(result, f"{named}: only timed runs read it, and this run is cache-only")
+    assert not out.exists()
+    config = tmp_path / "c.yaml"
+    config.write_text("cache_only: true\nengine: {replicas: 4}\nrouter: {name: round_robin}\n")
+    assert invoke("run", DEMO, "--config", config, "--max-requests", 10, "--check-invariants",
+                  "-o", out, "--quiet").exit_code == 0
