@@ -75,6 +75,13 @@ def calibrate_command(model_name: str | None, presets_path: str | None, device: 
     import_torch()  # before anything else: without torch say how to install it (exit 2)
     if threads is not None and threads < 1:
         raise InputError(f"must be >= 1, got {threads}", field="--threads")
+    if validate_path is not None:  # the profile says its shapes, dtype and threads
+        given = [flag for flag, value in (("--model", model_name), ("--presets", presets_path),
+                                          ("--dtype", dtype), ("--threads", threads),
+                                          ("-o", output)) if value is not None]
+        if given:
+            raise InputError("--validate re-measures the shapes the profile was fitted on, "
+                             f"so {given[0]} is not read: leave it out", field=given[0])
     if validate_path is None and output is not None:
         check_output_file(Path(output))  # before minutes of timing, not after
     started = time.perf_counter()

@@ -129,6 +129,12 @@ def curve(trace_file: str | None, trace_path: str | None, trace_format: str | No
         raise InputError("no trace given; prefixsim curve TRACE (or --trace TRACE)",
                          field="TRACE")
     names = parse_policies(policies)
+    if sample_rate is not None and force_replay:
+        raise InputError("replays every capacity exactly, which --sample-rate (a SHARDS "
+                         "estimate) does not: give one of them", field="--replay")
+    if sample_rate is not None and (list(names) != ["lru"] or not 0 < sample_rate <= 1):
+        raise InputError("needs --policy lru (alone) and 0 < rate <= 1",
+                         field="--sample-rate")  # before the trace is read, as policy_curves
     caps = parse_capacities(capacities) if capacities is not None else None
     if plot_path is not None and not plot_path.lower().endswith(".png"):
         raise InputError(f"expected a .png file, got {plot_path!r}", field="--plot")

@@ -116,6 +116,8 @@ def plot(results_dir: str, var_x: str, var_y: str, curve_by: tuple[str, ...],
       prefixsim plot results/demo-sweep --var-x cache_capacity_tokens \\
           --var-y cache_token_hit_rate --curve-by cache_ttl_s --scale-x log
     """
+    if output is not None and not output.lower().endswith(".png"):  # written as PNG bytes
+        raise InputError(f"expected a .png file, got {output!r}", field="--output")
     folder = Path(results_dir)
     table = load_report_data(folder).ok
     for option, column in [("--var-x", var_x), ("--var-y", var_y), ("--col-by", col_by),

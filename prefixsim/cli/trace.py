@@ -177,6 +177,7 @@ def _inspected(target: Path, data: TraceData, plot_dir: Path | None, many: bool,
 
 
 OTHER_FORMAT_SUFFIXES = (".csv", ".tsv", ".xls", ".xlsx")  # a name promising another format
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip")  # nothing is written compressed
 
 
 def trace_output_format(out: Path, fmt: str | None, option: str) -> str:
@@ -184,6 +185,10 @@ def trace_output_format(out: Path, fmt: str | None, option: str) -> str:
     and Mooncake JSONL for any other; a name promising another format (`trace.csv`: it
     would hold JSON lines) is refused without `fmt`, before anything is read."""
     suffix = out.suffix.lower()
+    if suffix in COMPRESSED_SUFFIXES:  # `g.jsonl.gz` held plain text, which no reader takes
+        raise InputError(f"{out.name} names a compressed file, but traces are written "
+                         f"uncompressed, as the readers take them: name it "
+                         f"{out.with_suffix('').name}", field=option)
     if fmt is None and suffix in OTHER_FORMAT_SUFFIXES:
         raise InputError(f"{out.name} names a {suffix[1:]} file, but traces are written as "
                          f"Mooncake JSONL or Parquet: name it {out.with_suffix('.jsonl').name}"

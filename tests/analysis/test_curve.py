@@ -255,6 +255,13 @@ def test_curve_of_several_policies_in_one_call_with_the_figure(tmp_path):
     assert bad.exit_code == 2 and "--policy: unknown policy 'nope'" in bad.output
     bad = runner.invoke(app, [*base, "--policy", "lru,s3fifo", "--sample-rate", "0.5"])
     assert bad.exit_code == 2 and "--sample-rate" in bad.output
+    # an exact replay and a sampled estimate at once; a bad rate refused before the trace's
+    # capacities note (two lines on stderr)
+    bad = runner.invoke(app, [*base, "--sample-rate", "0.5", "--replay"])
+    assert bad.exit_code == 2 and bad.output.startswith("prefixsim: error: --replay: ")
+    bad = runner.invoke(app, ["curve", str(path), "--sample-rate", "0"])
+    assert bad.exit_code == 2 and bad.output == \
+        "prefixsim: error: --sample-rate: needs --policy lru (alone) and 0 < rate <= 1\n"
 
 
 def test_miss_ratio_figure_known_answer():

@@ -157,6 +157,23 @@ def test_a_trace_named_as_another_format_is_refused_before_anything_is_written(t
     assert upper.exit_code == 0 and (tmp_path / "c.PARQUET").read_bytes()[:4] == b"PAR1"
 
 
+def test_a_trace_named_as_compressed_is_refused(tmp_path):
+    """`-o g.jsonl.gz` wrote plain text under a gzip name (which the readers then refuse as
+    gzip); refused, naming the plain name, nothing written; `convert --to jsonl` too."""
+    runner = CliRunner()
+    result = runner.invoke(app, ["trace", "generate", "--preset", "chat", "--requests", "5",
+                                 "-o", str(tmp_path / "g.jsonl.gz")])
+    assert result.exit_code == 2
+    assert result.output == ("prefixsim: error: --output: g.jsonl.gz names a compressed "
+                             "file, but traces are written uncompressed, as the readers "
+                             "take them: name it g.jsonl\n")
+    converted = runner.invoke(app, ["trace", "convert", "traces/demo_chat.jsonl",
+                                    str(tmp_path / "c.parquet.zst"), "--to", "parquet"])
+    assert converted.exit_code == 2 and "OUT: c.parquet.zst names a compressed file" in \
+        converted.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_output_a_reader_stops_reading_ends_the_command_quietly(tmp_path):
     """`prefixsim trace inspect T | head -1`: the pipe closes before the command prints;
     it printed 'prefixsim: error: Broken pipe' (exit 2). Now nothing on stderr, exit 141

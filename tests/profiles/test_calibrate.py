@@ -210,6 +210,12 @@ def test_cli_calibrate_and_validate(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["calibrate", "--validate", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     assert "validation" in result.output
+    # the profile says its shapes: a --model beside --validate ran 38 s and was ignored
+    result = CliRunner().invoke(app, ["calibrate", "--validate", str(out), "--model",
+                                      "llama-2-7b", "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "prefixsim: error: --model: --validate re-measures the " \
+        "shapes the profile was fitted on, so --model is not read: leave it out"
 
 
 def test_cli_without_torch_says_how_to_install(monkeypatch):

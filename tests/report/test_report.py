@@ -215,6 +215,11 @@ def test_plot_command(demo_sweep, tmp_path):
     # the four unbounded runs have no x: the note says so (they were dropped silently)
     assert "note: 4 of 14 runs not drawn: 4 with cache_capacity_tokens unbounded" in \
         result.output
+    result = invoke("plot", demo_sweep, "--var-x", "cache_capacity_tokens", "--var-y",
+                    "cache_evictions", "-o", tmp_path / "p.txt")  # was a PNG named .txt
+    assert result.exit_code == 2 and result.output == \
+        f"prefixsim: error: --output: expected a .png file, got '{tmp_path / 'p.txt'}'\n"
+    assert not (tmp_path / "p.txt").exists()
     result = invoke("plot", demo_sweep, "--var-x", "nope", "--var-y", "cache_evictions")
     assert result.exit_code == 2 and "--var-x: no column 'nope' (columns: " in result.output
     result = invoke("plot", demo_sweep, "--var-x", "capacity_tokens", "--var-y", "hitrate")
