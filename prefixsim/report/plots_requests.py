@@ -248,15 +248,16 @@ def session_idle_gaps(data: ReportData) -> Figure:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="center right")
     short = float((gaps <= FIVE_MINUTES_S).mean())
-    text = (f"gaps <= 5 min: {short:.0%} (a 5-min TTL keeps the prefix)\n"
-            f"5 min - 1 h: {in_window / gaps.size:.0%} (only a 1-h class keeps it)\n"
-            f"> 1 h: {(gaps > ONE_HOUR_S).mean():.0%} (neither)")
+    text = (f"gaps <= 5 min: {share_text(short)} (a 5-min TTL keeps the prefix)\n"
+            f"5 min - 1 h: {share_text(in_window / gaps.size)} (only a 1-h class keeps it)\n"
+            f"> 1 h: {share_text(float((gaps > ONE_HOUR_S).mean()))} (neither)")
     if overlapping:
         text += (f"\nnext arrived before the previous finished: {overlapping:.0%}"
                  f"\n(the run fell behind the trace's times): gap 0, at the left edge")
     if priced:
         break_even, priced_by = long_ttl_break_even(str(data.ok["cost_pricing"].dropna().iloc[0]))
-        text += (f"\n1-h writes that never pay back: {1 - in_window / writes:.0%} of {writes:,}"
+        text += (f"\n1-h writes that never pay back: {1 - in_window / writes:.0%} of "
+                 f"{writes:,} requests"
                  f"\nbreak-even ({priced_by} prices): {break_even:.0%} must pay back")
     # the ECDF climbs from the lower left to the upper right: the box goes in the corner it
     # leaves empty, above the curve where most gaps are long, else below it on the right
@@ -288,6 +289,18 @@ def _length_histogram(ax, lengths: np.ndarray, note: str = "") -> None:
     else:
         ax.hist(lengths, bins=30, label=label)
         short_number_axis(ax.xaxis)
+
+
+def share_text(share: float) -> str:
+    """A share in whole per cent, but one that is not zero never as 0% (nor one short of
+    all as 100%): `< 1%`, `> 99%` (a tail of 0.3% of gaps over an hour read 0% beside a
+    curve running on to a day)."""
+    text = f"{share:.0%}"
+    if share > 0 and text == "0%":
+        return "< 1%"
+    if share < 1 and text == "100%":
+        return "> 99%"
+    return text
 
 
 def workload(data: ReportData) -> Figure:

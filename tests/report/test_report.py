@@ -456,3 +456,15 @@ def test_the_idle_gap_summary_sits_where_the_curve_is_not(tmp_path, gap_ms, corn
     points = ax.transData.transform(curve.get_xydata())
     assert not any(extent.contains(px, py) for px, py in points)
     plt.close(fig)
+
+
+@pytest.mark.parametrize(("share", "shown"), [
+    (0.0, "0%"), (0.003, "< 1%"), (0.005, "< 1%"), (0.006, "1%"), (0.5, "50%"),
+    (0.996, "> 99%"), (0.995, "> 99%"), (1.0, "100%"),
+])
+def test_a_share_that_is_not_zero_never_reads_zero(share, shown):
+    """The idle-gap box read '> 1 h: 0%' for 0.3% of gaps beside a curve running on to a
+    day; likewise nothing short of all reads 100%."""
+    from prefixsim.report.plots_requests import share_text
+
+    assert share_text(share) == shown
