@@ -85,7 +85,8 @@ def latency_load_figure(points: pd.DataFrame,
             ax.set_ylabel(f"{shown} (ms)")
             ax.set_title(f"{shown} vs {x_label.split(' (')[0]}", fontsize=10)
             ax.grid(True, alpha=0.3)
-            _legend(ax, len(curves) > 1, stats)
+            if len(curves) == 1 or (row, col) == (0, len(x_axes) - 1):
+                _legend(ax, len(curves) > 1, stats)  # several curves: one legend, top right
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -135,8 +136,9 @@ def _draw_curve(ax, part: pd.DataFrame, x: str, name: str, shown: str,
             continue
         colour = STAT_COLOURS[stat] if curve is None else curve[0]
         named = curve is not None and stat == "p99"  # a curve's colour, named once
-        line = ax.plot(part[x], part[key], linestyle=style, alpha=0.5, color=colour,
-                       label=curve[1] if named else None)[0]
+        line = ax.plot(part[x], part[key], linestyle=style,
+                       alpha=0.5 if curve is None else 0.85,  # several: colours told apart
+                       color=colour, label=curve[1] if named else None)[0]
         if curve is None:  # the statistic's entry, whether its points passed or failed
             ax.plot([], [], color=line.get_color(), linestyle=style, marker=marker,
                     label=f"{shown} {stat}")

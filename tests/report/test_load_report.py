@@ -150,7 +150,9 @@ def test_staged_runs_of_a_sweep_are_one_colour_each_named_in_a_legend(tmp_path):
             for n, p in enumerate(["lru", "s3fifo", "fifo"])}
     data = load_report_data(_sweep(tmp_path / "sweep", runs, swept=["cache_policy"]))
     fig = _draw(data)
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # one legend, right of the top right panel (the four panels' four copies squeezed them)
+    assert [ax.get_legend() is not None for ax in fig.axes] == [False, True, False, False]
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert labels == ["policy=lru", "policy=s3fifo", "policy=fifo", "p50", "p99"]
     assert fig.prefixsim_runs == ["r0", "r1", "r2"]
 
