@@ -81,7 +81,7 @@ def check_drawn_text(fig):
     for ax in fig.axes:
         assert ax.get_xlabel().endswith(")") and "(" in ax.get_xlabel()
         assert ax.get_ylabel().endswith("(ms)")
-        assert ax.get_legend() is not None
+    assert any(ax.get_legend() is not None for ax in fig.axes)  # several runs: one legend
 
 
 def _inside(value, interval):
