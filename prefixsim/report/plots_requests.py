@@ -132,11 +132,20 @@ def ttft_vs_cached_fraction(data: ReportData) -> Figure:
     fig, axes = panel_grid(len(panels), width=5.0, legend_rows=rows)
     for ax, panel in zip(axes, panels, strict=True):
         ax.set_xlim(-SHARE_MARGIN, 1 + SHARE_MARGIN)  # the whole 0-100%, panel beside panel
-        for run_id in panel.runs:
+        shares, ttfts, colours = [], [], []
+        for number, run_id in enumerate(panel.runs):
             frame = frames[run_id]
-            share = frame["cached_tokens"] / frame["input_tokens"].clip(lower=1)
-            ax.scatter(share, frame["ttft_ms"], s=6, alpha=0.5,
-                       label=_legend_label(data, run_id, panel))
+            colour = f"C{number % 10}"
+            shares.append((frame["cached_tokens"] / frame["input_tokens"].clip(lower=1))
+                          .to_numpy(dtype=float))
+            ttfts.append(frame["ttft_ms"].to_numpy(dtype=float))
+            colours += [colour] * len(frame)
+            ax.scatter([], [], s=12, color=colour, label=_legend_label(data, run_id, panel))
+        # every run's points in one shuffled drawing order (seeded): drawn run after run,
+        # the last run's 1,500 points covered the others'
+        order = np.random.default_rng(0).permutation(len(colours))
+        ax.scatter(np.concatenate(shares)[order], np.concatenate(ttfts)[order], s=6,
+                   alpha=0.5, c=np.array(colours)[order], gid="requests")
         ax.set_title("TTFT vs cached share of the prompt"
                      + ("" if panel.title == "all runs" else f": {panel.title}"), fontsize=10)
         ax.set_xlabel("cached share of the prompt (%)")

@@ -456,3 +456,26 @@ def test_a_value_every_run_shares_is_said_once_not_in_a_column(lru_only):
         "Every run: policy lru; capacity 5,000 tokens (0.61 GiB of KV, 0.8% of HBM, "
         f"{percent(two['capacity_working_set_share'].iloc[0])} of the working set); TTL none.")
     assert "capacity (tokens)" not in [t for _, t, _, _ in shown_columns(two, lru_only)]
+
+
+def test_ttft_against_cached_share_draws_every_runs_points_interleaved(tmp_path):
+    """Drawn run after run, the last run's points covered the others' (4 x 1,500 in a router
+    sweep): every run's points are one scatter in a seeded shuffled order, coloured per
+    run, the legend naming each run's colour."""
+    out = tmp_path / "routers"
+    run_sweep(parse_spec({"base": {"trace": {"path": str(Path("traces/demo_chat.jsonl")
+                                                           .resolve()), "max_requests": 60},
+                                   "model": {"name": "llama-3.1-8b"},
+                                   "engine": {"replicas": 2}},
+                          "grid": {"router.name": ["round_robin", "prefix_aware"],
+                                   "cache.capacity_tokens": [5000, 20000, 80000]}}), out,
+              ExecutorOptions(n_jobs=1))
+    fig = dict(PLOTS)["ttft_vs_cached_fraction"](load_report_data(out))
+    ax = fig.axes[0]  # a panel per router (the fewest values), its three capacities in it
+    (points,) = [c for c in ax.collections if c.get_gid() == "requests"]
+    colours = [tuple(c) for c in points.get_facecolors()]
+    assert len(colours) == 180 and len(set(colours)) == 3
+    assert len(set(colours[:60])) == 3  # the first third holds every run's points
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["capacity=5k", "capacity=20k", "capacity=80k"]
+    plt.close(fig)
