@@ -5,13 +5,9 @@ what a sweep finished for --resume (docs/input-rules.md I1, I14, I18, I19).
 """
 
 import json
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
-from cli_helpers import DEMO, REPO, invoke, one_line_error
+from cli_helpers import DEMO, invoke, one_line_error
 
 import prefixsim.cli.sweep  # noqa: F401 - registers the commands the tests patch
 import prefixsim.cli.trace  # noqa: F401
@@ -102,30 +98,3 @@ def test_an_interrupted_sweep_resumes_with_its_finished_runs(tmp_path, monkeypat
     resumed = invoke("sweep", spec, "-o", out, "-j", "1", "--resume")
     assert resumed.exit_code == 0, resumed.output
     assert "2 ran, 0 failed, 2 already finished" in resumed.output
-
-
-def test_sigint_mid_run_leaves_no_staging_folder_and_exits_130(tmp_path):
-    """A real Ctrl-C (SIGINT) in a replay: the staging folder is removed, one line, 130."""
-    trace = tmp_path / "long.jsonl"
-    with trace.open("w") as stream:
-        for i in range(60_000):
-            stream.write(json.dumps({"timestamp": i * 10, "input_length": 3 * 512,
-                                     "output_length": 4,
-                                     "hash_ids": [i % 50, 1000 + i % 700, 5000 + i]}) + "\n")
-    results = tmp_path / "results"
-    results.mkdir()
-    child = subprocess.Popen(  # SIGINT as a terminal's: not ignored, whatever started pytest
-        [sys.executable, "-m", "prefixsim", "run", "--trace", str(trace), "-o",
-         str(results / "out"), "--quiet"], cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not list(results.glob(".out.*")):  # the staging folder: the run has started
-        assert child.poll() is None and time.monotonic() < deadline, child.communicate()
-        time.sleep(0.01)
-    time.sleep(0.3)
-    child.send_signal(signal.SIGINT)
-    _, err = child.communicate(timeout=60)
-    assert child.returncode == 130, err
-    assert err.splitlines() == ["prefixsim: interrupted"]
-    assert list(results.iterdir()) == []

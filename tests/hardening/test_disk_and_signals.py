@@ -28,6 +28,7 @@ def _prefixsim(*args: object, limit_bytes: int | None = None, **popen: object):
         if limit_bytes is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a terminal's child, whatever ran us
 
     return subprocess.Popen([sys.executable, "-m", "prefixsim", *map(str, args)], cwd=REPO,
                             preexec_fn=cap, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -111,7 +112,11 @@ def _long_trace(path: Path, requests: int) -> Path:
     return path
 
 
-def test_sigterm_mid_run_leaves_no_staging_folder_and_exits_143(tmp_path):
+@pytest.mark.parametrize(("sent", "code", "line"), [
+    (signal.SIGTERM, 143, "prefixsim: terminated"),
+    (signal.SIGINT, 130, "prefixsim: interrupted"),  # Ctrl-C: click's "Aborted!", exit 1
+])
+def test_a_signal_mid_run_leaves_no_staging_folder_and_one_line(tmp_path, sent, code, line):
     trace = _long_trace(tmp_path / "long.jsonl", 60_000)
     results = tmp_path / "results"
     results.mkdir()
@@ -123,11 +128,10 @@ def test_sigterm_mid_run_leaves_no_staging_folder_and_exits_143(tmp_path):
         assert child.poll() is None and time.monotonic() < deadline, child.communicate()
         time.sleep(0.01)
     time.sleep(0.3)
-    child.send_signal(signal.SIGTERM)
+    child.send_signal(sent)
     _, err = child.communicate(timeout=60)
-    assert child.returncode == 143, err
-    assert err.splitlines()[-1] == "prefixsim: terminated"
-    assert "Traceback" not in err
+    assert child.returncode == code, err
+    assert err.splitlines() == [line]
     assert list(results.iterdir()) == []
 
 
