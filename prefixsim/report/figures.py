@@ -442,7 +442,12 @@ def _xy_figure(table: pd.DataFrame, x: str, y: str, layout: XYLayout) -> Figure:
         ax.set_ylabel(axis_label(y))
         readable_ticks(ax.xaxis, x, points[x])
         readable_ticks(ax.yaxis, y, points[y])
-        heading = layout.title or f"{axis_label(y)} vs {axis_label(x)}"
+        x_name = axis_label(x)
+        if x.endswith("_s") and ax.get_xscale() in ("log", "symlog"):
+            # ticked 30 s / 5 min / 1 h: the ticks carry the unit, which `(s)` contradicted
+            x_name = x_name.removesuffix(" (s)")
+            ax.set_xlabel(f"{x_name} (log scale)")
+        heading = layout.title or f"{axis_label(y)} vs {x_name}"
         shown = None if panel is None else show_swept(col_by, part[col_by].iloc[0])
         ax.set_title(heading if panel is None else f"{heading}\n{short_name(col_by)}={shown}",
                      fontsize=10)

@@ -222,7 +222,9 @@ def capacity_figure(probes: pd.DataFrame, answer: Mapping[str, Any]) -> Figure:
     replicas = answer.get("search") == "replicas"
     x_axes = (("config_value", "replicas (count)") if replicas else OFFERED, ACHIEVED)
     knee = probes[probes["run_id"] == answer.get("answer_run_id")]
+    passed = probes["passed"].astype(bool).any() if "passed" in probes else True
     return latency_load_figure(
         probes, x_axes, slos=answer.get("slos") or {},
         answer=None if knee.empty else knee.iloc[0].to_dict(),
-        title=f"Capacity search: {answer.get('search')} (hollow: failed probes)")
+        title=f"Capacity search: {answer.get('search')} (hollow: failed probes"
+              + ("" if passed else "; none passed: no answer") + ")")

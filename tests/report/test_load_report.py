@@ -15,7 +15,7 @@ from prefixsim.report import PlotSkipped, build_report, load_report_data
 from prefixsim.report.answers import answers
 from prefixsim.report.figures import finish_figure, plain_text
 from prefixsim.report.header import header_sections, load_text
-from prefixsim.report.plots_load import latency_vs_load
+from prefixsim.report.plots_load import capacity_figure, latency_vs_load
 
 STAGED = {"type": "poisson", "stages": [{"rate": r, "users": None, "duration_s": 20.0}
                                         for r in (2.0, 8.0, 30.0)]}
@@ -205,6 +205,24 @@ def test_the_statistic_an_slo_judges_is_drawn_beside_p50_and_p99(tmp_path):
     colours = {line.get_label(): line.get_color() for ax in (ttft, tpot)
                for line in ax.get_lines() if line.get_label().endswith("p99")}
     assert colours["TTFT p99"] == colours["TPOT p99"]  # one colour per statistic
+
+
+def test_a_search_with_no_passing_probe_says_so_in_its_title():
+    """Every probe failed (no rate sustained): the figure said only 'hollow: failed
+    probes'; its title now says no probe passed and there is no answer."""
+    probes = pd.DataFrame({
+        "probe": [0, 1], "value": [1.0, 0.5], "config_value": [1.0, 0.5],
+        "offered_rate": [1.0, 0.5], "achieved_rate": [0.5, 0.4], "passed": [False, False],
+        "run_id": ["p0", "p1"], "p50_ttft_ms": [400.0, 300.0], "p99_ttft_ms": [900.0, 800.0],
+        "p50_tpot_ms": [15.0, 14.0], "p99_tpot_ms": [20.0, 19.0]})
+    fig = capacity_figure(probes, {"search": "rate", "answer_run_id": None,
+                                   "slos": {"p99_ttft_ms": 200.0}})
+    assert fig._suptitle.get_text() == \
+        "Capacity search: rate (hollow: failed probes; none passed: no answer)"
+    passing = capacity_figure(probes.assign(passed=[True, False]),
+                              {"search": "rate", "answer_run_id": "p0"})
+    assert passing._suptitle.get_text() == "Capacity search: rate (hollow: failed probes)"
+    plt.close("all")
 
 
 def test_the_report_page_names_the_load_and_draws_the_figure(tmp_path):

@@ -250,6 +250,21 @@ def test_panels_of_a_plot_share_their_y_range(demo_sweep):
     plt.close(fig)
 
 
+def test_a_log_time_axis_carries_its_unit_in_its_ticks(demo_sweep):
+    """A log TTL axis is ticked 10 s / 30 s / 2 min, so its label no longer says `(s)` (the
+    ticks' units contradicted it); a linear one keeps it."""
+    from prefixsim.report import xy_figure
+
+    table = load_report_data(demo_sweep).ok
+    fig = xy_figure(table, "cache_ttl_s", "cache_token_hit_rate", scale_x="log")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "TTL (log scale)"
+    assert ax.get_title().endswith(" vs TTL")
+    linear = xy_figure(table, "cache_ttl_s", "cache_token_hit_rate")
+    assert linear.axes[0].get_xlabel() == "TTL (s)"
+    plt.close("all")
+
+
 def test_timed_sweep_draws_the_latency_plots(tmp_path):
     """The bundled timed spec (trimmed to 80 requests): latency, timeseries and tier plots
     are drawn from the timed engine's columns without report changes."""
