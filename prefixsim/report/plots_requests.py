@@ -67,8 +67,9 @@ def _legend_label(data: ReportData, run_id: str, panel) -> str:
 
 def latency_ecdfs(data: ReportData) -> Figure:
     """ECDFs of TTFT, TPOT and E2EL, every run (one row per latency, one column per group
-    of runs), with p50/p90/p99 marked; each x axis ends at the largest p99.9 of its runs
-    (the title gives the cut and the largest value beyond it)."""
+    of runs), with p50/p90/p99 marked; the panels of a row share one x range, which ends at
+    the largest p99.9 of their runs (the title gives the cut and the largest value beyond
+    it)."""
     frames, note = _request_frames(data, LATENCIES, " (cache-only runs have no timing)")
     present = [c for c in LATENCIES if any(c in f for f in frames.values())]
     panels = run_panels(data.table, data.swept, list(frames))
@@ -77,6 +78,14 @@ def latency_ecdfs(data: ReportData) -> Figure:
     fig, axes = panel_grid(len(present) * len(panels), ncols=len(panels), width=4.6,
                            legend_rows=rows)
     for row, column in enumerate(present):
+        # one x range per row, over every panel's runs: panels side by side read alike
+        # (TPOT 0-450 ms beside 0-510 ms compared two panels on two scales)
+        positive = [frames[r][column].dropna() for p in panels for r in p.runs
+                    if column in frames[r]]
+        low = min((v[v > 0].min() for v in positive if (v > 0).any()), default=0.0)
+        cut = max((np.percentile(v, CUT_PERCENTILE) for v in positive if len(v)),
+                  default=0.0)
+        high = max((v.max() for v in positive if len(v)), default=0.0)
         for col, panel in enumerate(panels):
             ax = axes[row * len(panels) + col]
             for run_id in panel.runs:
@@ -89,19 +98,16 @@ def latency_ecdfs(data: ReportData) -> Figure:
                 for pct, marker in PERCENTILES:
                     ax.plot(np.percentile(values, pct), pct / 100, marker=marker,
                             color=line.get_color(), linestyle="none")
-            positive = [frames[r][column].dropna() for r in panel.runs]
-            low = min((v[v > 0].min() for v in positive if (v > 0).any()), default=0.0)
-            cut = max((np.percentile(v, CUT_PERCENTILE) for v in positive if len(v)),
-                      default=0.0)
-            high = max((v.max() for v in positive if len(v)), default=0.0)
             name = column.removesuffix("_ms").upper()
             if low > 0 and cut / low > 100:  # heavy tails (queueing) read better on log x
                 ax.set_xscale("log")
+            left = low / 1.2 if ax.get_xscale() == "log" else 0
             cut_text = ""
             if cut > 0 and high > cut * 1.05:
-                left = low / 1.2 if ax.get_xscale() == "log" else 0
                 ax.set_xlim(left, cut * 1.05)
                 cut_text = f"\n(axis cut at p99.9, {cut:,.0f} ms; max {high:,.0f} ms)"
+            elif high > 0:
+                ax.set_xlim(left, high * 1.05)
             ax.set_title(f"ECDF of {name}" + ("" if panel.title == "all runs"
                                                 else f": {panel.title}") + cut_text,
                          fontsize=10 if not cut_text else 9)

@@ -187,6 +187,9 @@ def test_every_plot_draws_when_its_columns_exist(tmp_path):
     assert [ax.get_title().split("\n")[0] for ax in ecdf.axes] == [
         f"ECDF of {name}: policy={policy}" for name in ("TTFT", "TPOT", "E2EL")
         for policy in ("lru", "belady")]
+    # the two panels of a row share one x range (they compared two scales side by side)
+    for row in range(3):
+        assert ecdf.axes[2 * row].get_xlim() == ecdf.axes[2 * row + 1].get_xlim()
 
 
 def test_report_of_a_single_run_skips_sweep_plots(tmp_path):
