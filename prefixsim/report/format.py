@@ -74,6 +74,18 @@ def percent(number: float, digits: int = 1) -> str:
     return f"{number:.{digits}%}"
 
 
+def share_text(share: float) -> str:
+    """A share in whole per cent, but one that is not zero never as 0% (nor one short of
+    all as 100%): `< 1%`, `> 99%` (a tail of 0.3% of gaps over an hour read 0% beside a
+    curve running on to a day)."""
+    text = f"{share:.0%}"
+    if share > 0 and text == "0%":
+        return "< 1%"
+    if share < 1 and text == "100%":
+        return "> 99%"
+    return text
+
+
 @_number()
 def points(share: float) -> str:
     """A difference of two shares in percentage points: 0.046 -> +4.6 pp."""

@@ -33,6 +33,7 @@ from prefixsim.report.figures import (
     time_ticks,
     time_unit,
 )
+from prefixsim.report.format import share_text
 
 LATENCIES = ("ttft_ms", "tpot_ms", "e2el_ms")
 PERCENTILES = ((50, "o"), (90, "s"), (99, "^"))
@@ -304,18 +305,6 @@ def _length_histogram(ax, lengths: np.ndarray, note: str = "") -> None:
     else:
         ax.hist(lengths, bins=30, label=label)
         short_number_axis(ax.xaxis)
-
-
-def share_text(share: float) -> str:
-    """A share in whole per cent, but one that is not zero never as 0% (nor one short of
-    all as 100%): `< 1%`, `> 99%` (a tail of 0.3% of gaps over an hour read 0% beside a
-    curve running on to a day)."""
-    text = f"{share:.0%}"
-    if share > 0 and text == "0%":
-        return "< 1%"
-    if share < 1 and text == "100%":
-        return "> 99%"
-    return text
 
 
 def workload(data: ReportData) -> Figure:

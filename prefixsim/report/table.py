@@ -146,11 +146,13 @@ def _key(row: pd.Series, columns: list[str]) -> tuple[str, ...]:
     return tuple(show_value(row[c]) for c in columns)
 
 
+ALWAYS_TOLD = ("cache_policy", "cache_capacity_tokens", "cache_ttl_s")  # swept or not
+
+
 def identity_columns(data: ReportData) -> list[str]:
     """What tells the runs apart: policy, capacity and TTL always (a reader needs them even
     where a sweep holds them fixed), then the other swept columns."""
-    fixed = [c for c in ("cache_policy", "cache_capacity_tokens", "cache_ttl_s")
-             if c in data.ok]
+    fixed = [c for c in ALWAYS_TOLD if c in data.ok]
     return fixed + [c for c in data.swept if c not in fixed]
 
 
@@ -225,7 +227,7 @@ def fixed_columns(frame: pd.DataFrame) -> list[str]:
     the hit rate, p99 TTFT and kept up off a 1400 px page)."""
     if len(frame) < 2:
         return []
-    return [c for c in ("cache_policy", "cache_capacity_tokens", "cache_ttl_s")
+    return [c for c in ALWAYS_TOLD
             if c in frame and frame[c].astype(str).nunique(dropna=False) == 1]
 
 

@@ -487,6 +487,6 @@ def test_the_idle_gap_summary_sits_where_the_curve_is_not(tmp_path, gap_ms, corn
 def test_a_share_that_is_not_zero_never_reads_zero(share, shown):
     """The idle-gap box read '> 1 h: 0%' for 0.3% of gaps beside a curve running on to a
     day; likewise nothing short of all reads 100%."""
-    from prefixsim.report.plots_requests import share_text
+    from prefixsim.report.format import share_text
 
     assert share_text(share) == shown
