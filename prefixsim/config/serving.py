@@ -14,8 +14,9 @@ from pydantic import Field, model_validator
 from prefixsim.config.flags import option
 from prefixsim.config.section import Section, registered
 from prefixsim.costmodel import COST_MODELS
-from prefixsim.errors import FieldError
-from prefixsim.presets import GPUS, MODELS
+from prefixsim.costmodel.engines import BatchLimits, get_engine
+from prefixsim.errors import FieldError, InputError
+from prefixsim.presets import GPUS, MODELS, GPUSpec
 from prefixsim.registry import unknown_name
 from prefixsim.router import ROUTERS
 
@@ -82,11 +83,18 @@ class HardwareConfig(Section):
 
 
 class SchedulerConfig(Section):
-    """Continuous batching with chunked prefill (vLLM V1 names)."""
+    """Continuous batching with chunked prefill (vLLM V1 names). The limits left unset are
+    the serving engine's defaults on the replica's GPU (`limits`; docs/cost-models.md
+    "Serving engines")."""
 
-    max_batched_tokens: int = option(8192, "--max-batched-tokens", "Token budget per step",
-                                     ge=1)
-    max_num_seqs: int = option(256, "--max-num-seqs", "Running requests per replica", ge=1)
+    max_batched_tokens: int | None = option(
+        None, "--max-batched-tokens", "Token budget per step; default: the serving engine's "
+        "on the GPU (vllm-v1: 8192 on GPUs of 70 GiB or more but the A100, else 2048)", ge=1,
+        shown_default="the engine's")
+    max_num_seqs: int | None = option(
+        None, "--max-num-seqs", "Running requests per replica; default: the serving "
+        "engine's on the GPU (vllm-v1: 1024 on GPUs of 70 GiB or more but the A100, else "
+        "256)", ge=1, shown_default="the engine's")
     chunked_prefill: bool = Field(
         True, description="split prompts into chunks under the token budget (vLLM "
                           "--enable-chunked-prefill); false: whole prompts only")
@@ -97,10 +105,28 @@ class SchedulerConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> SchedulerConfig:
-        if self.max_num_seqs > self.max_batched_tokens:
+        if (self.max_num_seqs is not None and self.max_batched_tokens is not None
+                and self.max_num_seqs > self.max_batched_tokens):
             raise FieldError("max_num_seqs", "must not exceed max_batched_tokens "
                              f"({self.max_num_seqs} > {self.max_batched_tokens})")
         return self
+
+    def limits(self, engine: str, gpu: GPUSpec) -> BatchLimits:
+        """The limits a replica runs with: those set, else serving engine `engine`'s
+        defaults on `gpu`; a running-request limit above the token budget (one set, one
+        the engine's) is an error naming both."""
+        default = get_engine(engine).batch_limits(gpu)
+        seqs = default.max_num_seqs if self.max_num_seqs is None else self.max_num_seqs
+        tokens = (default.max_batched_tokens if self.max_batched_tokens is None
+                  else self.max_batched_tokens)
+        if seqs > tokens:
+            unset = [name for name, value in (("max_num_seqs", self.max_num_seqs),
+                                              ("max_batched_tokens", self.max_batched_tokens))
+                     if value is None]
+            raise InputError(f"must not exceed max_batched_tokens ({seqs} > {tokens}; "
+                             f"{' and '.join(unset)} from {engine}'s defaults on {gpu.name})",
+                             field="scheduler.max_num_seqs")
+        return BatchLimits(seqs, tokens)
 
 
 class RouterConfig(Section):

@@ -1,7 +1,8 @@
 """Serving engines as named choices (`serving.engine`; docs/cost-models.md "Serving
 engines"): the CPU time per step and per sequence, the frontend and emission times and
 whether the engine overlaps its CPU work with the GPU's, one set of figures per engine
-version, each with its source.
+version, each with its source; and the scheduler limits each engine starts with on a given
+GPU when the user sets none (`BatchLimits`: running requests and token budget per step).
 
 Owns the figures and the overlap rule's closed form for decode runs; leaves the GPU time to
 the cost models (roofline.py, fitted.py), which take an engine's figures as the defaults
@@ -11,8 +12,51 @@ of their serving parameters (an explicit `cost_model.params` value wins).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from prefixsim.presets.specs import GIB, GPUSpec
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """The scheduler limits an engine starts with on one GPU: running requests per replica
+    (vLLM's --max-num-seqs) and the token budget per step (--max-num-batched-tokens)."""
+
+    max_num_seqs: int
+    max_batched_tokens: int
+
+
+def _large_not_a100(gpu: GPUSpec) -> bool:
+    """vLLM's test for its larger defaults: 70 GiB of memory or more, and not an A100."""
+    return gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+
+
+def vllm_v1_limits(gpu: GPUSpec) -> BatchLimits:
+    """vLLM V1's API-server defaults: 1024 requests and 8192 tokens on a GPU of 70 GiB or
+    more that is not an A100 (H100, H200, B200, MI300X), else 256 and 2048."""
+    return BatchLimits(1024, 8192) if _large_not_a100(gpu) else BatchLimits(256, 2048)
+
+
+def vllm_v0_limits(gpu: GPUSpec) -> BatchLimits:
+    """vLLM V0's: 256 requests on every GPU, a 2048-token budget with chunked prefill."""
+    return BatchLimits(256, 2048)
+
+
+def sglang_limits(gpu: GPUSpec) -> BatchLimits:
+    """SGLang's: at least 2048 running requests (its request pool, clamped to 2048-4096,
+    so its KV pool is what limits them) and a chunked-prefill size by GPU memory: 2048
+    tokens under 35 GiB, 8192 under 160 GiB, else 16384."""
+    memory = gpu.memory_bytes
+    budget = 2048 if memory < 35 * GIB else 8192 if memory < 160 * GIB else 16384
+    return BatchLimits(2048, budget)
+
+
+_V1_LIMITS_SOURCE = (
+    "vLLM's EngineArgs batch defaults for the OpenAI API server: 8192 tokens on H100/H200 "
+    "(vLLM PR 12369, 2025-01), 1024 requests kept there only (PR 16158, 2025-04, reverted "
+    "other GPUs to 256), later any GPU of 70 GiB or more but the A100; else 256 and 2048")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +77,9 @@ class ServingEngine:
     cuda_graph_max_tokens: int = 512
     graphs_mixed_steps: bool = True
     graph_source: str = ""
+    # The scheduler limits it starts with on a GPU when none are set (BatchLimits).
+    batch_limits: Callable[[GPUSpec], BatchLimits] = vllm_v1_limits
+    limits_source: str = _V1_LIMITS_SOURCE
 
     def params(self) -> dict[str, float]:
         """The figures as serving parameters (names of roofline.ServingParams)."""
@@ -73,7 +120,10 @@ ENGINES = MappingProxyType({e.name: e for e in (
                       "sequence; frontend and emission as vllm-v1 (no separate measurement)"),
                   cuda_graph_max_tokens=256, **_DECODE_GRAPHS, graph_source=(
                       "vLLM v0 captured CUDA graphs of decode-only batches of up to 256 "
-                      "sequences; prefill and mixed steps ran eagerly")),
+                      "sequences; prefill and mixed steps ran eagerly"),
+                  batch_limits=vllm_v0_limits, limits_source=(
+                      "vLLM V0's max_num_seqs default 256; its chunked-prefill budget 2048 "
+                      "for the API server (vLLM PR 10544, 2024-11; 512 before)")),
     ServingEngine("sglang", **_V1, overlaps_cpu=True, source=(
         "SGLang's overlap scheduler (default since v0.4, LMSYS blog 2024-12-04: the CPU "
         "schedules the next batch while the GPU runs this one); CPU, frontend and emission "
@@ -81,7 +131,11 @@ ENGINES = MappingProxyType({e.name: e for e in (
         cuda_graph_max_tokens=160, **_DECODE_GRAPHS, graph_source=(
             "SGLang captures CUDA graphs of decode batches of up to cuda_graph_max_bs "
             "sequences (160 by default on large GPUs in v0.4); prefill and extend steps run "
-            "eagerly")),
+            "eagerly"),
+        batch_limits=sglang_limits, limits_source=(
+            "SGLang's ServerArgs and ModelRunner: chunked_prefill_size by GPU memory (2048 "
+            "under 35 GiB, 8192 under 160 GiB, 16384 above); max_running_requests from its "
+            "request pool, 2048-4096 (token capacity / context length x 512, clamped)")),
 )})
 DEFAULT_ENGINE = "vllm-v1"
 

@@ -123,6 +123,9 @@ _SERVING = {
     "kv_pool_tokens_per_replica": "KV pool of one replica in tokens",
     "max_model_len": "longest prompt + output a replica accepts (null: no limit but the pool)",
     "max_model_len_warning": "present when vLLM would not start: max_model_len over the pool",
+    "serving_engine": "serving engine whose overheads and limits the run took",
+    "max_num_seqs": "running requests per replica (set, or the engine's default on the GPU)",
+    "max_batched_tokens": "token budget per step (set, or the engine's default on the GPU)",
     "replica{i}_completed": "requests completed on replica i",
     "replica{i}_kv_pool_tokens": "KV pool of replica i in tokens",
     "replica{i}_busy_fraction": "share of the run replica i was stepping",
@@ -182,7 +185,7 @@ TEXT_KEYS = frozenset({
     "cache_policy", "kept_up_warning", "rejected_warning", "model", "gpu", "router",
     "cost_model", "cost_model_profile", "cost_model_profile_device", "cost_model_profile_model",
     "cost_model_warning", "cost_model_borrowed", "max_model_len_warning", "timeseries_warning",
-    "cost_pricing", "cost_prices_as_of", "prefill_model",
+    "cost_pricing", "cost_prices_as_of", "prefill_model", "serving_engine",
 })
 """The schema entries whose values are text; `stages` is a list, `kept_up` a boolean, every
 other entry a number (or null)."""

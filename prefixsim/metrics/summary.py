@@ -10,6 +10,7 @@ Pure: no I/O, no clock (the pipeline measures wall time).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from prefixsim._version import __version__
@@ -93,6 +94,8 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
         "cost_model": config.cost_model.name,
         "kv_pool_tokens_per_replica": facts.pool_tokens_per_replica,
         "max_model_len": facts.max_model_len,
+        "serving_engine": config.serving.engine,
+        **dataclasses.asdict(config.scheduler.limits(config.serving.engine, facts.gpu)),
         "cache_policy": config.cache.policy, "cache_ttl_s": config.cache.ttl_s,
         "num_requests": facts.num_requests, "num_events": result.num_events,
         "prefixsim_version": __version__, "wall_time_s": wall,
@@ -140,8 +143,8 @@ def _pricing_keys(facts: RunFacts) -> dict[str, Any]:
 
 def _savings_keys(facts: RunFacts) -> dict[str, Any]:
     config = facts.config
-    return prefill_savings(facts.requests, facts.cost_model, config.hardware.tp,
-                           config.scheduler.max_batched_tokens)
+    budget = config.scheduler.limits(config.serving.engine, facts.gpu).max_batched_tokens
+    return prefill_savings(facts.requests, facts.cost_model, config.hardware.tp, budget)
 
 
 def sampling_keys(info: SamplingInfo | None) -> dict[str, Any]:

@@ -128,8 +128,8 @@ def build(config: RunConfig, requests: Sequence[Request],
     split = build_disaggregation(config.engine)
     decode_router = None if split is None else ROUTERS.build(config.router.decode_router)
     tiers = [build_tiers(cache, config.cache) for cache in caches]
-    scheduler = ContinuousBatching(config.scheduler.max_batched_tokens,
-                                   config.scheduler.max_num_seqs,
+    limits = config.scheduler.limits(config.serving.engine, gpu)
+    scheduler = ContinuousBatching(limits.max_batched_tokens, limits.max_num_seqs,
                                    config.scheduler.chunked_prefill,
                                    max_model_len(config, model))
     clients, sessions = build_clients(config.load, requests)

@@ -36,6 +36,7 @@ import yaml
 from prefixsim.config import RunConfig, build_config, read_config_file
 from prefixsim.config.run_config import set_dotted
 from prefixsim.errors import InputError
+from prefixsim.presets import GPUS
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
 SLUG_MAX_CHARS = 60
@@ -121,8 +122,16 @@ LATER_KEYS = ("load", "model.config_path", "serving", "trace.max_pages",
               "cache.tier_load", "scheduler.max_model_len")
 
 
+# The scheduler limits were fixed defaults (8192 tokens, 256 running requests) before they
+# became the serving engine's on the GPU (config/serving.py SchedulerConfig.limits); a run
+# whose unset limits resolve to what it ran with then hashes them as it did.
+FIXED_LIMITS = {"max_batched_tokens": 8192, "max_num_seqs": 256}
+
+
 def _identity(config: RunConfig) -> dict[str, Any]:
-    """What a run id hashes: the validated config, less the LATER_KEYS at their defaults."""
+    """What a run id hashes: the validated config, less the LATER_KEYS at their defaults,
+    with unset scheduler limits as the fixed defaults they replaced where those are what
+    the run uses (`_runs_as_before`)."""
     dump = config.model_dump(mode="json")
     defaults = _DEFAULT_DUMP
     for dotted in LATER_KEYS:
@@ -132,7 +141,28 @@ def _identity(config: RunConfig) -> dict[str, Any]:
             node, default = node[key], default[key]
         if node[leaf] == default[leaf]:
             del node[leaf]
+    if _runs_as_before(config):
+        dump["scheduler"] = {**dump["scheduler"], **{
+            key: value for key, value in FIXED_LIMITS.items()
+            if dump["scheduler"][key] is None}}
     return dump
+
+
+def _runs_as_before(config: RunConfig) -> bool:
+    """Whether the run's unset scheduler limits resolve to FIXED_LIMITS where it uses them: a
+    cache-only run uses the token budget only (its prefill savings), a timed run both. A
+    GPU from a presets file is not looked up here (its runs take new ids), nor is a mix of
+    limits its run refuses."""
+    gpu = GPUS.get(config.hardware.gpu) if config.hardware.presets_file is None else None
+    if gpu is None:
+        return False
+    try:
+        resolved = config.scheduler.limits(config.serving.engine, gpu)
+    except InputError:
+        return False
+    if config.cache_only:
+        return resolved.max_batched_tokens == FIXED_LIMITS["max_batched_tokens"]
+    return dataclasses.asdict(resolved) == FIXED_LIMITS
 
 
 TIMED_ONLY_KEYS = ("router.name", "engine.replicas")  # nothing to a cache-only run

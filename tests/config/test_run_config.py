@@ -166,7 +166,7 @@ def test_trace_defaults_are_resolved_into_the_effective_config(tmp_path):
     ({"hardware": {"gpu": "h1000"}},  # a section's own check names the field at fault
      "run.yaml: hardware.gpu: unknown gpu 'h1000' (did you mean 'h200'? valid: a100-40g, "
      "a100-80g, b200, h100-pcie, h100-sxm, h200, l4, l40s, mi300x)"),
-    ({"scheduler": {"max_num_seqs": 10000}},
+    ({"scheduler": {"max_num_seqs": 10000, "max_batched_tokens": 8192}},
      "run.yaml: scheduler.max_num_seqs: must not exceed max_batched_tokens (10000 > 8192)"),
     ({"hardware": {"tp": 3}},  # across sections: the preset model's heads
      "run.yaml: hardware.tp: tp 3 does not split llama-3.1-8b's 32 attention heads and 8 KV "

@@ -14,7 +14,7 @@ from prefixsim.pipeline import simulate
     ({"model.kv_dtype": "int4"}, "model.kv_dtype"),
     ({"cost_model.name": "magic"}, "cost_model.name"),
     ({"router.name": "random"}, "router.name"),
-    ({"scheduler.max_num_seqs": 9000}, "scheduler"),
+    ({"scheduler.max_num_seqs": 9000, "scheduler.max_batched_tokens": 8192}, "scheduler"),
 ])
 def test_bad_keys_name_the_field(overrides, field):
     with pytest.raises(InputError) as info:
@@ -23,10 +23,24 @@ def test_bad_keys_name_the_field(overrides, field):
 
 
 def test_defaults_are_written_into_the_effective_config():
+    """The scheduler limits stay unset there (null: the serving engine's on the GPU, which
+    the run's summary states)."""
     text = config_to_yaml(load_config(None, {}))
-    for line in ("name: llama-3.1-8b", "gpu: h100-sxm", "max_batched_tokens: 8192",
-                 "name: prefix_aware", "name: roofline", "replicas: 1"):
+    for line in ("name: llama-3.1-8b", "gpu: h100-sxm", "max_batched_tokens: null",
+                 "max_num_seqs: null", "engine: vllm-v1", "name: prefix_aware",
+                 "name: roofline", "replicas: 1"):
         assert line in text
+
+
+def test_a_limit_above_the_engines_budget_fails_the_run_naming_the_field():
+    """9000 running requests against vllm-v1's 8192-token budget on an H100: the config
+    loads (the budget is the engine's, known with the GPU), the run is refused."""
+    config = load_config(None, {"scheduler.max_num_seqs": 9000, "trace.path":
+                                "traces/demo_chat.jsonl"})
+    with pytest.raises(InputError) as info:
+        simulate(config)
+    assert info.value.field == "scheduler.max_num_seqs"
+    assert "9000 > 8192" in info.value.message
 
 
 def test_custom_model_and_gpu_from_yaml(tmp_path):

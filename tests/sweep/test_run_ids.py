@@ -25,17 +25,19 @@ PINNED = {
         "s3fifo-80k-3b538cc7", "lru-unbounded-7429ce14", "lru-unbounded-ttl10-239960da",
         "lru-unbounded-ttl30-5c9ab19c", "lru-unbounded-ttl120-5772de21",
     ],
+    # the timed demos' ids changed when the scheduler limits became the serving engine's
+    # on the GPU (an H100 runs 1024 requests where they ran 256: sweep/spec.py FIXED_LIMITS)
     "timed_demo": [
-        "round-robin-10k-4d0271d4", "round-robin-40k-10cdc578",
-        "round-robin-160k-ea12507f", "prefix-aware-10k-319573e4",
-        "prefix-aware-40k-8037f78b", "prefix-aware-160k-e8600684",
+        "round-robin-10k-6e2855db", "round-robin-40k-fceb8de3",
+        "round-robin-160k-eb9313ec", "prefix-aware-10k-e6923554",
+        "prefix-aware-40k-6a1ba6bc", "prefix-aware-160k-bb451b97",
     ],
     "cluster_demo": [
-        "replicas4-76c6f4a0", "replicas4-pool-ded02933",
-        "replicas1-prefill-replicas2-decode-replicas2-08b3d0c1",
-        "replicas1-pool-prefill-replicas2-decode-replicas2-464b9049",
-        "replicas1-prefill-replicas1-decode-replicas1-10af0fc1",
-        "replicas1-pool-prefill-replicas1-decode-replicas1-e6fad662",
+        "replicas4-5424c16d", "replicas4-pool-ed575f67",
+        "replicas1-prefill-replicas2-decode-replicas2-1381bcee",
+        "replicas1-pool-prefill-replicas2-decode-replicas2-669d60d8",
+        "replicas1-prefill-replicas1-decode-replicas1-fdc50d12",
+        "replicas1-pool-prefill-replicas1-decode-replicas1-00dac997",
     ],
 }
 

@@ -1,0 +1,128 @@
+"""Each serving engine's scheduler limits on a GPU (docs/cost-models.md "Serving engines",
+"Scheduler limits"): the defaults a replica runs with where `scheduler.max_num_seqs` and
+`scheduler.max_batched_tokens` are unset, set values winning, and a mix that breaks
+max_num_seqs <= max_batched_tokens refused naming the field."""
+
+import dataclasses
+
+import pytest
+
+from prefixsim.config import load_config
+from prefixsim.costmodel.engines import (
+    ENGINES,
+    BatchLimits,
+    sglang_limits,
+    vllm_v0_limits,
+    vllm_v1_limits,
+)
+from prefixsim.errors import InputError
+from prefixsim.pipeline import simulate
+from prefixsim.pipeline.build import build
+from prefixsim.presets import GPUS, get_gpu
+from prefixsim.presets.specs import GIB
+from prefixsim.trace.record import Request
+
+
+def _gpu(name: str, memory_gib: float):
+    return dataclasses.replace(get_gpu("h100-sxm"), name=name,
+                               memory_bytes=int(memory_gib * GIB))
+
+
+@pytest.mark.parametrize(("gpu", "limits"), [
+    # vLLM V1: 70 GiB or more and not an A100 -> 1024 requests, 8192 tokens
+    ("h100-sxm", BatchLimits(1024, 8192)), ("h100-pcie", BatchLimits(1024, 8192)),
+    ("h200", BatchLimits(1024, 8192)), ("b200", BatchLimits(1024, 8192)),
+    ("mi300x", BatchLimits(1024, 8192)),
+    ("a100-80g", BatchLimits(256, 2048)), ("a100-40g", BatchLimits(256, 2048)),
+    ("l40s", BatchLimits(256, 2048)), ("l4", BatchLimits(256, 2048)),
+])
+def test_vllm_v1_defaults_by_gpu(gpu, limits):
+    assert vllm_v1_limits(get_gpu(gpu)) == limits
+    assert ENGINES["vllm-v1"].batch_limits(get_gpu(gpu)) == limits
+    assert ENGINES["vllm-v1-async"].batch_limits(get_gpu(gpu)) == limits
+
+
+def test_vllm_v1_rule_edges_memory_and_name():
+    assert vllm_v1_limits(_gpu("big", 70)) == BatchLimits(1024, 8192)  # 70 GiB is enough
+    assert vllm_v1_limits(_gpu("big", 69.99)) == BatchLimits(256, 2048)
+    assert vllm_v1_limits(_gpu("My-A100-custom", 80)) == BatchLimits(256, 2048)  # any case
+
+
+def test_vllm_v0_is_256_and_2048_everywhere():
+    for gpu in GPUS.values():
+        assert vllm_v0_limits(gpu) == BatchLimits(256, 2048)
+        assert ENGINES["vllm-v0"].batch_limits(gpu) == BatchLimits(256, 2048)
+
+
+@pytest.mark.parametrize(("memory_gib", "budget"), [
+    (24, 2048), (34.99, 2048), (35, 8192), (80, 8192), (141, 8192), (159.99, 8192),
+    (160, 16384), (192, 16384)])
+def test_sglang_chunk_size_by_memory(memory_gib, budget):
+    assert sglang_limits(_gpu("g", memory_gib)) == BatchLimits(2048, budget)
+    assert ENGINES["sglang"].batch_limits(_gpu("g", memory_gib)) == BatchLimits(2048, budget)
+
+
+def test_every_engine_names_its_source_and_keeps_seqs_within_budget():
+    for engine in ENGINES.values():
+        assert engine.limits_source
+        for gpu in GPUS.values():
+            limits = engine.batch_limits(gpu)
+            assert 1 <= limits.max_num_seqs <= limits.max_batched_tokens
+
+
+def _config(**scheduler):
+    overrides = {f"scheduler.{key}": value for key, value in scheduler.items()
+                 if key not in ("gpu", "engine")}
+    overrides["hardware.gpu"] = scheduler.get("gpu", "h100-sxm")
+    overrides["serving.engine"] = scheduler.get("engine", "vllm-v1")
+    return load_config(overrides=overrides, unset=("engine.sample_interval_s",))
+
+
+def test_config_takes_the_engine_defaults_where_unset_and_set_values_win():
+    h100, a100 = get_gpu("h100-sxm"), get_gpu("a100-80g")
+    assert _config().scheduler.limits("vllm-v1", h100) == BatchLimits(1024, 8192)
+    assert _config().scheduler.limits("vllm-v1", a100) == BatchLimits(256, 2048)
+    assert _config().scheduler.limits("vllm-v0", h100) == BatchLimits(256, 2048)
+    assert _config(max_num_seqs=300).scheduler.limits("vllm-v1", a100) == BatchLimits(300, 2048)
+    assert (_config(max_batched_tokens=4096).scheduler.limits("vllm-v1", h100)
+            == BatchLimits(1024, 4096))
+    assert (_config(max_num_seqs=8, max_batched_tokens=64).scheduler.limits("sglang", h100)
+            == BatchLimits(8, 64))
+
+
+def test_a_set_value_above_the_engines_budget_is_refused_naming_the_field():
+    with pytest.raises(InputError) as info:
+        _config(max_batched_tokens=512).scheduler.limits("vllm-v1", get_gpu("h100-sxm"))
+    assert info.value.field == "scheduler.max_num_seqs"
+    assert info.value.message == ("must not exceed max_batched_tokens (1024 > 512; "
+                                  "max_num_seqs from vllm-v1's defaults on h100-sxm)")
+    with pytest.raises(InputError) as info:
+        _config(max_num_seqs=4096).scheduler.limits("vllm-v1", get_gpu("a100-80g"))
+    assert info.value.message == ("must not exceed max_batched_tokens (4096 > 2048; "
+                                  "max_batched_tokens from vllm-v1's defaults on a100-80g)")
+
+
+def test_the_replica_runs_with_the_resolved_limits():
+    """build() hands the replica's scheduler the engine's defaults on its GPU."""
+    requests = [Request(0, 0.0, 32, 4, (1, 2), 16)]
+    for gpu, engine, limits in (("h100-sxm", "vllm-v1", (1024, 8192)),
+                                ("a100-80g", "vllm-v1", (256, 2048)),
+                                ("h100-sxm", "sglang", (2048, 8192))):
+        fleet = build(_config(gpu=gpu, engine=engine), requests).fleet
+        assert (fleet.scheduler.max_num_seqs, fleet.scheduler.max_batched_tokens) == limits
+
+
+def test_more_than_256_requests_run_at_once_on_an_h100():
+    """600 short requests at t = 0 on one H100: vLLM V1's 1024 running requests admit every
+    one in the first step (each prompt is 16 tokens, 9,600 in all: two steps of the 8192
+    budget), where a limit of 256 holds the rest for three more rounds of decoding."""
+    requests = [Request(i, 0.0, 16, 64, (i + 1,), 16) for i in range(600)]
+
+    def last_first_token_ms(config):
+        rows = simulate(config, requests).requests
+        assert (rows["status"] == "completed").all()
+        return float(rows["ttft_ms"].max())
+
+    wide = last_first_token_ms(_config())
+    narrow = last_first_token_ms(_config(max_num_seqs=256))
+    assert wide < narrow / 3
