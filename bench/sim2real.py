@@ -89,7 +89,7 @@ class ServerRun:
 
     name: str
     model: str
-    max_num_seqs: int
+    max_num_seqs: int | None  # None: the serving engine's default on the GPU
     prefix_caching: bool
     chunked_prefill: bool
     memory_utilization: float
@@ -130,7 +130,7 @@ def load_runs(folder: Path) -> list[ServerRun]:
             stages.append(json.loads(path.read_text()) | {"stage": int(path.name.split("_")[1])})
         runs.append(ServerRun(
             name=run_dir.name, model=MODELS[args["model"]],
-            max_num_seqs=int(args.get("max-num-seqs", 256)),
+            max_num_seqs=int(args["max-num-seqs"]) if "max-num-seqs" in args else None,
             prefix_caching="enable-prefix-caching" in args,
             chunked_prefill="no-enable-chunked-prefill" not in args,
             memory_utilization=float(args.get("gpu-memory-utilization", 0.9)),
@@ -336,7 +336,7 @@ def kubecon(args: argparse.Namespace, labels: list[str]) -> list[SourceErrors]:
         entry = SourceErrors("kubecon", run.name, "h100-sxm", TARGETS)
         table.append(entry)
         if not args.quiet:
-            print(f"\n{run.name}: {run.model}, max-num-seqs {run.max_num_seqs}, prefix "
+            print(f"\n{run.name}: {run.model}, max-num-seqs {run.max_num_seqs or 'default'}, prefix "
                   f"caching {'on' if run.prefix_caching else 'off'}, chunked prefill "
                   f"{'on' if run.chunked_prefill else 'off'}; {len(stages)} of "
                   f"{len(run.stages)} stages open-loop")
