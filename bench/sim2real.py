@@ -336,7 +336,8 @@ def kubecon(args: argparse.Namespace, labels: list[str]) -> list[SourceErrors]:
         entry = SourceErrors("kubecon", run.name, "h100-sxm", TARGETS)
         table.append(entry)
         if not args.quiet:
-            print(f"\n{run.name}: {run.model}, max-num-seqs {run.max_num_seqs or 'default'}, prefix "
+            seqs = run.max_num_seqs or "the engine's"
+            print(f"\n{run.name}: {run.model}, max-num-seqs {seqs}, prefix "
                   f"caching {'on' if run.prefix_caching else 'off'}, chunked prefill "
                   f"{'on' if run.chunked_prefill else 'off'}; {len(stages)} of "
                   f"{len(run.stages)} stages open-loop")

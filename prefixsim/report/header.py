@@ -147,6 +147,13 @@ def hardware_section(runs: _Runs) -> Section:
              ("replicas", _one_or_many(runs.either("replicas", "engine", "replicas"), integer))]
     if timed:
         rows.append(("router", _one_or_many(runs.either("router", "router", "name"))))
+        engines = runs.column("serving_engine")
+        if engines:
+            rows.append(("serving engine", _one_or_many(engines)))
+        seqs, budgets = runs.column("max_num_seqs"), runs.column("max_batched_tokens")
+        if seqs and budgets:
+            rows.append(("batch limits", f"{_one_or_many(seqs, integer)} running requests, "
+                                         f"{_one_or_many(budgets, integer)} tokens a step"))
         lengths = runs.column("max_model_len")
         if lengths:
             rows.append(("max model len", _one_or_many(lengths, lambda v: f"{integer(v)} tokens")))

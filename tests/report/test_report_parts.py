@@ -196,6 +196,10 @@ def test_header_says_whether_the_timed_runs_kept_up(demo, tmp_path):
     data = load_report_data(out)
     runs = dict(header_sections(data)[2][1])
     assert runs["kept up"].startswith("no for 1 of 2 timed runs")
+    hardware = dict(header_sections(data)[1][1])  # the engine's limits on an H100
+    assert hardware["serving engine"] == "vllm-v1"
+    assert hardware["batch limits"] == "1,024 running requests, 8,192 tokens a step"
+    assert "serving engine" not in dict(header_sections(demo)[1][1])  # cache-only
     frame = comparison(data)
     assert sorted(frame["kept_up"].tolist()) == [False, True]
     assert any("did not keep up" in note for note in comparison_notes(frame, data))
