@@ -111,12 +111,15 @@ class SchedulerConfig(Section):
                              f"({self.max_num_seqs} > {self.max_batched_tokens})")
         return self
 
-    def limits(self, engine: str, gpu: GPUSpec) -> BatchLimits:
+    def limits(self, engine: str, gpu: GPUSpec,
+               model_max_len: int | None = None) -> BatchLimits:
         """The limits a replica runs with: those set, else serving engine `engine`'s
-        defaults on `gpu`; a running-request limit above the token budget (one set, one
-        the engine's) is an error naming both."""
-        default = get_engine(engine).batch_limits(gpu)
-        seqs = default.max_num_seqs if self.max_num_seqs is None else self.max_num_seqs
+        defaults on `gpu`, which may depend on chunked prefill and the context length
+        (`max_model_len`, else the model's `model_max_len`); a running-request limit above
+        the token budget (one set, one the engine's) is an error naming both."""
+        default = get_engine(engine).batch_limits(
+            gpu, self.max_num_seqs, self.chunked_prefill, self.max_model_len or model_max_len)
+        seqs = default.max_num_seqs
         tokens = (default.max_batched_tokens if self.max_batched_tokens is None
                   else self.max_batched_tokens)
         if seqs > tokens:

@@ -33,30 +33,51 @@ def _large_not_a100(gpu: GPUSpec) -> bool:
     return gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
 
 
-def vllm_v1_limits(gpu: GPUSpec) -> BatchLimits:
+def _vllm_budget(default: int, max_num_seqs: int, chunked: bool,
+                 max_model_len: int | None) -> int:
+    """vLLM's token budget when none is set: `default` with chunked prefill; without it at
+    least max_model_len (a whole prompt must fit one step); at most max_num_seqs x
+    max_model_len."""
+    if max_model_len is None:
+        return default
+    budget = default if chunked else max(max_model_len, default)
+    return min(max_num_seqs * max_model_len, budget)
+
+
+def vllm_v1_limits(gpu: GPUSpec, max_num_seqs: int | None = None, chunked: bool = True,
+                   max_model_len: int | None = None) -> BatchLimits:
     """vLLM V1's API-server defaults: 1024 requests and 8192 tokens on a GPU of 70 GiB or
-    more that is not an A100 (H100, H200, B200, MI300X), else 256 and 2048."""
-    return BatchLimits(1024, 8192) if _large_not_a100(gpu) else BatchLimits(256, 2048)
+    more that is not an A100 (H100, H200, B200, MI300X), else 256 and 2048 (`max_num_seqs`
+    where set; the budget as `_vllm_budget`)."""
+    large = _large_not_a100(gpu)
+    seqs = max_num_seqs or (1024 if large else 256)
+    return BatchLimits(seqs, _vllm_budget(8192 if large else 2048, seqs, chunked,
+                                          max_model_len))
 
 
-def vllm_v0_limits(gpu: GPUSpec) -> BatchLimits:
+def vllm_v0_limits(gpu: GPUSpec, max_num_seqs: int | None = None, chunked: bool = True,
+                   max_model_len: int | None = None) -> BatchLimits:
     """vLLM V0's: 256 requests on every GPU, a 2048-token budget with chunked prefill."""
-    return BatchLimits(256, 2048)
+    seqs = max_num_seqs or 256
+    return BatchLimits(seqs, _vllm_budget(2048, seqs, chunked, max_model_len))
 
 
-def sglang_limits(gpu: GPUSpec) -> BatchLimits:
+def sglang_limits(gpu: GPUSpec, max_num_seqs: int | None = None, chunked: bool = True,
+                  max_model_len: int | None = None) -> BatchLimits:
     """SGLang's: at least 2048 running requests (its request pool, clamped to 2048-4096,
     so its KV pool is what limits them) and a chunked-prefill size by GPU memory: 2048
-    tokens under 35 GiB, 8192 under 160 GiB, else 16384."""
+    tokens under 35 GiB, 8192 under 160 GiB, else 16384; without chunking, its
+    max_prefill_tokens, 16384."""
     memory = gpu.memory_bytes
     budget = 2048 if memory < 35 * GIB else 8192 if memory < 160 * GIB else 16384
-    return BatchLimits(2048, budget)
+    return BatchLimits(max_num_seqs or 2048, budget if chunked else 16384)
 
 
 _V1_LIMITS_SOURCE = (
     "vLLM's EngineArgs batch defaults for the OpenAI API server: 8192 tokens on H100/H200 "
     "(vLLM PR 12369, 2025-01), 1024 requests kept there only (PR 16158, 2025-04, reverted "
-    "other GPUs to 256), later any GPU of 70 GiB or more but the A100; else 256 and 2048")
+    "other GPUs to 256), later any GPU of 70 GiB or more but the A100; else 256 and 2048; "
+    "without chunked prefill the budget is at least max_model_len")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +99,7 @@ class ServingEngine:
     graphs_mixed_steps: bool = True
     graph_source: str = ""
     # The scheduler limits it starts with on a GPU when none are set (BatchLimits).
-    batch_limits: Callable[[GPUSpec], BatchLimits] = vllm_v1_limits
+    batch_limits: Callable[..., BatchLimits] = vllm_v1_limits
     limits_source: str = _V1_LIMITS_SOURCE
 
     def params(self) -> dict[str, float]:
@@ -134,8 +155,9 @@ ENGINES = MappingProxyType({e.name: e for e in (
             "eagerly"),
         batch_limits=sglang_limits, limits_source=(
             "SGLang's ServerArgs and ModelRunner: chunked_prefill_size by GPU memory (2048 "
-            "under 35 GiB, 8192 under 160 GiB, 16384 above); max_running_requests from its "
-            "request pool, 2048-4096 (token capacity / context length x 512, clamped)")),
+            "under 35 GiB, 8192 under 160 GiB, 16384 above; max_prefill_tokens 16384 "
+            "without chunking); max_running_requests from its request pool, 2048-4096 "
+            "(token capacity / context length x 512, clamped)")),
 )})
 DEFAULT_ENGINE = "vllm-v1"
 

@@ -95,7 +95,8 @@ def _timed_figures(facts: RunFacts) -> dict[str, Any]:
         "kv_pool_tokens_per_replica": facts.pool_tokens_per_replica,
         "max_model_len": facts.max_model_len,
         "serving_engine": config.serving.engine,
-        **dataclasses.asdict(config.scheduler.limits(config.serving.engine, facts.gpu)),
+        **dataclasses.asdict(config.scheduler.limits(config.serving.engine, facts.gpu,
+                                                     facts.model.max_model_len)),
         "cache_policy": config.cache.policy, "cache_ttl_s": config.cache.ttl_s,
         "num_requests": facts.num_requests, "num_events": result.num_events,
         "prefixsim_version": __version__, "wall_time_s": wall,
@@ -143,7 +144,8 @@ def _pricing_keys(facts: RunFacts) -> dict[str, Any]:
 
 def _savings_keys(facts: RunFacts) -> dict[str, Any]:
     config = facts.config
-    budget = config.scheduler.limits(config.serving.engine, facts.gpu).max_batched_tokens
+    budget = config.scheduler.limits(config.serving.engine, facts.gpu,
+                                     facts.model.max_model_len).max_batched_tokens
     return prefill_savings(facts.requests, facts.cost_model, config.hardware.tp, budget)
 
 

@@ -128,7 +128,7 @@ def build(config: RunConfig, requests: Sequence[Request],
     split = build_disaggregation(config.engine)
     decode_router = None if split is None else ROUTERS.build(config.router.decode_router)
     tiers = [build_tiers(cache, config.cache) for cache in caches]
-    limits = config.scheduler.limits(config.serving.engine, gpu)
+    limits = config.scheduler.limits(config.serving.engine, gpu, model.max_model_len)
     scheduler = ContinuousBatching(limits.max_batched_tokens, limits.max_num_seqs,
                                    config.scheduler.chunked_prefill,
                                    max_model_len(config, model))

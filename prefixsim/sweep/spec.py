@@ -36,7 +36,7 @@ import yaml
 from prefixsim.config import RunConfig, build_config, read_config_file
 from prefixsim.config.run_config import set_dotted
 from prefixsim.errors import InputError
-from prefixsim.presets import GPUS
+from prefixsim.presets import GPUS, MODELS
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
 SLUG_MAX_CHARS = 60
@@ -151,13 +151,15 @@ def _identity(config: RunConfig) -> dict[str, Any]:
 def _runs_as_before(config: RunConfig) -> bool:
     """Whether the run's unset scheduler limits resolve to FIXED_LIMITS where it uses them: a
     cache-only run uses the token budget only (its prefill savings), a timed run both. A
-    GPU from a presets file is not looked up here (its runs take new ids), nor is a mix of
-    limits its run refuses."""
-    gpu = GPUS.get(config.hardware.gpu) if config.hardware.presets_file is None else None
-    if gpu is None:
+    GPU or model from a presets file or a config.json is not looked up here (its runs take
+    new ids), nor is a mix of limits its run refuses."""
+    presets = config.hardware.presets_file is None and config.model.config_path is None
+    gpu = GPUS.get(config.hardware.gpu) if presets else None
+    model = MODELS.get(config.model.name) if presets else None
+    if gpu is None or model is None:
         return False
     try:
-        resolved = config.scheduler.limits(config.serving.engine, gpu)
+        resolved = config.scheduler.limits(config.serving.engine, gpu, model.max_model_len)
     except InputError:
         return False
     if config.cache_only:

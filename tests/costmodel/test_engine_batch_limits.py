@@ -126,3 +126,50 @@ def test_more_than_256_requests_run_at_once_on_an_h100():
     wide = last_first_token_ms(_config())
     narrow = last_first_token_ms(_config(max_num_seqs=256))
     assert wide < narrow / 3
+
+
+@pytest.mark.parametrize(("call", "limits"), [
+    # without chunked prefill a whole prompt must fit a step: at least max_model_len
+    (lambda g: vllm_v1_limits(g, chunked=False, max_model_len=131072), (1024, 131072)),
+    (lambda g: vllm_v1_limits(g, chunked=False, max_model_len=512), (1024, 8192)),
+    # at most max_num_seqs x max_model_len
+    (lambda g: vllm_v1_limits(g, max_model_len=4), (1024, 4096)),
+    (lambda g: vllm_v1_limits(g, max_num_seqs=2, max_model_len=512), (2, 1024)),
+    (lambda g: vllm_v1_limits(g, max_num_seqs=300), (300, 8192)),
+    (lambda g: vllm_v0_limits(g, chunked=False, max_model_len=4096), (256, 4096)),
+    (lambda g: vllm_v0_limits(g, chunked=False, max_model_len=1024), (256, 2048)),
+    (lambda g: sglang_limits(g, chunked=False, max_model_len=131072), (2048, 16384)),
+])
+def test_budget_follows_chunking_and_context(call, limits):
+    assert call(get_gpu("h100-sxm")) == BatchLimits(*limits)
+
+
+def test_without_chunked_prefill_the_budget_holds_the_context():
+    """Llama-3.1-8B (131,072 tokens of context) on an H100 with chunked prefill off: the
+    budget is the context, as vLLM sets it; `scheduler.max_model_len` shortens it; a set
+    budget wins."""
+    h100 = get_gpu("h100-sxm")
+    off = _config(chunked_prefill=False)
+    assert off.scheduler.limits("vllm-v1", h100, 131072) == BatchLimits(1024, 131072)
+    short = _config(chunked_prefill=False, max_model_len=2048)
+    assert short.scheduler.limits("vllm-v1", h100, 131072) == BatchLimits(1024, 8192)
+    fixed = _config(chunked_prefill=False, max_batched_tokens=4096)
+    assert fixed.scheduler.limits("vllm-v1", h100, 131072) == BatchLimits(1024, 4096)
+
+
+def test_whole_prompts_batch_together_up_to_the_context():
+    """Six 3,000-token prompts at t = 0, chunked prefill off (and no tokenizer queue, so
+    all reach the scheduler at once): with the budget at the context all six prefill in
+    the first step (one first-token time); at a budget of 8192 two go per step, so the last
+    waits for two more steps."""
+    requests = [Request(i, 0.0, 3000, 8, tuple(range(i * 200 + 1, i * 200 + 189)), 16)
+                for i in range(6)]
+
+    def first_tokens_ms(config):
+        config = config.model_copy(update={"cost_model": config.cost_model.model_copy(
+            update={"params": {"frontend_s_per_prompt_token": 0.0}})})
+        rows = simulate(config, requests).requests
+        return sorted(rows["ttft_ms"].round(6).unique())
+
+    assert len(first_tokens_ms(_config(chunked_prefill=False))) == 1
+    assert len(first_tokens_ms(_config(chunked_prefill=False, max_batched_tokens=8192))) == 3
