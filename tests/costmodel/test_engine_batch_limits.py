@@ -6,6 +6,8 @@ max_num_seqs <= max_batched_tokens refused naming the field."""
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prefixsim.config import load_config
 from prefixsim.costmodel.engines import (
@@ -173,3 +175,38 @@ def test_whole_prompts_batch_together_up_to_the_context():
 
     assert len(first_tokens_ms(_config(chunked_prefill=False))) == 1
     assert len(first_tokens_ms(_config(chunked_prefill=False, max_batched_tokens=8192))) == 3
+
+
+@settings(max_examples=120, deadline=None)
+@given(engine=st.sampled_from(sorted(ENGINES)),
+       memory_gib=st.floats(1, 300), a100=st.booleans(),
+       seqs=st.none() | st.integers(1, 5000), budget=st.none() | st.integers(1, 200_000),
+       chunked=st.booleans(), context=st.none() | st.integers(1, 1_000_000))
+def test_resolved_limits_keep_their_rules(engine, memory_gib, a100, seqs, budget, chunked,
+                                          context):
+    """Whatever is set: a set value is kept; a refusal happens exactly when the running
+    requests exceed the budget; without chunked prefill an unset vLLM budget is the
+    engine's chunked one raised to the context, capped at max_num_seqs x max_model_len."""
+    gpu = _gpu("a100-like" if a100 else "g", memory_gib)
+    if seqs is not None and budget is not None and seqs > budget:
+        with pytest.raises(InputError):  # both set and inconsistent: refused at load
+            _config(max_num_seqs=seqs, max_batched_tokens=budget)
+        return
+    given_values = {k: v for k, v in (("max_num_seqs", seqs), ("max_batched_tokens", budget))
+                    if v is not None}
+    config = _config(**given_values, chunked_prefill=chunked)
+    base = ENGINES[engine].batch_limits(gpu, seqs)  # chunked, no context: the plain default
+    want_seqs = base.max_num_seqs
+    if budget is not None:
+        want_budget = budget
+    elif context is None or engine == "sglang":
+        want_budget = ENGINES[engine].batch_limits(gpu, seqs, chunked).max_batched_tokens
+    else:
+        raised = base.max_batched_tokens if chunked else max(context, base.max_batched_tokens)
+        want_budget = min(want_seqs * context, raised)
+    if want_seqs > want_budget:
+        with pytest.raises(InputError) as info:
+            config.scheduler.limits(engine, gpu, context)
+        assert info.value.field == "scheduler.max_num_seqs"
+        return
+    assert config.scheduler.limits(engine, gpu, context) == BatchLimits(want_seqs, want_budget)
