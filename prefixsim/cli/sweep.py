@@ -89,6 +89,15 @@ def sweep(spec_path: str, output: str | None, workers: ExecutorOptions, resume: 
             click.echo(f"warning: {len(behind)} timed run{'s' if len(behind) > 1 else ''} did "
                        "not keep up with the load (kept_up false: a growing TTFT queue or too "
                        f"many rejected requests; docs/load.md): {shown}")
+        if result.foreign:
+            shown = ", ".join(result.foreign[:4]) + (
+                f" and {len(result.foreign) - 4} more" if len(result.foreign) > 4 else "")
+            many = len(result.foreign) > 1
+            click.echo(f"note: {len(result.foreign)} run folder{'s' if many else ''} under "
+                       f"runs/ {'are' if many else 'is'} no run of this sweep (another config, "
+                       "or defaults that changed since; left as "
+                       f"{'they are' if many else 'it is'}, not in the table or report): "
+                       f"{shown}", err=True)
         click.echo(f"report:  prefixsim report {shlex.quote(str(out_dir))}")
     if result.failed:  # the sweep went on; its exit status still says not all runs finished
         sys.exit(1)

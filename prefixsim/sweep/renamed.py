@@ -6,8 +6,10 @@ so a folder under `runs/` whose hash part matches exactly one planned point, and
 name is planned by no point, is the same run under its old name: `adopt_renamed_runs` moves
 it to the new name (and its run.json's `run_id` with it) before the resume looks for
 finished runs. A hash part shared by two planned points, or a folder that already exists
-under the new name, is left alone (then that run simply runs again). Touches only
-`runs/<old id>/`; reading and writing the rest of the folder is store.py's.
+under the new name, is left alone (then that run simply runs again). A folder whose hash
+part matches no planned point is a run of another config (another spec, or defaults that
+changed, such as the scheduler limits): `foreign_runs` names those, left as they are.
+Touches only `runs/<old id>/`; reading and writing the rest of the folder is store.py's.
 """
 
 from __future__ import annotations
@@ -41,6 +43,18 @@ def adopt_renamed_runs(out_dir: Path, points: Sequence[SweepPoint]) -> list[tupl
         _rename_in_meta(run_dir(out_dir, new) / "run.json", new)
         renamed.append((old, new))
     return renamed
+
+
+def foreign_runs(out_dir: Path, points: Sequence[SweepPoint]) -> list[str]:
+    """The run folders under `runs/` that are no point of `points` (after adoption), sorted:
+    runs of another config, which a resume neither reuses nor removes."""
+    runs = out_dir / RUNS
+    if not runs.is_dir() or runs.is_symlink():
+        return []
+    planned = {p.run_id for p in points}
+    return sorted(f.name for f in runs.iterdir()
+                  if f.is_dir() and not f.is_symlink() and not f.name.startswith(".")
+                  and f.name not in planned)
 
 
 def _rename_in_meta(path: Path, run_id: str) -> None:

@@ -17,7 +17,7 @@ from prefixsim.config import config_to_yaml
 from prefixsim.errors import InputError
 from prefixsim.pipeline import check_trace
 from prefixsim.sweep.executors import LOCAL_WORKERS, Executor, ExecutorOptions
-from prefixsim.sweep.renamed import adopt_renamed_runs
+from prefixsim.sweep.renamed import adopt_renamed_runs, foreign_runs
 from prefixsim.sweep.spec import SweepPoint, SweepSpec, expand, spec_to_yaml, swept_keys
 from prefixsim.sweep.store import (
     check_sweep_folder,
@@ -47,6 +47,7 @@ class SweepResult:
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     table_path: Path | None = None
+    foreign: list[str] = field(default_factory=list)  # run folders of no point (resume)
 
 
 def plan(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
@@ -148,7 +149,8 @@ def _run(spec: SweepSpec, points: list[SweepPoint], out_dir: Path, runner: Execu
         adopt_renamed_runs(out_dir, points)
     done = finished_ids(out_dir, points) if resume else set()
     todo = [p for p in points if p.run_id not in done]
-    result = SweepResult(points=points, skipped=[p.run_id for p in points if p.run_id in done])
+    result = SweepResult(points=points, skipped=[p.run_id for p in points if p.run_id in done],
+                         foreign=foreign_runs(out_dir, points) if resume else [])
     if on_start is not None:
         on_start(len(todo))
     fn = functools.partial(run_point, keep_requests=keep_requests)  # a partial: local pools

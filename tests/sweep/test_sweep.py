@@ -181,6 +181,32 @@ def test_resume_runs_only_missing_points_and_cleans_half_written(tmp_path):
     assert len(pd.read_parquet(out / "sweep.parquet")) == 3
 
 
+def test_a_resume_names_run_folders_of_no_point_and_leaves_them(tmp_path):
+    """A folder under runs/ whose hash part matches no point (another config: a run made
+    under defaults that changed since) is neither reused nor removed: the resume runs the
+    point again, leaves the folder, keeps it out of the table and names it in a note."""
+    spec = parse_spec({"base": BASE, "grid": {"cache.capacity_tokens": CAPACITIES}})
+    out = tmp_path / "sweep"
+    first = run_sweep(spec, out, ExecutorOptions(n_jobs=1))
+    assert first.foreign == []
+    victim = first.points[0].run_id
+    stale = victim.rsplit("-", 1)[0] + "-00000000"
+    (out / "runs" / victim).rename(out / "runs" / stale)
+    again = run_sweep(spec, out, ExecutorOptions(n_jobs=1), resume=True)
+    assert again.executed == [victim] and again.foreign == [stale]
+    assert (out / "runs" / stale / "run.json").is_file()
+    assert sorted(pd.read_parquet(out / "sweep.parquet")["run_id"]) == sorted(
+        p.run_id for p in first.points)
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump({"base": BASE,
+                                         "grid": {"cache.capacity_tokens": CAPACITIES}}))
+    resumed = invoke("sweep", spec_file, "-o", out, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert (f"note: 1 run folder under runs/ is no run of this sweep (another config, or "
+            f"defaults that changed since; left as it is, not in the table or report): "
+            f"{stale}") in resumed.output
+
+
 def test_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
     # a trace that does not read stops the sweep first (check_traces); one that breaks only
     # as its run reads it (changed after the check, say) fails that run alone
