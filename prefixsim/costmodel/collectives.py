@@ -10,7 +10,8 @@ replica. Activations are bf16 (2 bytes) whatever the weights' dtype. Two models:
   `small_latency_s`, or `graph_latency_s` inside a CUDA graph, where it reads the graph's
   registered buffers in place; `small_bytes_s` of payload per second) and the NCCL ring for
   large ones (`ring_latency_s`, bus bandwidth `ring_bus_bytes_s` carrying 2 (tp - 1) / tp of
-  the payload). Which steps run as CUDA graphs is the serving engine's (engines.py).
+  the payload; both by the number of GPUs over NVLink, `nvlink_ring`). Which steps run as
+  CUDA graphs is the serving engine's (engines.py).
 Defaults and their sources: docs/cost-models.md "Defaults and their sources".
 
 Compute and memory time are not here.
@@ -19,6 +20,7 @@ Compute and memory time are not here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import log2
 
 from prefixsim.presets import GPUSpec, ModelSpec
 
@@ -42,10 +44,31 @@ SMALL_BYTES_S = 45e9
 # launch; the copy-free one-shot kernel measured 3.7-5.9 us for 512 B - 32 KB at TP 2/4/8
 # on H100 (same PR, "custom allreduce" table).
 GRAPH_LATENCY_S = 4.5e-6
-# NCCL ring on H100 DGX (Vidur's all_reduce.csv, h100_dgx): ~35 us for small messages and a
-# bus bandwidth of about 0.65 x the per-direction NVLink bandwidth for large ones.
+# NCCL's ring all-reduce over NVLink, per number of GPUs: (latency, bus bandwidth as a
+# fraction of the per-direction NVLink bandwidth), fitted to Vidur's all_reduce.csv (h100_dgx)
+# over 4-64 MB messages by relative least squares (docs/cost-models.md "Defaults and their
+# sources"; tests/costmodel/test_collectives_measured.py refits them). The bus bandwidth
+# grows from 2 to 4 GPUs (NCCL's algorithms over the NVSwitch), the latency with the ring.
+NVLINK_RING = {2: (19.5e-6, 0.66), 4: (25e-6, 0.79), 8: (35e-6, 0.80)}
+# Over the host link (no NVLink) nothing is measured: an assumption, the order of the
+# two-GPU NVLink figures (35 us, 0.65 of the link's per-direction bandwidth).
 RING_LATENCY_S = 35e-6
 RING_BUS_EFFICIENCY = 0.65
+
+
+def nvlink_ring(tp: int) -> tuple[float, float]:
+    """(latency s, bus efficiency) of NCCL's NVLink ring on `tp` GPUs: NVLINK_RING's
+    figures, linear in log2(tp) between the measured sizes and held at either end."""
+    sizes = sorted(NVLINK_RING)
+    if tp <= sizes[0] or tp >= sizes[-1]:
+        return NVLINK_RING[sizes[0] if tp <= sizes[0] else sizes[-1]]
+    upper = next(size for size in sizes if size >= tp)
+    lower = sizes[sizes.index(upper) - 1]
+    if upper == tp:
+        return NVLINK_RING[tp]
+    w = (log2(tp) - log2(lower)) / (log2(upper) - log2(lower))
+    (lat0, eff0), (lat1, eff1) = NVLINK_RING[lower], NVLINK_RING[upper]
+    return lat0 + w * (lat1 - lat0), eff0 + w * (eff1 - eff0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +85,17 @@ class AllReduceCost:
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec, tp: int, **overrides: float | None) -> AllReduceCost:
-        """Defaults for `gpu`: the ring over NVLink (else the host link) at 0.65 of its
-        per-direction bandwidth; the one-shot algorithm only with NVLink."""
-        values: dict = {
-            "tp": tp,
-            "ring_bus_bytes_s": RING_BUS_EFFICIENCY * gpu.interconnect_bytes_s,
-            "small_latency_s": SMALL_LATENCY_S if gpu.nvlink_bytes_s is not None else None,
-        }
+        """Defaults for `gpu`: with NVLink the ring at `nvlink_ring(tp)` (latency, share of
+        the per-direction bandwidth) and the one-shot algorithm; over the host link the ring
+        only, at 35 us and 0.65 of its bandwidth."""
+        if gpu.nvlink_bytes_s is not None:
+            latency, efficiency = nvlink_ring(tp)
+            values: dict = {"tp": tp, "ring_latency_s": latency,
+                            "ring_bus_bytes_s": efficiency * gpu.nvlink_bytes_s}
+        else:
+            values = {"tp": tp, "ring_latency_s": RING_LATENCY_S,
+                      "ring_bus_bytes_s": RING_BUS_EFFICIENCY * gpu.interconnect_bytes_s,
+                      "small_latency_s": None}
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

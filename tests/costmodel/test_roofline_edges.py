@@ -49,7 +49,8 @@ def test_expert_parallel_errors_say_how_many_experts():
 
 def test_every_all_reduce_figure_reaches_the_model():
     """Each `allreduce_*` parameter overrides its AllReduceCost field; the others keep
-    SLOW's defaults (ring at 0.65 x 2e7 B/s, one-shot 9 us, 45e9 B/s, 4.5 us in a graph)."""
+    SLOW's defaults (NVLink: the two-GPU ring at 19.5 us and 0.66 x 2e7 B/s, one-shot 9 us,
+    45e9 B/s, 4.5 us in a graph)."""
     figures = {"allreduce_ring_latency_s": 1e-3, "allreduce_ring_bus_bytes_s": 1e9,
                "allreduce_small_latency_s": 2e-6, "allreduce_small_bytes_s": 1e10,
                "allreduce_graph_latency_s": 1e-6}
@@ -57,7 +58,7 @@ def test_every_all_reduce_figure_reaches_the_model():
         tp=2, ring_bus_bytes_s=1e9, ring_latency_s=1e-3, small_latency_s=2e-6,
         small_bytes_s=1e10, graph_latency_s=1e-6)
     assert Roofline(TINY, SLOW, 2).allreduce == AllReduceCost(
-        tp=2, ring_bus_bytes_s=0.65 * 2e7, ring_latency_s=35e-6, small_latency_s=9e-6,
+        tp=2, ring_bus_bytes_s=0.66 * 2e7, ring_latency_s=19.5e-6, small_latency_s=9e-6,
         small_bytes_s=45e9, graph_latency_s=4.5e-6)
     for name, value in figures.items():
         field = name.removeprefix("allreduce_")
