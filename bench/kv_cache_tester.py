@@ -13,9 +13,14 @@ Settings (defaults only: nothing is fitted):
   cost model, vLLM's default scheduler limits (8192 batched tokens, 256 sequences,
   chunked prefill), `hardware.memory_utilization` 0.9 with the 2 GiB activation reserve.
 - GPU: unknown (the repository does not record it); every run is shown on `h100-sxm` and
-  `h200` (`--gpu` to choose). KV capacity: the HBM pool only (presets.kv_pool_tokens). The
-  servers offloaded KV to CPU memory ("dram_only") or CPU memory plus GPUDirect Storage
-  ("gds_dram"), but the tier sizes are unknown, so no lower tier is simulated.
+  `h200` (`--gpu` to choose). KV capacity: the HBM pool (presets.kv_pool_tokens) and, for
+  the "gds_dram" server (CPU memory plus GPUDirect Storage), a host tier that holds the
+  run's largest working set at the default host bandwidth (`cache.host_capacity_tokens`):
+  its sizes are not recorded, but it "held every working set" (the data's README), so its
+  periods beyond HBM read their prefixes from that tier rather than prefill them again.
+  The "dram_only" server's tier held "far less than the largest working sets", by an
+  unknown amount: no lower tier is simulated there, and its periods beyond HBM are shown
+  but not compared.
 - Workload: each logged request (detailed_results_*.csv) in launch order, with its logged
   context, cached and unique tokens and 1 output token. Its cached part is the first
   `cached_tokens` of one working-set prompt, drawn uniformly (seeded, `--seed`) among the
@@ -34,7 +39,8 @@ Settings (defaults only: nothing is fitted):
   TTFT is over its completed requests (the tester's `avg_ttft` over the period's completed
   requests). Because the workload is fixed before the run, a simulated server faster or
   slower than the real one reaches a period with requests drawn for a neighbouring period.
-- "Fits": the period's working set (tokens) is at most the HBM KV pool of the GPU assumed.
+- "Fits": the period's working set (tokens) is at most the cache assumed: the HBM KV pool
+  of the GPU, plus the host tier where one is simulated (`cache_tokens`).
 - First, isolated requests: a miss (the whole context) and a hit (96 % cached) on an idle
   server, against the logged concurrency-1 TTFTs (`isolated_measured`), which shows how
   much of the error is the step time of one request.
@@ -134,13 +140,26 @@ def build_requests(run: WorkingSetRun, seed: int) -> list[Request]:
     return out
 
 
-def _config(gpu: str, stages: list[dict]):
-    return load_config(overrides={
-        "model.name": MODEL,
-        "model.weight_dtype": "fp8", "model.kv_dtype": "bf16",
-        "hardware.gpu": gpu, "hardware.tp": TP,
-        "load.type": "concurrency", "load.stages": stages},
-        unset=("engine.sample_interval_s",))
+def _config(gpu: str, stages: list[dict], host_tokens: int | None = None):
+    overrides = {"model.name": MODEL, "model.weight_dtype": "fp8", "model.kv_dtype": "bf16",
+                 "hardware.gpu": gpu, "hardware.tp": TP,
+                 "load.type": "concurrency", "load.stages": stages}
+    if host_tokens is not None:
+        overrides["cache.host_capacity_tokens"] = host_tokens
+    return load_config(overrides=overrides, unset=("engine.sample_interval_s",))
+
+
+def host_tier_tokens(run: WorkingSetRun) -> int | None:
+    """The host tier simulated below HBM: the run's largest working set for the
+    "gds_dram" server (it held every one), none for "dram_only" (module docstring)."""
+    if not run.name.startswith("gds_dram"):
+        return None
+    return int(run.periods["working_set_size"].max())
+
+
+def cache_tokens(run: WorkingSetRun, gpu: str) -> int:
+    """The KV tokens the simulated server of `run` holds on `gpu`: HBM plus host tier."""
+    return pool_tokens(gpu) + (host_tier_tokens(run) or 0)
 
 
 def simulated_frame(run: WorkingSetRun, gpu: str, seed: int) -> pd.DataFrame:
@@ -148,7 +167,8 @@ def simulated_frame(run: WorkingSetRun, gpu: str, seed: int) -> pd.DataFrame:
     (from 0) each request was released in."""
     stages = [{"users": int(users), "duration_s": float(duration)} for users, duration
               in zip(run.periods["concurrency_level"], run.periods["duration"], strict=True)]
-    return simulate(_config(gpu, stages), build_requests(run, seed)).requests
+    config = _config(gpu, stages, host_tier_tokens(run))
+    return simulate(config, build_requests(run, seed)).requests
 
 
 def period_means(frame: pd.DataFrame, periods: int) -> list[float]:
@@ -208,12 +228,14 @@ def pool_tokens(gpu: str) -> int:
 
 def report(run: WorkingSetRun, gpu: str, seed: int, quiet: bool) -> list[float]:
     """Print one run on one GPU; return the relative errors of the periods that fit."""
-    pool = pool_tokens(gpu)
+    pool = cache_tokens(run, gpu)
     sim = simulated_periods(run, gpu, seed)
     errors = []
     if not quiet:
-        print(f"\n{run.name} on {gpu} (HBM KV pool {pool / 1e6:.2f}M tokens), context "
-              f"{run.context}, max TTFT {run.max_ttft:g} s")
+        host = host_tier_tokens(run)
+        tier = "" if host is None else f" + host tier {host / 1e6:.2f}M"
+        print(f"\n{run.name} on {gpu} (HBM KV pool {pool_tokens(gpu) / 1e6:.2f}M tokens"
+              f"{tier}), context {run.context}, max TTFT {run.max_ttft:g} s")
         print("  period  users  working set  fits  measured s  simulated s   error")
     for row, simulated in zip(run.periods.itertuples(), sim, strict=True):
         fits = row.working_set_size <= pool

@@ -378,8 +378,9 @@ def kubecon(args: argparse.Namespace, labels: list[str]) -> list[SourceErrors]:
 
 def kv_cache_tester(folder: Path) -> list[SourceErrors]:
     """The kv-cache-tester working-set runs, replayed by bench/kv_cache_tester.py (its
-    docstring: settings, GPUs, "fits"), seed 0: per run and GPU, the errors of the periods
-    whose working set fits the HBM KV pool; a period counts as kept up by the real server
+    docstring: settings, GPUs, the host tier, "fits"), seed 0: per run and GPU, the errors of
+    the periods whose working set fits the cache simulated (HBM, plus the host tier of the
+    "gds_dram" runs); a period counts as kept up by the real server
     when its mean TTFT is within the run's max TTFT (the tester's limit)."""
     if not folder.is_dir():
         print(f"skipped: no validation data at {folder}")
@@ -392,9 +393,9 @@ def kv_cache_tester(folder: Path) -> list[SourceErrors]:
             entry = SourceErrors("kv-cache-tester", run.name, gpu, {metric: kvt.TARGET},
                                  {metric: []})
             table.append(entry)
-            pool = kvt.pool_tokens(gpu)
             frame = kvt.simulated_frame(run, gpu, seed=0)
             means = kvt.period_means(frame, len(run.periods))
+            pool = kvt.cache_tokens(run, gpu)
             for k, (row, sim) in enumerate(zip(run.periods.itertuples(), means, strict=True)):
                 err = sim / row.avg_ttft - 1
                 if row.working_set_size <= pool and not math.isnan(err):
