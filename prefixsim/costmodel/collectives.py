@@ -50,8 +50,8 @@ GRAPH_LATENCY_S = 4.5e-6
 # sources"; tests/costmodel/test_collectives_measured.py refits them). The bus bandwidth
 # grows from 2 to 4 GPUs (NCCL's algorithms over the NVSwitch), the latency with the ring.
 NVLINK_RING = {2: (19.5e-6, 0.66), 4: (25e-6, 0.79), 8: (35e-6, 0.80)}
-# Over the host link (no NVLink) nothing is measured: an assumption, the order of the
-# two-GPU NVLink figures (35 us, 0.65 of the link's per-direction bandwidth).
+# Over the host link (no NVLink) nothing is measured: an assumption kept from the former
+# single fit to the NVLink data, 35 us and 0.65 of the link's per-direction bandwidth.
 RING_LATENCY_S = 35e-6
 RING_BUS_EFFICIENCY = 0.65
 
