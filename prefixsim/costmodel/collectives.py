@@ -5,12 +5,17 @@ replica. Activations are bf16 (2 bytes) whatever the weights' dtype. Two models:
 
 - `allreduce_s_per_token`: the bandwidth-only ring formula, 2 (tp - 1) / tp of the
   activations over the per-direction interconnect (the step roofline's; no latency).
-- `AllReduceCost`: latency + bytes / bandwidth per call (alpha-beta), the faster of two
-  algorithms as vLLM picks them: a one-shot "custom" all-reduce for small messages (latency
+- `AllReduceCost`: latency + bytes / bandwidth per call (alpha-beta), the faster of vLLM's
+  custom all-reduce (NVLink only, messages under 8 MiB, 2/4/6/8 GPUs) and the NCCL ring.
+  The custom kernel runs one-shot (each GPU reads the tp - 1 peers' whole buffers: latency
   `small_latency_s`, or `graph_latency_s` inside a CUDA graph, where it reads the graph's
-  registered buffers in place; `small_bytes_s` of payload per second) and the NCCL ring for
-  large ones (`ring_latency_s`, bus bandwidth `ring_bus_bytes_s` carrying 2 (tp - 1) / tp of
-  the payload; both by the number of GPUs over NVLink, `nvlink_ring`). Which steps run as
+  registered buffers in place, and `small_bytes_s` read from each peer per second) on 2
+  GPUs and below 512 KiB (4 GPUs) or 256 KiB (6-8), else two-shot (a reduce-scatter and an
+  all-gather through the peers: `two_shot_latency_s`, 2 (tp - 1) / tp of the payload at
+  `two_shot_bytes_s`), as vLLM's kernel picks them. The ring: `ring_latency_s`, bus
+  bandwidth `ring_bus_bytes_s` carrying 2 (tp - 1) / tp of the payload, both by the number
+  of GPUs over NVLink (`nvlink_ring`). Newer vLLM releases choose among more algorithms by
+  measured size limits; the faster of the two stands for that choice. Which steps run as
   CUDA graphs is the serving engine's (engines.py).
 Defaults and their sources: docs/cost-models.md "Defaults and their sources".
 
@@ -35,15 +40,38 @@ def allreduce_s_per_token(model: ModelSpec, gpu: GPUSpec | None, tp: int) -> flo
     return 2 * (tp - 1) / tp * per_token_bytes / gpu.interconnect_bytes_s
 
 
-# vLLM's custom all-reduce on H100 NVLink: 8.7-10.1 us for 512 B - 32 KB at TP 2/4/8 and
-# about 17.8-27.9 us more per MB (sglang-project/sglang PR #2904, "vllm" table, no CUDA graph).
+# vLLM's custom all-reduce on H100 NVLink. Small messages outside a CUDA graph: 8.7-10.1
+# us for 512 B - 32 KB at TP 2/4/8 (sglang-project/sglang PR #2904, "vllm" table); inside
+# one the kernel reads the graph's registered buffers in place, without the copy into its
+# own buffer and that launch (the same PR's copy-free kernel: 3.7-5.9 us). Bytes: vLLM PR
+# #24111's H100 device-communicator table at 4 GPUs (hidden 8192, bf16, 0.5-4 MiB): the
+# one-shot kernel ("ca_1stage", 10-38 us) is 6 us plus each peer read at 0.85 of the
+# per-direction NVLink bandwidth (-5..+2%; 7.4 us against its 7 us on 2 GPUs at 0.5 MiB),
+# its 6 us taken as the graphed latency; the two-shot one ("ca_2stage", 17-43 us) is 12 us
+# plus 2 (tp - 1) / tp of the payload at 0.45 of it (-12..+10%).
 SMALL_LATENCY_S = 9e-6
-SMALL_BYTES_S = 45e9
-# The same one-shot kernel inside a CUDA graph: the graph's buffers are registered with the
-# all-reduce, so it reads them in place, without the copy into its own buffer and that
-# launch; the copy-free one-shot kernel measured 3.7-5.9 us for 512 B - 32 KB at TP 2/4/8
-# on H100 (same PR, "custom allreduce" table).
-GRAPH_LATENCY_S = 4.5e-6
+GRAPH_LATENCY_S = 6e-6
+ONE_SHOT_PEER_SHARE = 0.85
+TWO_SHOT_LATENCY_S = 12e-6
+TWO_SHOT_SHARE = 0.45
+# vLLM's kernel choice (csrc/custom_all_reduce.cuh, CustomAllreduce in
+# custom_all_reduce.py): world sizes 2, 4, 6, 8; messages under max_size = 8 MiB; one-shot on
+# 2 GPUs, or under 512 KiB on up to 4 GPUs, or under 256 KiB on up to 8; two-shot otherwise.
+CUSTOM_WORLD_SIZES = (2, 4, 6, 8)
+CUSTOM_MAX_BYTES = 8 * 1024 * 1024
+_H100_NVLINK_BYTES_S = 450e9  # the defaults of a cost built without a GPU (tests)
+SMALL_BYTES_S = ONE_SHOT_PEER_SHARE * _H100_NVLINK_BYTES_S
+TWO_SHOT_BYTES_S = TWO_SHOT_SHARE * _H100_NVLINK_BYTES_S
+
+
+def one_shot_below(tp: int) -> float:
+    """The message size (bytes) under which vLLM's custom all-reduce runs one-shot on `tp`
+    GPUs (infinity on 2: always)."""
+    if tp <= 2:
+        return float("inf")
+    return 512 * 1024 if tp <= 4 else 256 * 1024
+
+
 # NCCL's ring all-reduce over NVLink, per number of GPUs: (latency, bus bandwidth as a
 # fraction of the per-direction NVLink bandwidth), fitted to Vidur's all_reduce.csv (h100_dgx)
 # over 4-64 MB messages by relative least squares (docs/cost-models.md "Defaults and their
@@ -73,25 +101,31 @@ def nvlink_ring(tp: int) -> tuple[float, float]:
 
 @dataclass(frozen=True, slots=True)
 class AllReduceCost:
-    """Time of one all-reduce of `num_bytes` on `tp` GPUs: the faster of the one-shot
-    (`small_*`, NVLink only) and the ring algorithm (see the module docstring)."""
+    """Time of one all-reduce of `num_bytes` on `tp` GPUs: the faster of vLLM's custom
+    all-reduce (`small_*`, `graph_latency_s`, `two_shot_*`; NVLink only) and the ring (see
+    the module docstring)."""
 
     tp: int
     ring_bus_bytes_s: float
     ring_latency_s: float = RING_LATENCY_S
-    small_latency_s: float | None = SMALL_LATENCY_S  # None: no one-shot algorithm (no NVLink)
-    small_bytes_s: float = SMALL_BYTES_S
+    small_latency_s: float | None = SMALL_LATENCY_S  # None: no custom all-reduce (no NVLink)
+    small_bytes_s: float = SMALL_BYTES_S  # one-shot: bytes read from each peer per second
     graph_latency_s: float = GRAPH_LATENCY_S  # the one-shot latency inside a CUDA graph
+    two_shot_latency_s: float = TWO_SHOT_LATENCY_S  # inside a CUDA graph
+    two_shot_bytes_s: float = TWO_SHOT_BYTES_S
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec, tp: int, **overrides: float | None) -> AllReduceCost:
         """Defaults for `gpu`: with NVLink the ring at `nvlink_ring(tp)` (latency, share of
-        the per-direction bandwidth) and the one-shot algorithm; over the host link the ring
-        only, at 35 us and 0.65 of its bandwidth."""
+        the per-direction bandwidth) and the custom all-reduce at its shares of the same
+        bandwidth; over the host link the ring only, at 35 us and 0.65 of its bandwidth."""
         if gpu.nvlink_bytes_s is not None:
             latency, efficiency = nvlink_ring(tp)
+            link = gpu.nvlink_bytes_s
             values: dict = {"tp": tp, "ring_latency_s": latency,
-                            "ring_bus_bytes_s": efficiency * gpu.nvlink_bytes_s}
+                            "ring_bus_bytes_s": efficiency * link,
+                            "small_bytes_s": ONE_SHOT_PEER_SHARE * link,
+                            "two_shot_bytes_s": TWO_SHOT_SHARE * link}
         else:
             values = {"tp": tp, "ring_latency_s": RING_LATENCY_S,
                       "ring_bus_bytes_s": RING_BUS_EFFICIENCY * gpu.interconnect_bytes_s,
@@ -99,14 +133,28 @@ class AllReduceCost:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    def custom_s(self, num_bytes: float, graphed: bool = False) -> float:
+        """vLLM's custom all-reduce of `num_bytes` (> 0): one-shot or two-shot by its size
+        rule; outside a CUDA graph each pays `small_latency_s - graph_latency_s` more (the
+        copy into its buffer and that launch). Infinity where vLLM would not run it (no
+        NVLink, another GPU count, 8 MiB or more)."""
+        tp = self.tp
+        if (self.small_latency_s is None or tp not in CUSTOM_WORLD_SIZES
+                or not num_bytes < CUSTOM_MAX_BYTES):
+            return float("inf")
+        eager = 0.0 if graphed else max(0.0, self.small_latency_s - self.graph_latency_s)
+        if num_bytes < one_shot_below(tp):
+            return self.graph_latency_s + eager + (tp - 1) * num_bytes / self.small_bytes_s
+        return (self.two_shot_latency_s + eager
+                + 2 * (tp - 1) / tp * num_bytes / self.two_shot_bytes_s)
+
     def time_s(self, num_bytes: float, graphed: bool = False) -> float:
-        """One all-reduce of `num_bytes`; `graphed`: inside a CUDA graph (the one-shot
-        kernel's `graph_latency_s` instead of `small_latency_s`)."""
+        """One all-reduce of `num_bytes`; `graphed`: inside a CUDA graph (the custom
+        kernel's graphed latencies)."""
         if self.tp <= 1 or num_bytes <= 0:
             return 0.0
         ring = self.ring_latency_s + 2 * (self.tp - 1) / self.tp * num_bytes / (
             self.ring_bus_bytes_s)
         if self.small_latency_s is None:
             return ring
-        latency = self.graph_latency_s if graphed else self.small_latency_s
-        return min(ring, latency + num_bytes / self.small_bytes_s)
+        return min(ring, self.custom_s(num_bytes, graphed))

@@ -60,6 +60,8 @@ class ServingParams:
     allreduce_small_latency_s: float | None = None
     allreduce_small_bytes_s: float | None = None
     allreduce_graph_latency_s: float | None = None
+    allreduce_two_shot_latency_s: float | None = None
+    allreduce_two_shot_bytes_s: float | None = None
     weight_dtype_bytes: float = 2
     kv_dtype_bytes: float = 2
 
@@ -129,7 +131,9 @@ class Roofline(RooflineBase):
             gpu, tp, ring_latency_s=s.allreduce_ring_latency_s,
             ring_bus_bytes_s=s.allreduce_ring_bus_bytes_s,
             small_latency_s=s.allreduce_small_latency_s, small_bytes_s=s.allreduce_small_bytes_s,
-            graph_latency_s=s.allreduce_graph_latency_s)
+            graph_latency_s=s.allreduce_graph_latency_s,
+            two_shot_latency_s=s.allreduce_two_shot_latency_s,
+            two_shot_bytes_s=s.allreduce_two_shot_bytes_s)
         self._vocab_per_gpu = -(-model.vocab_size // tp)  # the LM head is split tp ways
         self._layer_caches: tuple[dict[int, float], dict[int, float]] = ({}, {})  # eager, graph
         # a decode-only step of n sequences: (GPU time less the KV reads, CPU time), by n

@@ -86,11 +86,12 @@ def test_decode_attention_is_memory_bound_with_floors():
 
 def test_allreduce_alpha_beta_picks_the_faster_algorithm():
     """tp 4 on H100 (NVLink 450 GB/s per direction; the 4-GPU ring: 25 us, 0.79 of it =
-    355.5 GB/s): 64 KB one-shot = 9 us + 65,536/45e9 = 10.456 us (ring: 25 us + 1.5 * 65,536
-    / 355.5e9 = 25.277 us); 64 MB ring = 25 us + 1.5 * 67,108,864 / 355.5e9 = 308.16 us
-    (one-shot 1,500 us; Vidur measured 318 us). Without NVLink: ring only, 35 us, 0.65."""
+    355.5 GB/s): 64 KB one-shot, outside a CUDA graph = 9 us + 3 peers x 65,536 / (0.85 x
+    450e9 = 382.5e9) = 9.5140 us (ring: 25 us + 1.5 * 65,536 / 355.5e9 = 25.277 us); 64 MB
+    (over vLLM's 8 MiB custom limit) ring = 25 us + 1.5 * 67,108,864 / 355.5e9 = 308.16 us
+    (Vidur measured 318 us). Without NVLink: ring only, 35 us, 0.65."""
     cost = AllReduceCost.for_gpu(get_gpu("h100-sxm"), 4)
-    assert cost.time_s(65_536) == pytest.approx(10.456e-6, rel=1e-4)
+    assert cost.time_s(65_536) == pytest.approx(9.5140e-6, rel=1e-4)
     assert cost.time_s(2**26) == pytest.approx(308.16e-6, rel=1e-4)
     pcie = AllReduceCost.for_gpu(get_gpu("l40s"), 2)
     assert pcie.small_latency_s is None

@@ -49,17 +49,20 @@ def test_expert_parallel_errors_say_how_many_experts():
 
 def test_every_all_reduce_figure_reaches_the_model():
     """Each `allreduce_*` parameter overrides its AllReduceCost field; the others keep
-    SLOW's defaults (NVLink: the two-GPU ring at 19.5 us and 0.66 x 2e7 B/s, one-shot 9 us,
-    45e9 B/s, 4.5 us in a graph)."""
+    SLOW's defaults (NVLink 2e7 B/s: the two-GPU ring at 19.5 us and 0.66 of it; one-shot 9
+    us, 6 us in a graph, 0.85 of it from each peer; two-shot 12 us and 0.45 of it)."""
     figures = {"allreduce_ring_latency_s": 1e-3, "allreduce_ring_bus_bytes_s": 1e9,
                "allreduce_small_latency_s": 2e-6, "allreduce_small_bytes_s": 1e10,
-               "allreduce_graph_latency_s": 1e-6}
+               "allreduce_graph_latency_s": 1e-6, "allreduce_two_shot_latency_s": 3e-6,
+               "allreduce_two_shot_bytes_s": 2e10}
     assert Roofline(TINY, SLOW, 2, **figures).allreduce == AllReduceCost(
         tp=2, ring_bus_bytes_s=1e9, ring_latency_s=1e-3, small_latency_s=2e-6,
-        small_bytes_s=1e10, graph_latency_s=1e-6)
+        small_bytes_s=1e10, graph_latency_s=1e-6, two_shot_latency_s=3e-6,
+        two_shot_bytes_s=2e10)
     assert Roofline(TINY, SLOW, 2).allreduce == AllReduceCost(
         tp=2, ring_bus_bytes_s=0.66 * 2e7, ring_latency_s=19.5e-6, small_latency_s=9e-6,
-        small_bytes_s=45e9, graph_latency_s=4.5e-6)
+        small_bytes_s=0.85 * 2e7, graph_latency_s=6e-6, two_shot_latency_s=12e-6,
+        two_shot_bytes_s=0.45 * 2e7)
     for name, value in figures.items():
         field = name.removeprefix("allreduce_")
         assert getattr(Roofline(TINY, SLOW, 2, **{name: value}).allreduce, field) == value
@@ -112,13 +115,14 @@ def test_moe_activation_runs_over_the_routed_rows():
     ("vllm-v0", 8, True), ("sglang", 8, True), ("vllm-v1", 8, True), ("vllm-v0", 300, False),
 ])
 def test_decode_steps_run_in_graphs_on_every_engine(engine, decodes, graphed):
-    """tp 2 on SLOW: a one-shot all-reduce of d x 64 x 2 bytes (9 us eager, 4.5 us in a
-    graph, + bytes / 45e9) beats the ring (35 us + bytes / 1.3e7). A decode-only step of up
-    to 256 (vllm-v0) or 160 (sglang) sequences runs as graphs: 2 layers x 2 all-reduces save
-    4.5 us each against a model whose graph latency is the eager one; 300 decodes do not."""
+    """tp 2 on SLOW (NVLink 2e7 B/s): a one-shot all-reduce of d x 64 x 2 bytes (9 us eager,
+    6 us in a graph, + bytes / 1.7e7) beats the ring (19.5 us + bytes / 1.32e7). A
+    decode-only step of up to 256 (vllm-v0) or 160 (sglang) sequences runs as graphs: 2
+    layers x 2 all-reduces save 3 us each against a model whose graph latency is the eager
+    one; 300 decodes do not."""
     rf = Roofline(TINY, SLOW, 2, engine=engine)
     eager = Roofline(TINY, SLOW, 2, engine=engine, allreduce_graph_latency_s=9e-6)
-    saving = 2 * 4.5e-6 if graphed else 0.0
+    saving = 2 * 3e-6 if graphed else 0.0
     assert rf.layer_s(decodes) == pytest.approx(rf.layer_s(decodes, True), rel=1e-12)
     assert eager.layer_s(decodes) - rf.layer_s(decodes) == pytest.approx(saving, abs=1e-12)
     batch = StepBatch((), (100,) * decodes)
@@ -130,11 +134,11 @@ def test_decode_steps_run_in_graphs_on_every_engine(engine, decodes, graphed):
 
 
 @pytest.mark.parametrize("model", [TINY, TINY_WINDOW, TINY_STATE])
-@pytest.mark.parametrize(("engine", "saving"), [("vllm-v1", 2 * 2 * 4.5e-6),
+@pytest.mark.parametrize(("engine", "saving"), [("vllm-v1", 2 * 2 * 3e-6),
                                                  ("vllm-v0", 0.0)])
 def test_mixed_steps_of_every_layer_kind_are_graphed_by_vllm_v1_only(model, engine, saving):
     """2 decodes and a 10-token chunk on tp 2: vllm-v1 graphs the step (2 layers x 2
-    all-reduces at 4.5 us less), vllm-v0 runs it eagerly."""
+    all-reduces at 3 us less), vllm-v0 runs it eagerly."""
     batch = StepBatch((PrefillChunk(10, 0),), (50, 60))
     rf = Roofline(model, SLOW, 2, engine=engine)
     eager = Roofline(model, SLOW, 2, engine=engine, allreduce_graph_latency_s=9e-6)
