@@ -135,17 +135,19 @@ class AllReduceCost:
 
     def custom_s(self, num_bytes: float, graphed: bool = False) -> float:
         """vLLM's custom all-reduce of `num_bytes` (> 0): one-shot or two-shot by its size
-        rule; outside a CUDA graph each pays `small_latency_s - graph_latency_s` more (the
+        rule. Outside a CUDA graph the one-shot kernel's latency is `small_latency_s`, and
+        the two-shot one pays the same difference (`small_latency_s - graph_latency_s`: the
         copy into its buffer and that launch). Infinity where vLLM would not run it (no
         NVLink, another GPU count, 8 MiB or more)."""
         tp = self.tp
         if (self.small_latency_s is None or tp not in CUSTOM_WORLD_SIZES
                 or not num_bytes < CUSTOM_MAX_BYTES):
             return float("inf")
-        eager = 0.0 if graphed else max(0.0, self.small_latency_s - self.graph_latency_s)
         if num_bytes < one_shot_below(tp):
-            return self.graph_latency_s + eager + (tp - 1) * num_bytes / self.small_bytes_s
-        return (self.two_shot_latency_s + eager
+            latency = self.graph_latency_s if graphed else self.small_latency_s
+            return latency + (tp - 1) * num_bytes / self.small_bytes_s
+        copy = 0.0 if graphed else max(0.0, self.small_latency_s - self.graph_latency_s)
+        return (self.two_shot_latency_s + copy
                 + 2 * (tp - 1) / tp * num_bytes / self.two_shot_bytes_s)
 
     def time_s(self, num_bytes: float, graphed: bool = False) -> float:
