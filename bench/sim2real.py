@@ -19,11 +19,13 @@ rate. Target: within 10%. The simulated server's own steady completion rate at t
 saturated stages' rates is printed beside it, to tell the cost model's share of an error
 from the kept-up rule's margin.
 
-Last, one table over every real source (`--sources`, default all three): per server config
+Last, one table over every real source (`--sources`, default all four): per server config
 here, per kv-cache-tester working-set run and GPU (replayed by bench/kv_cache_tester.py,
-whose docstring gives its settings) and per test and GPU of vLLM's CI latency benchmark
+whose docstring gives its settings), per test and GPU of vLLM's CI latency benchmark
 (bench/vllm_ci_latency.py: figures transcribed from its build pages, so present without
-../shared; simulated with the serving engine those builds ran, V0), the default cost
+../shared; simulated with the serving engine those builds ran, V0) and for the V1 serving
+benchmark of a vLLM pull request (bench/vllm_pr_serving.py: Llama-3.1-70B at TP 4 on B200,
+three Poisson rates; transcribed too), the default cost
 model's median |relative error| per
 metric with its target, and the count of stages or periods where the real server kept up
 (an open-loop stage; a period within the tester's max TTFT) but the simulation saturated
@@ -37,7 +39,7 @@ cost-model name, or `profile:PATH_OR_NAME`, either with `?key=value&...` paramet
 CPU table by the roofline's formula).
 
     .venv/bin/python bench/sim2real.py [VALIDATION_DIR] [--compare roofline-step] [--quiet]
-        [--tolerance 0.01] [--sources kubecon,kv-cache-tester,vllm-ci-latency]
+        [--tolerance 0.01] [--sources kubecon,kv-cache-tester,vllm-ci-latency,vllm-pr-serving]
         [--kv-cache-tester-dir DIR]
 """
 
@@ -68,7 +70,7 @@ from prefixsim.trace.generate.shared_prefix import SharedPrefix, Stage, shared_p
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "validation" / "inference-perf-kubecon-na-2025"
 KV_CACHE_TESTER_DIR = ROOT.parent / "shared" / "validation" / "kv-cache-tester-vllm" / "results"
-SOURCES = ("kubecon", "kv-cache-tester", "vllm-ci-latency")
+SOURCES = ("kubecon", "kv-cache-tester", "vllm-ci-latency", "vllm-pr-serving")
 SIM_ONLY_TTFT_RATIO = 10.0  # simulated / measured mean TTFT above which a stage saturates
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
           "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3.1-8b"}
@@ -423,6 +425,23 @@ def vllm_ci_latency() -> list[SourceErrors]:
     return table
 
 
+def vllm_pr_serving() -> list[SourceErrors]:
+    """The vLLM V1 serving benchmark of vLLM PR #20759 (bench/vllm_pr_serving.py: Llama-3.1-70B
+    at TP 4 on B200, three Poisson rates, figures transcribed from the PR): each metric per
+    rate, and each rate checked as an open-loop stage the real server kept up with."""
+    pr = importlib.import_module("vllm_pr_serving")  # bench/ is sys.path[0] (a script)
+    entry = SourceErrors("vllm-pr-serving", f"{pr.MODEL} tp{pr.TP}", pr.GPU,
+                         {m: pr.TARGETS[m] for m in pr.METRICS}, {m: [] for m in pr.METRICS})
+    for stage in pr.MEASURED:
+        frame = pr.simulated_frame(stage)
+        sim = pr.figures(frame)
+        for metric in pr.METRICS:
+            entry.add(metric, sim[metric] / getattr(stage, metric) - 1)
+        entry.check(f"{stage.qps:g} req/s", frame[frame["status"] == "completed"],
+                    stage.mean_ttft / 1e3, sim["mean_ttft"] / 1e3)
+    return [entry]
+
+
 def combined_table(table: list[SourceErrors]) -> None:
     """Print the median |relative error| per source configuration and metric, with the
     targets, then every stage that saturates in simulation only."""
@@ -476,6 +495,8 @@ def main() -> int:
         table += kv_cache_tester(args.kv_cache_tester_dir)
     if "vllm-ci-latency" in sources:
         table += vllm_ci_latency()
+    if "vllm-pr-serving" in sources:
+        table += vllm_pr_serving()
     if table:
         combined_table(table)
     return 0
