@@ -41,9 +41,10 @@ GPUS: dict[str, GPUSpec] = {
         _gpu("a100-40g", 40, 1.555, 312, None, 32, 600, _PCIE4),
         _gpu("l40s", 48, 0.864, 362, 733, 32, None, _PCIE4),
         _gpu("l4", 24, 0.300, 121, 242, 32, None, _PCIE4),
-        _gpu("b200", 180, 8.0, 2250, 4500, 64, 1800,
-             "HBM bandwidth ~8 TB/s is uncertain (a projected figure); NVLink 5 1.8 TB/s total is "
-             "from the datasheet"),
+        _gpu("b200", 180, 7.7, 2250, 4500, 64, 1800,
+             "HBM 7.7 TB/s: NVIDIA's Blackwell datasheet (a 7,680-bit bus at 3,996 MHz DDR, as the "
+             "driver reports it; the 8 TB/s first published was a projection); NVLink 5 1.8 TB/s "
+             "total is from the datasheet"),
         _gpu("mi300x", 192, 5.3, 1307, 2615, 64, 896,
              "Infinity Fabric 896 GB/s total is from the datasheet"),
     )
