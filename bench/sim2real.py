@@ -433,10 +433,9 @@ def vllm_pr_serving() -> list[SourceErrors]:
     entry = SourceErrors("vllm-pr-serving", f"{pr.MODEL} tp{pr.TP}", pr.GPU,
                          {m: pr.TARGETS[m] for m in pr.METRICS}, {m: [] for m in pr.METRICS})
     for stage in pr.MEASURED:
-        frame = pr.simulated_frame(stage)
-        sim = pr.figures(frame)
+        frame, sim, err = pr.result(stage)
         for metric in pr.METRICS:
-            entry.add(metric, sim[metric] / getattr(stage, metric) - 1)
+            entry.add(metric, err[metric])
         entry.check(f"{stage.qps:g} req/s", frame[frame["status"] == "completed"],
                     stage.mean_ttft / 1e3, sim["mean_ttft"] / 1e3)
     return [entry]

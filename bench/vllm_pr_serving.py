@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from prefixsim.config import load_config
 from prefixsim.pipeline import simulate
@@ -69,7 +70,7 @@ def requests(qps: float, seed: int = 0) -> list[Request]:
             for i, t in enumerate(times)]
 
 
-def simulated_frame(stage: Stage):
+def simulated_frame(stage: Stage) -> pd.DataFrame:
     """The simulated rows of one rate (every status)."""
     config = load_config(overrides={"model.name": MODEL, "hardware.gpu": GPU,
                                     "hardware.tp": TP},
@@ -77,7 +78,7 @@ def simulated_frame(stage: Stage):
     return simulate(config, requests(stage.qps)).requests
 
 
-def figures(frame) -> dict[str, float]:
+def figures(frame: pd.DataFrame) -> dict[str, float]:
     """The figures (ms) of a rate's rows, as `vllm bench serve` computes them over the
     completed requests (TPOT: (E2E - TTFT) / (output tokens - 1) per request)."""
     done = frame[frame["status"] == "completed"]
@@ -87,21 +88,23 @@ def figures(frame) -> dict[str, float]:
             "mean_tpot": float(tpot.mean()), "median_tpot": float(tpot.median())}
 
 
-def simulated(stage: Stage) -> dict[str, float]:
-    """The simulated figures (ms) of one rate; every request must complete."""
+def result(stage: Stage) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
+    """(simulated rows, figures, relative error per metric) of one rate."""
     frame = simulated_frame(stage)
-    done = int((frame["status"] == "completed").sum())
-    if done != int(DURATION_S * stage.qps):
-        raise RuntimeError(f"{stage.qps} req/s: {done} completed")
-    return figures(frame)
+    sim = figures(frame)
+    return frame, sim, {m: sim[m] / getattr(stage, m) - 1 for m in METRICS}
 
 
 def errors() -> list[tuple[Stage, dict[str, float], dict[str, float]]]:
-    """(stage, simulated figures, relative error per metric) of every measured rate."""
+    """(stage, simulated figures, relative error per metric) of every measured rate; every
+    request must complete (the real server kept up)."""
     out = []
     for stage in MEASURED:
-        sim = simulated(stage)
-        out.append((stage, sim, {m: sim[m] / getattr(stage, m) - 1 for m in METRICS}))
+        frame, sim, err = result(stage)
+        done = int((frame["status"] == "completed").sum())
+        if done != int(DURATION_S * stage.qps):
+            raise RuntimeError(f"{stage.qps} req/s: {done} completed")
+        out.append((stage, sim, err))
     return out
 
 
