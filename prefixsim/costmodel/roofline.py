@@ -71,6 +71,11 @@ class ServingParams:
         for name in ("weight_dtype_bytes", "kv_dtype_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
+        for name in ("allreduce_ring_bus_bytes_s", "allreduce_small_bytes_s",
+                     "allreduce_two_shot_bytes_s"):  # bandwidths: divided by
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value:g}")
 
     def overheads(self) -> ServingOverheads:
         """The per-request times outside the steps these parameters set."""

@@ -33,6 +33,19 @@ def test_a_zero_dtype_width_is_refused_by_name(name):
     assert getattr(ServingParams(**{name: 0.5}), name) == 0.5
 
 
+@pytest.mark.parametrize("name", ["allreduce_ring_bus_bytes_s", "allreduce_small_bytes_s",
+                                  "allreduce_two_shot_bytes_s"])
+def test_a_zero_all_reduce_bandwidth_is_refused_by_name(name):
+    """An all-reduce bandwidth of 0 would divide by zero mid-run: refused when the
+    parameters are read, naming the parameter; unset (None) keeps the GPU's default."""
+    with pytest.raises(ValueError, match=rf"^{name} must be > 0, got 0$"):
+        ServingParams(**{name: 0.0})
+    with pytest.raises(ValueError, match=rf"^{name} must be > 0, got 0$"):
+        Roofline(TINY, SLOW, 2, **{name: 0.0})
+    assert getattr(ServingParams(**{name: 1e9}), name) == 1e9
+    assert getattr(ServingParams(), name) is None
+
+
 def test_an_unknown_parameter_lists_every_valid_name_sorted():
     with pytest.raises(TypeError, match=r"'gemm_efficency' \(valid: allreduce_graph_latency_s, "
                        r"allreduce_ring_bus_bytes_s, .*, emission_s, frontend_s, .*, "
