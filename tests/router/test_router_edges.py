@@ -12,6 +12,7 @@ import pytest
 
 from prefixsim.cache import POLICIES, SegmentCache, TTLMode, TTLRule
 from prefixsim.cache.tiers import FlatTier, TierSpec
+from prefixsim.engine.load_board import LoadBoard
 from prefixsim.router import ROUTERS
 from prefixsim.router.index import PrefixIndex
 from prefixsim.trace import Request
@@ -242,3 +243,83 @@ def test_a_stale_view_is_refreshed_every_staleness_s_from_the_last_refresh():
     held[1].add(1)
     assert router.route(request, views, 12.0) == 0
     assert router.route(request, views, 20.0) == 1
+
+
+def test_a_stale_view_under_a_second_is_still_a_snapshot():
+    """staleness_s 0.5 (any value > 0) keeps the snapshot rule: bound to the caches, the
+    router builds no index. Replica 1 gains page 1 right after the snapshot at 0 s: at
+    0.4 s the router still sees nothing (tie: replica 0), at 0.5 s the new snapshot."""
+    held = [set(), set()]
+    caches = [lru(1000), lru(1000)]
+    views = [SimpleNamespace(outstanding_tokens=0, cached_page_ids=lambda r=r: held[r])
+             for r in range(2)]
+    router = ROUTERS.build("prefix_aware", staleness_s=0.5)
+    router.bind_caches(caches, lambda: 0.0)
+    request = Request(0, 0.0, 2 * P, 1, (1, 2), P)
+    assert router.route(request, views, 0.0) == 0
+    held[1].add(1)
+    caches[1].insert(None, [1], [P], 0.0, 0)
+    assert router.route(request, views, 0.4) == 0
+    assert router.route(request, views, 0.5) == 1
+
+
+@pytest.mark.parametrize("tiered", [False, True])
+def test_bind_caches_gives_the_index_the_engines_clock_and_the_event_delay(tiered):
+    """event_delay_s 5: replica 1 caches page 1 at 2 s by the clock bound with the caches,
+    after binding: the router credits it from 7 s on, not at 6.9 s (loads equal: the tie
+    goes to replica 0); so with a pool bound (weight 0.8, holding nothing) as well."""
+    caches = [lru(1000), lru(1000)]
+    clock = {"now": 0.0}
+    router = ROUTERS.build("prefix_aware", event_delay_s=5.0)
+    router.bind_caches(caches, lambda: clock["now"])
+    if tiered:
+        router.bind_lower_tiers(lru(1000), [None, None])
+    clock["now"] = 2.0
+    caches[1].insert(None, [1], [P], 2.0, 0)
+    request = Request(0, 0.0, 2 * P, 1, (1, 2), P)
+    views = [SimpleNamespace(outstanding_tokens=0) for _ in range(2)]
+    assert router.route(request, views, 6.9) == 0
+    assert router.route(request, views, 7.0) == 1
+
+
+def test_lower_tiers_weighted_zero_are_not_followed():
+    """Weights 0 (the host tier's default, the pool's set here): binding a pool and host
+    tiers leaves the router reading HBM only, so an eviction can still only lower a score
+    (`scores_fall_with_evictions`, which the engine relies on)."""
+    router = ROUTERS.build("prefix_aware", tier_weights={"pool": 0.0})
+    router.bind_caches([lru(1000), lru(1000)], lambda: 0.0)
+    router.bind_lower_tiers(lru(1000), [FlatTier(TierSpec("host", 1000, 1.0)), None])
+    assert router.scores_fall_with_evictions
+
+
+class RunningView:
+    """A replica mid decode run on a load board: its board bounds (0, 100), its clock's
+    least load `least` and its exact load `exact` at the `now` it is asked about (kept)."""
+
+    def __init__(self, least: int, exact: int) -> None:
+        self.least, self.exact, self.asked = least, exact, []
+
+    def attach_load_board(self, board, slot: int) -> None:
+        self.load_board = board
+        board.lows[slot], board.highs[slot] = 0, 100
+
+    def least_load_at(self, now: float) -> int:
+        self.asked.append(now)
+        return self.least
+
+    def load_at(self, now: float) -> int:
+        self.asked.append(now)
+        return self.exact
+
+
+def test_a_tiered_choice_reads_the_running_replicas_loads_at_the_routing_time():
+    """Pool weight 0.8 over two replicas in decode runs on a load board, nothing cached:
+    both clocks are read, then both exact loads (5 and 3: replica 1), at 4.5 s, the time
+    the request is routed."""
+    router = ROUTERS.build("prefix_aware")
+    router.bind_caches([lru(1000), lru(1000)], lambda: 4.5)
+    router.bind_lower_tiers(lru(1000), [None, None])
+    views = [RunningView(2, 5), RunningView(1, 3)]
+    LoadBoard(views)
+    assert router.route(Request(0, 4.5, 2 * P, 1, (1, 2), P), views, 4.5) == 1
+    assert [view.asked for view in views] == [[4.5, 4.5], [4.5, 4.5]]
