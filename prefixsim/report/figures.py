@@ -249,6 +249,9 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 7.0,
 
 
 MIN_LOG_MAJORS = 3  # fewer powers of ten inside a log axis: 2x and 5x labelled too
+# With 1-2-5 labels, an end of the axis lying more than this factor beyond its nearest
+# label is moved out to the next 1-2-5 value, so that one is labelled there.
+LOG_END_SLACK = 1.5
 
 
 def plain_log_ticks(fig: Figure) -> None:
@@ -256,7 +259,9 @@ def plain_log_ticks(fig: Figure) -> None:
     matplotlib's `10^4` math text, where a plot has not chosen its own (`value_ticks`,
     `time_ticks`). Minor ticks are labelled (at 2x and 5x a power of ten) only where fewer
     than MIN_LOG_MAJORS major ticks fall inside the axis (a TPOT axis of 10-420 ms is ticked
-    10 20 50 100 200, not 10 and 100 with its highest points above every label)."""
+    10 20 50 100 200, not 10 and 100 with its highest points above every label); such an
+    axis then also ends at labelled values (`_labelled_ends`: 7-450 ms is drawn 5-500, its
+    highest points below a 500 label rather than far above the 200 one)."""
     for ax in fig.axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
             if scale not in ("log", "symlog") or \
@@ -265,8 +270,42 @@ def plain_log_ticks(fig: Figure) -> None:
             axis.set_major_formatter(FuncFormatter(_short_number))
             low, high = sorted(axis.get_view_interval())
             majors = [t for t in axis.get_majorticklocs() if low <= t <= high]
-            axis.set_minor_formatter(NullFormatter() if len(majors) >= MIN_LOG_MAJORS
-                                     else FuncFormatter(_one_two_five))
+            few = len(majors) < MIN_LOG_MAJORS
+            axis.set_minor_formatter(FuncFormatter(_one_two_five) if few else NullFormatter())
+            if few and scale == "log":
+                _labelled_ends(ax, axis)
+
+
+def one_two_five_around(low: float, high: float) -> tuple[float, float]:
+    """An interval of a log axis (0 < low <= high) widened at either end lying more than
+    LOG_END_SLACK beyond the nearest 1-2-5 value inside it (1, 2, 5, 10, 20, ... times a
+    power of ten) to the next such value outside: (7, 480) gives (5, 500), (9, 210) stays."""
+    def steps(value: float) -> list[float]:
+        power = 10.0 ** math.floor(math.log10(value))
+        return [m * power * 10.0 ** k for k in (-1, 0, 1) for m in (1.0, 2.0, 5.0)]
+    inside = [v for v in steps(low) + steps(high) if low <= v * (1 + 1e-9) and
+              v <= high * (1 + 1e-9)]
+    if not inside:
+        return low, high
+    if high > LOG_END_SLACK * max(inside):
+        high = min(v for v in steps(high) if v >= high)
+    if min(inside) > LOG_END_SLACK * low:
+        low = max(v for v in steps(low) if v <= low)
+    return low, high
+
+
+def _labelled_ends(ax, axis) -> None:
+    """Move the ends of `axis` (a log axis ticked 1-2-5) out to labelled values, unless
+    the plot chose its limits itself (an ECDF cut at p99.9 stays cut there)."""
+    if not (ax.get_autoscaley_on() if axis is ax.yaxis else ax.get_autoscalex_on()):
+        return
+    inverted = axis.get_inverted()
+    low, high = sorted(axis.get_view_interval())
+    if not (0 < low <= high < math.inf):
+        return
+    low, high = one_two_five_around(low, high)
+    ends = (high, low) if inverted else (low, high)
+    (ax.set_ylim if axis is ax.yaxis else ax.set_xlim)(*ends)
 
 
 def _one_two_five(value: float, _position: object = None) -> str:

@@ -324,6 +324,58 @@ def test_a_log_axis_over_few_decades_labels_2x_and_5x(values, labels):
     plt.close(fig)
 
 
+@pytest.mark.parametrize(("interval", "widened"), [
+    ((7.0, 480.0), (7.0, 500.0)),  # 480 is 2.4x the last label (200): out to 500
+    ((6.5, 450.0), (5.0, 500.0)),  # 6.5 is 1.54x below the first (10): down to 5
+    ((9.0, 210.0), (9.0, 210.0)),  # each end within 1.5x of a label: as it was
+    ((120.0, 480.0), (100.0, 500.0)),
+    ((0.8, 3.0), (0.8, 3.0)),  # 3.0 is exactly 1.5x the 2 label: kept
+    ((11.0, 19.0), (11.0, 19.0)),  # no 1-2-5 value inside: nothing to measure from
+])
+def test_a_log_axis_ticked_1_2_5_ends_at_labelled_values(interval, widened):
+    from prefixsim.report.figures import one_two_five_around
+
+    assert one_two_five_around(*interval) == pytest.approx(widened)
+
+
+@pytest.mark.parametrize("inverted", [False, True])
+def test_the_highest_points_of_a_few_decade_axis_sit_below_a_label(inverted):
+    """TPOT p99 at 330-400 ms beside p50 at 7-80 ms: the axis used to stop at 488 (the
+    data and matplotlib's margin) with 200 its highest label; it now runs to a labelled 500
+    (an inverted axis stays inverted); an axis over many decades keeps its own ends, and so
+    does one whose limits the plot set itself."""
+    from prefixsim.report.figures import readable_ticks
+
+    fig, (few, many) = plt.subplots(1, 2)
+    values = [7.5, 80.0, 330.0, 400.0]
+    few.plot([1, 2, 3, 4], values)
+    readable_ticks(few.yaxis, "p99_tpot_ms", pd.Series(values))
+    if inverted:
+        few.invert_yaxis()
+    many.plot([1, 2], [250.0, 1.9e6])
+    many.set_yscale("log")
+    before = many.get_ylim()
+    chosen, (chosen_ax, _) = plt.subplots(1, 2)
+    chosen_ax.plot([1, 2, 3, 4], values)
+    readable_ticks(chosen_ax.yaxis, "p99_tpot_ms", pd.Series(values))
+    chosen_ax.set_ylim(7.0, 420.0)  # a plot's own cut (the ECDFs': at p99.9)
+    finish_figure(chosen)
+    assert chosen_ax.get_ylim() == (7.0, 420.0)
+    plt.close(chosen)
+    finish_figure(fig)
+    fig.canvas.draw()
+    low, high = sorted(few.get_ylim())
+    assert high == pytest.approx(500.0) and low <= 7.5
+    assert (few.get_ylim()[0] > few.get_ylim()[1]) == inverted
+    shown = [t.label1.get_text() for t in few.yaxis.get_major_ticks()
+             + few.yaxis.get_minor_ticks() if low <= t.get_loc() <= high * (1 + 1e-9)
+             and t.label1.get_text()]
+    assert "500" in shown and "200" in shown, shown
+    assert many.get_ylim() == before
+    assert faults(fig) + overlapping_ticks(fig) == []
+    plt.close(fig)
+
+
 def test_the_cluster_table_blanks_what_a_run_does_not_run(demo_data):
     """The cluster demo's comparison: a split run's replicas (1, unused) and a colocated
     run's prefill and decode counts are blank, its pool reads `unbounded`, not
