@@ -14,9 +14,9 @@ replica. Activations are bf16 (2 bytes) whatever the weights' dtype. Two models:
   all-gather through the peers: `two_shot_latency_s`, 2 (tp - 1) / tp of the payload at
   `two_shot_bytes_s`), as vLLM's kernel picks them. The ring: `ring_latency_s`, bus
   bandwidth `ring_bus_bytes_s` carrying 2 (tp - 1) / tp of the payload, both by the number
-  of GPUs over NVLink (`nvlink_ring`). Newer vLLM releases choose among more algorithms by
-  measured size limits; the faster of the two stands for that choice. Which steps run as
-  CUDA graphs is the serving engine's (engines.py).
+  of GPUs and the NVLink generation (`nvlink_ring`). Newer vLLM releases choose among more
+  algorithms by measured size limits; the faster of the two stands for that choice. Which
+  steps run as CUDA graphs is the serving engine's (engines.py).
 Defaults and their sources: docs/cost-models.md "Defaults and their sources".
 
 Compute and memory time are not here.
@@ -73,29 +73,44 @@ def one_shot_below(tp: int) -> float:
 
 
 # NCCL's ring all-reduce over NVLink, per number of GPUs: (latency, bus bandwidth as a
-# fraction of the per-direction NVLink bandwidth), fitted to Vidur's all_reduce.csv (h100_dgx)
-# over 4-64 MB messages by relative least squares (docs/cost-models.md "Defaults and their
-# sources"; tests/costmodel/test_collectives_measured.py refits them). The bus bandwidth
-# grows from 2 to 4 GPUs (NCCL's algorithms over the NVSwitch), the latency with the ring.
+# fraction of the per-direction NVLink bandwidth), fitted to Vidur's all_reduce.csv over 4-64
+# MB messages by relative least squares (docs/cost-models.md "Defaults and their sources";
+# tests/costmodel/test_collectives_measured.py refits them), one table per measured system:
+# an H100 DGX (NVLink 4, 450 GB/s per direction; h100_dgx) and an A100 DGX (NVLink 3, 300
+# GB/s; a100_dgx, the rows of one node). On the H100 the bus bandwidth grows from 2 to 4
+# GPUs (NCCL's algorithms over the NVSwitch), the latency with the ring; the A100's ring
+# takes 2-3x the latency at a smaller share of its slower links.
 NVLINK_RING = {2: (19.5e-6, 0.66), 4: (25e-6, 0.79), 8: (35e-6, 0.80)}
+NVLINK3_RING = {2: (42.5e-6, 0.56), 4: (61e-6, 0.62), 8: (68e-6, 0.58)}
+# (per-direction NVLink bandwidth of the measured system, its table): a GPU takes the table
+# measured on the link nearest its own (H200, B200, MI300X: the H100's; an assumption
+# beyond the two measured generations)
+NVLINK_RINGS = ((300e9, NVLINK3_RING), (450e9, NVLINK_RING))
 # Over the host link (no NVLink) nothing is measured: an assumption kept from the former
 # single fit to the NVLink data, 35 us and 0.65 of the link's per-direction bandwidth.
 RING_LATENCY_S = 35e-6
 RING_BUS_EFFICIENCY = 0.65
 
 
-def nvlink_ring(tp: int) -> tuple[float, float]:
-    """(latency s, bus efficiency) of NCCL's NVLink ring on `tp` GPUs: NVLINK_RING's
-    figures, linear in log2(tp) between the measured sizes and held at either end."""
-    sizes = sorted(NVLINK_RING)
+def ring_table(link_bytes_s: float) -> dict[int, tuple[float, float]]:
+    """The NVLINK_RINGS table measured on the link bandwidth nearest `link_bytes_s`."""
+    return min(NVLINK_RINGS, key=lambda entry: abs(entry[0] - link_bytes_s))[1]
+
+
+def nvlink_ring(tp: int, link_bytes_s: float = _H100_NVLINK_BYTES_S) -> tuple[float, float]:
+    """(latency s, bus efficiency) of NCCL's NVLink ring on `tp` GPUs whose per-direction
+    NVLink bandwidth is `link_bytes_s`: `ring_table`'s figures, linear in log2(tp) between
+    the measured sizes and held at either end."""
+    table = ring_table(link_bytes_s)
+    sizes = sorted(table)
     if tp <= sizes[0] or tp >= sizes[-1]:
-        return NVLINK_RING[sizes[0] if tp <= sizes[0] else sizes[-1]]
+        return table[sizes[0] if tp <= sizes[0] else sizes[-1]]
     upper = next(size for size in sizes if size >= tp)
     lower = sizes[sizes.index(upper) - 1]
     if upper == tp:
-        return NVLINK_RING[tp]
+        return table[tp]
     w = (log2(tp) - log2(lower)) / (log2(upper) - log2(lower))
-    (lat0, eff0), (lat1, eff1) = NVLINK_RING[lower], NVLINK_RING[upper]
+    (lat0, eff0), (lat1, eff1) = table[lower], table[upper]
     return lat0 + w * (lat1 - lat0), eff0 + w * (eff1 - eff0)
 
 
@@ -116,12 +131,13 @@ class AllReduceCost:
 
     @classmethod
     def for_gpu(cls, gpu: GPUSpec, tp: int, **overrides: float | None) -> AllReduceCost:
-        """Defaults for `gpu`: with NVLink the ring at `nvlink_ring(tp)` (latency, share of
-        the per-direction bandwidth) and the custom all-reduce at its shares of the same
-        bandwidth; over the host link the ring only, at 35 us and 0.65 of its bandwidth."""
+        """Defaults for `gpu`: with NVLink the ring at `nvlink_ring(tp, its link)` (latency,
+        share of the per-direction bandwidth) and the custom all-reduce at its shares of the
+        same bandwidth (measured on H100s only: an assumption on other GPUs); over the host
+        link the ring only, at 35 us and 0.65 of its bandwidth."""
         if gpu.nvlink_bytes_s is not None:
-            latency, efficiency = nvlink_ring(tp)
             link = gpu.nvlink_bytes_s
+            latency, efficiency = nvlink_ring(tp, link)
             values: dict = {"tp": tp, "ring_latency_s": latency,
                             "ring_bus_bytes_s": efficiency * link,
                             "small_bytes_s": ONE_SHOT_PEER_SHARE * link,

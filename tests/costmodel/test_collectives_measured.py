@@ -1,7 +1,8 @@
 """The NCCL ring's defaults against what they were fitted to: Vidur's measured all-reduce
-times on an H100 DGX (../shared/gpu-measurements/vidur, skipped where absent), plus the
-interpolation between the measured numbers of GPUs worked by hand (docs/cost-models.md
-"Defaults and their sources")."""
+times on an H100 DGX and on an A100 DGX (one node's rows; ../shared/gpu-measurements/vidur,
+skipped where absent), plus the interpolation between the measured numbers of GPUs and the
+choice of table by NVLink bandwidth worked by hand (docs/cost-models.md "Defaults and their
+sources")."""
 
 from __future__ import annotations
 
@@ -11,21 +12,34 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prefixsim.costmodel.collectives import NVLINK_RING, AllReduceCost, nvlink_ring
+from prefixsim.costmodel.collectives import (
+    NVLINK3_RING,
+    NVLINK_RING,
+    AllReduceCost,
+    nvlink_ring,
+    ring_table,
+)
 from prefixsim.presets import get_gpu
 
-CSV = (Path(__file__).resolve().parents[3] / "shared" / "gpu-measurements" / "vidur"
-       / "profiling" / "network" / "h100_dgx" / "all_reduce.csv")
+NETWORK = (Path(__file__).resolve().parents[3] / "shared" / "gpu-measurements" / "vidur"
+           / "profiling" / "network")
+CSV = NETWORK / "h100_dgx" / "all_reduce.csv"
+A100_CSV = NETWORK / "a100_dgx" / "all_reduce.csv"
 needs_data = pytest.mark.skipif(not CSV.is_file(), reason=f"no Vidur data at {CSV}")
+needs_a100 = pytest.mark.skipif(not A100_CSV.is_file(), reason=f"no Vidur data at {A100_CSV}")
 H100 = get_gpu("h100-sxm")
+A100 = get_gpu("a100-80g")
 
 
-def _measured(tp: int, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes, seconds) of Vidur's NCCL all-reduce on `tp` GPUs between `low` and `high`
-    bytes (its `size` column is bytes: twice the fp16 elements it reduced)."""
+def _measured(tp: int, low: float, high: float, csv: Path = CSV
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, seconds) of Vidur's NCCL all-reduce on `tp` GPUs of one node between `low`
+    and `high` bytes (its `size` column is bytes: twice the fp16 elements it reduced; the
+    A100 file also holds rings spread over two nodes, left out)."""
     import pandas as pd
 
-    table = pd.read_csv(CSV)
+    table = pd.read_csv(csv)
+    table = table[table.devices_per_node == table.num_workers]
     rows = table[(table.num_workers == tp) & (table["size"] >= low) & (table["size"] <= high)]
     return (rows["size"].to_numpy(dtype=float),
             rows["time_stats.all_reduce.median"].to_numpy(dtype=float) * 1e-3)
@@ -60,6 +74,36 @@ def test_the_ring_is_within_five_percent_of_the_measurements(tp):
     assert statistics.median(np.abs(former / seconds - 1)) > 0.15
 
 
+@needs_a100
+@pytest.mark.parametrize("tp", sorted(NVLINK3_RING))
+def test_the_a100_ring_is_the_fit_of_its_own_measurements(tp):
+    """The A100's table refits from the A100 DGX's 4-64 MB messages (latency within 1 us,
+    share of its 300 GB/s within 0.01), lands within 7% of them in median (2.7 / 2.7 / 6.4%
+    at 2 / 4 / 8 GPUs), where the H100's figures on the A100's links were 26-35% fast."""
+    size, seconds = _measured(tp, 4e6, 70e6, A100_CSV)
+    moved = 2 * (tp - 1) / tp * size
+    design = np.column_stack([1 / seconds, moved / seconds])
+    (latency, per_byte), *_ = np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)
+    shipped_latency, shipped_share = NVLINK3_RING[tp]
+    assert latency == pytest.approx(shipped_latency, abs=1e-6)
+    assert 1 / per_byte / A100.nvlink_bytes_s == pytest.approx(shipped_share, abs=0.01)
+    cost = AllReduceCost.for_gpu(A100, tp)
+    ring = cost.ring_latency_s + moved / cost.ring_bus_bytes_s
+    assert statistics.median(np.abs(ring / seconds - 1)) < 0.07
+    h100_latency, h100_share = NVLINK_RING[tp]
+    borrowed = h100_latency + moved / (h100_share * A100.nvlink_bytes_s)
+    assert statistics.median(borrowed / seconds - 1) < -0.2
+
+
+def test_a_gpu_takes_the_ring_measured_on_the_nearest_link():
+    """Per-direction NVLink: A100 300 GB/s (its own table), H100 and H200 450, MI300X 448
+    and B200 900 GB/s (nearest the H100's 450)."""
+    assert ring_table(A100.nvlink_bytes_s) is NVLINK3_RING
+    for name in ("h100-sxm", "h200", "mi300x", "b200"):
+        assert ring_table(get_gpu(name).nvlink_bytes_s) is NVLINK_RING, name
+    assert ring_table(374e9) is NVLINK3_RING and ring_table(376e9) is NVLINK_RING
+
+
 def test_other_gpu_counts_interpolate_in_log2():
     """tp 3 lies log2(1.5) / log2(2) = 0.585 of the way from 2 to 4 GPUs: 19.5 + 0.585 x
     5.5 = 22.717 us, 0.66 + 0.585 x 0.13 = 0.7360; tp 6 0.585 of the way from 4 to 8: 30.85
@@ -75,13 +119,19 @@ def test_other_gpu_counts_interpolate_in_log2():
 
 
 def test_the_ring_scales_with_the_gpus_link_and_not_without_nvlink():
-    """The shares apply to each GPU's own NVLink (an H200 has the H100's; an A100 300 GB/s
-    per direction: tp 2 = 0.66 x 300 GB/s); over the host link: 35 us and 0.65 whatever
-    the GPU count."""
+    """The shares apply to each GPU's own NVLink (an H200 has the H100's; a B200 900 GB/s
+    per direction at the H100's shares: tp 2 = 0.66 x 900 GB/s; an A100 300 GB/s at its
+    own: tp 2 = 42.5 us and 0.56 x 300 GB/s, tp 3 between its 2 and 4); over the host link:
+    35 us and 0.65 whatever the GPU count."""
     assert AllReduceCost.for_gpu(get_gpu("h200"), 8) == AllReduceCost.for_gpu(H100, 8)
-    a100 = AllReduceCost.for_gpu(get_gpu("a100-80g"), 2)
-    assert a100.ring_bus_bytes_s == pytest.approx(0.66 * 300e9)
-    assert a100.ring_latency_s == 19.5e-6
+    b200 = AllReduceCost.for_gpu(get_gpu("b200"), 2)
+    assert (b200.ring_latency_s, b200.ring_bus_bytes_s) == (19.5e-6, pytest.approx(0.66 * 900e9))
+    a100 = AllReduceCost.for_gpu(A100, 2)
+    assert a100.ring_bus_bytes_s == pytest.approx(0.56 * 300e9)
+    assert a100.ring_latency_s == 42.5e-6
+    latency, share = nvlink_ring(3, A100.nvlink_bytes_s)  # 0.585 of the way from 2 to 4
+    assert latency == pytest.approx(42.5e-6 + 0.58496 * 18.5e-6, rel=1e-4)
+    assert share == pytest.approx(0.56 + 0.58496 * 0.06, rel=1e-4)
     for tp in (2, 4, 8):
         pcie = AllReduceCost.for_gpu(get_gpu("l40s"), tp)
         assert (pcie.ring_latency_s, pcie.small_latency_s) == (35e-6, None)

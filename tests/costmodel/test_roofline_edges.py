@@ -62,8 +62,9 @@ def test_expert_parallel_errors_say_how_many_experts():
 
 def test_every_all_reduce_figure_reaches_the_model():
     """Each `allreduce_*` parameter overrides its AllReduceCost field; the others keep
-    SLOW's defaults (NVLink 2e7 B/s: the two-GPU ring at 19.5 us and 0.66 of it; one-shot 9
-    us, 6 us in a graph, 0.85 of it from each peer; two-shot 12 us and 0.45 of it)."""
+    SLOW's defaults (NVLink 2e7 B/s, nearer the A100's link than the H100's: the two-GPU
+    ring at the A100's 42.5 us and 0.56 of it; one-shot 9 us, 6 us in a graph, 0.85 of it
+    from each peer; two-shot 12 us and 0.45 of it)."""
     figures = {"allreduce_ring_latency_s": 1e-3, "allreduce_ring_bus_bytes_s": 1e9,
                "allreduce_small_latency_s": 2e-6, "allreduce_small_bytes_s": 1e10,
                "allreduce_graph_latency_s": 1e-6, "allreduce_two_shot_latency_s": 3e-6,
@@ -73,7 +74,7 @@ def test_every_all_reduce_figure_reaches_the_model():
         small_bytes_s=1e10, graph_latency_s=1e-6, two_shot_latency_s=3e-6,
         two_shot_bytes_s=2e10)
     assert Roofline(TINY, SLOW, 2).allreduce == AllReduceCost(
-        tp=2, ring_bus_bytes_s=0.66 * 2e7, ring_latency_s=19.5e-6, small_latency_s=9e-6,
+        tp=2, ring_bus_bytes_s=0.56 * 2e7, ring_latency_s=42.5e-6, small_latency_s=9e-6,
         small_bytes_s=0.85 * 2e7, graph_latency_s=6e-6, two_shot_latency_s=12e-6,
         two_shot_bytes_s=0.45 * 2e7)
     for name, value in figures.items():
