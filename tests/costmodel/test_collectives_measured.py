@@ -45,19 +45,26 @@ def _measured(tp: int, low: float, high: float, csv: Path = CSV
             rows["time_stats.all_reduce.median"].to_numpy(dtype=float) * 1e-3)
 
 
+def _fitted_ring(tp: int, csv: Path, link_bytes_s: float) -> tuple[float, float]:
+    """(latency s, share of the link) of latency + 2 (tp - 1) / tp x bytes / bandwidth fitted
+    by relative least squares to the 4-64 MB messages of `csv`."""
+    size, seconds = _measured(tp, 4e6, 70e6, csv)
+    moved = 2 * (tp - 1) / tp * size
+    design = np.column_stack([1 / seconds, moved / seconds])
+    (latency, per_byte), *_ = np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)
+    return latency, 1 / per_byte / link_bytes_s
+
+
 @needs_data
 @pytest.mark.parametrize("tp", sorted(NVLINK_RING))
 def test_the_shipped_ring_is_the_fit_of_the_measurements(tp):
     """Relative least squares of latency + 2 (tp - 1) / tp x bytes / bandwidth over the 4-64
     MB messages gives the shipped figures to their rounding (latency within 1 us, share of
     NVLink within 0.01)."""
-    size, seconds = _measured(tp, 4e6, 70e6)
-    moved = 2 * (tp - 1) / tp * size
-    design = np.column_stack([1 / seconds, moved / seconds])
-    (latency, per_byte), *_ = np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)
+    latency, share = _fitted_ring(tp, CSV, H100.nvlink_bytes_s)
     shipped_latency, shipped_share = NVLINK_RING[tp]
     assert latency == pytest.approx(shipped_latency, abs=1e-6)
-    assert 1 / per_byte / H100.nvlink_bytes_s == pytest.approx(shipped_share, abs=0.01)
+    assert share == pytest.approx(shipped_share, abs=0.01)
 
 
 @needs_data
@@ -80,13 +87,12 @@ def test_the_a100_ring_is_the_fit_of_its_own_measurements(tp):
     """The A100's table refits from the A100 DGX's 4-64 MB messages (latency within 1 us,
     share of its 300 GB/s within 0.01), lands within 7% of them in median (2.7 / 2.7 / 6.4%
     at 2 / 4 / 8 GPUs), where the H100's figures on the A100's links were 26-35% fast."""
-    size, seconds = _measured(tp, 4e6, 70e6, A100_CSV)
-    moved = 2 * (tp - 1) / tp * size
-    design = np.column_stack([1 / seconds, moved / seconds])
-    (latency, per_byte), *_ = np.linalg.lstsq(design, np.ones_like(seconds), rcond=None)
+    latency, share = _fitted_ring(tp, A100_CSV, A100.nvlink_bytes_s)
     shipped_latency, shipped_share = NVLINK3_RING[tp]
     assert latency == pytest.approx(shipped_latency, abs=1e-6)
-    assert 1 / per_byte / A100.nvlink_bytes_s == pytest.approx(shipped_share, abs=0.01)
+    assert share == pytest.approx(shipped_share, abs=0.01)
+    size, seconds = _measured(tp, 4e6, 70e6, A100_CSV)
+    moved = 2 * (tp - 1) / tp * size
     cost = AllReduceCost.for_gpu(A100, tp)
     ring = cost.ring_latency_s + moved / cost.ring_bus_bytes_s
     assert statistics.median(np.abs(ring / seconds - 1)) < 0.07
