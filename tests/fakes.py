@@ -58,6 +58,39 @@ class Ticks(CostModelBase):
         return num_bytes / bandwidth_bytes_s
 
 
+class BoardView:
+    """A replica view with a load known to the test, for a router reading a load board
+    (engine/load_board.py): `low` and `high` go on the board, `least` is its clock's bound
+    now and `exact` its load now; reads are counted and the times asked kept (`asked`)."""
+
+    def __init__(self, index: int, exact: int, low: int | None = None,
+                 high: int | None = None, least: int | None = None) -> None:
+        self.index, self.exact = index, exact
+        self.low = exact if low is None else low
+        self.high = exact if high is None else high
+        self.least = self.low if least is None else least
+        self.least_reads = self.exact_reads = 0
+        self.asked: list[float] = []
+
+    def attach_load_board(self, board, slot: int) -> None:
+        self.load_board = board
+        board.lows[slot], board.highs[slot] = self.low, self.high
+
+    def least_load_at(self, now: float) -> int:
+        self.least_reads += 1
+        self.asked.append(now)
+        return self.least
+
+    def load_at(self, now: float) -> int:
+        self.exact_reads += 1
+        self.asked.append(now)
+        return self.exact
+
+    @property
+    def outstanding_tokens(self) -> int:
+        return self.load_at(0.0)
+
+
 def without_segment_cache(monkeypatch) -> None:
     """Runs built from a config (pipeline/build.py: cache-only and timed, HBM and the shared
     pool) get the per-page reference, RadixCache, where they would get the SegmentCache."""

@@ -103,12 +103,11 @@ def nvlink_ring(tp: int, link_bytes_s: float = _H100_NVLINK_BYTES_S) -> tuple[fl
     the measured sizes and held at either end."""
     table = ring_table(link_bytes_s)
     sizes = sorted(table)
-    if tp <= sizes[0] or tp >= sizes[-1]:
-        return table[sizes[0] if tp <= sizes[0] else sizes[-1]]
-    upper = next(size for size in sizes if size >= tp)
-    lower = sizes[sizes.index(upper) - 1]
-    if upper == tp:
+    tp = min(max(tp, sizes[0]), sizes[-1])  # held at either end
+    if tp in table:
         return table[tp]
+    upper = next(size for size in sizes if size > tp)
+    lower = sizes[sizes.index(upper) - 1]
     w = (log2(tp) - log2(lower)) / (log2(upper) - log2(lower))
     (lat0, eff0), (lat1, eff1) = table[lower], table[upper]
     return lat0 + w * (lat1 - lat0), eff0 + w * (eff1 - eff0)

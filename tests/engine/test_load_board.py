@@ -9,6 +9,7 @@ board entries through a decode run, by hand (Ticks: every step 1 s).
 from __future__ import annotations
 
 import pytest
+from fakes import BoardView as View
 from fakes import Ticks
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,35 +26,6 @@ from prefixsim.trace import Request
 pytestmark = pytest.mark.usefixtures("each_cache")
 Cache = SegmentCache
 
-
-
-class View:
-    """A replica view with a load known to the test: `low` and `high` go on the board,
-    `least` is its clock's bound now and `exact` its load now; reads are counted."""
-
-    def __init__(self, index: int, exact: int, low: int | None = None,
-                 high: int | None = None, least: int | None = None) -> None:
-        self.index, self.exact = index, exact
-        self.low = exact if low is None else low
-        self.high = exact if high is None else high
-        self.least = self.low if least is None else least
-        self.least_reads = self.exact_reads = 0
-
-    def attach_load_board(self, board: LoadBoard, slot: int) -> None:
-        self.load_board = board
-        board.lows[slot], board.highs[slot] = self.low, self.high
-
-    def least_load_at(self, now: float) -> int:
-        self.least_reads += 1
-        return self.least
-
-    def load_at(self, now: float) -> int:
-        self.exact_reads += 1
-        return self.exact
-
-    @property
-    def outstanding_tokens(self) -> int:
-        return self.load_at(0.0)
 
 
 def choose(views, bases, weight=1.0, other=0):

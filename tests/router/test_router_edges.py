@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from fakes import BoardView
 
 from prefixsim.cache import POLICIES, SegmentCache, TTLMode, TTLRule
 from prefixsim.cache.tiers import FlatTier, TierSpec
@@ -292,26 +293,6 @@ def test_lower_tiers_weighted_zero_are_not_followed():
     assert router.scores_fall_with_evictions
 
 
-class RunningView:
-    """A replica mid decode run on a load board: its board bounds (0, 100), its clock's
-    least load `least` and its exact load `exact` at the `now` it is asked about (kept)."""
-
-    def __init__(self, least: int, exact: int) -> None:
-        self.least, self.exact, self.asked = least, exact, []
-
-    def attach_load_board(self, board, slot: int) -> None:
-        self.load_board = board
-        board.lows[slot], board.highs[slot] = 0, 100
-
-    def least_load_at(self, now: float) -> int:
-        self.asked.append(now)
-        return self.least
-
-    def load_at(self, now: float) -> int:
-        self.asked.append(now)
-        return self.exact
-
-
 def test_a_tiered_choice_reads_the_running_replicas_loads_at_the_routing_time():
     """Pool weight 0.8 over two replicas in decode runs on a load board, nothing cached:
     both clocks are read, then both exact loads (5 and 3: replica 1), at 4.5 s, the time
@@ -319,7 +300,7 @@ def test_a_tiered_choice_reads_the_running_replicas_loads_at_the_routing_time():
     router = ROUTERS.build("prefix_aware")
     router.bind_caches([lru(1000), lru(1000)], lambda: 4.5)
     router.bind_lower_tiers(lru(1000), [None, None])
-    views = [RunningView(2, 5), RunningView(1, 3)]
+    views = [BoardView(0, 5, 0, 100, 2), BoardView(1, 3, 0, 100, 1)]
     LoadBoard(views)
     assert router.route(Request(0, 4.5, 2 * P, 1, (1, 2), P), views, 4.5) == 1
     assert [view.asked for view in views] == [[4.5, 4.5], [4.5, 4.5]]
