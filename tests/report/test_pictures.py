@@ -390,3 +390,24 @@ def test_the_cluster_table_blanks_what_a_run_does_not_run(demo_data):
     assert prefill[:2] == [None, None] and prefill[2:] == [2, 2, 1, 1]
     pool = dict((key, fmt) for key, _, _, fmt in shown_columns(frame, data))["cache_pool"]
     assert [pool(v) for v in frame["cache_pool"]] == ["-", "unbounded"] * 3
+
+
+@pytest.mark.parametrize(("largest", "expected"), [
+    (0.012, ["0.0%", "0.2%", "0.4%", "0.6%", "0.8%", "1.0%", "1.2%"]),  # was 0% 0% 0% 1% ...
+    (0.0031, ["0.00%", "0.05%", "0.10%", "0.15%", "0.20%", "0.25%", "0.30%"]),
+    (1.0, ["0%", "20%", "40%", "60%", "80%", "100%"]),  # whole per cents: as before
+])
+def test_a_share_axis_has_the_decimals_its_ticks_need(largest, expected):
+    """The cluster report's link busy shares (0-1.2% of a run) were ticked 0% 0% 0% 1% 1%."""
+    from prefixsim.report.figures import percent_axis
+
+    fig, ax = plt.subplots()
+    ax.barh([0, 1], [0, largest])
+    percent_axis(ax.xaxis)
+    finish_figure(fig)
+    fig.canvas.draw()
+    low, high = ax.get_xlim()
+    shown = [t.get_text() for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high]
+    assert shown == expected
+    assert faults(fig) + overlapping_ticks(fig) == []
+    plt.close(fig)
