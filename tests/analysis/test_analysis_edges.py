@@ -21,7 +21,7 @@ from prefixsim.analysis.bounds import (
     replay_hit_rate,
     unbounded_hit_rate,
 )
-from prefixsim.analysis.characterize import characterize
+from prefixsim.analysis.characterize import characterize, token_hit_rate
 from prefixsim.analysis.curve import (
     CurvePoint,
     _hash64,
@@ -41,6 +41,7 @@ from prefixsim.errors import InputError
 from prefixsim.metrics.facts import Bounds
 from prefixsim.trace import Request
 from prefixsim.trace.columns import RequestColumns, as_columns
+from prefixsim.trace.stream import NotStreamable
 
 INF = float("inf")
 
@@ -387,3 +388,52 @@ def test_reference_bounds_asks_for_the_caches_it_needs():
     assert asked == []
     off = CacheRules(enabled=False)
     assert reference_bounds(requests, 0.0, True, False, make, off) == Bounds(0.0, 0.0)
+
+
+# --- second round: what the first round's rerun left ------------------------------------------
+
+def test_progress_of_a_pass_just_past_ten_thousand():
+    """10,001 requests: the pass tells 10,000 at request 10,000, the front door the 1 left."""
+    requests = [Request(i, float(i), 4, 1, (i % 50,), 4) for i in range(10_001)]
+    told: list[tuple[str, int]] = []
+    policy_curves(requests, [4], ["lru"], on_progress=lambda p, n: told.append((p, n)))
+    assert told == [("lru", 10_000), ("lru", 1)]
+
+
+def test_exact_is_a_bool():
+    assert stack_distances([Request(0, 0.0, 8, 1, (1, 2), 4)]).exact is True
+    conflict = [Request(0, 0.0, 3, 1, (1,), 4), Request(1, 1.0, 8, 1, (1, 2), 4)]
+    assert stack_distances(conflict).exact is False
+
+
+def test_curves_of_no_requests_and_of_a_request_without_pages():
+    assert lru_curve([], [0, 8]) == [CurvePoint(0, 0, 0), CurvePoint(8, 0, 0)]
+    # a request naming no page (kept apart by the curve: it hits nothing) last in the trace
+    requests = [Request(0, 0.0, 8, 1, (1, 2), 4), Request(1, 1.0, 8, 1, (1, 2), 4),
+                Request(2, 2.0, 1, 1, (), 4)]
+    caps = [0, 4, 8, 100]
+    assert lru_curve(requests, caps) == replay_curve(requests, caps)
+    assert [p.hit_tokens for p in lru_curve(requests, caps)] == [0, 4, 7, 7]
+
+
+def test_ids_outside_the_table_say_why_they_do_not_stream(tmp_path):
+    reqs = [Request(0, 0.0, 16, 1, (1 << 28,), 16)]
+    with pytest.raises(NotStreamable) as caught:
+        NextUses.build([as_columns(reqs)], tmp_path)
+    assert str(caught.value) == "page ids too large for the next-use table"
+
+
+def test_columns_whose_pages_start_past_zero():
+    """Columns may index into a larger id array: request 0's pages begin at position 2."""
+    columns = RequestColumns(
+        np.array([0, 1]), np.array([0.0, 1.0]), np.array([8, 8]), np.array([1, 1]),
+        np.array([4, 4]), np.array([2, 4, 6]), np.array([98, 99, 1, 2, 1, 3]))
+    figures = characterize(columns)
+    assert (figures["pages"], figures["distinct_pages"]) == (4, 3)
+    assert figures == characterize(list(columns))
+
+
+def test_hit_rate_of_no_requests():
+    assert token_hit_rate([]) == 0.0
+    assert token_hit_rate(as_columns([])) == 0.0
+    assert token_hit_rate([], ttl_s=60.0) == 0.0
