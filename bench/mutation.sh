@@ -13,6 +13,8 @@
 #   bench/mutation.sh pipeline prefixsim/pipeline/timed.py   # one module of pipeline/
 #   bench/mutation.sh report prefixsim/report/data.py        # one module of report/ (or tune/)
 #   MUTATION_TESTS=tests/test_hf_config.py bench/mutation.sh presets prefixsim/presets/hf_config.py
+#   bench/mutation.sh analysis all                           # analysis/ with tests/analysis
+#   bench/mutation.sh sweep prefixsim/sweep/store.py         # one module of sweep/
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
