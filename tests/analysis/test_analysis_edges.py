@@ -49,8 +49,8 @@ INF = float("inf")
 # --- the hash and the sample ---------------------------------------------------------------
 
 def test_hash_is_splitmix64():
-    """splitmix64's first outputs from state 0 (Vigna's splitmix64.c; the values Java's
-    SplittableRandom and every xoshiro seeding reproduce): id 0 at seed s is the (s + 1)th."""
+    """splitmix64's first three outputs from state 0 (Vigna's reference splitmix64.c): the
+    hash of id 0 at seed s is the (s + 1)th."""
     assert _hash64(0) == 0xE220A8397B1DCDAF
     assert _hash64(0, 1) == 0x6E789E6AA1B965F4
     assert _hash64(0, 2) == 0x06C45D188009454F
