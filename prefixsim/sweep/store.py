@@ -317,12 +317,14 @@ def _is_scalar(value: object) -> bool:
 
 
 def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mixed-type object columns (e.g. numbers and names) become strings."""
+    """Mixed-type object columns (e.g. numbers and names) become strings; a missing cell
+    (None, or the NaN a row without the key gets) stays missing, not the text "nan"."""
     for column in frame.columns:
         if frame[column].dtype == object:
             kinds = {type(v) for v in frame[column] if v is not None and v == v}
             if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
-                frame[column] = [None if v is None else str(v) for v in frame[column]]
+                frame[column] = [None if v is None or v != v else str(v)
+                                 for v in frame[column]]
     return frame
 
 
