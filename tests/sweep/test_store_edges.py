@@ -38,7 +38,7 @@ def test_sweep_table_by_hand(tmp_path):
     """a: ok; b: failed; c: never started (no folder); d: ok but its summary.json lost;
     e: ok, whose `note` is text where a's is a number; f: its run.json is a JSON list."""
     out = tmp_path / "sweep"
-    points = [point("a", **{"cache.capacity_tokens": 1000, "cache.ttl_s": [1, 2]}),
+    points = [point("a", **{"cache.capacity_tokens": 1000, "cache.ttl_s": [1, "two"]}),
               point("b", **{"cache.capacity_tokens": 2000}), point("c"), point("d"),
               point("e", **{"cache.capacity_tokens": 5000}), point("f")]
     write_run(out, RunOutcome("a", {}, OK, summary={
@@ -59,7 +59,7 @@ def test_sweep_table_by_hand(tmp_path):
     # params win over the summary; a key no point sets reads the config (the base's value)
     assert table["cache_capacity_tokens"].tolist()[::3] == [1000, 5000]
     assert table["cache_capacity_tokens"].isna().tolist() == [False, False, True, False]
-    assert table["cache_ttl_s"].tolist()[0] == "[1, 2]"  # not a scalar: as JSON
+    assert table["cache_ttl_s"].tolist()[0] == '[1, "two"]'  # not a scalar: as JSON
     assert table["cache_policy"].tolist() == ["lru"] * 4
     assert table["cache_nope_deeper"].isna().all()
     assert table.loc[0, "token_hit_rate"] == 0.5 and "series" not in table
@@ -83,6 +83,7 @@ def test_sweep_meta_round_trip_and_unreadable(tmp_path):
         "name": "demo", "swept_keys": ["cache.policy", "cache.ttl_s"],
         "swept_columns": ["cache_policy", "cache_ttl_s"], "run_ids": ["r1", "r2"],
         "prefixsim_version": __version__, "command": "prefixsim sweep s.yaml"}
+    assert (out / "sweep.json").read_text() == json.dumps(read_sweep_meta(out), indent=2) + "\n"
     (out / "sweep.json").write_text("{broken")
     assert read_sweep_meta(out) is None
     assert read_sweep_meta(tmp_path / "absent") is None
@@ -136,6 +137,28 @@ def test_clean_staging_removes_litter_by_age(tmp_path):
     clean_staging(out)
     assert sorted(p.name for p in runs.iterdir()) == ["kept"]
     assert (runs / "kept" / ".tmp-inner").exists()
+
+
+def test_clean_staging_by_age_goes_through_every_entry(tmp_path):
+    """Fresh and old entries in any directory order: every old one goes, every fresh one
+    stays, whatever comes first; a limit under a second still keeps a fresh entry; with no
+    limit even an entry stamped in the future (a skewed clock) goes."""
+    out = tmp_path / "sweep"
+    runs = out / "runs"
+    runs.mkdir(parents=True)
+    old = time.time() - 1000
+    for i in range(12):
+        (runs / f".tmp-fresh{i}").write_text("")
+        (runs / f".tmp-old{i}").write_text("")
+        os.utime(runs / f".tmp-old{i}", (old, old))
+    clean_staging(out, older_than_s=600)
+    assert sorted(p.name for p in runs.iterdir()) == sorted(f".tmp-fresh{i}" for i in range(12))
+    clean_staging(out, older_than_s=0.5)
+    assert len(list(runs.iterdir())) == 12
+    ahead = time.time() + 1000
+    os.utime(runs / ".tmp-fresh0", (ahead, ahead))
+    clean_staging(out)
+    assert list(runs.iterdir()) == []
 
 
 def test_a_run_folder_written_replaces_the_old_one(tmp_path):
