@@ -40,8 +40,8 @@ if ! "$py" -c "import mutmut" 2>/dev/null; then
   exit 2
 fi
 case "$part" in
-  cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep) ;;
-  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep [all|MODULE.py]" >&2; exit 2 ;;
+  cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep|profiles) ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep|profiles [all|MODULE.py]" >&2; exit 2 ;;
 esac
 case "$scope" in
   all) mutate="\"prefixsim/$part/*\"" ;;
