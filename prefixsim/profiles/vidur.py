@@ -92,8 +92,10 @@ def check_numeric(frame: pd.DataFrame, path: Path, columns: tuple[str, ...]) -> 
         bad = values.isna() | (values < 0)
         if bad.any():
             row = int(bad.to_numpy().nonzero()[0][0])
-            raise InputError(f"not a number >= 0: {frame[column].iloc[row]!r}",
-                             file=str(path), line=row + 2, field=column)
+            value = frame[column].iloc[row]
+            value = value.item() if hasattr(value, "item") else value  # -3, not np.int64(-3)
+            raise InputError(f"not a number >= 0: {value!r}", file=str(path), line=row + 2,
+                             field=column)
         frame[column] = values
 
 

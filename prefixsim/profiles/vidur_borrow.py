@@ -11,8 +11,8 @@ The ratio depends on how compute- or memory-bound a kernel is, so it is read at 
 - decode attention (unmeasured on the target): the donors' element-wise ratio (all kernels)
   at the same bytes (the KV read), both running medians over 15 points.
 Every ratio is clamped to the donors' range. `leave_one_model_out` validates the GEMM and
-element-wise rules: each donor in turn is predicted from the others.
-Leaves out: any rule for GPUs without a donor pair (the caller refuses).
+element-wise rules: each donor in turn is predicted from the others (two donors at least).
+Leaves out: any rule for GPUs without a donor (refused, naming the two GPUs).
 """
 
 from __future__ import annotations
@@ -90,6 +90,10 @@ def _donor_points(root_name: str, from_dir: str, to_dir: str, exclude: str) -> p
                     "model": model, "tp": tp, "tokens": part.index.to_numpy(), "op": op,
                     "size": size, "a_s": part[f"{op}_a"].to_numpy(),
                     "b_s": part[f"{op}_b"].to_numpy()}))
+    if not rows:
+        raise InputError(f"no model is measured on both {from_dir} and {to_dir} at the same TP "
+                         f"(compute/<gpu>/<org>/<model>/mlp.csv) to borrow from",
+                         file=root_name, field="--borrow")
     frame = pd.concat(rows, ignore_index=True)
     frame["ratio"] = frame["b_s"] / frame["a_s"]
     frame["gemm"] = frame["op"].isin(list(GEMM_OPS.values()))
@@ -159,10 +163,14 @@ class BorrowRule:
 
 def leave_one_model_out(points: pd.DataFrame) -> dict[str, dict[str, float | int]]:
     """Held-out errors of the GEMM and element-wise rules: each donor predicted from the
-    rest (`gemm`, `elementwise`, and per donor `gemm:<model>` medians for the report)."""
+    rest (`gemm`, `elementwise`, and per donor `gemm:<model>` medians for the report);
+    empty with a single donor, where leaving it out leaves no rule."""
     errors: dict[str, list[np.ndarray]] = {"gemm": [], "elementwise": []}
     per_model: dict[str, dict[str, float | int]] = {}
-    for model in sorted(points["model"].unique()):
+    models = sorted(points["model"].unique())
+    if len(models) < 2:
+        return {}
+    for model in models:
         rule = BorrowRule.from_points(points[points["model"] != model])
         mine = points[points["model"] == model]
         for cls, part in (("gemm", mine[mine["gemm"]]), ("elementwise", mine[~mine["gemm"]])):

@@ -113,12 +113,19 @@ def cpu_ms(batch: int) -> float:
     return 1.0 + 0.04 * batch
 
 
-def write_cpu(path: Path) -> None:
+CPU_BATCHES = (8, 16, 24, 32, 48, 64, 96, 128)
+
+
+def write_cpu(path: Path, models: tuple[tuple[str, int], ...] = (
+        ("meta-llama/Llama-2-7b-hf", 1),)) -> None:
+    """CPU overheads of each (model name, TP) at CPU_BATCHES, cpu_ms(batch) in four parts."""
     parts = ("schedule", "prepare_inputs_e2e", "sampler_e2e", "process_model_outputs")
     header = ["", *(f"{p}_median" for p in parts), "model_name", "batch_size",
               "tensor_parallel_degree"]
-    rows = [[i, *(cpu_ms(b) / 4 for _ in parts), "meta-llama/Llama-2-7b-hf", b, 1]
-            for i, b in enumerate((8, 16, 24, 32, 48, 64, 96, 128))]
+    rows = [[0, *(cpu_ms(b) / 4 for _ in parts), model, b, tp]
+            for model, tp in models for b in CPU_BATCHES]
+    for i, row in enumerate(rows):
+        row[0] = i
     _write(path, header, rows)
 
 
