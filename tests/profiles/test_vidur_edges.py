@@ -15,6 +15,7 @@ import pytest
 from vidur_excerpt import (
     CPU_BATCHES,
     MODELS,
+    TOKENS,
     collective_ms,
     cpu_ms,
     decode_ms,
@@ -41,6 +42,13 @@ from prefixsim.profiles.vidur import (
     read_mlp,
     upstream_of,
 )
+from prefixsim.profiles.vidur_blocks import (
+    _rows_out,
+    _top,
+    other_model_gemms,
+    top_range,
+    whole_rows,
+)
 from prefixsim.profiles.vidur_borrow import (
     RULES,
     BorrowRule,
@@ -49,7 +57,7 @@ from prefixsim.profiles.vidur_borrow import (
     size_columns,
     source_dims,
 )
-from prefixsim.profiles.vidur_import import _dims, import_vidur
+from prefixsim.profiles.vidur_import import _dims, import_vidur, validate_profile
 from prefixsim.profiles.vidur_split import ImportOptions, _scale_attention, measure
 
 A100_8B = ImportOptions("llama-3.1-8b", "a100-80g", 1)
@@ -266,6 +274,7 @@ def test_ratios_are_read_at_the_work_a_kernel_does():
     rule = _rule(elementwise={"rope": ramp}, by_flops=ramp, by_bytes=ramp)
     assert rule.elementwise_ratio("rope", np.array([1]), 1)[0] == pytest.approx(1.5)  # 2
     assert rule.elementwise_ratio("rope", np.array([0.5]), 4)[0] == pytest.approx(2.0)  # 4
+    assert rule.elementwise_ratio("rope", np.array([2]), 0.5)[0] == pytest.approx(1.5)  # 2
     assert rule.prefill_ratio(np.array([0.0, 0.5, 2.0]))[0] == pytest.approx(1.0)
     assert rule.prefill_ratio(np.array([2.0]))[0] == pytest.approx(1.5)
     assert rule.decode_ratio(np.array([0.0, 2.0])).tolist() == pytest.approx([1.0, 1.5])
@@ -282,14 +291,15 @@ def test_running_median_is_centred():
 
 
 def _points(ratios: dict[str, float], n: int = 20) -> pd.DataFrame:
-    """Donor points: per model, GEMM rows at 8 tokens over n weight sizes and element-wise
-    rope rows over n token counts, every ratio the model's (b = ratio x a)."""
+    """Donor points: per model, GEMM rows at 8 tokens over n weight sizes at the model's
+    ratio (b = ratio x a) and element-wise rope rows over n token counts at twice it."""
     rows = []
     for model, ratio in ratios.items():
         for i in range(n):
             size = 2 ** (i + 1)
             rows.append((model, 8, "qkv", size, 1.0, ratio, True, np.log(2 * 8 * size)))
-            rows.append((model, 2**i, "rope", 16, 1.0, ratio, False, np.log(2 * 2**i * 16)))
+            rows.append((model, 2**i, "rope", 16, 1.0, 2 * ratio, False,
+                         np.log(2 * 2**i * 16)))
     frame = pd.DataFrame(rows, columns=["model", "tokens", "op", "size", "a_s", "b_s", "gemm",
                                         "log_work"])
     frame["tp"] = 1
@@ -316,8 +326,10 @@ def test_rule_curves_are_running_medians_of_their_windows():
 
 
 def test_leave_one_model_out_by_hand():
-    """Donors a and b at ratio 0.5, c at 0.8. Leaving a out, b and c give 0.65: a errs
-    |0.65 - 0.5| / 0.5 = 30%; so does b; leaving c out, 0.5 against 0.8 is 37.5%."""
+    """Donors a and b at GEMM ratio 0.5, c at 0.8. Leaving a out, b and c give 0.65: a errs
+    |0.65 - 0.5| / 0.5 = 30%; so does b; leaving c out, 0.5 against 0.8 is 37.5%. The
+    element-wise ratios, twice those, err alike (read off the GEMM curve, b would err
+    |0.65 - 1| / 1 = 35%)."""
     errors = leave_one_model_out(_points({"a": 0.5, "b": 0.5, "c": 0.8}))
     assert errors["gemm:a"]["median_rel_error"] == pytest.approx(0.3)
     assert errors["gemm:c"]["median_rel_error"] == pytest.approx(0.375)
@@ -574,3 +586,124 @@ def test_write_network_layouts_are_what_the_readers_expect(tmp_path):
     frame = pd.read_csv(tmp_path / "all_reduce.csv")
     assert set(zip(frame["num_workers"], frame["devices_per_node"], strict=True)) == {
         (2, 2), (4, 4), (8, 8), (4, 2)}
+
+
+def test_elementwise_and_attention_refusals_name_the_file(excerpt):
+    path = excerpt / "compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv"
+    frame = pd.read_csv(path, dtype=str)
+    frame.loc[2, "time_stats.add.median"] = "slow"
+    frame.to_csv(path, index=False)
+    with pytest.raises(InputError) as info:
+        read_mlp(path, 1)
+    assert _message(info) == f"{path}:4: time_stats.add.median: not a number >= 0: 'slow'"
+    write_mlp(path, (64, 8, 8192, 28672, 128256), "a100")  # 70B geometry under 8B's name
+    with pytest.raises(InputError) as info:
+        import_vidur(excerpt, A100_8B, "d")
+    assert _message(info) == f"{path}:2: n_head: 64 does not match llama-3.1-8b's 32"
+    net = excerpt / "network" / "a100_dgx" / "all_reduce.csv"
+    frame = pd.read_csv(net, dtype=str)
+    frame.loc[0, "size"] = "big"
+    frame.to_csv(net, index=False)
+    with pytest.raises(InputError) as info:
+        read_collective(excerpt, "a100_dgx", "all_reduce")
+    assert _message(info) == f"{net}:2: size: not a number >= 0: 'big'"
+
+
+def test_attention_at_tp_8_keeps_one_kv_head(excerpt):
+    path = excerpt / ATTENTION.format("a100")
+    pd.read_csv(path).assign(num_tensor_parallel_workers=8).to_csv(path, index=False)
+    data = read_attention(path)
+    assert (data.num_heads, data.num_kv_heads, data.head_dim, data.tp) == (8, 1, 128, 8)
+
+
+def test_unknown_model_and_gpu_name_their_option(pristine):
+    with pytest.raises(InputError) as info:
+        import_vidur(pristine, ImportOptions("nope", "a100-80g", 1), "d")
+    assert _message(info).startswith("--model: unknown model 'nope' (valid: ")
+    with pytest.raises(InputError) as info:
+        import_vidur(pristine, ImportOptions("llama-3.1-8b", "nope", 1), "d")
+    assert _message(info).startswith("--gpu: unknown gpu 'nope' (valid: ")
+
+
+def test_validate_reads_a_borrowed_import_again(pristine):
+    options = ImportOptions("llama-3.1-8b", "h100-sxm", 1, borrow="a100-80g")
+    profile = import_vidur(pristine, options, "d")
+    errors, linear = validate_profile(profile, pristine)
+    assert set(errors) == set(profile.heldout) and "cpu_overhead" in errors
+    for cls, summary in errors.items():
+        assert summary["median_rel_error"] == pytest.approx(
+            profile.heldout[cls].median_rel_error, abs=1e-15), cls
+    assert set(linear) == set(profile.heldout_linear) == {"gemm", "prefill_attention",
+                                                          "decode_attention"}
+    with pytest.raises(ValueError, match="^not an imported profile$"):
+        validate_profile(profile.model_copy(update={"source": None}), pristine)
+
+
+def test_without_cpu_rows_the_step_takes_the_default_cpu_time(pristine):
+    profile = import_vidur(pristine, ImportOptions("llama-3.1-8b", "a100-80g", 1,
+                                                   cpu_overhead=False), "d")
+    assert profile.heldout["step"].p90_rel_error < 1e-4
+
+
+# ------------------------------------------------------------------------- blocks
+
+
+@pytest.fixture
+def measured(pristine):
+    spec = get_model("llama-3.1-8b")
+    return measure(pristine, A100_8B, spec, _dims(spec, 1))
+
+
+def test_top_of_distinct_values_by_hand():
+    ten = np.arange(1, 11)
+    assert _top(ten, 0.2).tolist() == [False] * 8 + [True] * 2
+    assert _top(ten, 0.01).tolist() == [False] * 9 + [True]  # at least one
+    assert _top(ten, 0.9).sum() == 8  # two always kept
+    assert _top(np.array([1, 1, 2, 3, 3]), 0.2).tolist() == [False, False, False, True, True]
+    two = _top(np.array([5, 7, 7]), 0.5)
+    assert two.dtype == bool and two.tolist() == [False, False, False]
+
+
+def test_top_range_holds_out_the_top_cpu_batches_and_grid_rows(measured):
+    split = top_range(measured)
+    train, test, full = split.cpu
+    assert test.index.tolist() == [96, 128] and train.index.tolist() == [8, 16, 24, 32, 48, 64]
+    assert full.index.tolist() == list(CPU_BATCHES)
+    # each prefill row keeps 6 KV sizes: the top one (round(0.2 x 6) = 1) is held out
+    assert split.prefill_test.groupby("prefill_chunk_size").size().tolist() == [1, 1, 1]
+    assert set(split.prefill_test["kv_cache_size"]) == {512}
+    assert list(split.prefill_test.columns) == list(measured.prefill_train.columns)
+    assert list(split.decode_train.columns) == list(measured.decode_train.columns)
+    assert split.tokens_test.tolist() == [56, 64]
+
+
+def test_whole_rows_never_hold_out_the_end_rows(measured):
+    for seed in range(8):
+        split = whole_rows(measured, seed)
+        assert set(split.prefill_test["prefill_chunk_size"]) == {128}  # of 64, 128, 256
+        held = set(split.decode_test["batch_size"])
+        assert len(held) == 1 and held <= {2, 4}  # of 1, 2, 4, 8
+        assert list(split.decode_test.columns) == list(measured.decode_train.columns)
+    two_rows = pd.DataFrame({"batch_size": [1, 1, 2, 2], "time_s": [1.0, 2.0, 3.0, 4.0]})
+    train, test = _rows_out(two_rows, "batch_size", 0.5, np.random.default_rng(0))
+    assert len(train) == 4 and test.empty
+
+
+def test_the_model_block_fits_the_other_models_gemms(excerpt):
+    """Llama-3-8B's own GEMMs are judged against a fit to Llama-2-7B's and CodeLlama-34B's
+    (4 GEMMs x 11 token counts each); an ungated model's up projection is hidden x
+    intermediate, a gated one's hidden x 2 intermediate."""
+    path = excerpt / "compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    pd.read_csv(path).assign(use_gated_mlp=False).to_csv(path, index=False)
+    spec = get_model("llama-3.1-8b")
+    m = measure(excerpt, A100_8B, spec, _dims(spec, 1))
+    (other_x, other_t), (own_x, own_t) = other_model_gemms(m, 1)
+    assert (len(other_x), len(other_t), len(own_x), len(own_t)) == (88, 88, 44, 44)
+    # rows run model by model (CodeLlama-34B first), GEMM by GEMM, over the token counts
+    tokens = [*TOKENS] * 8
+    sizes = [round(f[0] / 2 / t) for f, t in zip(other_x, tokens, strict=True)]
+    up = sizes[2 * len(TOKENS)::4 * len(TOKENS)]
+    assert up == [8192 * 2 * 22016, 4096 * 11008]
+    k, n = 8192, (64 + 2 * 8) * 128  # CodeLlama-34B's QKV at 1 token
+    assert other_x[0] == (2 * k * n, (k + k * n + n) * 2, 1)
+    assert other_t[0] == pytest.approx(0.011e-3)
