@@ -27,9 +27,10 @@ from vidur_excerpt import (
     write_vidur_excerpt,
 )
 
-from prefixsim.costmodel.operators import LayerDims
+from prefixsim.costmodel.operators import Gemm, LayerDims
 from prefixsim.errors import InputError
 from prefixsim.presets import get_model
+from prefixsim.profiles.fit import fit_relative
 from prefixsim.profiles.vidur import (
     VIDUR_COMMIT,
     VIDUR_OLD_COMMIT,
@@ -568,7 +569,9 @@ def test_provenance_says_what_was_measured(pristine):
         "rows of the nearest measured model (hidden, then intermediate size, then TP); CPU "
         "time is the host's")
     assert parts["cpu overhead"].source == "meta-llama/Llama-2-7b-hf, measured at tp 1"
-    # linear data at TP 2: the step (with its two all-reduces a layer) is exact to rounding
+    # linear data at TP 2: a layer, and the step (with its two all-reduces a layer), are
+    # exact to rounding
+    assert profile.heldout["layer"].p90_rel_error < 1e-4
     assert profile.heldout["step"].p90_rel_error < 1e-4
     assert profile.heldout["step"].n == 2
 
@@ -643,6 +646,25 @@ def test_without_cpu_rows_the_step_takes_the_default_cpu_time(pristine):
     profile = import_vidur(pristine, ImportOptions("llama-3.1-8b", "a100-80g", 1,
                                                    cpu_overhead=False), "d")
     assert profile.heldout["step"].p90_rel_error < 1e-4
+    errors, _ = validate_profile(profile, pristine)
+    assert set(errors) == set(profile.heldout) and "cpu_overhead" not in errors
+
+
+def test_gemm_coefficients_fit_the_features_the_predictor_reads(pristine):
+    """The linear GEMM form (the fallback for shapes without a table) is the relative NNLS
+    fit of the training points' features as the profile's rules compute them (2 bytes)."""
+    profile = import_vidur(pristine, A100_8B, "d")
+    spec = get_model("llama-3.1-8b")
+    weights = _dims(spec, 1).weights()
+    features, times = [], []
+    for table, name in zip(profile.gemm_tables, ("qkv", "o", "gate_up", "down"), strict=True):
+        assert (table.in_features, table.out_features) == weights[name]
+        for tokens, time_s in zip(table.tokens, table.time_s, strict=True):
+            features.append(Gemm(tokens, *weights[name]).features(2))
+            times.append(time_s)
+    want = fit_relative(np.array(features), np.array(times))
+    got = [profile.coefficients["gemm"][f"s_per_{n}"] for n in ("flop", "byte", "call")]
+    assert got == pytest.approx(want, rel=1e-3)
 
 
 # ------------------------------------------------------------------------- blocks
@@ -699,6 +721,14 @@ def test_the_model_block_fits_the_other_models_gemms(excerpt):
     m = measure(excerpt, A100_8B, spec, _dims(spec, 1))
     (other_x, other_t), (own_x, own_t) = other_model_gemms(m, 1)
     assert (len(other_x), len(other_t), len(own_x), len(own_t)) == (88, 88, 44, 44)
+    # a model not measured at this TP adds nothing; one listed after this model still counts
+    tp2_only = excerpt / "compute/a100/aaa/tp2-only/mlp.csv"
+    write_mlp(tp2_only, MODELS["meta-llama/Llama-2-7b-hf"], "a100")
+    frame = pd.read_csv(tp2_only)
+    frame[frame["num_tensor_parallel_workers"] == 2].to_csv(tp2_only, index=False)
+    write_mlp(excerpt / "compute/a100/zzz/later/mlp.csv", MODELS["meta-llama/Llama-2-7b-hf"],
+              "a100")
+    assert len(other_model_gemms(m, 1)[0][0]) == 132
     # rows run model by model (CodeLlama-34B first), GEMM by GEMM, over the token counts
     tokens = [*TOKENS] * 8
     sizes = [round(f[0] / 2 / t) for f, t in zip(other_x, tokens, strict=True)]
