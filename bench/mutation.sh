@@ -15,6 +15,7 @@
 #   MUTATION_TESTS=tests/test_hf_config.py bench/mutation.sh presets prefixsim/presets/hf_config.py
 #   bench/mutation.sh analysis all                           # analysis/ with tests/analysis
 #   bench/mutation.sh sweep prefixsim/sweep/store.py         # one module of sweep/
+#   bench/mutation.sh profiles all                           # profiles/ (calibrate.py aside)
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
