@@ -92,7 +92,7 @@ def _donor_points(root_name: str, from_dir: str, to_dir: str, exclude: str) -> p
                     "b_s": part[f"{op}_b"].to_numpy()}))
     if not rows:
         raise InputError(f"no model is measured on both {from_dir} and {to_dir} at the same TP "
-                         f"(compute/<gpu>/<org>/<model>/mlp.csv) to borrow from",
+                         "(compute/<gpu>/<org>/<model>/mlp.csv) to borrow from",
                          file=root_name, field="--borrow")
     frame = pd.concat(rows, ignore_index=True)
     frame["ratio"] = frame["b_s"] / frame["a_s"]
