@@ -105,7 +105,10 @@ class _Where:
         self.source, self.lines = source, lines
 
     def error(self, message: str, field: str) -> InputError:
-        line = self.lines.get(field) or self.lines.get(field.split(".", 1)[0])
+        """The error at the line of `field`, else of its longest dotted prefix with a line."""
+        parts = field.split(".")
+        prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+        line = next((self.lines[p] for p in prefixes if p in self.lines), None)
         return InputError(message, file=self.source, line=line, field=field)
 
 
@@ -127,7 +130,7 @@ def _objectives(data: Any, where: _Where) -> list[Objective]:
     return objectives
 
 
-def _sampler(data: Any, base_seed: int, num_objectives: int, where: _Where) -> SamplerSpec:
+def _sampler(data: Any, num_objectives: int, where: _Where) -> SamplerSpec:
     if data is None:
         data = {}
     if isinstance(data, str):
@@ -137,7 +140,7 @@ def _sampler(data: Any, base_seed: int, num_objectives: int, where: _Where) -> S
                           "sampler")
     options = dict(data)
     name = str(options.pop("name", "tpe")).lower()
-    seed = options.pop("seed", base_seed)
+    seed = options.pop("seed", 0)
     if name not in SAMPLERS:
         raise where.error(f"unknown sampler {name!r} (valid: {', '.join(SAMPLERS.names())})",
                           "sampler")
@@ -176,9 +179,7 @@ def parse_tune_spec(data: Any, source: str | None = None, name: str = "tune",
     trials = data.get("trials", 50)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise where.error(f"must be an integer >= 1, got {trials!r}", "trials")
-    base_seed = base.get("seed", 0)
-    sampler = _sampler(data.get("sampler"), base_seed if isinstance(base_seed, int) else 0,
-                       len(objectives), where)
+    sampler = _sampler(data.get("sampler"), len(objectives), where)
     spec = TuneSpec(name=str(data.get("name") or name), base=base, knobs=knobs,
                     objectives=objectives, constraints=parsed, trials=trials,
                     sampler=sampler, root=root,
@@ -193,14 +194,15 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
     try:
         base = make_point(spec.base, {}, where.source, spec.root)
     except InputError as exc:
-        raise where.error(exc.message, f"base.{exc.field}" if exc.field else "base") from None
+        raise where.error(_without_point(exc.message),
+                          f"base.{exc.field}" if exc.field else "base") from None
     _refuse_offline(base.config, "base", where)
     for knob in spec.knobs:
         for params in probe_points(knob, spec.knobs):
             try:
                 point = make_point(spec.base, params, where.source, spec.root)
             except InputError as exc:
-                inner = exc.message.split(" (in the point ")[0]
+                inner = _without_point(exc.message)
                 if exc.field and exc.field != knob.key:
                     inner = f"{exc.field}: {inner}"
                 value = params[knob.key]
@@ -213,6 +215,11 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
         for term in constraint.config_terms:
             if term not in knob_keys and not _has_dotted(effective, term):
                 raise where.error(f"{term}: not a config key", f"constraints.{i}")
+
+
+def _without_point(message: str) -> str:
+    """A sweep point's message without its "(in the point ...)" (the spec names the knob)."""
+    return message.split(" (in the point ")[0]
 
 
 def _refuse_offline(config: RunConfig, field: str, where: _Where) -> None:
