@@ -228,6 +228,15 @@ def _dotted_value(dump: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+_IN_POINT = " (in the point "
+
+
+def without_point(message: str) -> str:
+    """`make_point`'s message without the "(in the point ...)" it adds (for callers that name
+    the point themselves, as a tune spec names its knob)."""
+    return message.split(_IN_POINT)[0]
+
+
 def make_point(base: dict[str, Any], params: dict[str, Any],
                source: str | None = None, root: Path | None = None,
                named: list[str] | None = None) -> SweepPoint:
@@ -244,7 +253,7 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         config = build_config(data, source=source)
     except InputError as exc:
         where = ", ".join(f"{k}={v}" for k, v in params.items())
-        raise InputError(f"{exc.message} (in the point {where})", file=exc.file,
+        raise InputError(f"{exc.message}{_IN_POINT}{where})", file=exc.file,
                          line=exc.line, field=exc.field) from None
     identity = _identity(config)
     dump = config.model_dump(mode="json")

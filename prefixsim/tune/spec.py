@@ -37,7 +37,7 @@ from prefixsim.cache import POLICIES
 from prefixsim.config import RunConfig, read_config_file
 from prefixsim.errors import InputError
 from prefixsim.metrics.schema import schema_key
-from prefixsim.sweep.spec import make_point
+from prefixsim.sweep.spec import make_point, without_point
 from prefixsim.tune.constraints import Constraint, parse_constraint
 from prefixsim.tune.samplers import SAMPLERS
 from prefixsim.tune.space import Knob, parse_knob, probe_points
@@ -194,7 +194,7 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
     try:
         base = make_point(spec.base, {}, where.source, spec.root)
     except InputError as exc:
-        raise where.error(_without_point(exc.message),
+        raise where.error(without_point(exc.message),
                           f"base.{exc.field}" if exc.field else "base") from None
     _refuse_offline(base.config, "base", where)
     for knob in spec.knobs:
@@ -202,7 +202,7 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
             try:
                 point = make_point(spec.base, params, where.source, spec.root)
             except InputError as exc:
-                inner = _without_point(exc.message)
+                inner = without_point(exc.message)
                 if exc.field and exc.field != knob.key:
                     inner = f"{exc.field}: {inner}"
                 value = params[knob.key]
@@ -215,11 +215,6 @@ def _validate_points(spec: TuneSpec, where: _Where) -> None:
         for term in constraint.config_terms:
             if term not in knob_keys and not _has_dotted(effective, term):
                 raise where.error(f"{term}: not a config key", f"constraints.{i}")
-
-
-def _without_point(message: str) -> str:
-    """A sweep point's message without its "(in the point ...)" (the spec names the knob)."""
-    return message.split(" (in the point ")[0]
 
 
 def _refuse_offline(config: RunConfig, field: str, where: _Where) -> None:
