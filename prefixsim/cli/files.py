@@ -88,11 +88,16 @@ def _existing_ancestor(path: Path) -> Path:
     return path
 
 
-def _check_writable(path: Path, shown: Path) -> None:
+def _check_names(path: Path) -> None:
+    """No part of `path` is longer than a file system allows (checked before anything asks
+    the file system about `path`, which would fail on it with fewer words)."""
     for part in Path(os.path.abspath(path)).parts:
         if len(os.fsencode(part)) > NAME_MAX_BYTES:
             raise InputError(f"a name longer than {NAME_MAX_BYTES} bytes ({part[:20]}...)",
-                             file=str(shown))
+                             file=str(path))
+
+
+def _check_writable(path: Path, shown: Path) -> None:
     base = _existing_ancestor(path)
     if not base.is_dir():
         raise InputError(f"cannot write here: {base} is not a folder", file=str(shown))
@@ -102,6 +107,7 @@ def _check_writable(path: Path, shown: Path) -> None:
 
 def check_output_dir(path: Path) -> None:
     """A results folder can be made (or written into) at `path`: InputError otherwise."""
+    _check_names(path)
     if path.exists() and not path.is_dir():
         raise InputError("exists and is not a folder", file=str(path))
     _check_writable(path, path)
@@ -109,6 +115,7 @@ def check_output_dir(path: Path) -> None:
 
 def check_output_file(path: Path) -> None:
     """A file can be written at `path` (a temporary sibling renamed onto it)."""
+    _check_names(path)
     if path.is_dir():
         raise InputError("is a folder, expected a file name", file=str(path))
     _check_writable(path.parent, path)
