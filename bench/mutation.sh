@@ -16,6 +16,7 @@
 #   bench/mutation.sh analysis all                           # analysis/ with tests/analysis
 #   bench/mutation.sh sweep prefixsim/sweep/store.py         # one module of sweep/
 #   bench/mutation.sh profiles all                           # profiles/ (calibrate.py aside)
+#   bench/mutation.sh cli prefixsim/cli/files.py             # one module of cli/
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
@@ -41,8 +42,8 @@ if ! "$py" -c "import mutmut" 2>/dev/null; then
   exit 2
 fi
 case "$part" in
-  cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep|profiles) ;;
-  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep|profiles [all|MODULE.py]" >&2; exit 2 ;;
+  cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep|profiles|cli) ;;
+  *) echo "usage: bench/mutation.sh cache|engine|costmodel|metrics|capacity|router|config|trace|pipeline|report|tune|presets|analysis|sweep|profiles|cli [all|MODULE.py]" >&2; exit 2 ;;
 esac
 case "$scope" in
   all) mutate="\"prefixsim/$part/*\"" ;;
