@@ -17,7 +17,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,12 @@ def read_yaml(path: str | Path) -> Any:
     file and line: missing or unreadable, not UTF-8 (a BOM is fine), over MAX_YAML_BYTES, not
     valid YAML, a key given twice in one mapping, or more than MAX_YAML_VALUES values once
     aliases are expanded."""
+    return read_yaml_lines(path)[0]
+
+
+def read_yaml_lines(path: str | Path) -> tuple[Any, dict[str, int]]:
+    """`read_yaml(path)` and the line of each of its keys (`key_lines`), so that a value
+    found wrong later can be named with its line (`located`)."""
     path = Path(path)
     where = str(path)
     if not path.is_file():
@@ -96,7 +102,68 @@ def read_yaml(path: str | Path) -> Any:
     if _count_values(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
         raise InputError(f"holds more than {MAX_YAML_VALUES:,} values once its aliases are "
                          "expanded", file=where)
-    return data
+    return data, key_lines(text)
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line (1-based) of every key of the YAML document `text`, by its dotted path:
+    `cache`, `cache.ttl_s`; a list's items by their index (`runs.0`, `runs.0.cache.policy`);
+    a key written with dots is one step (`grid.cache.ttl_s` is the key `cache.ttl_s` under
+    `grid`). A node reached again through an alias is walked once; text that is not valid
+    YAML has no lines."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    lines: dict[str, int] = {}
+    walked: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", root)]
+    while stack and len(lines) <= MAX_YAML_VALUES:
+        prefix, node = stack.pop()
+        if id(node) in walked:
+            continue
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            children = [(str(key.value), key, value) for key, value in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(str(index), item, item) for index, item in enumerate(node.value)]
+        else:
+            continue
+        below = [(f"{prefix}.{name}" if prefix else name, marked, value)
+                 for name, marked, value in children]
+        for dotted, marked, _ in below:
+            lines.setdefault(dotted, marked.start_mark.line + 1)
+        # walked in the order written: an aliased node under its first path
+        stack.extend((dotted, value) for dotted, _, value in reversed(below))
+    return lines
+
+
+def line_of(lines: Mapping[str, int], dotted: str) -> int | None:
+    """The line of the dotted key `dotted`, else of its longest prefix that has one (a
+    value the file does not hold: its section's line), else None."""
+    parts = dotted.split(".")
+    for count in range(len(parts), 0, -1):
+        line = lines.get(".".join(parts[:count]))
+        if line is not None:
+            return line
+    return None
+
+
+def located(exc: InputError, file: str | None, lines: Mapping[str, int],
+            elsewhere: Iterable[str] = ()) -> InputError:
+    """`exc` naming the line of its field when it names the file `file` (whose keys are at
+    `lines`), has no line yet, and its field's value came from that file: not from one of
+    the dotted keys `elsewhere` (set on the command line) at, above or below the field."""
+    field = exc.field
+    if exc.line is not None or field is None or file is None or exc.file != file:
+        return exc
+    if any(key == field or key.startswith(f"{field}.") or field.startswith(f"{key}.")
+           for key in elsewhere):
+        return exc
+    line = line_of(lines, field)
+    if line is None:
+        return exc
+    return InputError(exc.message, file=exc.file, line=line, field=field)
 
 
 class _DuplicateKey(Exception):

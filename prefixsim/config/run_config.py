@@ -42,7 +42,7 @@ from prefixsim.config.serving import (
     ServingConfig,
 )
 from prefixsim.costmodel import COST_MODELS
-from prefixsim.errors import InputError, field_of, read_yaml, validation_message
+from prefixsim.errors import InputError, field_of, located, read_yaml_lines, validation_message
 from prefixsim.presets import MODELS, check_tensor_parallel
 from prefixsim.registry import Registry
 from prefixsim.router import ROUTERS
@@ -344,13 +344,18 @@ def _check_params(registry: Registry, name: str, params: dict[str, Any], field: 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML run config into a plain mapping (validated later)."""
+    return read_config_lines(path)[0]
+
+
+def read_config_lines(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """`read_config_file(path)` and the line of each of its dotted keys (errors.key_lines)."""
     path = Path(path)
-    data = read_yaml(path)
+    data, lines = read_yaml_lines(path)
     if data is None:
-        return {}
+        return {}, {}
     if not isinstance(data, dict):
         raise InputError("expected a mapping of config sections", file=str(path))
-    return data
+    return data, lines
 
 
 def load_config(
@@ -361,18 +366,21 @@ def load_config(
     override of None is one not given (a command-line flag left out); the dotted keys in
     `unset` are set to None, as `null` in a file sets them (e.g. no timeseries:
     `unset=("engine.sample_interval_s",)`)."""
-    data = read_config_file(path) if path is not None else {}
+    data, lines = read_config_lines(path) if path is not None else ({}, {})
     source = None if path is None else str(path)
-    for dotted, value in (overrides or {}).items():
-        if value is not None:
-            set_dotted(data, dotted, value, source)
+    given = [dotted for dotted, value in (overrides or {}).items() if value is not None]
+    for dotted in given:
+        set_dotted(data, dotted, (overrides or {})[dotted], source)
     for dotted in unset:
         set_dotted(data, dotted, None, source)
-    config = build_config(data, source=source)
-    if path is not None:
-        for key in FILE_KEYS:
-            if (overrides or {}).get(key) is None:
-                _file_beside_the_config(config, key, Path(path))
+    try:
+        config = build_config(data, source=source)
+        if path is not None:
+            for key in FILE_KEYS:
+                if (overrides or {}).get(key) is None:
+                    _file_beside_the_config(config, key, Path(path))
+    except InputError as exc:  # a value from the file: its line too
+        raise located(exc, source, lines, [*given, *unset]) from None
     return config
 
 

@@ -27,15 +27,16 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from prefixsim.config import RunConfig, build_config, read_config_file
-from prefixsim.config.run_config import set_dotted
-from prefixsim.errors import InputError
+from prefixsim.config import RunConfig, build_config
+from prefixsim.config.run_config import read_config_lines, set_dotted
+from prefixsim.errors import InputError, line_of, located
 from prefixsim.presets import GPUS, MODELS
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
@@ -62,6 +63,8 @@ class SweepSpec:
     grid: dict[str, list[Any]]
     runs: list[dict[str, Any]]
     root: Path | None = None  # the spec file's folder: relative trace paths start there
+    # the spec file's line of each dotted key (errors.key_lines; empty for a mapping given)
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 def column_name(dotted: str) -> str:
@@ -98,10 +101,14 @@ def parse_spec(data: Any, source: str | None = None, name: str = "sweep") -> Swe
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read and shape-check a sweep spec file."""
+    """Read and shape-check a sweep spec file; its errors name their lines."""
     path = Path(path)
-    spec = parse_spec(read_config_file(path), source=str(path), name=path.stem)
-    return dataclasses.replace(spec, root=path.parent)
+    data, lines = read_config_lines(path)
+    try:
+        spec = parse_spec(data, source=str(path), name=path.stem)
+    except InputError as exc:
+        raise located(exc, str(path), lines) from None
+    return dataclasses.replace(spec, root=path.parent, lines=lines)
 
 
 def _canonical(value: Any) -> str:
@@ -239,13 +246,16 @@ def without_point(message: str) -> str:
 
 def make_point(base: dict[str, Any], params: dict[str, Any],
                source: str | None = None, root: Path | None = None,
-               named: list[str] | None = None) -> SweepPoint:
+               named: list[str] | None = None,
+               lines: Mapping[str, int] | None = None) -> SweepPoint:
     """Validate base + params into a point with its run id; a relative
     trace path is made absolute from `root` (the spec's folder; default: the current one);
     a value given with a unit is kept as its number (`_as_numbers`).
     The id's readable part names the validated values of the `named` dotted keys (default:
     the params' own; a sweep names every key any of its points sets, so a point that leaves
-    the policy at its default still says `lru`); its hash part is the whole config's."""
+    the policy at its default still says `lru`); its hash part is the whole config's.
+    An error names the line in `source` of its field (`lines`: run-config dotted key -> line,
+    `point_lines`), else of the field's nearest section there."""
     data = copy.deepcopy(base)
     for dotted, value in params.items():
         set_dotted(data, dotted, copy.deepcopy(value), source)
@@ -253,8 +263,11 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         config = build_config(data, source=source)
     except InputError as exc:
         where = ", ".join(f"{k}={v}" for k, v in params.items())
+        line = exc.line
+        if line is None and exc.field is not None and exc.file == source:
+            line = line_of(lines or {}, exc.field)
         raise InputError(f"{exc.message}{_IN_POINT}{where})", file=exc.file,
-                         line=exc.line, field=exc.field) from None
+                         line=line, field=exc.field) from None
     identity = _identity(config)
     dump = config.model_dump(mode="json")
     shown = {k: _dotted_value(dump, k) for k in (list(params) if named is None else named)}
@@ -305,16 +318,37 @@ def expand(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
 
     Points with equal configs (hence equal run ids) appear once.
     """
-    check_plan_size(spec, source)
+    try:
+        check_plan_size(spec, source)
+    except InputError as exc:
+        raise located(exc, source, spec.lines) from None
     keys = list(spec.grid)
     combos = [dict(zip(keys, values, strict=True))
               for values in itertools.product(*(spec.grid[k] for k in keys))] if keys else []
     points: dict[str, SweepPoint] = {}
     named = swept_keys(spec)
-    for params in [*combos, *spec.runs]:
-        point = make_point(spec.base, params, source, spec.root, named)
+    placed = [*((combo, "grid") for combo in combos),
+              *((run, f"runs.{i}") for i, run in enumerate(spec.runs))]
+    for params, where in placed:
+        point = make_point(spec.base, params, source, spec.root, named,
+                           point_lines(spec.lines, params, where))
         points.setdefault(point.run_id, point)
     return list(points.values())
+
+
+def point_lines(lines: Mapping[str, int], params: dict[str, Any], where: str) -> dict[str, int]:
+    """The spec file's lines of one point's run-config keys: the base's keys (`base.X` at
+    `X`), each of the point's own keys at its line under `where` (`grid`, or `runs.3` for
+    an explicit run) in place of the base's at or below it."""
+    out = {key.removeprefix("base."): line for key, line in lines.items()
+           if key.startswith("base.")}
+    for key in params:
+        for shadowed in [k for k in out if k == key or k.startswith(f"{key}.")]:
+            del out[shadowed]
+        line = lines.get(f"{where}.{key}")
+        if line is not None:
+            out[key] = line
+    return out
 
 
 def swept_keys(spec: SweepSpec) -> list[str]:

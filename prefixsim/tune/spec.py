@@ -35,7 +35,7 @@ import yaml
 
 from prefixsim.cache import POLICIES
 from prefixsim.config import RunConfig, read_config_file
-from prefixsim.errors import InputError
+from prefixsim.errors import InputError, key_lines, line_of
 from prefixsim.metrics.schema import schema_key
 from prefixsim.sweep.spec import make_point, without_point
 from prefixsim.tune.constraints import Constraint, parse_constraint
@@ -79,25 +79,6 @@ class TuneSpec:
     text: str = ""  # the spec as given (written beside the results)
 
 
-def key_lines(text: str) -> dict[str, int]:
-    """Line (1-based) of each key of the spec's first two levels: `space`, `space.<key>`."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return {}
-    lines: dict[str, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            lines[str(key.value)] = key.start_mark.line + 1
-            if isinstance(value, yaml.MappingNode):
-                for sub, _ in value.value:
-                    lines[f"{key.value}.{sub.value}"] = sub.start_mark.line + 1
-            elif isinstance(value, yaml.SequenceNode):
-                for i, item in enumerate(value.value):
-                    lines[f"{key.value}.{i}"] = item.start_mark.line + 1
-    return lines
-
-
 class _Where:
     """Builds InputErrors that name the spec file and the line of a field."""
 
@@ -106,10 +87,8 @@ class _Where:
 
     def error(self, message: str, field: str) -> InputError:
         """The error at the line of `field`, else of its longest dotted prefix with a line."""
-        parts = field.split(".")
-        prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
-        line = next((self.lines[p] for p in prefixes if p in self.lines), None)
-        return InputError(message, file=self.source, line=line, field=field)
+        return InputError(message, file=self.source, line=line_of(self.lines, field),
+                          field=field)
 
 
 def _objectives(data: Any, where: _Where) -> list[Objective]:

@@ -119,7 +119,7 @@ def test_a_plain_number_with_an_exponent_is_a_number(tmp_path):
         path.write_text(text + "\n")
         with pytest.raises(InputError) as info:
             load_config(path)
-        assert str(info.value) == f"{path}: {words}"
+        assert str(info.value) == f"{path}:1: {words}"
 
 
 def test_bad_yaml_names_file_and_line(tmp_path):
@@ -311,7 +311,7 @@ def test_a_trace_beside_the_config_but_not_in_the_current_folder_is_named(tmp_pa
     with pytest.raises(InputError) as refused:
         load_config(config)
     assert str(refused.value) == (
-        f"{config}: trace.path: t.jsonl is not in the current folder ({tmp_path}), where a "
+        f"{config}:2: trace.path: t.jsonl is not in the current folder ({tmp_path}), where a "
         f"run config's relative paths are read from; {folder / 't.jsonl'} is beside the "
         "config: give that path")
     assert load_config(config, {"trace.path": "elsewhere.jsonl"}).trace.path.name == \
@@ -329,4 +329,4 @@ def test_a_model_config_beside_the_run_config_is_named_too(tmp_path, monkeypatch
     with pytest.raises(InputError) as refused:
         load_config(config)
     assert str(refused.value).startswith(
-        f"{config}: model.config_path: config.json is not in the current folder")
+        f"{config}:2: model.config_path: config.json is not in the current folder")

@@ -146,7 +146,7 @@ def test_an_unknown_config_key_names_the_one_meant(tmp_path, yaml_text, message)
     (tmp_path / "c.yaml").write_text(yaml_text + "\n")
     with pytest.raises(InputError) as info:
         load_config(str(tmp_path / "c.yaml"), {})
-    assert str(info.value) == f"{tmp_path / 'c.yaml'}: {message}"
+    assert str(info.value) == f"{tmp_path / 'c.yaml'}:1: {message}"  # with its line
 
 
 @pytest.mark.parametrize("flag, typo, suggested, field", [

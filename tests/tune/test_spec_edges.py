@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prefixsim.errors import InputError
-from prefixsim.tune.spec import key_lines, load_tune_spec, parse_tune_spec, with_base
+from prefixsim.errors import InputError, key_lines
+from prefixsim.tune.spec import load_tune_spec, parse_tune_spec, with_base
 
 DEMO = str(Path(__file__).resolve().parents[2] / "traces" / "demo_chat.jsonl")
 BASE = {"trace": {"path": DEMO}, "cache_only": True}
@@ -76,7 +76,7 @@ def test_a_spec_that_is_not_a_mapping(tmp_path):
 
 def test_base_errors_name_the_base_key(tmp_path):
     message = _refusal(tmp_path, base={**BASE, "cache": {"capacity_tokens": -5}})
-    assert message == "spec.yaml:5: base.cache.capacity_tokens: must be >= 0, got -5"
+    assert message == "spec.yaml:6: base.cache.capacity_tokens: must be >= 0, got -5"
     message = _refusal(tmp_path, base={**BASE, "seed": 7})  # the sampler's seed is its own
     assert message == ("spec.yaml:5: base.seed: unknown key (a run has no randomness of its "
                        "own; the workload's modelled randomness is trace.seed)")
@@ -126,9 +126,11 @@ def test_key_lines_of_mappings_and_lists():
     text = "name: x\nspace:\n  cache.policy: [lru]\n  cache.ttl_s:\n    float: [1, 2]\n" \
            "constraints:\n  - a <= 1\n  - b <= 2\n"
     assert key_lines(text) == {"name": 1, "space": 2, "space.cache.policy": 3,
-                               "space.cache.ttl_s": 4, "constraints": 6, "constraints.0": 7,
-                               "constraints.1": 8}
-    assert key_lines("a: [") == {} and key_lines("- 1\n- 2\n") == {}
+                               "space.cache.policy.0": 3, "space.cache.ttl_s": 4,
+                               "space.cache.ttl_s.float": 5, "space.cache.ttl_s.float.0": 5,
+                               "space.cache.ttl_s.float.1": 5, "constraints": 6,
+                               "constraints.0": 7, "constraints.1": 8}
+    assert key_lines("a: [") == {} and key_lines("- 1\n- 2\n") == {"0": 1, "1": 2}
 
 
 def test_with_base_sets_a_nested_key_on_a_copy():
