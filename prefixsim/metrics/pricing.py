@@ -20,12 +20,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from prefixsim.costmodel import CostModel, chunk_time_function
-from prefixsim.errors import InputError, read_yaml
+from prefixsim.errors import InputError, located, read_yaml_lines
 
 FIVE_MINUTES_S = 300.0
 
@@ -102,7 +103,14 @@ def load_pricing(spec: str) -> Pricing:
             f"unknown pricing {spec!r} (presets: {', '.join(sorted(PRESETS))}, or a YAML file)",
             field="cache.pricing",
         )
-    data = read_yaml(path) or {}
+    data, lines = read_yaml_lines(path)
+    try:
+        return _pricing_from(data or {}, path)
+    except InputError as exc:  # named with its line
+        raise located(exc, str(path), lines) from None
+
+
+def _pricing_from(data: Any, path: Path) -> Pricing:
     if not isinstance(data, dict):
         raise InputError("expected a mapping of pricing fields", file=str(path))
     known = {f.name for f in fields(Pricing)}

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from prefixsim.errors import InputError, read_yaml
+from prefixsim.errors import InputError, located, read_yaml_lines
 from prefixsim.presets.specs import GPUSpec, ModelSpec
 
 
@@ -59,15 +59,18 @@ def gpu_from_mapping(data: Any, source: str | None = None, prefix: str = "") -> 
 def load_custom_presets(path: str | Path) -> tuple[dict[str, ModelSpec], dict[str, GPUSpec]]:
     """Read `models:` and `gpus:` lists of custom specs from a YAML file (not registered)."""
     path = Path(path)
-    data = read_yaml(path) or {}
+    data, lines = read_yaml_lines(path)
+    data = data or {}
     if not isinstance(data, dict) or set(data) - {"models", "gpus"}:
         raise InputError("expected a mapping with keys models and/or gpus", file=str(path))
-    models = {}
-    for i, item in enumerate(data.get("models") or []):
-        spec = model_from_mapping(item, str(path), f"models.{i}")
-        models[spec.name] = spec
-    gpus = {}
-    for i, item in enumerate(data.get("gpus") or []):
-        spec = gpu_from_mapping(item, str(path), f"gpus.{i}")
-        gpus[spec.name] = spec
+    models, gpus = {}, {}
+    try:
+        for i, item in enumerate(data.get("models") or []):
+            spec = model_from_mapping(item, str(path), f"models.{i}")
+            models[spec.name] = spec
+        for i, item in enumerate(data.get("gpus") or []):
+            gpu = gpu_from_mapping(item, str(path), f"gpus.{i}")
+            gpus[gpu.name] = gpu
+    except InputError as exc:  # named with its line
+        raise located(exc, str(path), lines) from None
     return models, gpus

@@ -220,3 +220,32 @@ def test_a_tune_spec_names_the_line_of_a_base_key(tmp_path):
         """)
     assert refusal(lambda: load_tune_spec(spec)) == \
         f"{spec}:7: base.cache.capacity_tokens: must be >= 0, got -5"
+
+
+def test_presets_pricing_and_generator_files_name_their_lines(tmp_path):
+    from prefixsim.metrics.pricing import load_pricing
+    from prefixsim.presets.custom import load_custom_presets
+    from prefixsim.trace.generate.preset import load_preset
+
+    presets = write(tmp_path / "g.yaml", """\
+        gpus:
+          - name: g
+            hbm_bytes: 80e9
+        """)
+    assert refusal(lambda: load_custom_presets(presets)) == \
+        f"{presets}:3: gpus.0.hbm_bytes: unknown key"
+    prices = write(tmp_path / "p.yaml", """\
+        input_usd_per_mtok: 3
+        output_usd_per_mtok: 15
+        cache_read_usd_per_mtok: 0.3
+        cache_write_usd_per_mtok: -1
+        cache_write_1h_usd_per_mtok: 6
+        """)
+    assert refusal(lambda: load_pricing(str(prices))) == (
+        f"{prices}:4: cache_write_usd_per_mtok: must be a finite number in [0, 1e+06], got -1")
+    chat = (Path(__file__).resolve().parents[2] / "traces" / "chat.yaml").read_text()
+    preset = tmp_path / "c.yaml"
+    preset.write_text(chat.replace("value: 700", "value: -700"))
+    line = next(i for i, text in enumerate(preset.read_text().splitlines(), 1)
+                if "value: -700" in text)
+    assert refusal(lambda: load_preset(str(preset))).startswith(f"{preset}:{line}: workloads.")

@@ -17,7 +17,14 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from prefixsim.errors import FieldError, InputError, field_of, read_yaml, validation_message
+from prefixsim.errors import (
+    FieldError,
+    InputError,
+    field_of,
+    located,
+    read_yaml_lines,
+    validation_message,
+)
 from prefixsim.trace.fields import MAX_PAGES_PER_REQUEST, MAX_TOKENS
 
 PRESET_DIR = Path(__file__).resolve().parents[3] / "traces"
@@ -256,11 +263,12 @@ def load_preset(name_or_path: str) -> Preset | SharedPrefixPreset:
     if not path.is_file():
         raise InputError(f"no preset {name_or_path!r} (built in: {', '.join(PRESETS)})",
                          file=str(path), field="preset")
-    data = read_yaml(path)
+    data, lines = read_yaml_lines(path)
     model = SharedPrefixPreset if isinstance(data, dict) and "kind" in data else Preset
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = field_of(first, ".".join(str(part) for part in first["loc"]))
-        raise InputError(validation_message(first), file=str(path), field=key) from None
+        error = InputError(validation_message(first), file=str(path), field=key)
+        raise located(error, str(path), lines) from None
