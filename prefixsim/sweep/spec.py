@@ -36,7 +36,7 @@ import yaml
 
 from prefixsim.config import RunConfig, build_config
 from prefixsim.config.run_config import read_config_lines, set_dotted
-from prefixsim.errors import InputError, line_of, located
+from prefixsim.errors import InputError, located
 from prefixsim.presets import GPUS, MODELS
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
@@ -246,16 +246,13 @@ def without_point(message: str) -> str:
 
 def make_point(base: dict[str, Any], params: dict[str, Any],
                source: str | None = None, root: Path | None = None,
-               named: list[str] | None = None,
-               lines: Mapping[str, int] | None = None) -> SweepPoint:
+               named: list[str] | None = None) -> SweepPoint:
     """Validate base + params into a point with its run id; a relative
     trace path is made absolute from `root` (the spec's folder; default: the current one);
     a value given with a unit is kept as its number (`_as_numbers`).
     The id's readable part names the validated values of the `named` dotted keys (default:
     the params' own; a sweep names every key any of its points sets, so a point that leaves
-    the policy at its default still says `lru`); its hash part is the whole config's.
-    An error names the line in `source` of its field (`lines`: run-config dotted key -> line,
-    `point_lines`), else of the field's nearest section there."""
+    the policy at its default still says `lru`); its hash part is the whole config's."""
     data = copy.deepcopy(base)
     for dotted, value in params.items():
         set_dotted(data, dotted, copy.deepcopy(value), source)
@@ -263,11 +260,8 @@ def make_point(base: dict[str, Any], params: dict[str, Any],
         config = build_config(data, source=source)
     except InputError as exc:
         where = ", ".join(f"{k}={v}" for k, v in params.items())
-        line = exc.line
-        if line is None and exc.field is not None and exc.file == source:
-            line = line_of(lines or {}, exc.field)
         raise InputError(f"{exc.message}{_IN_POINT}{where})", file=exc.file,
-                         line=line, field=exc.field) from None
+                         line=exc.line, field=exc.field) from None
     identity = _identity(config)
     dump = config.model_dump(mode="json")
     shown = {k: _dotted_value(dump, k) for k in (list(params) if named is None else named)}
@@ -327,27 +321,32 @@ def expand(spec: SweepSpec, source: str | None = None) -> list[SweepPoint]:
               for values in itertools.product(*(spec.grid[k] for k in keys))] if keys else []
     points: dict[str, SweepPoint] = {}
     named = swept_keys(spec)
-    placed = [*((combo, "grid") for combo in combos),
-              *((run, f"runs.{i}") for i, run in enumerate(spec.runs))]
-    for params, where in placed:
-        point = make_point(spec.base, params, source, spec.root, named,
-                           point_lines(spec.lines, params, where))
+    grid_at = [{key: f"grid.{key}.{index}" for key, index in zip(keys, indices, strict=True)}
+               for indices in itertools.product(*(range(len(spec.grid[k])) for k in keys))
+               ] if keys else []
+    run_at = [{key: f"runs.{i}.{key}" for key in run} for i, run in enumerate(spec.runs)]
+    for params, at in zip([*combos, *spec.runs], [*grid_at, *run_at], strict=True):
+        try:
+            point = make_point(spec.base, params, source, spec.root, named)
+        except InputError as exc:  # named at the line of the value in the spec
+            raise located(exc, source, point_lines(spec.lines, at)) from None
         points.setdefault(point.run_id, point)
     return list(points.values())
 
 
-def point_lines(lines: Mapping[str, int], params: dict[str, Any], where: str) -> dict[str, int]:
+def point_lines(lines: Mapping[str, int], at: Mapping[str, str]) -> dict[str, int]:
     """The spec file's lines of one point's run-config keys: the base's keys (`base.X` at
-    `X`), each of the point's own keys at its line under `where` (`grid`, or `runs.3` for
-    an explicit run) in place of the base's at or below it."""
+    `X`), and each of the point's own keys at its value's place in the spec (`at`: key ->
+    dotted path, `grid.cache.ttl_s.1` for a grid's second value, `runs.3.cache.ttl_s` for
+    an explicit run's), with the keys inside that value, in place of the base's at or below
+    the key."""
     out = {key.removeprefix("base."): line for key, line in lines.items()
            if key.startswith("base.")}
-    for key in params:
+    for key, path in at.items():
         for shadowed in [k for k in out if k == key or k.startswith(f"{key}.")]:
             del out[shadowed]
-        line = lines.get(f"{where}.{key}")
-        if line is not None:
-            out[key] = line
+        out.update({key + inner[len(path):]: line for inner, line in lines.items()
+                    if inner == path or inner.startswith(f"{path}.")})
     return out
 
 

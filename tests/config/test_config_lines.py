@@ -152,7 +152,7 @@ def test_a_sweep_spec_names_the_line_of_the_base_key_the_grid_key_or_the_run(tmp
             - -2
         """)
     assert refusal(lambda: expand(load_spec(spec), str(spec))) == (
-        f"{spec}:10: cache.ttl_s: must be > 0, got -2 (in the point cache.capacity_tokens=100, "
+        f"{spec}:12: cache.ttl_s: must be > 0, got -2 (in the point cache.capacity_tokens=100, "
         "cache.ttl_s=-2)")
     spec = write(tmp_path / "s.yaml", head + """\
         runs:
@@ -192,16 +192,19 @@ def test_a_sweep_specs_shape_errors_name_their_lines(tmp_path):
 def test_point_lines_by_hand():
     lines = {"name": 1, "base": 2, "base.cache": 3, "base.cache.ttl_s": 4,
              "base.cache.pool": 5, "base.cache.pool.ttl_s": 6, "grid": 7,
-             "grid.cache.ttl_s": 8, "grid.cache.pool": 9, "runs": 10, "runs.0": 11,
-             "runs.0.cache.ttl_s": 11}
-    assert point_lines(lines, {"cache.ttl_s": 1}, "grid") == {
-        "cache": 3, "cache.ttl_s": 8, "cache.pool": 5, "cache.pool.ttl_s": 6}
-    assert point_lines(lines, {"cache.pool": {}}, "grid") == {
-        "cache": 3, "cache.ttl_s": 4, "cache.pool": 9}
-    assert point_lines(lines, {"cache.ttl_s": 1}, "runs.0")["cache.ttl_s"] == 11
+             "grid.cache.ttl_s": 8, "grid.cache.ttl_s.0": 8, "grid.cache.ttl_s.1": 9,
+             "grid.cache.pool": 10, "grid.cache.pool.0": 11, "grid.cache.pool.0.ttl_s": 12,
+             "runs": 13, "runs.0": 14, "runs.0.cache.ttl_s": 14}
+    assert point_lines(lines, {"cache.ttl_s": "grid.cache.ttl_s.1"}) == {
+        "cache": 3, "cache.ttl_s": 9, "cache.pool": 5, "cache.pool.ttl_s": 6}
+    assert point_lines(lines, {"cache.pool": "grid.cache.pool.0"}) == {
+        "cache": 3, "cache.ttl_s": 4, "cache.pool": 11, "cache.pool.ttl_s": 12}
+    assert point_lines(lines, {"cache.ttl_s": "runs.0.cache.ttl_s"})["cache.ttl_s"] == 14
     # a key the point sets with no line of its own still hides the base's
-    assert point_lines(lines, {"cache.ttl_s": 1}, "runs.1") == {
+    assert point_lines(lines, {"cache.ttl_s": "runs.1.cache.ttl_s"}) == {
         "cache": 3, "cache.pool": 5, "cache.pool.ttl_s": 6}
+    # `grid.cache.ttl_s.1` is not inside `grid.cache.ttl_s.10`'s value
+    assert point_lines({"grid.a.1": 3, "grid.a.10": 9}, {"a": "grid.a.1"}) == {"a": 3}
 
 
 def test_a_tune_spec_names_the_line_of_a_base_key(tmp_path):
