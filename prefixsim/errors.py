@@ -149,6 +149,12 @@ def line_of(lines: Mapping[str, int], dotted: str) -> int | None:
     return None
 
 
+def within(dotted: str, key: str) -> bool:
+    """Whether the dotted key `dotted` is `key` or lies below it (`cache.ttl_s` within
+    `cache`)."""
+    return dotted == key or dotted.startswith(f"{key}.")
+
+
 def located(exc: InputError, file: str | None, lines: Mapping[str, int],
             elsewhere: Iterable[str] = ()) -> InputError:
     """`exc` naming the line of its field when it names the file `file` (whose keys are at
@@ -157,8 +163,7 @@ def located(exc: InputError, file: str | None, lines: Mapping[str, int],
     field = exc.field
     if exc.line is not None or field is None or file is None or exc.file != file:
         return exc
-    if any(key == field or key.startswith(f"{field}.") or field.startswith(f"{key}.")
-           for key in elsewhere):
+    if any(key.startswith(f"{field}.") or within(field, key) for key in elsewhere):
         return exc
     line = line_of(lines, field)
     if line is None:

@@ -42,7 +42,14 @@ from prefixsim.config.serving import (
     ServingConfig,
 )
 from prefixsim.costmodel import COST_MODELS
-from prefixsim.errors import InputError, field_of, located, read_yaml_lines, validation_message
+from prefixsim.errors import (
+    InputError,
+    field_of,
+    located,
+    read_yaml_lines,
+    validation_message,
+    within,
+)
 from prefixsim.presets import MODELS, check_tensor_parallel
 from prefixsim.registry import Registry
 from prefixsim.router import ROUTERS
@@ -379,8 +386,13 @@ def load_config(
             for key in FILE_KEYS:
                 if (overrides or {}).get(key) is None:
                     _file_beside_the_config(config, key, Path(path))
-    except InputError as exc:  # a value from the file: its line too
-        raise located(exc, source, lines, [*given, *unset]) from None
+    except InputError as exc:
+        flagged = [*given, *unset]
+        if exc.file == source and exc.field is not None \
+                and any(within(exc.field, key) for key in flagged):
+            # a value set over the file (a command-line flag): not the file's
+            raise InputError(exc.message, field=exc.field) from None
+        raise located(exc, source, lines, flagged) from None  # the file's: with its line
     return config
 
 

@@ -108,12 +108,16 @@ def test_a_run_config_names_the_line_of_a_bad_value(tmp_path):
         """)
     assert refusal(lambda: load_config(config)) == \
         f"{config}:6: cache.capacity_tokens: must be >= 0, got -5"
-    # a value the command line gave has no line in the file
+    # a value the command line gave is not the file's: neither file nor line
     assert refusal(lambda: load_config(config, {"cache.capacity_tokens": -3})) == \
-        f"{config}: cache.capacity_tokens: must be >= 0, got -3"
+        "cache.capacity_tokens: must be >= 0, got -3"
     assert refusal(lambda: load_config(config, {"cache.capacity_tokens": 5,
                                                 "cache.ttl_s": -1})) == \
-        f"{config}: cache.ttl_s: must be > 0, got -1"
+        "cache.ttl_s: must be > 0, got -1"
+    # an error about a section a flag set a key of: the file, no line
+    section = located(InputError("bad", file=str(config), field="cache"), str(config),
+                      {"cache": 4}, ["cache.ttl_s"])
+    assert str(section) == f"{config}: cache: bad"
     # a key the file does not hold: the line of its section
     config = write(tmp_path / "run.yaml", f"""\
         trace:

@@ -232,14 +232,18 @@ def test_a_flag_into_a_section_the_file_wrote_as_a_value_names_file_and_section(
     assert str(info.value) == f"{path}: engine: expected a mapping of keys, got [1, 2]"
 
 
-def test_an_unset_key_is_null_and_the_file_is_named_in_later_errors(tmp_path):
+def test_an_unset_key_is_null_and_the_file_is_named_in_its_own_errors(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("engine: {sample_interval_s: 5}\n")
     assert load_config(path, unset=("engine.sample_interval_s",)).engine.sample_interval_s \
         is None
-    with pytest.raises(InputError) as info:
+    with pytest.raises(InputError) as info:  # the flag's value, not the file's
         load_config(path, {"cache.ttl_s": -1})
-    assert info.value.file == str(path) and info.value.field == "cache.ttl_s"
+    assert info.value.file is None and info.value.field == "cache.ttl_s"
+    path.write_text("engine: {sample_interval_s: 5}\ncache: {ttl_s: -1}\n")
+    with pytest.raises(InputError) as info:  # the file's value beside an unset key
+        load_config(path, unset=("engine.sample_interval_s",))
+    assert (info.value.file, info.value.line, info.value.field) == (str(path), 2, "cache.ttl_s")
     with pytest.raises(InputError) as info:  # flags alone: no file to name
         load_config(None, {"cache.ttl_s": -1})
     assert info.value.file is None and str(info.value).startswith("cache.ttl_s: ")
