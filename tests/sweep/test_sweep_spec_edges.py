@@ -250,3 +250,35 @@ def test_unset_limits_hash_as_the_fixed_ones_only_where_the_run_uses_them():
     assert not _runs_as_before(cache_only.model_copy(update={"hardware": hardware}))
     model = cache_only.model.model_copy(update={"config_path": Path("config.json")})
     assert not _runs_as_before(cache_only.model_copy(update={"model": model}))
+
+
+def test_slug_edges_at_the_cut_and_the_strips():
+    # a leading character made a dash is stripped before the cut, so 60 remain
+    assert slug({"x.name": "_" + "a" * 70}) == "a" * SLUG_MAX_CHARS
+    assert slug({"x.name": "a_-b"}) == "a-b"          # a dash run left by the sub collapses
+    assert slug({"x.name": "aX"}) == "aX" and slug({"x.name": "Xa"}) == "Xa"
+    # the leaf of a key three deep; a `_name` key keeps the rest of its name
+    assert slug_part("cache.pool.ttl_s", 10) == "ttl10"
+    assert slug_part("x.router_name", 2) == "router2"
+
+
+def test_a_named_key_the_config_lacks_names_nothing():
+    point = make_point(BASE, {}, named=["nothing.here", "cache.policy"])
+    assert point.run_id.startswith("lru-") and len(id_hash(point.run_id)) == 8
+
+
+def test_make_point_keeps_where_the_error_is():
+    with pytest.raises(InputError) as error:   # a key below a value that is no mapping
+        make_point({**BASE, "cache": {"ttl_s": 5}}, {"cache.ttl_s.x": 1}, source="s.yaml")
+    assert error.value.file == "s.yaml"
+
+
+def test_only_values_written_with_units_become_numbers():
+    point = make_point(BASE, {"cache.ttl_s": 300, "cache.capacity_tokens": 5000})
+    assert type(point.params["cache.ttl_s"]) is int      # as written, not the config's 300.0
+    assert point.params == {"cache.ttl_s": 300, "cache.capacity_tokens": 5000}
+
+
+def test_a_token_budget_from_the_context_length_is_not_the_fixed_one():
+    # without chunked prefill vLLM v1's budget is the model's context (131,072 tokens)
+    assert not _runs_as_before(build_config({**BASE, "scheduler": {"chunked_prefill": False}}))
