@@ -230,3 +230,119 @@ def test_a_staging_folder_names_the_output_on_os_errors(tmp_path):
     assert error.value.filename == str(out) and error.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
     assert isinstance(Path(error.value.filename), Path)
+
+
+def test_errors_name_the_output_not_its_parent(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for call, target in [(lambda: write_text(a_file / "x.txt", "y"), a_file / "x.txt"),
+                         (lambda: write_folder(a_file / "out", fill_with(a="1"), frozenset()),
+                          a_file / "out")]:
+        with pytest.raises(InputError) as error:
+            call()
+        assert error.value.file == str(target)
+        assert error.value.message.startswith("cannot write here (")
+    with pytest.raises(InputError) as error:
+        check_output_file(tmp_path)
+    assert error.value.file == str(tmp_path)
+    with pytest.raises(InputError) as error:
+        check_output_file(a_file / "x.html")
+    assert error.value.file == str(a_file / "x.html")
+
+
+def test_a_folder_without_write_and_search_permission_is_refused(tmp_path, monkeypatch):
+    asked = []
+
+    def access(path, mode):
+        asked.append(mode)
+        return mode == os.F_OK
+
+    monkeypatch.setattr(files.os, "access", access)
+    with pytest.raises(InputError) as error:
+        check_output_file(tmp_path / "out.html")
+    assert (error.value.message, error.value.file) == (
+        f"cannot write here: no write permission in {tmp_path}", str(tmp_path / "out.html"))
+    assert asked == [os.W_OK | os.X_OK]
+
+
+def test_the_staging_folder_is_a_hidden_sibling(tmp_path):
+    out = tmp_path / ("r" * 80)
+    seen = []
+    write_folder(out, lambda staging: seen.append(staging), frozenset())
+    assert seen[0].parent == tmp_path
+    assert seen[0].name.startswith("." + "r" * 60 + ".")
+
+
+def test_a_fill_that_removed_its_staging_raises_its_own_error(tmp_path):
+    def fill(staging):
+        staging.rmdir()
+        raise RuntimeError("fill failed")
+
+    with pytest.raises(RuntimeError, match="fill failed"):
+        write_folder(tmp_path / "out", fill, frozenset())
+
+
+def test_a_made_folder_another_writer_filled_meanwhile_stays(tmp_path):
+    out = tmp_path / "new" / "out"
+
+    def fill(staging):
+        (staging.parent / "theirs").write_text("x")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_folder(out, fill, frozenset())
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["theirs"]
+
+
+def race_rename(monkeypatch, *errors):
+    """os.rename in files.py failing first with each of `errors` (an errno, or a callable
+    making the race and returning one), then renaming."""
+    real, left = os.rename, list(errors)
+
+    def rename(source, target):
+        if left:
+            error = left.pop(0)
+            number = error(target) if callable(error) else error
+            raise OSError(number, os.strerror(number))
+        return real(source, target)
+
+    monkeypatch.setattr(files.os, "rename", rename)
+
+
+def test_a_folder_another_writer_made_meanwhile_is_written_into(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+
+    def another_writer(target):
+        Path(target).mkdir()
+        (Path(target) / "stale").write_text("old")
+        (Path(target) / "theirs").write_text("kept")
+        return errno.ENOTEMPTY
+
+    race_rename(monkeypatch, another_writer)
+    assert write_folder(out, fill_with(mine="1"), frozenset({"stale", "mine"})) == out
+    assert {p.name: p.read_text() for p in out.iterdir()} == {"mine": "1", "theirs": "kept"}
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_other_rename_failures_are_raised(tmp_path, monkeypatch):
+    race_rename(monkeypatch, errno.EXDEV)
+    with pytest.raises(OSError) as error:
+        write_folder(tmp_path / "a", fill_with(x="1"), frozenset())
+    assert error.value.errno == errno.EXDEV
+    # the name taken meanwhile by a file, not a folder: nothing to write into
+    race_rename(monkeypatch, lambda target: Path(target).write_text("a file") or errno.EEXIST)
+    with pytest.raises(OSError):
+        write_folder(tmp_path / "b", fill_with(x="1"), frozenset())
+    assert (tmp_path / "b").read_text() == "a file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+
+
+def test_a_fresh_name_filled_meanwhile_moves_on_to_the_next(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "MAX_FRESH_NAMES", 3)
+    (tmp_path / "run").mkdir()
+    race_rename(monkeypatch, errno.ENOTEMPTY)          # run-2 filled by another run
+    assert write_folder(tmp_path / "run", fill_with(a="1"), frozenset(), fresh=True) == \
+        tmp_path / "run-3"
+    race_rename(monkeypatch, errno.EIO)
+    with pytest.raises(OSError):
+        write_folder(tmp_path / "other", fill_with(a="1"), frozenset(), fresh=True)
