@@ -331,8 +331,9 @@ def test_other_rename_failures_are_raised(tmp_path, monkeypatch):
     assert error.value.errno == errno.EXDEV
     # the name taken meanwhile by a file, not a folder: nothing to write into
     race_rename(monkeypatch, lambda target: Path(target).write_text("a file") or errno.EEXIST)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as error:
         write_folder(tmp_path / "b", fill_with(x="1"), frozenset())
+    assert error.value.errno == errno.EEXIST  # the rename's own error, nothing moved
     assert (tmp_path / "b").read_text() == "a file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
 
