@@ -75,3 +75,11 @@ def test_a_damaged_or_odd_run_json_moves_unchanged(tmp_path):
     assert len(adopt_renamed_runs(tmp_path, planned)) == 2
     assert (tmp_path / "runs" / "new-aaaaaaaa" / "run.json").read_text() == "{not json"
     assert (tmp_path / "runs" / "new-bbbbbbbb" / "run.json").read_text() == '["a", "list"]'
+
+
+def test_a_folder_left_alone_does_not_stop_the_ones_after_it(tmp_path):
+    run_folder(tmp_path, ".partial-aaaaaaaa")
+    run_folder(tmp_path, "a-other-cccccccc")
+    run_folder(tmp_path, "z-old-bbbbbbbb")
+    assert adopt_renamed_runs(tmp_path, points("new-bbbbbbbb")) == [
+        ("z-old-bbbbbbbb", "new-bbbbbbbb")]
