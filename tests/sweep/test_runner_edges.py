@@ -151,3 +151,109 @@ def test_an_interrupt_still_writes_the_table(tmp_path, trace):
         run_sweep(spec_of(trace), out, IN_PROCESS, on_outcome=stop)
     table = pd.read_parquet(out / "sweep.parquet")  # the finished run, stored
     assert list(table["status"]) == ["ok"]
+
+
+def test_errors_name_the_spec_and_the_folder(tmp_path, trace):
+    bad = parse_spec({"base": {"trace": {"path": str(trace)}, "cache_only": True},
+                      "grid": {"cache.policy": ["nope"]}})
+    with pytest.raises(InputError) as error:
+        run_sweep(bad, tmp_path / "out", IN_PROCESS, source="s.yaml")
+    assert (error.value.file, error.value.field) == ("s.yaml", "cache.policy")
+    missing = parse_spec({"base": {"trace": {"path": str(tmp_path / "none.jsonl")},
+                                   "cache_only": True}, "grid": {"cache.ttl_s": [1]}})
+    with pytest.raises(InputError) as error:  # local workers: checked before any run
+        run_sweep(missing, tmp_path / "out", IN_PROCESS, source="s.yaml")
+    assert error.value.file == "s.yaml" and "no run was started" in error.value.message
+    assert not (tmp_path / "out").exists()
+    out = tmp_path / "done"
+    run_sweep(spec_of(trace), out, IN_PROCESS)
+    with pytest.raises(InputError) as error:
+        run_sweep(spec_of(trace), out, IN_PROCESS)
+    assert (error.value.message, error.value.file) == (
+        "already holds a sweep; pass --resume to finish it or choose another -o folder",
+        str(out))
+    with pytest.raises(InputError) as error:
+        run_sweep(spec_of(trace, capacities=(1024, 8192)), out, IN_PROCESS, resume=True)
+    assert error.value.file == str(out)
+
+
+def test_a_run_id_without_a_dash_is_its_own_hash(tmp_path, trace):
+    with pytest.raises(InputError, match="another spec"):
+        check_same_plan(tmp_path, {"run_ids": ["nodash"]}, expand(spec_of(trace)))
+
+
+def test_a_second_trace_after_a_repeated_one_is_checked(tmp_path, trace):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0}\n')
+    spec = parse_spec({"base": {"cache_only": True},
+                       "grid": {"trace.path": [str(trace), str(bad)],
+                                "cache.capacity_tokens": [1024, 2048]}})
+    with pytest.raises(InputError) as error:
+        check_traces(expand(spec), "s.yaml")
+    assert error.value.file == str(bad)
+
+
+def test_the_sweep_json_records_the_name_and_command(tmp_path, trace):
+    out = tmp_path / "out"
+    run_sweep(spec_of(trace, name="my-sweep"), out, IN_PROCESS, command="prefixsim sweep x")
+    meta = json.loads((out / "sweep.json").read_text())
+    assert (meta["name"], meta["command"]) == ("my-sweep", "prefixsim sweep x")
+
+
+def test_requests_are_kept_unless_asked_not_to(tmp_path, trace):
+    kept = run_sweep(spec_of(trace), tmp_path / "a", IN_PROCESS)
+    assert all((tmp_path / "a" / "runs" / i / "requests.parquet").exists()
+               for i in kept.executed)
+    dropped = run_sweep(spec_of(trace), tmp_path / "b", IN_PROCESS, keep_requests=False)
+    assert not any((tmp_path / "b" / "runs" / i / "requests.parquet").exists()
+                   for i in dropped.executed)
+
+
+def test_runs_left_in_a_folder_without_a_sweep_are_not_resumed(tmp_path, trace):
+    import shutil
+
+    first = run_sweep(spec_of(trace), tmp_path / "a", IN_PROCESS)
+    shutil.copytree(tmp_path / "a" / "runs", tmp_path / "b" / "runs")
+    (tmp_path / "b" / "runs" / "other-abcdef12").mkdir()
+    again = run_sweep(spec_of(trace), tmp_path / "b", IN_PROCESS)
+    assert again.executed == first.executed and again.skipped == [] and again.foreign == []
+
+
+def test_the_table_waits_its_refresh_interval(tmp_path, trace, monkeypatch):
+    rows = []
+    out = tmp_path / "out"
+    run_sweep(spec_of(trace, capacities=(1024, 2048, 4096)), out, IN_PROCESS,
+              on_outcome=lambda outcome: rows.append((out / "sweep.parquet").exists()))
+    assert rows == [False, False, False]  # within 30 s: only the final table
+    monkeypatch.setattr(runner, "TABLE_REFRESH_S", 0.0)
+    monkeypatch.setattr(runner.time, "monotonic", lambda: 5.0)  # no time passes
+    rows.clear()
+    run_sweep(spec_of(trace, capacities=(1024, 2048, 4096)), tmp_path / "b", IN_PROCESS,
+              on_outcome=lambda outcome: rows.append((tmp_path / "b" / "sweep.parquet")
+                                                     .exists()))
+    assert rows == [False, True, True]  # an interval of 0 s is reached at once
+
+
+def test_runs_a_broken_pool_lost_are_told_and_stored_whole(tmp_path, trace, monkeypatch):
+    from prefixsim.config import config_to_yaml
+
+    monkeypatch.setattr(LosingExecutor, "lost_index", 1)
+    monkeypatch.setattr(LosingExecutor, "crash", True)
+    seen = []
+    result = run_sweep(spec_of(trace, capacities=(1024, 2048, 4096)), tmp_path / "a",
+                       IN_PROCESS, on_outcome=lambda outcome: seen.append(outcome.run_id))
+    assert seen == [p.run_id for p in result.points]
+    lost = result.points[2]
+    folder = tmp_path / "a" / "runs" / lost.run_id
+    assert json.loads((folder / "run.json").read_text())["params"] == \
+        {"cache.capacity_tokens": 4096}
+    assert (folder / "config.yaml").read_text() == config_to_yaml(lost.config)
+
+
+def test_a_failed_outcome_without_words_is_failed(tmp_path):
+    from prefixsim.sweep.runner import SweepResult, _store
+    from prefixsim.sweep.worker import FAILED, RunOutcome
+
+    result = SweepResult(points=[])
+    _store(tmp_path, RunOutcome(run_id="x-12345678", params={}, status=FAILED), result, None)
+    assert result.failed == {"x-12345678": "failed"} and result.executed == ["x-12345678"]
