@@ -31,7 +31,8 @@ def test_a_good_run_comes_back_with_its_figures(point):
         point.run_id, {"cache.capacity_tokens": 2048}, OK, None)
     assert outcome.summary["num_requests"] == 3 and len(outcome.requests) == 3
     assert "format: mooncake" in outcome.config_yaml  # the effective config, resolved
-    assert outcome.wall_time_s > 0 and not outcome.bad_input
+    assert 0 < outcome.wall_time_s < 60 and not outcome.bad_input
+    assert not outcome.timeseries.empty and "time_s" in outcome.timeseries
     assert run_point(point, keep_requests=False).requests.empty
 
 
@@ -45,7 +46,8 @@ def test_failures_come_back_as_one_line_outcomes(point, monkeypatch):
     assert (outcome.status, outcome.error, outcome.bad_input) == (
         FAILED, "t.jsonl:3: hash_ids: line one and two", True)
     assert outcome.config_yaml == config_to_yaml(point.config)
-    assert outcome.summary == {} and outcome.requests.empty and outcome.wall_time_s >= 0
+    assert outcome.summary == {} and outcome.requests.empty and 0 < outcome.wall_time_s < 60
+    assert (outcome.run_id, outcome.params) == (point.run_id, {"cache.capacity_tokens": 2048})
 
     def broken(config, share_trace):
         raise ZeroDivisionError("division\tby zero")
@@ -68,7 +70,8 @@ def test_nothing_is_watched_in_the_driver_or_twice(monkeypatch):
     assert started == []
     watch_driver(os.getpid() + 100_000)
     watch_driver(os.getpid() + 100_000)
-    assert len(started) == 1
+    watch_driver(1)  # a driver may be a container's first process
+    assert len(started) == 2
     assert started[0]["name"] == "prefixsim-watch-driver" and started[0]["daemon"] is True
 
 
