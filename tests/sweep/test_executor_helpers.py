@@ -71,16 +71,20 @@ def test_other_transports_are_left_to_the_client():
     check_reachable("ucx://10.0.0.1:1", 1)
 
 
-class Server:
-    """A listening socket on 127.0.0.1 that answers each connection with `reply` bytes
-    (None: reads and closes)."""
+GREETING_BYTES = len(executors.HTTP2_GREETING)
 
-    def __init__(self, reply=None):
+
+class Server:
+    """A listening socket on 127.0.0.1 that reads each connection's greeting (up to
+    `expect` bytes, or whatever comes before the client stops), answers with `replies` (byte
+    strings sent `gap_s` apart), holds the connection `hold_s` seconds, then closes it."""
+
+    def __init__(self, *replies, expect=GREETING_BYTES, gap_s=0.0, hold_s=0.0):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
-        self.reply = reply
+        self.replies, self.expect, self.gap_s, self.hold_s = replies, expect, gap_s, hold_s
         threading.Thread(target=self.serve, daemon=True).start()
 
     def serve(self):
@@ -90,9 +94,16 @@ class Server:
             except OSError:
                 return
             with conn:
-                conn.recv(64)
-                if self.reply is not None:
-                    conn.sendall(self.reply)
+                got = b""
+                while len(got) < self.expect:
+                    part = conn.recv(self.expect - len(got))
+                    if not part:
+                        break
+                    got += part
+                for reply in self.replies:
+                    time.sleep(self.gap_s)
+                    conn.sendall(reply)
+                time.sleep(self.hold_s)
 
 
 def free_port():
@@ -111,20 +122,64 @@ def test_a_port_nothing_listens_on_is_named():
         f"cannot reach 127.0.0.1:{port} (")
 
 
+SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
 def test_a_grpc_port_must_answer_with_settings(monkeypatch):
-    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-    check_reachable(f"ray://127.0.0.1:{Server(settings).port}", 1, grpc=True)
-    check_reachable(f"127.0.0.1:{Server(None).port}", 1)  # open is enough without grpc
+    check_reachable(f"ray://127.0.0.1:{Server(SETTINGS).port}", 1, grpc=True)
+    # a frame that arrives in two pieces is read whole
+    check_reachable(f"127.0.0.1:{Server(SETTINGS[:4], SETTINGS[4:], gap_s=0.1).port}", 1,
+                    grpc=True)
+    check_reachable(f"127.0.0.1:{Server().port}", 1)  # open is enough without grpc
     monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 0.5)
-    for reply in (None, b"\x00\x00\x00\x07\x00\x00\x00\x00\x00", b"\x00\x00"):
-        port = Server(reply).port
-        assert refusal(lambda p=port: check_reachable(f"127.0.0.1:{p}", 1, grpc=True)) == (
-            "--address", f"127.0.0.1:{port} is open but does not answer as a gRPC server "
-            "within 0.5 s (is it the cluster's port?)")
+    for server in (Server(), Server(b"\x00\x00\x00\x07\x00\x00\x00\x00\x00"),
+                   Server(b"\x00\x00"), Server(SETTINGS[:4], SETTINGS[:4], gap_s=0.1),
+                   Server(hold_s=3)):
+        started = time.monotonic()
+        assert refusal(lambda p=server.port: check_reachable(f"127.0.0.1:{p}", 1,
+                                                             grpc=True)) == (
+            "--address", f"127.0.0.1:{server.port} is open but does not answer as a gRPC "
+            "server within 0.5 s (is it the cluster's port?)")
+        assert time.monotonic() - started < 2  # a silent port is given up on in time
+
+
+def test_other_schemes_are_checked_and_errors_without_words_named(monkeypatch):
+    port = free_port()
+    for scheme in ("tls", "ray"):
+        assert refusal(lambda s=scheme: check_reachable(f"{s}://127.0.0.1:{port}", 1))[1] \
+            .startswith(f"cannot reach 127.0.0.1:{port} (")
+
+    def timed_out(address, timeout):
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(executors.socket, "create_connection", timed_out)
+    assert refusal(lambda: check_reachable("h:1", 1)) == (
+        "--address", "cannot reach h:1 (TimeoutError)")
+
+
+def test_cpus_from_the_affinity_before_the_count(monkeypatch):
+    monkeypatch.setattr(executors.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(executors.os, "cpu_count", lambda: 7)
+    assert default_jobs() == 1
+
+
+def test_a_local_dask_dashboard_is_asked_of_dask(monkeypatch):
+    pytest.importorskip("distributed")
+    options = ExecutorOptions(executor="dask", n_jobs=2, dask_dashboard="127.0.0.1:0")
+    try:
+        built = options.build()
+    except InputError as error:  # without bokeh: the dashboard's own refusal
+        assert (error.field, error.message) == (
+            "--dask-dashboard", "the Dask dashboard needs bokeh: pip install bokeh")
+        return
+    assert (type(built).__name__, built.n_jobs, built.dashboard, built.address) == (
+        "DaskExecutor", 2, "127.0.0.1:0", None)
 
 
 def test_a_connect_is_given_up_in_time_and_its_errors_reach_the_caller():
     assert bounded_call(lambda: 42, "h:1", "thing", 5) == 42
+    current = bounded_call(threading.current_thread, "h:1", "Ray cluster", 5)
+    assert (current.name, current.daemon) == ("connect-Ray cluster", True)
     assert bounded_call(lambda: None, "h:1", "thing", 5) is None
     started = time.monotonic()
     assert refusal(lambda: bounded_call(lambda: time.sleep(5), "h:1", "Ray cluster", 0.2)) == (
