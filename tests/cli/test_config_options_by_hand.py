@@ -1,0 +1,137 @@
+"""The run flags made from config fields, by hand: quantities with units, help texts and
+their defaults, choices, the dotted overrides and the small parsers of --goodput and
+KEY=VALUE (prefixsim/cli/config_options.py)."""
+
+import enum
+from typing import Literal
+
+import click
+import pytest
+from pydantic import Field
+
+from prefixsim.cli import config_options as options
+from prefixsim.cli.config_options import (
+    Quantity,
+    config_dests,
+    config_overrides,
+    dest,
+    help_text,
+    parse_goodput,
+    parse_params,
+)
+from prefixsim.config.flags import FlaggedField
+from prefixsim.config.units import examples
+from prefixsim.errors import InputError
+
+
+def flagged(key, default=None, annotation=int, **meta):
+    info = Field(default)
+    info.annotation = annotation
+    return FlaggedField(key, info, {"help": "Some words", "flag": "--x", **meta})
+
+
+def test_quantities_read_units_and_refuse_in_click_words():
+    tokens = Quantity("tokens", integer=True, least=1)
+    assert tokens.name == "TOKENS"
+    assert (Quantity("gib", False).name, Quantity("milliseconds", False).name) == ("GIB", "MS")
+    assert tokens.convert("5k", None, None) == 5000
+    assert tokens.convert("1200", None, None) == 1200
+    assert tokens.convert(7, None, None) == 7 and tokens.convert(2.5, None, None) == 2.5
+    seconds = Quantity("seconds", integer=False)
+    assert seconds.convert("5m", None, None) == 300.0
+    with pytest.raises(click.BadParameter, match="must be >= 1, got '0'"):
+        tokens.convert("0", None, None)
+    with pytest.raises(click.BadParameter, match="expected a number, or one with a unit"):
+        tokens.convert("lots", None, None)
+    with pytest.raises(click.BadParameter):
+        tokens.convert(True, None, None)  # a flag's bool is no number
+    assert Quantity("tokens", True).convert("0", None, None) == 0  # no least: any
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def test_help_texts_end_with_the_keys_and_a_default_worth_saying():
+    assert help_text(flagged("cache.ttl_s")) == "Some words (cache.ttl_s)."
+    assert help_text(flagged("a.flag", default=False)) == "Some words (a.flag)."
+    assert help_text(flagged("a.map", default={})) == "Some words (a.map)."
+    assert help_text(flagged("hardware.tp", default=1)) == "Some words (hardware.tp; 1)."
+    assert help_text(flagged("a.f", default=0.50)) == "Some words (a.f; 0.5)."
+    assert help_text(flagged("a.e", default=Colour.RED)) == "Some words (a.e; red)."
+    assert help_text(flagged("a.b", default=3, also=["c.d", "e.f"])) == \
+        "Some words (a.b and c.d and e.f; 3)."
+    assert help_text(flagged("a.b", default=3, shown_default="the GPU's")) == \
+        "Some words (a.b; the GPU's)."
+    assert help_text(flagged("a.b", default=0)) == "Some words (a.b; 0)."
+
+
+def test_choices_of_enums_and_literals():
+    assert options._choices(Colour) == ["red", "blue"]
+    assert options._choices(Colour | None) == ["red", "blue"]
+    assert options._choices(Literal["a", "b"]) == ["a", "b"]
+    assert options._choices(int) is None and options._choices(int | None) is None
+
+
+def test_dests_and_sections():
+    assert dest(flagged("cache.pool.ttl_s")) == "cache_pool_ttl_s"
+    assert dest(flagged("cache.pool.ttl_s", dest="pool_ttl")) == "pool_ttl"
+    cache = config_dests("cache")
+    assert "cache_ttl_s" in cache and "cache_policy" in cache
+    assert not any(name.startswith("trace_") for name in cache)
+    both = config_dests("trace", "cache")
+    assert both[:len(config_dests("trace"))] == config_dests("trace")
+
+
+def test_overrides_from_parsed_flags():
+    overrides = config_overrides({"cache_ttl_s": 30.0, "cache_pool_capacity_tokens": "5k",
+                                  "router_params": ("staleness_s=5",),
+                                  "engine_goodput_ttft_ms": ("ttft:200",)})
+    assert overrides["cache.ttl_s"] == 30.0
+    assert overrides["cache.pool.capacity_tokens"] == 5000
+    assert overrides["router.params"] == {"staleness_s": 5}
+    assert overrides["engine.goodput_ttft_ms"] == 200
+    assert overrides["cache.policy"] is None  # not given: the file's value stands
+    assert config_overrides({"cache_pool_capacity_tokens": "unbounded"})[
+        "cache.pool.capacity_tokens"] == "unbounded"
+
+
+def test_tokens_or_unbounded_refusal_word_for_word():
+    field = flagged("cache.capacity_tokens", flag="--cache-tokens")
+    assert options._tokens_or_unbounded(field, None) == {"cache.capacity_tokens": None}
+    assert options._tokens_or_unbounded(field, "2.5M") == {"cache.capacity_tokens": 2_500_000}
+    with pytest.raises(InputError) as error:
+        options._tokens_or_unbounded(field, "many")
+    assert (error.value.field, error.value.message) == (
+        "--cache-tokens", f"expected a number of tokens ({examples('tokens')}) or "
+        "'unbounded', got 'many'")
+
+
+def test_goodput_targets():
+    assert parse_goodput(()) == {}
+    assert parse_goodput(("ttft:500 tpot:50",)) == {"engine.goodput_ttft_ms": 500,
+                                                    "engine.goodput_tpot_ms": 50}
+    assert parse_goodput(("ttft:2s,", "tpot:0.1s")) == {"engine.goodput_ttft_ms": 2000,
+                                                        "engine.goodput_tpot_ms": 100}
+    for item, message in [("e2e:5", "expected ttft:MS or tpot:MS, got 'e2e:5'"),
+                          ("ttft", "not a number of milliseconds: 'ttft'"),
+                          ("ttft:soon", "not a number of milliseconds: 'ttft:soon'")]:
+        with pytest.raises(InputError) as error:
+            parse_goodput((item,))
+        assert (error.value.field, error.value.message) == ("--goodput", message)
+
+
+def test_key_value_params():
+    assert parse_params((), "--router-param") is None
+    assert parse_params(("a=1", "b=x", "c=[1, 2]", "d="), "--p") == {
+        "a": 1, "b": "x", "c": [1, 2], "d": None}
+    assert parse_params(("a=b=c",), "--p") == {"a": "b=c"}
+    for item in ("novalue", "=5"):
+        with pytest.raises(InputError) as error:
+            parse_params((item,), "--p")
+        assert (error.value.field, error.value.message) == (
+            "--p", f"expected KEY=VALUE, got {item!r}")
+    with pytest.raises(InputError) as error:
+        parse_params(("k=[1",), "--p")
+    assert error.value.field == "--p" and error.value.message.startswith("k: not a YAML value")
