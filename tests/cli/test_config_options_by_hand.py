@@ -135,3 +135,58 @@ def test_key_value_params():
     with pytest.raises(InputError) as error:
         parse_params(("k=[1",), "--p")
     assert error.value.field == "--p" and error.value.message.startswith("k: not a YAML value")
+
+
+def test_quantities_keep_whole_numbers_whole_and_name_the_option():
+    tokens = Quantity("tokens", integer=True, least=1)
+    assert type(tokens.convert("1.5k", None, None)) is int
+    assert tokens.convert("1", None, None) == 1  # the least value itself is allowed
+    assert Quantity("gib", False).convert("40GiB", None, None) == 40.0
+    param, ctx = click.Option(["--n"]), click.Context(click.Command("c"))
+    for value in ("2.5", "0"):
+        with pytest.raises(click.BadParameter) as error:
+            tokens.convert(value, param, ctx)
+        assert error.value.param is param and error.value.ctx is ctx
+    with pytest.raises(InputError):
+        options._tokens_or_unbounded(flagged("cache.pool.capacity_tokens"), "2.5")
+    assert type(options._tokens_or_unbounded(flagged("k"), "1.5k")["k"]) is int
+    with pytest.raises(InputError) as error:
+        options._params(flagged("router.params", flag="--router-param"), ("bad",))
+    assert error.value.field == "--router-param"
+
+
+def test_sections_named_in_the_metadata():
+    assert "cache_only" in config_dests("run") and "cache_only" not in config_dests("cache_only")
+    assert "engine_sample_interval_s" in config_dests("output")
+    assert "engine_sample_interval_s" not in config_dests("engine")
+
+
+def test_each_kind_of_field_becomes_its_kind_of_option():
+    command = click.command()(options.config_options(lambda **kwargs: None))
+    params = {param.name: param for param in command.params}
+    assert list(params) == [dest(field) for field in options._flagged()]
+    for field in options._flagged():
+        assert params[dest(field)].help == help_text(field)
+        assert params[dest(field)].opts[0] == field.meta["flag"]
+    ttl, tokens = params["cache_ttl_s"].type, params["cache_capacity_tokens"].type
+    assert isinstance(ttl, Quantity) and (ttl.unit, ttl.integer) == ("seconds", False)
+    assert isinstance(tokens, Quantity) and (tokens.unit, tokens.integer) == ("tokens", True)
+    assert isinstance(params["model_config_path"].type, click.Path)
+    assert params["model_config_path"].type.dir_okay is False
+    assert list(params["cache_ttl_mode"].type.choices) == ["sliding", "fixed"]
+    formats = params["trace_format"].type  # choices from the metadata
+    assert isinstance(formats, click.Choice) and "mooncake" in formats.choices
+    assert list(params["load_type"].type.choices)[:2] == ["trace", "poisson"]  # a Literal
+    assert params["cache_policy"].type is click.STRING  # a registry name, checked later
+    cache_only = params["cache_only"]
+    assert cache_only.is_flag and cache_only.default is None
+    router = params["router_params"]
+    assert router.multiple and router.metavar == "KEY=VALUE"
+    assert router.type is click.STRING and not router.is_flag
+    pool = params["cache_pool_capacity_tokens"]
+    assert pool.type is click.STRING and not pool.multiple
+    seed = params["trace_seed"].type  # an int with a least value in the metadata
+    assert isinstance(seed, click.IntRange) and seed.min == 0
+    assert params["hardware_tp"].type is click.INT
+    assert params["cache_host_bandwidth_gb_s"].type is click.FLOAT
+    assert not params["cache_ttl_s"].multiple and not params["cache_ttl_s"].is_flag
