@@ -68,9 +68,10 @@ def read_yaml(path: str | Path) -> Any:
     return read_yaml_lines(path)[0]
 
 
-def read_yaml_lines(path: str | Path) -> tuple[Any, dict[str, int]]:
-    """`read_yaml(path)` and the line of each of its keys (`key_lines`), so that a value
-    found wrong later can be named with its line (`located`)."""
+def read_yaml_lines(path: str | Path) -> tuple[Any, Mapping[str, int]]:
+    """`read_yaml(path)` and the line of each of its keys (`key_lines`, worked out when
+    first asked for: most files are read without an error to name), so that a value found
+    wrong later can be named with its line (`located`)."""
     path = Path(path)
     where = str(path)
     if not path.is_file():
@@ -102,7 +103,30 @@ def read_yaml_lines(path: str | Path) -> tuple[Any, dict[str, int]]:
     if _count_values(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
         raise InputError(f"holds more than {MAX_YAML_VALUES:,} values once its aliases are "
                          "expanded", file=where)
-    return data, key_lines(text)
+    return data, KeyLines(text)
+
+
+class KeyLines(Mapping[str, int]):
+    """`key_lines(text)` as a mapping, composed on first use."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lines: dict[str, int] | None = None
+
+    @property
+    def lines(self) -> dict[str, int]:
+        if self._lines is None:
+            self._lines = key_lines(self.text)
+        return self._lines
+
+    def __getitem__(self, key: str) -> int:
+        return self.lines[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.lines)
+
+    def __len__(self) -> int:
+        return len(self.lines)
 
 
 def key_lines(text: str) -> dict[str, int]:

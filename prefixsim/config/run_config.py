@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -354,7 +355,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return read_config_lines(path)[0]
 
 
-def read_config_lines(path: str | Path) -> tuple[dict[str, Any], dict[str, int]]:
+def read_config_lines(path: str | Path) -> tuple[dict[str, Any], Mapping[str, int]]:
     """`read_config_file(path)` and the line of each of its dotted keys (errors.key_lines)."""
     path = Path(path)
     data, lines = read_yaml_lines(path)

@@ -256,3 +256,16 @@ def test_presets_pricing_and_generator_files_name_their_lines(tmp_path):
     line = next(i for i, text in enumerate(preset.read_text().splitlines(), 1)
                 if "value: -700" in text)
     assert refusal(lambda: load_preset(str(preset))).startswith(f"{preset}:{line}: workloads.")
+
+
+def test_lines_are_worked_out_only_when_asked_for(tmp_path, monkeypatch):
+    from prefixsim import errors
+
+    composed = []
+    real = errors.key_lines
+    monkeypatch.setattr(errors, "key_lines", lambda text: composed.append(text) or real(text))
+    path = write(tmp_path / "r.yaml", "cache:\n  ttl_s: 5\n")
+    data, lines = errors.read_yaml_lines(path)
+    assert data == {"cache": {"ttl_s": 5}} and composed == []
+    assert dict(lines) == {"cache": 1, "cache.ttl_s": 2} and len(lines) == 2
+    assert lines["cache.ttl_s"] == 2 and len(composed) == 1  # composed once
