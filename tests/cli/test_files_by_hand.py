@@ -330,7 +330,11 @@ def test_other_rename_failures_are_raised(tmp_path, monkeypatch):
         write_folder(tmp_path / "a", fill_with(x="1"), frozenset())
     assert error.value.errno == errno.EXDEV
     # the name taken meanwhile by a file, not a folder: nothing to write into
-    race_rename(monkeypatch, lambda target: Path(target).write_text("a file") or errno.EEXIST)
+    def a_file_meanwhile(target):
+        Path(target).write_text("a file")
+        return errno.EEXIST
+
+    race_rename(monkeypatch, a_file_meanwhile)
     with pytest.raises(OSError) as error:
         write_folder(tmp_path / "b", fill_with(x="1"), frozenset())
     assert error.value.errno == errno.EEXIST  # the rename's own error, nothing moved
