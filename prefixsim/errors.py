@@ -3,12 +3,13 @@
 `InputError` carries where the bad input is (file, line, field) so the CLI can print a
 single message that names it. Internal failures are ordinary exceptions and exit with 1.
 `read_yaml` reads every YAML file a user gives (configs, sweep specs, presets, prices) with
-the same checks, so each problem with one becomes such an error; `validation_message` words
-a schema's (pydantic's) error as the readers word theirs, and `field_of` names its key (a
-model's check that belongs to one field raises `FieldError`). A write that the user's
-disk refuses (full, over `ulimit -f`, a name too long, no permission) is the user's to fix
-too: `naming_the_file` makes it name the file, `is_users_os_error` says it exits 2
-(docs/input-rules.md I19).
+the same checks, so each problem with one becomes such an error (`read_yaml_lines` also
+gives each key's line, which `located` adds to an error found later about that file);
+`validation_message` words a schema's (pydantic's) error as the readers word theirs, and
+`field_of` names its key (a model's check that belongs to one field raises `FieldError`).
+A write that the user's disk refuses (full, over `ulimit -f`, a name too long, no
+permission) is the user's to fix too: `naming_the_file` makes it name the file,
+`is_users_os_error` says it exits 2 (docs/input-rules.md I19).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def located(exc: InputError, file: str | None, lines: Mapping[str, int],
     field = exc.field
     if exc.line is not None or field is None or file is None or exc.file != file:
         return exc
-    if any(key.startswith(f"{field}.") or within(field, key) for key in elsewhere):
+    if any(within(key, field) or within(field, key) for key in elsewhere):
         return exc
     line = line_of(lines, field)
     if line is None:

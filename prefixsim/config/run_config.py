@@ -376,16 +376,17 @@ def load_config(
     `unset=("engine.sample_interval_s",)`)."""
     data, lines = read_config_lines(path) if path is not None else ({}, {})
     source = None if path is None else str(path)
-    given = [dotted for dotted, value in (overrides or {}).items() if value is not None]
+    overrides = overrides or {}
+    given = [dotted for dotted, value in overrides.items() if value is not None]
     for dotted in given:
-        set_dotted(data, dotted, (overrides or {})[dotted], source)
+        set_dotted(data, dotted, overrides[dotted], source)
     for dotted in unset:
         set_dotted(data, dotted, None, source)
     try:
         config = build_config(data, source=source)
         if path is not None:
             for key in FILE_KEYS:
-                if (overrides or {}).get(key) is None:
+                if overrides.get(key) is None:
                     _file_beside_the_config(config, key, Path(path))
     except InputError as exc:
         flagged = [*given, *unset]
