@@ -36,7 +36,7 @@ import yaml
 
 from prefixsim.config import RunConfig, build_config
 from prefixsim.config.run_config import read_config_lines, set_dotted
-from prefixsim.errors import InputError, located
+from prefixsim.errors import InputError, located, within
 from prefixsim.presets import GPUS, MODELS
 
 SPEC_KEYS = ("name", "base", "grid", "runs")
@@ -343,10 +343,10 @@ def point_lines(lines: Mapping[str, int], at: Mapping[str, str]) -> dict[str, in
     out = {key.removeprefix("base."): line for key, line in lines.items()
            if key.startswith("base.")}
     for key, path in at.items():
-        for shadowed in [k for k in out if k == key or k.startswith(f"{key}.")]:
+        for shadowed in [k for k in out if within(k, key)]:
             del out[shadowed]
         out.update({key + inner[len(path):]: line for inner, line in lines.items()
-                    if inner == path or inner.startswith(f"{path}.")})
+                    if within(inner, path)})
     return out
 
 

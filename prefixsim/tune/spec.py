@@ -27,6 +27,7 @@ spec's folder). This module reads the spec file and nothing else.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ import yaml
 
 from prefixsim.cache import POLICIES
 from prefixsim.config import RunConfig, read_config_file
-from prefixsim.errors import InputError, key_lines, line_of
+from prefixsim.errors import InputError, KeyLines, line_of
 from prefixsim.metrics.schema import schema_key
 from prefixsim.sweep.spec import make_point, without_point
 from prefixsim.tune.constraints import Constraint, parse_constraint
@@ -82,7 +83,7 @@ class TuneSpec:
 class _Where:
     """Builds InputErrors that name the spec file and the line of a field."""
 
-    def __init__(self, source: str | None, lines: dict[str, int]) -> None:
+    def __init__(self, source: str | None, lines: Mapping[str, int]) -> None:
         self.source, self.lines = source, lines
 
     def error(self, message: str, field: str) -> InputError:
@@ -133,7 +134,7 @@ def _sampler(data: Any, num_objectives: int, where: _Where) -> SamplerSpec:
 def parse_tune_spec(data: Any, source: str | None = None, name: str = "tune",
                     root: Path | None = None, text: str = "") -> TuneSpec:
     """Check a spec mapping completely (see the module docstring)."""
-    where = _Where(source, key_lines(text) if text else {})
+    where = _Where(source, KeyLines(text) if text else {})  # composed if an error asks
     if not isinstance(data, dict):
         raise InputError("expected a mapping with base:, space: and objectives:", file=source)
     for key in data:
