@@ -3,6 +3,7 @@ codes, empty paths, one trace from two places, safe names (prefixsim/cli/app.py)
 
 import errno
 import importlib
+from pathlib import Path
 
 import click
 import pytest
@@ -12,6 +13,7 @@ from prefixsim.cli.app import (
     BROKEN_PIPE_EXIT,
     PathParam,
     fail_cleanly,
+    format_value,
     one_line,
     one_trace,
     safe_name,
@@ -110,3 +112,45 @@ def test_one_line_escapes_what_would_move_the_terminal():
 ])
 def test_safe_names(name, safe):
     assert safe_name(name) == safe
+
+
+def test_click_messages_as_the_readers_word_theirs():
+    message = app_module._click_message
+    option, argument = click.Option(["-j", "--jobs"]), click.Argument(["trace"])
+    assert message(click.BadParameter("0 is too few", param=option)) == "--jobs: 0 is too few"
+    assert message(click.BadParameter("bad", param=argument)) == "TRACE: bad"
+    assert message(click.BadParameter("bad", param_hint="--custom")) == "--custom: bad"
+    assert message(click.BadParameter("bad", param_hint=["-x", "--longer"])) == "--longer: bad"
+    assert message(click.BadParameter("bad")) == "Invalid value: bad"
+    command = click.Command("cmd")
+    ctx = click.Context(command, info_name="cmd")
+    assert message(click.UsageError("No such option X.", ctx)) == \
+        "No such option X; try 'cmd --help'"
+    assert message(click.UsageError(".hidden thing", ctx)) == \
+        ".hidden thing; try 'cmd --help'"
+    bare = click.Context(click.Command("cmd", add_help_option=False), info_name="cmd")
+    assert message(click.UsageError("No such option.", bare)) == "No such option."
+    assert message(click.UsageError("No context.")) == "No context."
+    assert message(click.ClickException("plain.")) == "plain."
+    missing = click.MissingParameter(ctx=ctx, param=argument)
+    assert message(missing).startswith("Missing argument 'TRACE'")
+
+
+def test_path_params_keep_click_words_for_other_values(tmp_path):
+    param, ctx = click.Option(["--config"]), click.Context(click.Command("c"))
+    with pytest.raises(click.BadParameter) as error:
+        PathParam(exists=True).convert(str(tmp_path / "none"), param, ctx)
+    assert error.value.param is param and error.value.ctx is ctx
+    assert PathParam(path_type=Path).convert("", None, None) == ""  # not `.`
+
+
+@pytest.mark.parametrize(("name", "safe"), [
+    ("MySweep", "MySweep"), ("a- -b", "a-b"), ("Xa", "Xa"), ("aX", "aX"),
+])
+def test_more_safe_names(name, safe):
+    assert safe_name(name) == safe
+
+
+def test_numbers_from_ten_get_two_decimals():
+    assert (format_value(9.99999), format_value(10.0), format_value(10.5)) == (
+        "10.0000", "10.00", "10.50")
