@@ -57,10 +57,10 @@ def test_yaml_problems_with_their_lines(tmp_path):
 def test_aliases_are_counted_expanded(tmp_path, monkeypatch):
     monkeypatch.setattr(errors, "MAX_YAML_VALUES", 20)
     path = tmp_path / "r.yaml"
-    path.write_text("a: &a [1, 2, 3, 4]\nb: [*a, *a, *a]\n")  # 2 keys + 4 + 3 + 12 = 21
+    path.write_text("a: &a [1, 2, 3, 4]\nb: [*a, *a, *a]\n")  # 1 + 2 keys + 5 + 16 = 24
     assert refusal(path) == ("holds more than 20 values once its aliases are expanded",
                              None, None)
-    path.write_text("a: &a [1, 2, 3, 4]\nb: [*a, *a]\n")       # 2 + 4 + 2 + 8 + 2 = 18
+    path.write_text("a: &a [1, 2, 3, 4]\nb: [*a, *a]\n")       # 1 + 2 + 5 + 11 = 19
     assert read_yaml(path)["b"] == [[1, 2, 3, 4]] * 2
     assert errors._count_values({"a": [1, (2, 3)], "b": {4}}, 100) == 10  # 1 + 2 keys + 7
     assert errors._count_values(list(range(50)), 10) == 11  # stops once past the budget
@@ -90,3 +90,32 @@ def test_command_line_values_read_as_a_file_reads_them():
         if problem is not None:
             assert message == f"not a YAML value ({problem}): {text!r}"
         assert "\n" not in message
+
+
+def test_problems_in_the_parsers_own_words(tmp_path, monkeypatch):
+    path = tmp_path / "r.yaml"
+    path.write_text("a: 1\nb: [1,\n")
+    assert refusal(path) == (
+        "not valid YAML (expected the node content, but found '<stream end>')", 3, None)
+    path.write_text("a: \x01\n")  # a reader error: no `problem`, its own words
+    assert refusal(path) == (
+        'not valid YAML (unacceptable character #x0001: special characters are not allowed '
+        'in "<unicode string>", position 3)', None, None)
+    path.write_text("a: {[1]: 2}\n")  # an unhashable key: the parser's refusal, not None
+    assert refusal(path) == ("not valid YAML (found unhashable key)", 1, None)
+    assert str(pytest.raises(ValueError, yaml_scalar, "[1,").value) == \
+        "not a YAML value (expected the node content, but found '<stream end>'): '[1,'"
+    assert str(pytest.raises(ValueError, yaml_scalar, "a: \x01").value) == (
+        'not a YAML value (unacceptable character #x0001: special characters are not '
+        'allowed in "<unicode string>", position 3): \'a: \\x01\'')
+    monkeypatch.setattr(errors, "MAX_YAML_VALUES", 20)
+    path.write_text("a: &a [1, 2, 3, 4]\nb: [*a, *a, 1]\n")   # exactly 20 values
+    assert read_yaml(path)["b"][2] == 1
+
+
+def test_a_field_error_at_the_top_names_its_field_alone():
+    error = {"ctx": {"error": errors.FieldError("gpu", "unknown")}}
+    assert errors.field_of(error, "") == "gpu"
+    assert errors.field_of(error, "hardware") == "hardware.gpu"
+    assert errors.field_of({"ctx": {"error": ValueError("x")}}, "cache") == "cache"
+    assert errors.field_of({}, "cache") == "cache"
