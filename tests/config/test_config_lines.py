@@ -5,8 +5,8 @@ specs and tune specs as a user writes them."""
 import textwrap
 from pathlib import Path
 
-import pytest
 import yaml
+from fakes import refusal
 
 from prefixsim.config import load_config
 from prefixsim.errors import InputError, key_lines, line_of, located
@@ -89,12 +89,6 @@ def test_located_adds_a_line_only_where_the_file_gave_the_value():
 def write(path, text):
     path.write_text(textwrap.dedent(text))
     return path
-
-
-def refusal(call):
-    with pytest.raises(InputError) as error:
-        call()
-    return str(error.value)
 
 
 def test_a_run_config_names_the_line_of_a_bad_value(tmp_path):
