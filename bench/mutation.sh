@@ -17,6 +17,7 @@
 #   bench/mutation.sh sweep prefixsim/sweep/store.py         # one module of sweep/
 #   bench/mutation.sh profiles all                           # profiles/ (calibrate.py aside)
 #   bench/mutation.sh cli prefixsim/cli/files.py             # one module of cli/
+#   bench/mutation.sh config prefixsim/errors.py             # a module outside the parts
 #
 # It works in a scratch copy of the tracked tree (MUTATION_DIR, default
 # /tmp/prefixsim-mutation-PART) whose [tool.mutmut] is rewritten for the part, so the work
