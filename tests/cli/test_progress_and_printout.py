@@ -82,6 +82,10 @@ def test_a_terminal_gets_a_bar(monkeypatch, capsys):
     bar.set_postfix({"failed": 0})
     bar.update(3)
     assert (bar.bar.n, bar.bar.total, bar.bar.unit, bar.bar.desc) == (3, 3, "runs", "sweep")
+    assert bar.bar.postfix == "failed=0" and bar.bar.leave is False
+    kept = Progress("trace", "requests", leave=True)
+    assert kept.bar.leave is True
+    kept.close()
     bar.reset(5)
     assert (bar.bar.n, bar.bar.total) == (0, 5)
     bar.close()
