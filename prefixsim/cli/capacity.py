@@ -27,10 +27,10 @@ from prefixsim.cli.app import (
     one_trace,
     safe_name,
 )
-from prefixsim.cli.config_options import config_options, config_overrides
+from prefixsim.cli.config_options import config_options, load_flagged_config
 from prefixsim.cli.files import check_output_dir, write_folder
 from prefixsim.cli.option_groups import executor_options
-from prefixsim.config import RunConfig, load_config
+from prefixsim.config import RunConfig
 from prefixsim.errors import InputError
 from prefixsim.sweep import ExecutorOptions
 
@@ -90,7 +90,7 @@ def capacity(config_path: str | None, search: str | None, slo_values: tuple[str,
                          field="--search")
     slos = parse_slos(slo_values)
     flags["trace_path"] = one_trace(trace_file, flags.get("trace_path"))
-    config = load_config(config_path, config_overrides(flags))
+    config = load_flagged_config(config_path, flags)
     question = CapacityQuestion(config=config, search=search, slos=slos,
                                 goodput_share=goodput_share, tolerance=tolerance)
     check_question(question)

@@ -3,8 +3,9 @@
 `config_options` adds a click option per flagged field (its type, choices and help from
 the field and its metadata; the help ends with the dotted keys and the default);
 `config_overrides` turns the parsed values into the dotted config overrides (None = not
-given, so the config file's value stands); `config_dests` names the options of some config
-sections for the --help sections (cli/help_sections.py).
+given, so the config file's value stands) and `load_flagged_config` loads the config with
+them, naming the flag in an error about a value it gave; `config_dests` names the options
+of some config sections for the --help sections (cli/help_sections.py).
 The flags that are not config keys (--config, --output, ...) are cli/run.py's.
 """
 
@@ -14,16 +15,16 @@ import enum
 import functools
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
-from prefixsim.config import RunConfig
+from prefixsim.config import RunConfig, load_config
 from prefixsim.config.flags import FlaggedField, flagged_fields
 from prefixsim.config.section import value_kinds
 from prefixsim.config.units import examples, quantity, unit_of
-from prefixsim.errors import InputError, yaml_scalar
+from prefixsim.errors import InputError, within, yaml_scalar
 
 
 @functools.cache
@@ -125,10 +126,42 @@ def _choices(annotation: Any) -> list[str] | None:
 def config_overrides(values: dict[str, Any]) -> dict[str, Any]:
     """Dotted config overrides from the parsed values of the flagged fields' options."""
     overrides: dict[str, Any] = {}
+    for _, part in _overrides_by_flag(values):
+        overrides.update(part)
+    return overrides
+
+
+def _overrides_by_flag(values: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each flag with the dotted overrides its parsed value makes."""
     for field in _flagged():
         parse = _PARSERS[field.meta.get("parse", "same")]
-        overrides.update(parse(field, values.get(dest(field))))
-    return overrides
+        yield field.meta["flag"], parse(field, values.get(dest(field)))
+
+
+def load_flagged_config(config_path: str | None, values: dict[str, Any]) -> RunConfig:
+    """The run config of `--config` (if any) with the flags' parsed `values` on top; an error
+    about a value a flag gave names that flag beside the key: `--ttl (cache.ttl_s): must be
+    > 0, got -1.0` (a file's own values keep their file and line: config/run_config.py)."""
+    given: dict[str, str] = {}  # dotted key -> the flag that gave it
+    overrides: dict[str, Any] = {}
+    for flag, part in _overrides_by_flag(values):
+        overrides.update(part)
+        given.update((key, flag) for key, value in part.items() if value is not None)
+    try:
+        return load_config(config_path, overrides)
+    except InputError as exc:
+        raise named_by_flag(exc, given) from None
+
+
+def named_by_flag(exc: InputError, given: dict[str, str]) -> InputError:
+    """`exc` with its field named by the flag that set it (`--ttl (cache.ttl_s)`) when it
+    names no file and its field is, or lies below, a key a flag in `given` set; else `exc`."""
+    if exc.file is not None or exc.field is None:
+        return exc
+    flags = [flag for key, flag in given.items() if within(exc.field, key)]
+    if not flags:
+        return exc
+    return InputError(exc.message, field=f"{flags[0]} ({exc.field})")
 
 
 def _same(field: FlaggedField, value: Any) -> dict[str, Any]:

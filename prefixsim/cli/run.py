@@ -11,12 +11,11 @@ import click
 from click.core import ParameterSource
 
 from prefixsim.cli.app import app, fail_cleanly, one_trace
-from prefixsim.cli.config_options import config_dests, config_options, config_overrides
+from prefixsim.cli.config_options import config_dests, config_options, load_flagged_config
 from prefixsim.cli.files import check_output_dir
 from prefixsim.cli.help_sections import SectionedCommand
 from prefixsim.cli.progress import Progress
 from prefixsim.cli.run_output import default_output_dir, print_summary, write_run
-from prefixsim.config import load_config
 from prefixsim.errors import InputError
 from prefixsim.pipeline import simulate
 from prefixsim.sweep.store import SWEEP_MARKS
@@ -85,8 +84,7 @@ def run(config_path: str | None, output: str | None, quiet: bool, no_stream: boo
           --policy lru --cache-tokens 3000000 --ttl 300 -o results/demo
     """
     flags["trace_path"] = one_trace(trace_file, flags.get("trace_path"))
-    overrides = config_overrides(flags)  # the config keys' flags: config/flags.py
-    config = load_config(config_path, overrides)
+    config = load_flagged_config(config_path, flags)  # the config keys' flags: config/flags.py
     if config.cache_only:
         _refuse_timed_flags()
     out_dir = Path(output) if output else default_output_dir(config)

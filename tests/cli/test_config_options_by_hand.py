@@ -7,6 +7,7 @@ from typing import Literal
 
 import click
 import pytest
+from fakes import refusal
 from pydantic import Field
 
 from prefixsim.cli import config_options as options
@@ -190,3 +191,40 @@ def test_each_kind_of_field_becomes_its_kind_of_option():
     assert params["hardware_tp"].type is click.INT
     assert params["cache_host_bandwidth_gb_s"].type is click.FLOAT
     assert not params["cache_ttl_s"].multiple and not params["cache_ttl_s"].is_flag
+
+
+# ------------------------------------------------ an error about a flag's value names the flag
+GIVEN = {"cache.ttl_s": "--ttl", "router.params": "--router-param"}
+
+
+@pytest.mark.parametrize("error, expected", [
+    (InputError("must be > 0, got -1.0", field="cache.ttl_s"),
+     "--ttl (cache.ttl_s): must be > 0, got -1.0"),
+    (InputError("no such parameter", field="router.params.stale"),  # below the flag's key
+     "--router-param (router.params.stale): no such parameter"),
+    (InputError("bad", field="cache"), "cache: bad"),  # above it: not the flag's value alone
+    (InputError("bad", field="cache.ttl"), "cache.ttl: bad"),  # a prefix, not a key
+    (InputError("bad", field="cache.policy"), "cache.policy: bad"),  # no flag given
+    (InputError("bad"), "bad"),
+    (InputError("bad", file="run.yaml", line=3, field="cache.ttl_s"),  # the file's own value
+     "run.yaml:3: cache.ttl_s: bad"),
+])
+def test_an_error_names_the_flag_that_gave_its_value(error, expected):
+    assert str(options.named_by_flag(error, GIVEN)) == expected
+
+
+def test_a_flags_bad_value_is_named_by_the_flag_with_or_without_a_file(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("cache:\n  policy: lru\n  capacity_tokens: 1000\n")
+    for path in (None, str(config)):
+        error = refusal(options.load_flagged_config, path, {"cache_ttl_s": -1.0})
+        assert error == "--ttl (cache.ttl_s): must be > 0, got -1.0"
+    config.write_text("cache:\n  policy: lru\n  capacity_tokens: -5\n")
+    error = refusal(options.load_flagged_config, str(config), {"cache_ttl_s": 30.0})
+    assert error == f"{config}:3: cache.capacity_tokens: must be >= 0, got -5"
+    # a flag left out (None) gave nothing, so the file's bad value keeps its file and line
+    error = refusal(options.load_flagged_config, str(config), {"cache_capacity_tokens": None})
+    assert error == f"{config}:3: cache.capacity_tokens: must be >= 0, got -5"
+    # the flag over the file's bad value: the flag's value stands, accepted
+    config_ok = options.load_flagged_config(str(config), {"cache_capacity_tokens": "2k"})
+    assert config_ok.cache.capacity_tokens == 2000

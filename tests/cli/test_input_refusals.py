@@ -101,7 +101,7 @@ def test_tp_must_split_the_heads(tmp_path, tp):
     """llama-3.1-8b: 32 attention heads, 8 KV heads. tp 3/5/7 does not divide 32; tp 64
     does not divide 32 either (and is a multiple of 8): refused, naming tp and the heads."""
     result = invoke("run", "--trace", DEMO, "--tp", tp, "-o", tmp_path / "o")
-    one_line_error(result, "hardware.tp", f"tp {tp}", "32 attention heads", "8 KV heads")
+    one_line_error(result, f"--tp (hardware.tp): tp {tp}", "32 attention heads", "8 KV heads")
 
 
 def test_tp_above_the_kv_heads_replicates_them(tmp_path):
@@ -193,11 +193,13 @@ def test_a_utf8_bom_is_read_like_any_file(tmp_path):
 
 # -------------------------------------------- docs/input-rules.md I4
 @pytest.mark.parametrize("param, expected", [
-    ("staleness_s=abc", ["router.params.staleness_s", "expected a number, got 'abc'"]),
-    ("staleness_s=true", ["router.params.staleness_s", "expected a number"]),
-    ("stale=1", ["router.params.stale", "no such parameter", "staleness_s"]),
-    ("staleness_s=-1", ["router.params", "staleness_s must be >= 0"]),
-    ("staleness_s=-1e-3", ["router.params", "staleness_s must be >= 0"]),  # a number, as YAML
+    ("staleness_s=abc",
+     ["--router-param (router.params.staleness_s): expected a number, got 'abc'"]),
+    ("staleness_s=true", ["--router-param (router.params.staleness_s): expected a number"]),
+    ("stale=1", ["--router-param (router.params.stale): ", "no such parameter", "staleness_s"]),
+    ("staleness_s=-1", ["--router-param (router.params): staleness_s must be >= 0"]),
+    # a number, as YAML
+    ("staleness_s=-1e-3", ["--router-param (router.params): staleness_s must be >= 0"]),
     ("staleness_s=[1", ["--router-param", "staleness_s: not a YAML value"]),  # was a traceback
 ])
 def test_router_params_are_named(tmp_path, param, expected):
