@@ -241,7 +241,15 @@ def yaml_scalar(text: str) -> Any:
         problem = "too deeply nested"
     except yaml.YAMLError as exc:
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-    raise ValueError(f"not a YAML value ({problem}): {text!r}")
+    raise ValueError(f"not a YAML value ({problem}): {quoted(text)}")
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """`text` quoted as Python writes it, its first `limit` characters only when longer, so a
+    refusal stays one readable line: `'[[[[...'... (5,000 characters)`."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def _count_values(data: Any, budget: int) -> int:

@@ -5,7 +5,7 @@ exponents, BOMs, aliases counted, and command-line values read the same way
 import pytest
 
 from prefixsim import errors
-from prefixsim.errors import InputError, read_yaml, read_yaml_lines, yaml_scalar
+from prefixsim.errors import InputError, quoted, read_yaml, read_yaml_lines, yaml_scalar
 
 
 def refusal(path):
@@ -86,10 +86,18 @@ def test_command_line_values_read_as_a_file_reads_them():
         with pytest.raises(ValueError) as error:
             yaml_scalar(text)
         message = str(error.value)
-        assert message.startswith("not a YAML value (") and message.endswith(f": {text!r}")
+        shown = repr(text) if len(text) < 100 else f"{'[' * 60!r}... (5,000 characters)"
+        assert message.startswith("not a YAML value (") and message.endswith(f": {shown}")
         if problem is not None:
-            assert message == f"not a YAML value ({problem}): {text!r}"
+            assert message == f"not a YAML value ({problem}): {shown}"
         assert "\n" not in message
+
+
+def test_a_long_value_is_quoted_by_its_start():
+    assert quoted("x" * 60) == repr("x" * 60)  # at the limit: whole
+    assert quoted("x" * 61) == f"{'x' * 60!r}... (61 characters)"
+    assert quoted("ab'c", limit=3) == "\"ab'\"... (4 characters)"
+    assert quoted("") == "''"
 
 
 def test_problems_in_the_parsers_own_words(tmp_path, monkeypatch):
