@@ -105,14 +105,15 @@ def drawn_stats(points: pd.DataFrame, slos: Mapping[str, float] | None,
 
 def _x_scale(ax, values: pd.Series, counts: bool) -> None:
     """A rate axis logarithmic past LOG_SPAN; a replica count in base 2 past
-    REPLICAS_LOG_SPAN, ticked at the counts probed (whole numbers only either way)."""
+    REPLICAS_LOG_SPAN, ticked at the counts probed where there are at most 8 of them, else at
+    whole numbers (a single probe's axis was ticked 0.95-1.05 replicas: too few whole numbers
+    in view for an integer locator)."""
     if counts:
         if positive_span(values) >= REPLICAS_LOG_SPAN:
             ax.set_xscale("log", base=2)
-            value_ticks(ax.xaxis, values.dropna())
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            thousands_axis(ax.xaxis)
+        value_ticks(ax.xaxis, values.dropna())
     elif positive_span(values) > LOG_SPAN:
         ax.set_xscale("log")
     else:

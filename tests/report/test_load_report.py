@@ -300,3 +300,25 @@ def test_a_search_that_never_passed_is_readable(tmp_path):
     first = answers(data)[0]  # the search's own answer heads the box
     assert (first.question, first.parts) == ("Capacity: fewest replicas",
                                              ("none: p99_ttft_ms stays 7,459 ms",))
+
+
+@pytest.mark.parametrize("replicas, ticks", [
+    ([1], ["1"]),  # one probe: was ticked 0.945-1.05 (too few whole numbers in view)
+    ([1, 2, 4], ["1", "2", "4"]),  # linear (a span under 8): at the counts probed
+    ([3, 6], ["3", "6"]),
+])
+def test_a_replicas_axis_is_ticked_at_the_counts_probed(replicas, ticks):
+    n = len(replicas)
+    probes = pd.DataFrame({
+        "probe": range(n), "value": [float(r) for r in replicas], "config_value": replicas,
+        "offered_rate": [18.5] * n, "achieved_rate": [8.0 + r for r in replicas],
+        "passed": [True] * n, "run_id": [f"p{i}" for i in range(n)],
+        "p50_ttft_ms": [60.0] * n, "p99_ttft_ms": [120.0] * n,
+        "p50_tpot_ms": [7.5] * n, "p99_tpot_ms": [8.5] * n})
+    fig = capacity_figure(probes, {"search": "replicas", "answer_run_id": "p0",
+                                   "slos": {"p99_ttft_ms": 2000.0}})
+    fig.canvas.draw()
+    for ax in fig.axes[::2]:  # the replicas panels
+        assert ax.get_xscale() == "linear"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ticks
+    plt.close(fig)
