@@ -73,6 +73,8 @@ def test_ranges_take_units_log_and_step():
     assert knob("cache.ttl_s", {"float": [1, 2], "step": 0.5}).step == 0.5
     assert knob("cache.ttl_s", {"float": [1, 1]}) == Knob("cache.ttl_s", FLOAT, low=1, high=1)
     assert knob("x.count", {"int": [3, 5]}) == Knob("x.count", INT, low=3, high=5)  # no unit
+    assert knob("count", {"int": [3, 5]}) == Knob("count", INT, low=3, high=5)  # no section
+    assert knob("cache.ttl_s", {"float": [0.5, 2], "log": True}).low == 0.5  # 0 < low < 1
     # a bound in words where the key names no unit stays as written, and is refused
     assert refused("x.count", {"int": ["2k", 5]}) == (
         "space.x.count", "expected int: [low, high] with integers")
@@ -183,6 +185,7 @@ def test_a_conditional_knob_is_asked_only_under_its_value():
     (Knob("k", INT, low=1000, high=8999, step=4000), [1000, 5000]),  # high not on the grid
     (Knob("k", INT, low=3, high=5), [3, 4, 5]),  # no step: 1
     (Knob("k", INT, low=3, high=3), [3]),
+    (Knob("k", INT, low=2.0, high=4.0), [2, 3, 4]),  # an int range's grid is of ints
     (Knob("k", FLOAT, low=0.1, high=0.5, step=0.1), [0.1, 0.2, 0.3, 0.4, 0.5]),  # 0.5 kept
     (Knob("k", FLOAT, low=0.0, high=0.3, step=0.1), [0.0, 0.1, 0.2, 0.3]),  # rounded
     (POLICY, ["lru", "s3fifo"]),
