@@ -67,7 +67,7 @@ def _text_where_mixed(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns:
         kinds = {type(v) for v in frame[column] if v is not None and v == v}
         if len(kinds) > 1 and not kinds <= {int, float}:
-            frame[column] = [None if v is None else str(v) for v in frame[column]]
+            frame[column] = [None if v is None or v != v else str(v) for v in frame[column]]
     return frame
 
 
