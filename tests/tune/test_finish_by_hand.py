@@ -1,0 +1,148 @@
+"""The end of a tune by hand (prefixsim/tune/heldout.py `finish`): a study of two trials
+whose runs are on disk, finished with a stand-in executor that runs here. tune.json's every
+key, the held-out re-run and the base on each part, the retained share recomputed from the
+run folders' own summaries, best.yaml, a lost worker's run, a finish midway and a study
+with nothing feasible."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from cli_helpers import DEMO
+from fakes import LosingExecutor
+
+from prefixsim.sweep import run_point
+from prefixsim.sweep.store import read_run, run_dir, write_run
+from prefixsim.tune import PartOptions, parse_tune_spec, parts_for
+from prefixsim.tune.heldout import WHOLE_TRACE, finish, trial_point
+
+optuna = pytest.importorskip("optuna")
+
+HIT = "cache_token_hit_rate"
+SPEC = {"name": "t",
+        "base": {"trace": {"path": str(DEMO)}, "cache_only": True,
+                 "cache": {"capacity_tokens": 20_000}, "engine": {"sample_interval_s": None}},
+        "space": {"cache.policy": ["lru", "lfu"]},
+        "objectives": {HIT: "maximize"},
+        "constraints": ["cache_peak_tokens <= 1e9"], "trials": 2,
+        "sampler": {"name": "random", "seed": 0}}
+PARAMS = [{"cache.policy": "lru"}, {"cache.policy": "lfu"}]
+
+
+class Here:
+    """Runs every item here, in order, as the local executor's single worker does."""
+
+    def map_unordered(self, fn, items):
+        for index, item in enumerate(items):
+            yield index, fn(item)
+
+
+def summary(out, run_id):
+    found = read_run(run_dir(out, run_id))
+    return None if found is None else found.summary
+
+
+def tuned(tmp_path, options=WHOLE_TRACE, constraint="cache_peak_tokens <= 1e9"):
+    """A spec, its parts, and a study whose two trials ran on the tuned part (folders
+    written as the driver writes them), told their hit rates and violations."""
+    spec = parse_tune_spec({**SPEC, "constraints": [constraint]})
+    parts = parts_for(spec, options)
+    out = tmp_path / "out"
+    study = optuna.create_study(direction="maximize")
+    distribution = optuna.distributions.CategoricalDistribution(["lru", "lfu"])
+    for number, params in enumerate(PARAMS):
+        point = trial_point(spec, parts.train, params, number)
+        write_run(out, run_point(point, keep_requests=False))
+        found = summary(out, point.run_id)
+        violation = found["cache_peak_tokens"] - float(constraint.split()[-1])
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions={"cache.policy": distribution}, values=[found[HIT]],
+            user_attrs={"run_id": point.run_id}, constraints={constraint: violation}))
+    return spec, parts, out, study
+
+
+def test_finish_on_a_split_by_hand(tmp_path):
+    spec, parts, out, study = tuned(tmp_path, PartOptions(split="time:0.5"))
+    lru, lfu = (summary(out, f"trial-000{n}")[HIT] for n in (0, 1))
+    # LFU beats LRU on the demo's first half at 20k tokens (0.642 against 0.588)
+    assert lfu > lru
+    best = 1
+    result = finish(study, spec, parts, out, Here(), keep_requests=False)
+    test = summary(out, f"trial-000{best}-test")
+    base_train, base_test = summary(out, "base-train"), summary(out, "base-test")
+    windows = [yaml.safe_load(read_run(run_dir(out, r)).config_text)["trace"]["time_window"]
+               for r in ("base-train", "base-test", f"trial-000{best}-test")]
+    assert windows == [[0.0, 0.5], [0.5, 1.0], [0.5, 1.0]]
+    gain = (lru if best == 0 else lfu) - base_train[HIT]
+    assert gain > 0  # the base is LRU (the default policy): a gain to keep
+    retained = (test[HIT] - base_test[HIT]) / gain
+    assert result == {
+        "kind": "tune", "name": "t",
+        "objectives": [{"key": HIT, "direction": "maximize"}],
+        "constraints": ["cache_peak_tokens <= 1e9"],
+        "sampler": {"name": "random", "seed": 0},
+        "split": "time:0.5", "tuned_on": "train",
+        "trials": {"total": 2, "complete": 2},
+        "best": [{"trial": best, "run_id": f"trial-000{best}", "params": PARAMS[best],
+                  "train": {HIT: lru if best == 0 else lfu},
+                  "test_run_id": f"trial-000{best}-test", "test": {HIT: test[HIT]},
+                  "test_feasible": True, "retained": {HIT: retained}}],
+        "base": {"train": {HIT: base_train[HIT]}, "test": {HIT: base_test[HIT]}},
+        "base_feasible": {"train": True, "test": True},
+        "finished": True,
+    }
+    assert json.loads((out / "tune.json").read_text()) == result
+    # best.yaml: the best trial's own config.yaml under a header naming it and its figure
+    text = (out / "best.yaml").read_text()
+    header = (f"# best trial {best} of the tune 't' (on the train part): "
+              f"{HIT}={result['best'][0]['train'][HIT]:.6g}\n"
+              "# prefixsim run --config best.yaml repeats it\n")
+    assert text == header + (run_dir(out, f"trial-000{best}") / "config.yaml").read_text()
+    assert yaml.safe_load(text)["cache"]["policy"] == PARAMS[best]["cache.policy"]
+    # the tables: each run with its part
+    table = json.loads((out / "sweep.json").read_text())
+    assert table["run_ids"] == ["trial-0000", "trial-0001", f"trial-000{best}-test",
+                                "base-train", "base-test"]
+
+
+def test_finish_on_the_whole_trace_runs_the_base_once(tmp_path):
+    spec, parts, out, study = tuned(tmp_path)
+    result = finish(study, spec, parts, out, Here(), keep_requests=False)
+    assert (result["split"], result["tuned_on"]) == (None, "all")
+    assert set(result["base"]) == {"all"} and result["base_feasible"] == {"all": True}
+    assert result["base"]["all"] == {HIT: summary(out, "base")[HIT]}
+    entry = result["best"][0]
+    assert set(entry) == {"trial", "run_id", "params", "all"}  # no held-out keys
+    assert not run_dir(out, f"{entry['run_id']}-test").exists()
+
+
+def test_a_lost_worker_leaves_a_failed_run_named_so(tmp_path):
+    spec, parts, out, study = tuned(tmp_path, PartOptions(split="time:0.5"))
+    losing = LosingExecutor()
+    losing.lost_index = 0  # base-train's worker dies
+    result = finish(study, spec, parts, out, losing, keep_requests=False)
+    meta = read_run(run_dir(out, "base-train")).meta
+    assert (meta["status"], meta["error"]) == ("failed", "worker lost: ConnectionError")
+    assert result["base"]["train"] is None and result["base_feasible"]["train"] is None
+    assert result["best"][0]["retained"] == {}  # no base on the train part: nothing to say
+
+
+def test_midway_nothing_runs_and_tune_json_says_unfinished(tmp_path):
+    spec, parts, out, study = tuned(tmp_path, PartOptions(split="time:0.5"))
+    (out / "best.yaml").write_text("# an earlier best\n")
+    result = finish(study, spec, parts, out, None, keep_requests=False)
+    assert result["finished"] is False
+    assert not run_dir(out, "base-train").exists()
+    assert result["base"] == {"train": None, "test": None}
+    assert result["best"][0]["test"] is None and result["best"][0]["test_feasible"] is None
+    assert (out / "best.yaml").read_text() == "# an earlier best\n"  # left as it was
+
+
+def test_with_nothing_feasible_there_is_no_best(tmp_path):
+    spec, parts, out, study = tuned(tmp_path, constraint="cache_peak_tokens <= 10")
+    (out / "best.yaml").write_text("# an earlier best\n")
+    result = finish(study, spec, parts, out, Here(), keep_requests=False)
+    assert result["best"] == [] and result["base_feasible"] == {"all": False}
+    assert not (out / "best.yaml").exists()
