@@ -146,3 +146,65 @@ def test_with_nothing_feasible_there_is_no_best(tmp_path):
     result = finish(study, spec, parts, out, Here(), keep_requests=False)
     assert result["best"] == [] and result["base_feasible"] == {"all": False}
     assert not (out / "best.yaml").exists()
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_the_re_runs_keep_requests_as_asked(tmp_path, keep):
+    spec, parts, out, study = tuned(tmp_path, PartOptions(split="time:0.5"))
+    finish(study, spec, parts, out, Here(), keep_requests=keep)
+    for run_id in ("base-train", "base-test", "trial-0001-test"):
+        assert (run_dir(out, run_id) / "requests.parquet").exists() is keep
+
+
+def test_a_lost_re_run_keeps_its_parameters(tmp_path):
+    spec, parts, out, study = tuned(tmp_path, PartOptions(split="time:0.5"))
+    losing = LosingExecutor()
+    losing.lost_index = 2  # after base-train and base-test: the best's held-out re-run
+    result = finish(study, spec, parts, out, losing, keep_requests=False)
+    meta = read_run(run_dir(out, "trial-0001-test")).meta
+    assert (meta["status"], meta["params"]) == ("failed", {"cache.policy": "lfu"})
+    assert result["best"][0]["test"] is None and result["best"][0]["test_feasible"] is None
+
+
+def test_best_yaml_is_rebuilt_when_the_trials_folder_lost_its_config(tmp_path):
+    spec, parts, out, study = tuned(tmp_path)
+    (run_dir(out, "trial-0001") / "config.yaml").unlink()
+    finish(study, spec, parts, out, Here(), keep_requests=False)
+    config = yaml.safe_load((out / "best.yaml").read_text())
+    assert config["cache"]["policy"] == "lfu" and config["cache"]["capacity_tokens"] == 20_000
+    assert config["trace"]["path"] == str(DEMO)
+
+
+def test_best_yaml_names_every_objective(tmp_path):
+    spec, parts, out, study = tuned(tmp_path)
+    two = parse_tune_spec({**SPEC, "objectives": {HIT: "maximize",
+                                                  "cache_peak_tokens": "minimize"}})
+    both = optuna.create_study(directions=["maximize", "minimize"])
+    distribution = optuna.distributions.CategoricalDistribution(["lru", "lfu"])
+    for number, params in enumerate(PARAMS):
+        found = summary(out, f"trial-000{number}")
+        both.add_trial(optuna.trial.create_trial(
+            params=params, distributions={"cache.policy": distribution},
+            values=[found[HIT], found["cache_peak_tokens"]],
+            user_attrs={"run_id": f"trial-000{number}"}, constraints={"c": -1.0}))
+    result = finish(both, two, parts, out, Here(), keep_requests=False)
+    first = result["best"][0]
+    shown = (f"{HIT}={first['all'][HIT]:.6g}, "
+             f"cache_peak_tokens={first['all']['cache_peak_tokens']:.6g}")
+    assert (out / "best.yaml").read_text().splitlines()[0] == (
+        f"# best trial {first['trial']} of the tune 't' (on the all part): {shown}")
+
+
+def test_no_best_and_no_earlier_best_yaml_is_no_error(tmp_path):
+    spec, parts, out, study = tuned(tmp_path, constraint="cache_peak_tokens <= 10")
+    result = finish(study, spec, parts, out, Here(), keep_requests=False)
+    assert result["best"] == [] and not (out / "best.yaml").exists()
+
+
+def test_a_study_with_no_trials_finishes_with_the_base_alone(tmp_path):
+    spec = parse_tune_spec(SPEC)
+    parts = parts_for(spec, WHOLE_TRACE)
+    study = optuna.create_study(direction="maximize")
+    result = finish(study, spec, parts, tmp_path / "out", Here(), keep_requests=False)
+    assert result["trials"] == {"total": 0} and result["best"] == []
+    assert result["base"]["all"] == {HIT: summary(tmp_path / "out", "base")[HIT]}

@@ -15,7 +15,14 @@ from fakes import refusal
 from prefixsim.errors import InputError
 from prefixsim.sweep.spec import make_point
 from prefixsim.tune import PartOptions, parse_tune_spec, parts_for
-from prefixsim.tune.heldout import WHOLE_TRACE, _feasible, _retained, check_traces
+from prefixsim.tune.heldout import (
+    WHOLE_TRACE,
+    _base_points,
+    _feasible,
+    _retained,
+    check_traces,
+    trial_point,
+)
 
 SPEC = {"name": "t", "base": {"trace": {"path": str(DEMO)}, "cache_only": True},
         "space": {"cache.ttl_s": {"float": [1, 600], "log": True}},
@@ -146,3 +153,29 @@ def test_a_run_is_feasible_when_every_constraint_holds():
     assert not _feasible(tuned, point, {"cache_peak_tokens": 9217})
     none = parse_tune_spec({**SPEC, "constraints": []})
     assert _feasible(none, point, {})
+
+
+def test_points_read_a_relative_trace_from_the_specs_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "t.jsonl").write_bytes(DEMO.read_bytes())
+    monkeypatch.chdir(tmp_path)  # not the spec's folder
+    relative = parse_tune_spec({**SPEC, "base": {"trace": {"path": "t.jsonl"},
+                                                 "cache_only": True}}, root=folder)
+    parts = parts_for(relative, PartOptions(split="time:0.5"))
+    point = trial_point(relative, parts.train, {"cache.policy": "lru"}, 3)
+    assert point.run_id == "trial-0003" and point.config.trace.path == folder / "t.jsonl"
+    assert trial_point(relative, parts.test, {}, 12, "-test").run_id == "trial-0012-test"
+    bases = _base_points(parts)
+    assert {p: (b.run_id, b.config.trace.path) for p, b in bases.items()} == {
+        "train": ("base-train", folder / "t.jsonl"), "test": ("base-test", folder / "t.jsonl")}
+    whole = _base_points(parts_for(relative, WHOLE_TRACE))
+    assert {p: (b.run_id, b.config.trace.path) for p, b in whole.items()} == {
+        "all": ("base", folder / "t.jsonl")}
+
+
+def test_a_constraint_over_config_keys_judges_the_points_config():
+    budget = parse_tune_spec({**SPEC, "constraints": ["cache.capacity_tokens <= 1000"]})
+    small = make_point({**budget.base, "cache": {"capacity_tokens": 1000}}, {})
+    large = make_point({**budget.base, "cache": {"capacity_tokens": 1001}}, {})
+    assert _feasible(budget, small, {}) and not _feasible(budget, large, {})
