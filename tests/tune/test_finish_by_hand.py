@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 from cli_helpers import DEMO
@@ -102,9 +103,14 @@ def test_finish_on_a_split_by_hand(tmp_path):
     assert text == header + (run_dir(out, f"trial-000{best}") / "config.yaml").read_text()
     assert yaml.safe_load(text)["cache"]["policy"] == PARAMS[best]["cache.policy"]
     # the tables: each run with its part
-    table = json.loads((out / "sweep.json").read_text())
-    assert table["run_ids"] == ["trial-0000", "trial-0001", f"trial-000{best}-test",
-                                "base-train", "base-test"]
+    runs = ["trial-0000", "trial-0001", "trial-0001-test", "base-train", "base-test"]
+    assert json.loads((out / "sweep.json").read_text())["run_ids"] == runs
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert list(table.columns[:3]) == ["run_id", "trial", "part"]
+    assert table["run_id"].tolist() == runs
+    assert str(table["trial"].dtype) == "Int64"
+    assert table["trial"].tolist()[:3] == [0, 1, 1] and table["trial"][3:].isna().all()
+    assert table["part"].tolist() == ["train", "train", "test", "train", "test"]
 
 
 def test_finish_on_the_whole_trace_runs_the_base_once(tmp_path):

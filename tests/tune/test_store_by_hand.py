@@ -60,6 +60,13 @@ def test_a_trials_row_by_hand():
         "duration_s": 2.5}]
 
 
+def test_a_repeated_and_a_failed_trial_say_so():
+    rows = trials_frame([trial(4, attrs={"duplicate_of": 2, "run_id": "trial-0002"}),
+                         trial(5, state="FAIL", values=None, attrs={"error": "it broke"})], SPEC)
+    assert rows["duplicate_of"][0] == 2 and pd.isna(rows["duplicate_of"][1])
+    assert pd.isna(rows["error"][0]) and rows["error"][1] == "it broke"
+
+
 @pytest.mark.parametrize("state, shown, feasible", [
     ("COMPLETE", "complete", True), ("PRUNED", "pruned", True), ("FAIL", "failed", None),
     ("RUNNING", "running", None), ("WAITING", "waiting", None), ("NEW", "new", None),
@@ -91,6 +98,10 @@ def test_a_column_of_mixed_kinds_is_text():
     assert shown["flag"].tolist()[:2] == ["True", "1"]  # a bool among numbers: text
     assert pd.isna(shown["flag"][2])  # a missing value stays missing, not the text "nan"
     assert shown["same"].tolist()[:2] == ["a", "b"] and pd.isna(shown["same"][2])
+    held = _text_where_mixed(pd.DataFrame({"ints": pd.Series([1, None], dtype=object),
+                                           "both": pd.Series([1, 2.5], dtype=object)}))
+    assert held["ints"].tolist() == [1, None]  # a missing value is not a kind of its own
+    assert held["both"].tolist() == [1, 2.5]  # ints and floats together stay numbers
 
 
 # ------------------------------------------------------------------------------ best
@@ -120,6 +131,18 @@ def test_the_pareto_front_of_two_objectives_by_the_first():
     assert best_trials(rows, [MIN, MAX]) == [0, 1, 4, 3]  # cost low to high
 
 
+def test_the_front_is_ordered_by_the_first_objective_then_the_trial():
+    """Three trade-offs: by the first objective, whichever direction; equal trials (4 and 1,
+    listed in that order) by their numbers."""
+    rows = frame([(0, "complete", True, 0.5, 3.0, None), (1, "complete", True, 0.7, 2.0, None),
+                  (2, "complete", True, 0.9, 1.0, None)])
+    up = Objective("cost", "maximize")
+    assert best_trials(rows, [MAX, up]) == [2, 1, 0]
+    assert best_trials(rows, [Objective("hit", "minimize"), MIN]) == [0, 1, 2]
+    ties = frame([(4, "complete", True, 0.7, 2.0, None), (1, "complete", True, 0.7, 2.0, None)])
+    assert best_trials(ties, [MAX, MIN]) == [1, 4]
+
+
 def test_domination_by_hand():
     assert _dominates([0.7, 2.0], [0.6, 3.0], [MAX, MIN])
     assert _dominates([0.7, 3.0], [0.6, 3.0], [MAX, MIN])  # better in one, equal in the other
@@ -134,9 +157,9 @@ def test_a_pareto_table_only_for_several_objectives(tmp_path):
     write_tables(tmp_path, rows, SPEC, [], {})
     assert not (tmp_path / "pareto.parquet").exists()
     assert pd.read_parquet(tmp_path / "trials.parquet")["trial"].tolist() == [0, 1]
-    meta = json.loads((tmp_path / "sweep.json").read_text())
-    assert meta == {"kind": "tune", "name": "t", "swept_keys": ["cache.policy", "cache.ttl_s"],
-                    "swept_columns": ["cache_policy", "cache_ttl_s"], "run_ids": []}
+    meta = {"kind": "tune", "name": "t", "swept_keys": ["cache.policy", "cache.ttl_s"],
+            "swept_columns": ["cache_policy", "cache_ttl_s"], "run_ids": []}
+    assert (tmp_path / "sweep.json").read_text() == json.dumps(meta, indent=2) + "\n"
     two = parse_tune_spec({**json.loads(json.dumps({"base": SPEC.base})), "name": "t",
                            "space": {"cache.ttl_s": {"float": [1, 600]}},
                            "objectives": {"cache_token_hit_rate": "maximize",
@@ -154,6 +177,8 @@ def test_best_yaml_has_its_header_as_comments_and_tune_json_reads_back(tmp_path)
         "# best trial 3\n# prefixsim run --config\ncache:\n  policy: lru\n")
     assert read_tune_meta(tmp_path) is None  # no tune.json yet
     write_summary(tmp_path, {"kind": "tune", "when": datetime.date(2026, 12, 7)})
+    assert (tmp_path / "tune.json").read_text() == (
+        '{\n  "kind": "tune",\n  "when": "2026-12-07"\n}\n')
     assert read_tune_meta(tmp_path) == {"kind": "tune", "when": "2026-12-07"}
     (tmp_path / "tune.json").write_text("{not json")
     assert read_tune_meta(tmp_path) is None
