@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -154,3 +155,72 @@ def test_stale_trials_of_dead_workers_are_settled(tmp_path):
     assert trials[0].values == [0.6] and trials[0].constraints == {"c": -1.0}
     assert trials[1].user_attrs["error"] == "worker died before the run finished"
     assert settle_stale(study, storage, recover) == 0  # nothing left to settle
+
+
+# ------------------------------------------------------------- what the storage is given
+def test_sqlite_storages_wait_for_each_others_locks(tmp_path, monkeypatch):
+    """What RDBStorage is given: DIR/study.db through `_sqlite_connection`, another SQLite
+    URL with a 60 s lock timeout, any other URL as it is."""
+    given = []
+    monkeypatch.setattr(optuna.storages, "RDBStorage",
+                        lambda url, engine_kwargs=None: given.append((url, engine_kwargs)))
+    storage_for(tmp_path, None)
+    storage_for(tmp_path, "sqlite:///x.db")
+    storage_for(tmp_path, "postgresql://host/db")
+    (url, default), other, remote = given
+    assert url == f"sqlite:///{(tmp_path / STUDY_FILE).resolve()}"
+    assert default["creator"].func is _sqlite_connection
+    assert default["creator"].args == (str((tmp_path / STUDY_FILE).resolve()),)
+    assert other == ("sqlite:///x.db", {"connect_args": {"timeout": 60}})
+    assert remote == ("postgresql://host/db", {})
+
+
+def test_a_storage_error_is_one_line_of_at_most_200_characters(tmp_path, monkeypatch):
+    def broken(url, engine_kwargs=None):
+        raise RuntimeError("could not\n  connect " + "x" * 300)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", broken)
+    assert refusal(storage_for, tmp_path, "postgresql://h/db") == (
+        "--storage: cannot open the study storage: " + ("could not connect " + "x" * 300)[:200])
+
+
+def test_the_sqlite_connection_is_shared_across_threads_and_waits(tmp_path, monkeypatch):
+    made = []
+    connect = sqlite3.connect
+    monkeypatch.setattr("sqlite3.connect",
+                        lambda *a, **k: made.append((a, k)) or connect(*a, **k))
+    _sqlite_connection(str(tmp_path / "s.db"))
+    assert made == [((str(tmp_path / "s.db"),), {"timeout": 60, "check_same_thread": False})]
+
+
+def test_the_default_storage_leaves_study_db_in_wal_mode(tmp_path):
+    open_study(spec(), storage_for(tmp_path, None), None, {})
+    plain = sqlite3.connect(tmp_path / STUDY_FILE)  # WAL is kept in the file
+    assert plain.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_worker_id_is_split_at_its_last_colon(monkeypatch):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    monkeypatch.setattr(socket, "gethostname", lambda: "node:7")
+    assert _dead(f"node:7:{child.pid}")
+
+
+def test_a_process_we_may_not_signal_is_alive(monkeypatch):
+    def refuse(pid, signal):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", refuse)
+    assert not _dead(f"{socket.gethostname()}:1")
+
+
+def test_a_live_worker_first_does_not_stop_the_settling(tmp_path):
+    storage = storage_for(tmp_path, None)
+    study = open_study(spec(), storage, None, {})
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    alive, lost = study.ask(), study.ask()
+    alive.set_user_attr("worker", worker_id())
+    lost.set_user_attr("worker", f"{socket.gethostname()}:{child.pid}")
+    assert settle_stale(study, storage, lambda frozen: None) == 1
+    assert [t.state.name for t in study.get_trials()] == ["RUNNING", "FAIL"]
