@@ -121,6 +121,10 @@ def test_the_grid_enqueues_what_the_study_has_not_seen_up_to_the_budget():
     assert [t.system_attrs["fixed_params"] for t in study.trials] == grid
     _enqueue_grid(study, grid, budget=5)  # nothing left unseen
     assert len(study.trials) == 3
+    later = study_of(tuned)
+    _enqueue_grid(later, grid, budget=1)
+    _enqueue_grid(later, grid, budget=2)  # room for one more beside the one seen
+    assert [t.system_attrs["fixed_params"] for t in later.trials] == grid[:2]
 
 
 # -------------------------------------------------------------------------------- ask
@@ -171,6 +175,40 @@ def test_a_point_infeasible_by_its_config_is_pruned_unrun():
     assert result.failed == {}
 
 
+@pytest.mark.parametrize("ttl, pruned", [(10.0, False), (10.5, True)])
+def test_a_constraint_breaks_when_its_violation_is_above_zero(ttl, pruned):
+    """`cache.ttl_s <= 10`: 10 is within (violation 0), 10.5 is not (0.5); the error names
+    the constraint broken, not one met at its bound."""
+    tuned = spec(space={"cache.ttl_s": [10.0, 10.5]},
+                 constraints=["cache.ttl_s <= 10.5", "cache.ttl_s <= 10"])
+    parts = parts_for(tuned, WHOLE_TRACE)
+    study = study_of(tuned, {"cache.ttl_s": ttl})
+    asked = _ask(study, tuned, parts, "host:1", TuneResult(out_dir=None), None)
+    frozen = study.trials[0]
+    assert (asked is None) is pruned
+    if pruned:
+        assert frozen.user_attrs["error"] == "infeasible before the run: cache.ttl_s <= 10"
+        assert frozen.constraints == {"cache.ttl_s <= 10.5": 0.0, "cache.ttl_s <= 10": 0.5}
+
+
+def test_only_a_finished_trial_of_the_same_point_is_a_twin():
+    """A complete trial of another point and a failed one of this point: neither is a twin,
+    so the trial runs."""
+    tuned = spec()
+    parts = parts_for(tuned, WHOLE_TRACE)
+    study = study_of(tuned)
+    dist = {"cache.policy": optuna.distributions.CategoricalDistribution(["lru", "lfu"])}
+    study.add_trial(optuna.trial.create_trial(params={"cache.policy": "lru"},
+                                              distributions=dist, values=[0.5]))
+    study.add_trial(optuna.trial.create_trial(params={"cache.policy": "lfu"},
+                                              distributions=dist,
+                                              state=optuna.trial.TrialState.FAIL))
+    study.enqueue_trial({"cache.policy": "lfu"})
+    asked = _ask(study, tuned, parts, "host:1", TuneResult(out_dir=None), None)
+    assert asked is not None and asked[1].run_id == "trial-0002"
+    assert "duplicate_of" not in study.trials[2].user_attrs
+
+
 def test_a_repeat_of_a_finished_point_is_told_its_twins_end(tmp_path):
     tuned = spec()
     parts = parts_for(tuned, WHOLE_TRACE)
@@ -208,7 +246,7 @@ def test_a_repeat_of_a_failed_point_fails_too():
 
 # ---------------------------------------------------------------------- a run's end
 def test_a_runs_end_is_told_with_its_values_and_violations(tmp_path):
-    tuned = spec(constraints=["cache_peak_tokens <= 1000"])
+    tuned = spec(constraints=["cache_peak_tokens <= 1000", "cache.capacity_tokens <= 30000"])
     parts = parts_for(tuned, WHOLE_TRACE)
     study = study_of(tuned, {"cache.policy": "lfu"})
     trial, point = _ask(study, tuned, parts, "host:1", TuneResult(out_dir=None), None)
@@ -218,7 +256,8 @@ def test_a_runs_end_is_told_with_its_values_and_violations(tmp_path):
     frozen = study.trials[0]
     assert result.ran == 1 and frozen.values == [outcome.summary[HIT]]
     assert frozen.constraints == {
-        "cache_peak_tokens <= 1000": outcome.summary["cache_peak_tokens"] - 1000}
+        "cache_peak_tokens <= 1000": outcome.summary["cache_peak_tokens"] - 1000,
+        "cache.capacity_tokens <= 30000": 20_000 - 30_000}  # read from the point's config
     # infeasible (its peak is over 1,000 tokens): no best so far
     assert seen == [TrialReport(0, "complete", [outcome.summary[HIT]], None, None)]
 
@@ -233,7 +272,12 @@ def test_a_failed_run_and_a_missing_objective(tmp_path):
     result, (seen, told) = TuneResult(out_dir=None), reports()
     _finish_trial(study, tuned, trial, point, broken, result, told)
     assert study.trials[0].state.name == "FAIL" and result.failed == {0: "it broke"}
-    assert result.ran == 1 and seen[0].error == "it broke"
+    assert study.trials[0].user_attrs["error"] == "it broke"
+    assert result.ran == 1 and (seen[0].state, seen[0].error) == ("failed", "it broke")
+    study.enqueue_trial({"cache.policy": "lru"})
+    second, other = _ask(study, tuned, parts, "host:1", TuneResult(out_dir=None), None)
+    _finish_trial(study, tuned, second, other, broken, result, None)
+    assert result.ran == 2  # every run's end counts
     latency = spec(objectives={"p99_ttft_ms": "minimize"})
     study = study_of(latency, {"cache.policy": "lfu"})
     trial, point = _ask(study, latency, parts, "host:1", TuneResult(out_dir=None), None)
@@ -243,6 +287,7 @@ def test_a_failed_run_and_a_missing_objective(tmp_path):
     assert info.value.field == "objectives"
     assert info.value.message.startswith("objective p99_ttft_ms is None in this run's summary")
     assert study.trials[0].state.name == "FAIL"
+    assert study.trials[0].user_attrs["error"] == info.value.message
 
 
 # ------------------------------------------------------------------------ best so far
