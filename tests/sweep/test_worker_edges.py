@@ -89,8 +89,12 @@ def test_a_dead_driver_ends_the_worker(monkeypatch):
     monkeypatch.setattr(worker.os, "_exit", exit_)
     checks = []
     monkeypatch.setattr(worker, "_alive", lambda pid: checks.append(pid) or len(checks) < 3)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # its SystemExit: quiet
+    before = set(threading.enumerate())
     watch_driver(424242)
     assert done.wait(5)
+    for thread in set(threading.enumerate()) - before:
+        thread.join(5)  # ended by its SystemExit while the quiet hook is in place
     assert exits == [3] and checks == [424242] * 3
 
 
