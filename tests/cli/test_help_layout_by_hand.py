@@ -115,5 +115,32 @@ def test_load_all_imports_every_lazy_command(tmp_path, monkeypatch):
 
 
 def test_an_empty_group_lists_no_commands_section():
-    text = CliRunner().invoke(LazyGroup(name="tool"), ["--help"]).output
-    assert "Commands" not in text
+    result = CliRunner().invoke(LazyGroup(name="tool"), ["--help"])
+    assert result.exit_code == 0 and "Commands" not in result.output
+
+
+HELPS = {"a": "Short.", "bb": "A longer help that runs on " * 4,
+         "ccc": "Exactly " + "x" * 40, "dddd": "Words " * 12}
+
+
+def test_the_listing_is_clicks_own_imported_or_not():
+    """At several widths a lazy group lists its commands as click.Group lists the same
+    commands, whether they are imported yet (LazyCommand) or not."""
+    for width in (50, 61, 62, 63, 80, 120):
+        plain, imported = click.Group(name="tool"), LazyGroup(name="tool")
+        lazy = LazyGroup(name="tool", lazy=[LazyCommand(n, f"never_{n}", t)
+                                            for n, t in HELPS.items()])
+        for name, text in HELPS.items():
+            plain.command(name, help=text)(lambda: None)
+            imported.command(name, help=text)(lambda: None)
+        shown = [CliRunner().invoke(g, ["--help"], terminal_width=width).output
+                 for g in (plain, imported, lazy)]
+        assert shown[0] == shown[1] == shown[2], width
+
+
+def test_groups_and_commands_keep_clicks_arguments():
+    group = LazyGroup("tool", help="Does tools.", lazy=[])
+    assert (group.name, group.help) == ("tool", "Does tools.")
+    command = SectionedCommand("cmd", help="Does one.", sections=[("S", ["x"])])
+    assert (command.name, command.help, command.sections) == ("cmd", "Does one.",
+                                                              [("S", ["x"])])
