@@ -29,8 +29,10 @@
 #
 # (timeouts count as killed; mutants no test reaches count as survived). Needs
 # `pip install -e '.[dev]'` (mutmut is in the dev extra). The Python that runs mutmut is
-# $PYTHON, else the active virtualenv's, else `python3` on the PATH. The README's "Testing"
-# section lists the survivors of the last cache run and why each is equivalent or accepted.
+# $PYTHON, else the active virtualenv's, else `python3` on the PATH: Python 3.12 or later
+# for the cache (below 3.12 mutmut's stats step can crash on it; a warning says so). The
+# README's "Testing" section lists the survivors of the last cache run and why each is
+# equivalent or accepted.
 set -euo pipefail
 py="${PYTHON:-${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}}"
 py="$(command -v "${py:-python3}")" || { echo "bench/mutation.sh: no python" >&2; exit 2; }
@@ -38,6 +40,15 @@ case "$py" in /*) ;; *) py="$PWD/$py" ;; esac  # absolute: the script changes fo
 cd "$(dirname "$0")/.."
 part="${1:-cache}"
 scope="${2:-scored}"
+if ! "$py" -c "import sys; sys.exit(sys.version_info < (3, 12))"; then
+  # mutmut's stats step sets a ContextVar on every call of a mutated function, also from
+  # the finaliser of a cache the garbage collector frees (SegmentCache.__del__); before
+  # 3.12 that re-entry can free the context's HAMT under the running set (CPython issue
+  # gh-148891): a segfault or a LookupError in the stats step, at random. Seen with
+  # cache/segment_tree.py on 3.11.7; a 3.12 virtualenv runs it.
+  echo "bench/mutation.sh: $py is older than Python 3.12: mutmut's stats step may crash" \
+       "(CPython gh-148891); PYTHON=<a 3.12+ venv's python> avoids it" >&2
+fi
 if ! "$py" -c "import mutmut" 2>/dev/null; then
   echo "bench/mutation.sh: $py cannot import mutmut; pip install -e '.[dev]' (or set PYTHON)" >&2
   exit 2
@@ -113,4 +124,7 @@ dead = counts["killed"] + counts["timeout"]
 alive = counts["survived"] + counts["no tests"]
 print(f"mutants: {counts}")
 print(f"score: {dead}/{dead + alive} = {dead / max(dead + alive, 1):.1%} killed")
+if counts["other"] and not dead + alive:
+    raise SystemExit(f"bench/mutation.sh: mutmut ran none of the {counts['other']} mutants;"
+                     f" see {pathlib.Path('mutmut-run.log').resolve()}")
 PY
