@@ -227,6 +227,27 @@ def test_long_random_traces_replay_as_on_pages(block):
         assert out[0] == out[1], f"seed {seed}"
 
 
+def test_belady_keyed_by_access_replays_as_on_pages():
+    """Belady keyed by each page's id and its segment's last access and recency as it is
+    queued (`by_access`: a timed replica's cache), in block mode: 200 seeded traces give
+    the per-page tree's hits, counters and resident pages with their deadlines."""
+    for seed in range(200):
+        _, requests, _, capacity, ttl = seeded_case(seed)
+        out = []
+        for cache in (RadixCache(capacity, built("belady", requests), ttl, CacheMode.BLOCK),
+                      SegmentCache(capacity, built("belady", requests), ttl, by_access=True,
+                                   mode=CacheMode.BLOCK)):
+            try:
+                result = replay_cache_only(requests, cache, sample_interval_s=1.0)
+            except InputError as exc:
+                out.append(str(exc))
+                continue
+            cache.check_invariants()
+            out.append(([r.cached_tokens for r in result.records], result.counters,
+                        sorted((p.page_id, p.deadline_s) for p in cache.pages())))
+        assert out[0] == out[1], f"seed {seed}"
+
+
 def test_earliest_deadline_first_reads_a_raised_deadline():
     """ttl policy (R11), block mode, a sliding 10 s TTL: 1 (deadline 10) and 2 (11) at the
     root, then 3 below 1 at t=5 raises 1 to 15 (R12). One more page at t=6 evicts the
