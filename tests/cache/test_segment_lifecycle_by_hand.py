@@ -76,3 +76,35 @@ def test_fifo_head_eviction_fails_when_one_token_short():
     assert sorted(cache.page_ids()) == [1]
     cache.insert(None, [2], [P], 0.0, 2)
     assert cache.evict(P) and sorted(cache.page_ids()) == [1]
+
+
+def page_parents(cache: SegmentCache) -> dict[int, int | None]:
+    """Each resident page's parent page (None at a root or for an orphan's first page)."""
+    out: dict[int, int | None] = {}
+    for node in cache.segments():
+        ids = list(node.ids)
+        above = None if node.parent is None else node.parent.ids[-1]
+        for page in ids:
+            out[page] = above
+            above = page
+    return out
+
+
+def test_an_insert_adopts_orphans_mid_run_and_goes_on_below_each():
+    """Block mode under LRU, capacity 13 pages: [0, 1, 2, 3] and [6] at recency 0, [4, 5]
+    below 3 and [7, 8] below 6 at recency 5. Freeing 8 pages' worth with 4 free takes the
+    deepest pages of recency 0 first, 6, 3, 2, 1: [4, 5] (lost parent 3) and [7, 8] (lost
+    parent 6) become orphans. Then [0, ..., 9]: page 0 matches, [1, 2, 3] is inserted below
+    it, [4, 5] re-adopted below 3, [6] inserted below 5, [7, 8] re-adopted below 6 and [9]
+    inserted below 8: one chain again, nothing orphaned."""
+    cache = SegmentCache(13 * P, POLICIES.build("lru"), mode=CacheMode.BLOCK)
+    top = cache.insert(None, [0, 1, 2, 3], [P] * 4, 0.0, 0)[-1]
+    middle = cache.insert(top, [4, 5], [P, P], 0.0, 5)[-1]
+    single = cache.insert(middle, [6], [P], 0.0, 0)[-1]
+    cache.insert(single, [7, 8], [P, P], 0.0, 5)
+    assert cache.evict(8 * P) and sorted(cache.page_ids()) == [0, 4, 5, 7, 8]
+    assert cache.orphan_tokens() == 2 * P  # each orphan's first page
+    assert cache.access(list(range(10)), 1.0, 6, P, 10 * P) == 1
+    assert page_parents(cache) == {0: None, **{page: page - 1 for page in range(1, 10)}}
+    assert cache.orphan_tokens() == 0
+    cache.check_invariants()
