@@ -8,6 +8,7 @@ import pytest
 
 from prefixsim.cache import POLICIES, CacheMode, ChainConflict, TTLRule
 from prefixsim.cache.segment_tree import SegmentCache
+from prefixsim.trace import Request
 
 P = 4
 
@@ -108,3 +109,31 @@ def test_an_insert_adopts_orphans_mid_run_and_goes_on_below_each():
     assert page_parents(cache) == {0: None, **{page: page - 1 for page in range(1, 10)}}
     assert cache.orphan_tokens() == 0
     cache.check_invariants()
+
+
+def test_block_mode_belady_takes_tied_pages_deepest_first():
+    """Block mode under Belady: [1, 2], then [1, 2, 3, 4] (a segment [3, 4] below [1, 2],
+    all four touched at recency 1), and all four are next used by the same request: their
+    keys and recencies tie, so pages leave deepest first (RadixCache's -depth): freeing 2
+    pages takes 4 and 3, not 2, which would orphan [3, 4]'s rest."""
+    requests = [Request(0, 0.0, 2 * P, 1, (1, 2), P), Request(1, 1.0, 4 * P, 1, (1, 2, 3, 4), P),
+                Request(2, 2.0, 4 * P, 1, (1, 2, 3, 4), P)]
+    belady = POLICIES.build("belady")
+    belady.prepare(requests)
+    cache = SegmentCache(4 * P, belady, mode=CacheMode.BLOCK)
+    cache.access([1, 2], 0.0, 0, P, 2 * P)
+    cache.access([1, 2, 3, 4], 1.0, 1, P, 4 * P)
+    assert cache.evict(2 * P) and sorted(cache.page_ids()) == [1, 2]
+    assert cache.orphan_tokens() == 0
+    cache.check_invariants()
+
+
+def test_s3fifo_eviction_fails_when_one_token_short():
+    """S3-FIFO (a state per page), capacity 2 pages, full: [1] locked, [2] not. Freeing
+    P + 1 tokens can take [2] only: it fails, one token short."""
+    cache = SegmentCache(2 * P, POLICIES.build("s3fifo"))
+    locked = cache.insert(None, [1], [P], 0.0, 0)[-1]
+    cache.lock(locked)
+    cache.insert(None, [2], [P], 0.0, 1)
+    assert not cache.evict(P + 1)
+    assert sorted(cache.page_ids()) == [1]
