@@ -112,3 +112,42 @@ def test_keep_in_block_mode_keeps_inner_segments():
         assert queue.run == kept and len(queue.heap) == len(kept)
         assert len(queue) == 2 * len(kept)
         assert queue.pop_below(2.0) is (None if leaves_only else early)
+
+
+def test_check_finds_a_run_out_of_deadline_order():
+    """A live run entry whose segment's deadline fell below the one before it."""
+    queue = DeadlineRun()
+    a, b = leaf(1, 1.0), leaf(2, 2.0)
+    queue.push(a)
+    queue.push(b)
+    queue.check([a, b])
+    b.deadline_s = 0.5
+    with pytest.raises(AssertionError, match="^deadline run out of order$"):
+        queue.check([a, b])
+
+
+def test_check_reads_every_segment_past_a_locked_one_and_bounds_run_positions():
+    """A locked segment is skipped, not the end of the check: the leaf after it without a
+    live entry is found. A run position one past the run's end is no entry either."""
+    queue = DeadlineRun()
+    locked, missing, past = leaf(1, 1.0), leaf(2, 2.0), leaf(3, 3.0)
+    queue.push(locked)
+    locked.lock_count = 1
+    missing.deadline_entry = -1 - 99  # a heap entry number never given
+    with pytest.raises(AssertionError, match="^no live entry$"):
+        queue.check([locked, missing])
+    past.deadline_entry = queue.base + len(queue.run)
+    with pytest.raises(AssertionError, match="^no live entry$"):
+        queue.check([past])
+
+
+def test_check_finds_a_heap_entry_of_another_segment():
+    """A segment naming a heap entry that holds another segment has no live entry."""
+    queue = DeadlineRun()
+    late, early, other = leaf(1, 5.0), leaf(2, 1.0), leaf(3, 1.0)
+    queue.push(late)
+    queue.push(early)  # below the run's last deadline: heap entry -1
+    queue.check([late, early])
+    other.deadline_entry = early.deadline_entry
+    with pytest.raises(AssertionError, match="^no live entry$"):
+        queue.check([other])
