@@ -151,3 +151,14 @@ def test_check_finds_a_heap_entry_of_another_segment():
     other.deadline_entry = early.deadline_entry
     with pytest.raises(AssertionError, match="^no live entry$"):
         queue.check([other])
+
+
+def test_check_finds_a_heap_entry_off_its_segments_deadline():
+    """A heap entry holding its segment at a deadline the segment no longer has."""
+    queue = DeadlineRun()
+    late, early = leaf(1, 5.0), leaf(2, 1.0)
+    queue.push(late)
+    queue.push(early)  # a heap entry at 1.0
+    early.deadline_s = 2.0
+    with pytest.raises(AssertionError, match="^a live entry off its deadline$"):
+        queue.check([late, early])
