@@ -162,3 +162,22 @@ def test_check_finds_a_heap_entry_off_its_segments_deadline():
     early.deadline_s = 2.0
     with pytest.raises(AssertionError, match="^a live entry off its deadline$"):
         queue.check([late, early])
+
+
+def test_a_long_consumed_run_head_is_cut_off_and_the_rest_keeps_its_positions():
+    """3,000 leaves at deadlines 0, 1, ..., 2,999; popping those below 2,000 consumes the
+    run's first 2,000 entries, which the run drops once 1,024 or more are consumed and they
+    are at least half of it: the base moves past them, so the 1,000 left are still live
+    and pop in order."""
+    queue = DeadlineRun()
+    nodes = [leaf(i, float(i)) for i in range(3000)]
+    for node in nodes:
+        queue.push(node)
+    popped = []
+    while (node := queue.pop_below(1999.5)) is not None:
+        popped.append(node)
+    assert popped == nodes[:2000]
+    assert queue.base >= 1024 and len(queue.run) - queue.first == 1000
+    queue.check(nodes[2000:])
+    assert [queue.pop_below(1e9) for _ in range(1000)] == nodes[2000:]
+    assert queue.pop_below(1e9) is None
