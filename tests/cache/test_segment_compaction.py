@@ -31,13 +31,14 @@ def hammer(cache: SegmentCache, page: int, times: int, first_recency: int) -> No
         cache.access([page], step / 100, first_recency + step, P, P)
 
 
-@pytest.mark.parametrize("policy", ["lru", "fifo"])
+@pytest.mark.parametrize("policy", ["lru", "fifo", "gdsf", "s3fifo"])
 def test_block_mode_compaction_keeps_an_untouched_victim(policy):
     """Block mode, capacity 2 pages, no TTL: [1] then [2] at t=0; page 2 is hit 5,000
     times, so the victim queue holds thousands of stale entries of [2] and compacts (it
     looks every 1,024 queue operations, and compacts past 4 x segments + 2,048 entries). The
     one entry of [1] is live and must survive: freeing a page's tokens then takes page 1
-    (least recently used; first inserted for FIFO)."""
+    (least recently used; first inserted for FIFO; least valued for GDSF; unhit in S3-FIFO's
+    small queue). GDSF and S3-FIFO keep an entry per page (`_live_page` keeps them)."""
     cache = block_cache(2 * P, policy=policy)
     cache.access([1], 0, 0, P, P)
     cache.access([2], 0, 1, P, P)
