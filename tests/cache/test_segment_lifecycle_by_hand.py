@@ -137,3 +137,23 @@ def test_s3fifo_eviction_fails_when_one_token_short():
     cache.insert(None, [2], [P], 0.0, 1)
     assert not cache.evict(P + 1)
     assert sorted(cache.page_ids()) == [1]
+
+
+def test_a_page_with_several_live_entries_leaves_once_and_eviction_goes_on():
+    """Block mode under Belady keyed by access (a timed replica's cache), capacity 2 pages,
+    full: [1] and [2]. Page 1 is touched twice in one step (the same recency), so two
+    entries name it with the same key; freeing both pages takes page 1 once (its second
+    entry is skipped as taken, not counted again, and does not end the eviction) and then
+    page 2."""
+    requests = [Request(0, 0.0, P, 1, (1,), P), Request(1, 0.0, P, 1, (2,), P),
+                Request(2, 1.0, 2 * P, 1, (1, 2), P)]
+    belady = POLICIES.build("belady")
+    belady.prepare(requests)
+    cache = SegmentCache(2 * P, belady, mode=CacheMode.BLOCK, by_access=True)
+    cache.insert(None, [1], [P], 0.0, 0)
+    cache.insert(None, [2], [P], 0.0, 0)
+    for _ in range(2):
+        cache.touch(cache.match([1], 0.5).pages, 0.5, 1)
+    assert cache.evict(2 * P) and cache.page_ids() == set()
+    assert (cache.counters.evicted_pages, cache.counters.evicted_tokens) == (2, 2 * P)
+    cache.check_invariants()
