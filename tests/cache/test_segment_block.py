@@ -203,6 +203,18 @@ def seeded_case(seed: int):
     return rng, requests, policy, capacity, ttl
 
 
+def replayed(cache, requests: list[Request]):
+    """A block-mode replay's hits, counters, resident pages with their deadlines and
+    orphan tokens (the cache's invariants checked), or its input error."""
+    try:
+        result = replay_cache_only(requests, cache, sample_interval_s=1.0)
+    except InputError as exc:
+        return str(exc)
+    cache.check_invariants()
+    return ([r.cached_tokens for r in result.records], result.counters,
+            sorted((p.page_id, p.deadline_s) for p in cache.pages()), cache.orphan_tokens())
+
+
 @pytest.mark.parametrize("block", range(4))
 def test_long_random_traces_replay_as_on_pages(block):
     """200 seeded traces a block (chained or not, every policy that runs block mode on
@@ -211,41 +223,21 @@ def test_long_random_traces_replay_as_on_pages(block):
     orphans, or the same input error."""
     for seed in range(200 * block, 200 * block + 200):
         _, requests, policy, capacity, ttl = seeded_case(seed)
-        out = []
-        for cache in (RadixCache(capacity, built(policy, requests), ttl, CacheMode.BLOCK),
-                      SegmentCache(capacity, built(policy, requests), ttl,
-                                   mode=CacheMode.BLOCK)):
-            try:
-                result = replay_cache_only(requests, cache, sample_interval_s=1.0)
-            except InputError as exc:
-                out.append(str(exc))
-                continue
-            cache.check_invariants()
-            out.append(([r.cached_tokens for r in result.records], result.counters,
-                        sorted((p.page_id, p.deadline_s) for p in cache.pages()),
-                        cache.orphan_tokens()))
-        assert out[0] == out[1], f"seed {seed}"
+        pages = RadixCache(capacity, built(policy, requests), ttl, CacheMode.BLOCK)
+        segments = SegmentCache(capacity, built(policy, requests), ttl, mode=CacheMode.BLOCK)
+        assert replayed(pages, requests) == replayed(segments, requests), f"seed {seed}"
 
 
 def test_belady_keyed_by_access_replays_as_on_pages():
     """Belady keyed by each page's id and its segment's last access and recency as it is
     queued (`by_access`: a timed replica's cache), in block mode: 200 seeded traces give
-    the per-page tree's hits, counters and resident pages with their deadlines."""
+    the per-page tree's hits, counters, resident pages with their deadlines and orphans."""
     for seed in range(200):
         _, requests, _, capacity, ttl = seeded_case(seed)
-        out = []
-        for cache in (RadixCache(capacity, built("belady", requests), ttl, CacheMode.BLOCK),
-                      SegmentCache(capacity, built("belady", requests), ttl, by_access=True,
-                                   mode=CacheMode.BLOCK)):
-            try:
-                result = replay_cache_only(requests, cache, sample_interval_s=1.0)
-            except InputError as exc:
-                out.append(str(exc))
-                continue
-            cache.check_invariants()
-            out.append(([r.cached_tokens for r in result.records], result.counters,
-                        sorted((p.page_id, p.deadline_s) for p in cache.pages())))
-        assert out[0] == out[1], f"seed {seed}"
+        pages = RadixCache(capacity, built("belady", requests), ttl, CacheMode.BLOCK)
+        segments = SegmentCache(capacity, built("belady", requests), ttl, by_access=True,
+                                mode=CacheMode.BLOCK)
+        assert replayed(pages, requests) == replayed(segments, requests), f"seed {seed}"
 
 
 def test_earliest_deadline_first_reads_a_raised_deadline():
