@@ -5,6 +5,7 @@ property test against a plain reference (the least live deadline, searched)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -184,3 +185,110 @@ def test_pops_the_least_live_deadline_below_now_as_a_search_would(ops):
             queue.push(node)
             queued.add(index)
         queue.check([nodes[i] for i in queued])
+
+
+def test_keep_after_a_pop_keeps_the_run_past_its_consumed_head():
+    """A run of deadlines 1, 2, 3; popping below 1.5 takes A and leaves the run's head one
+    position on (`first` 1). `keep` must keep B and C (their entries are positions 1 and 2,
+    past the consumed head) and number them past every position given before (3 and 4);
+    then they pop in deadline order."""
+    queue = DeadlineRun()
+    a, b, c = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
+    for node in (a, b, c):
+        queue.push(node)
+    assert queue.pop_below(1.5) is a and queue.first == 1
+    queue.keep()
+    assert queue.run == [b, c] and (b.deadline_entry, c.deadline_entry) == (3, 4)
+    queue.keep()  # again: past positions 0-4, never reused
+    assert queue.base == 5 and (b.deadline_entry, c.deadline_entry) == (5, 6)
+    assert len(queue) == 2
+    assert queue.pop_below(10.0) is b and queue.pop_below(10.0) is c
+    assert queue.pop_below(10.0) is None
+
+
+def test_keep_in_block_mode_keeps_inner_segments():
+    """A deadline run of every segment (`leaves_only` False, block mode): a segment with a
+    child keeps its entries through `keep`, in the run and in the heap (queued before a
+    later deadline), and pops; in a run of leaves only, both entries are stale and dropped."""
+    for leaves_only in (False, True):
+        queue = DeadlineRun(leaves_only)
+        parent, early = segment(1, 1.0), segment(3, 0.5)
+        queue.push(parent)
+        queue.push(early)  # before the run's last deadline: a heap entry
+        assert len(queue.heap) == 1
+        for node in (parent, early):
+            node.children = {9: segment(9, 5.0)}
+        queue.keep()
+        kept = [] if leaves_only else [parent]
+        assert queue.run == kept and len(queue.heap) == len(kept)
+        assert len(queue) == 2 * len(kept)
+        assert queue.pop_below(2.0) is (None if leaves_only else early)
+
+
+def test_check_finds_a_run_out_of_deadline_order():
+    """A live run entry whose segment's deadline fell below the one before it."""
+    queue = DeadlineRun()
+    a, b = segment(1, 1.0), segment(2, 2.0)
+    queue.push(a)
+    queue.push(b)
+    queue.check([a, b])
+    b.deadline_s = 0.5
+    with pytest.raises(AssertionError, match="^deadline run out of order$"):
+        queue.check([a, b])
+
+
+def test_check_reads_every_segment_past_a_locked_one_and_bounds_run_positions():
+    """A locked segment is skipped, not the end of the check: the leaf after it without a
+    live entry is found. A run position one past the run's end is no entry either."""
+    queue = DeadlineRun()
+    locked, missing, past = segment(1, 1.0), segment(2, 2.0), segment(3, 3.0)
+    queue.push(locked)
+    locked.lock_count = 1
+    missing.deadline_entry = -1 - 99  # a heap entry number never given
+    with pytest.raises(AssertionError, match="^no live entry$"):
+        queue.check([locked, missing])
+    past.deadline_entry = queue.base + len(queue.run)
+    with pytest.raises(AssertionError, match="^no live entry$"):
+        queue.check([past])
+
+
+def test_check_finds_a_heap_entry_of_another_segment():
+    """A segment naming a heap entry that holds another segment has no live entry."""
+    queue = DeadlineRun()
+    late, early, other = segment(1, 5.0), segment(2, 1.0), segment(3, 1.0)
+    queue.push(late)
+    queue.push(early)  # below the run's last deadline: heap entry -1
+    queue.check([late, early])
+    other.deadline_entry = early.deadline_entry
+    with pytest.raises(AssertionError, match="^no live entry$"):
+        queue.check([other])
+
+
+def test_check_finds_a_heap_entry_off_its_segments_deadline():
+    """A heap entry holding its segment at a deadline the segment no longer has."""
+    queue = DeadlineRun()
+    late, early = segment(1, 5.0), segment(2, 1.0)
+    queue.push(late)
+    queue.push(early)  # a heap entry at 1.0
+    early.deadline_s = 2.0
+    with pytest.raises(AssertionError, match="^a live entry off its deadline$"):
+        queue.check([late, early])
+
+
+def test_a_long_consumed_run_head_is_cut_off_and_the_rest_keeps_its_positions():
+    """3,000 leaves at deadlines 0, 1, ..., 2,999; popping those below 2,000 consumes the
+    run's first 2,000 entries, which the run drops once 1,024 or more are consumed and they
+    are at least half of it: the base moves past them, so the 1,000 left are still live
+    and pop in order."""
+    queue = DeadlineRun()
+    nodes = [segment(i, float(i)) for i in range(3000)]
+    for node in nodes:
+        queue.push(node)
+    popped = []
+    while (node := queue.pop_below(1999.5)) is not None:
+        popped.append(node)
+    assert popped == nodes[:2000]
+    assert queue.base >= 1024 and len(queue.run) - queue.first == 1000
+    queue.check(nodes[2000:])
+    assert [queue.pop_below(1e9) for _ in range(1000)] == nodes[2000:]
+    assert queue.pop_below(1e9) is None
