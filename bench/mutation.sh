@@ -125,6 +125,7 @@ alive = counts["survived"] + counts["no tests"]
 print(f"mutants: {counts}")
 print(f"score: {dead}/{dead + alive} = {dead / max(dead + alive, 1):.1%} killed")
 if counts["other"] and not dead + alive:
+    log = max(pathlib.Path(".").glob("mutmut-*run.log"), key=lambda p: p.stat().st_mtime)
     raise SystemExit(f"bench/mutation.sh: mutmut ran none of the {counts['other']} mutants;"
-                     f" see {pathlib.Path('mutmut-run.log').resolve()}")
+                     f" see {log.resolve()}")
 PY
